@@ -1,0 +1,38 @@
+//! Module configs (Redis 7.0 `RM_RegisterNumericConfig`), exposed as `reclaim.<name>`: settable in
+//! redis.conf, on the `loadmodule` line (`tick-interval-ms 5`), with `MODULE LOADEX ... CONFIG`, and
+//! at run time with `CONFIG SET`/`CONFIG GET`. Redis validates the ranges below.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+
+/// `reclaim.tick-interval-ms`: ms between two sweep ticks. Default 10, range 1..=1000.
+pub static TICK_INTERVAL_MS: AtomicI64 = AtomicI64::new(DEFAULT_TICK_INTERVAL_MS);
+/// Default of `reclaim.tick-interval-ms`.
+pub const DEFAULT_TICK_INTERVAL_MS: i64 = 10;
+/// Smallest `reclaim.tick-interval-ms`.
+pub const MIN_TICK_INTERVAL_MS: i64 = 1;
+/// Largest `reclaim.tick-interval-ms`.
+pub const MAX_TICK_INTERVAL_MS: i64 = 1000;
+
+/// `reclaim.tick-budget-us`: µs of sweep work one tick may do (all policies together); a step
+/// that starts before the budget ends finishes its current batch. Default 1000, range 50..=100000.
+pub static TICK_BUDGET_US: AtomicI64 = AtomicI64::new(DEFAULT_TICK_BUDGET_US);
+/// Default of `reclaim.tick-budget-us`.
+pub const DEFAULT_TICK_BUDGET_US: i64 = 1000;
+/// Smallest `reclaim.tick-budget-us`.
+pub const MIN_TICK_BUDGET_US: i64 = 50;
+/// Largest `reclaim.tick-budget-us`.
+pub const MAX_TICK_BUDGET_US: i64 = 100_000;
+
+/// Current tick interval, ms.
+pub fn tick_interval_ms() -> i64 {
+    TICK_INTERVAL_MS
+        .load(Ordering::Relaxed)
+        .clamp(MIN_TICK_INTERVAL_MS, MAX_TICK_INTERVAL_MS)
+}
+
+/// Current per-tick budget, µs.
+pub fn tick_budget_us() -> i64 {
+    TICK_BUDGET_US
+        .load(Ordering::Relaxed)
+        .clamp(MIN_TICK_BUDGET_US, MAX_TICK_BUDGET_US)
+}

@@ -1,0 +1,87 @@
+//! Every client-facing error of redis-reclaim, in one place.
+//!
+//! Errors follow Redis conventions: a prefix word (`ERR`, `WRONGTYPE`, `NOPERM`) and a message.
+//! Integration tests assert these exact strings (see `tests/commands.rs`), and `docs/commands.md`
+//! lists them.
+
+use std::fmt;
+
+/// Standard Redis message for a key that holds another type (same text as `XADD` on a string key,
+/// Redis 7.0 `shared.wrongtypeerr`).
+pub const WRONGTYPE_STREAM: &str =
+    "WRONGTYPE Operation against a key holding the wrong kind of value";
+/// The DLQ key exists and is not a stream.
+pub const WRONGTYPE_DLQ: &str =
+    "WRONGTYPE the DLQ key holds the wrong kind of value (it must be a stream)";
+/// `RECLAIM.SWEEP` / `RECLAIM.STATS` of a (key, group) that has no policy.
+pub const NO_POLICY: &str = "ERR no reclaim policy for this key and group";
+/// `MAX-DELIVERIES` above 0 without `DLQ`.
+pub const MAX_DELIVERIES_NEEDS_DLQ: &str = "ERR MAX-DELIVERIES above 0 needs a DLQ key";
+/// `DLQ` names the stream the policy watches.
+pub const DLQ_IS_STREAM: &str = "ERR the DLQ key must differ from the stream key";
+/// `RECLAIM.SWEEP` by a user whose ACL does not allow writing the policy's DLQ key.
+pub const NOPERM_DLQ: &str = "NOPERM this user has no permissions to write the policy's DLQ key";
+/// The policy key of the stream exists but holds something else (written by hand).
+pub const POLICY_KEY_TAKEN: &str =
+    "ERR the policy key of this stream holds a value that is not a reclaim policy";
+/// Any panic caught at the FFI boundary (a bug: the server keeps running, the log has details).
+pub const INTERNAL: &str = "ERR internal error in the reclaim module (see the server log)";
+
+/// Everything a command can answer with instead of a result. `Display` gives the exact wire text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReclaimError {
+    /// An option name that is not known for this command. Carries the option as typed.
+    UnknownOption(String),
+    /// An option given twice. Carries the canonical (upper-case) option name.
+    RepeatedOption(&'static str),
+    /// An option given as the last argument, without its value.
+    MissingValue(&'static str),
+    /// A numeric option whose value is not an integer in range. Carries the option name and the
+    /// human-readable range, e.g. `("COUNT", "an integer from 1 to 10000")`.
+    BadNumber(&'static str, &'static str),
+    /// A fixed message from the constants above.
+    Static(&'static str),
+}
+
+impl fmt::Display for ReclaimError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReclaimError::UnknownOption(o) => write!(f, "ERR unknown option '{o}'"),
+            ReclaimError::RepeatedOption(o) => write!(f, "ERR option {o} given more than once"),
+            ReclaimError::MissingValue(o) => write!(f, "ERR option {o} needs a value"),
+            ReclaimError::BadNumber(o, range) => write!(f, "ERR {o} must be {range}"),
+            ReclaimError::Static(s) => f.write_str(s),
+        }
+    }
+}
+
+impl From<ReclaimError> for redis_module::RedisError {
+    fn from(e: ReclaimError) -> Self {
+        redis_module::RedisError::String(e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_texts() {
+        assert_eq!(
+            ReclaimError::UnknownOption("FOO".into()).to_string(),
+            "ERR unknown option 'FOO'"
+        );
+        assert_eq!(
+            ReclaimError::RepeatedOption("COUNT").to_string(),
+            "ERR option COUNT given more than once"
+        );
+        assert_eq!(
+            ReclaimError::MissingValue("DLQ").to_string(),
+            "ERR option DLQ needs a value"
+        );
+        assert_eq!(
+            ReclaimError::BadNumber("COUNT", "an integer from 1 to 10000").to_string(),
+            "ERR COUNT must be an integer from 1 to 10000"
+        );
+    }
+}

@@ -1,0 +1,142 @@
+//! Where a stream's policies live in the keyspace (pure; unit-tested without a server).
+//!
+//! All policies of one stream live in one key of the module's own data type, named
+//! `reclaim:policy:{TAG}:STREAM`, where TAG makes the key hash to the same Redis Cluster slot as
+//! the stream, so the policies migrate with their stream:
+//! - the stream's own hash tag when it has one (`{orders}:in` -> `orders`);
+//! - otherwise the whole stream name, when it contains no `}` and is not empty (`orders`);
+//! - otherwise (rare: names like `a}b` or the empty name) the first short string, in a fixed
+//!   enumeration, with the same slot as the stream.
+//!
+//! The key name is unique per stream: TAG never contains `}`, so the stream name is whatever follows
+//! the first `}:`. The cluster slot rule (CRC16 of the tag modulo 16384) is Redis's `keyHashSlot`
+//! (Redis 3.0+ cluster.c).
+
+/// Prefix of every policy key.
+pub const POLICY_KEY_PREFIX: &[u8] = b"reclaim:policy:";
+
+/// CRC16-CCITT (XMODEM), the checksum Redis Cluster uses for key slots.
+fn crc16(data: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &b in data {
+        crc ^= (b as u16) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc
+}
+
+/// The hash tag of a key as Redis Cluster defines it: the bytes between the first `{` and the
+/// next `}`, when that is not empty.
+pub fn hash_tag(key: &[u8]) -> Option<&[u8]> {
+    let open = key.iter().position(|&b| b == b'{')?;
+    let close = key[open + 1..].iter().position(|&b| b == b'}')?;
+    if close == 0 {
+        None
+    } else {
+        Some(&key[open + 1..open + 1 + close])
+    }
+}
+
+/// The Redis Cluster slot (0..16383) of a key.
+pub fn key_slot(key: &[u8]) -> u16 {
+    crc16(hash_tag(key).unwrap_or(key)) & 0x3fff
+}
+
+/// The tag used in the policy key of `stream` (see the module docs).
+pub fn policy_tag(stream: &[u8]) -> Vec<u8> {
+    if let Some(t) = hash_tag(stream) {
+        return t.to_vec();
+    }
+    if !stream.is_empty() && !stream.contains(&b'}') {
+        return stream.to_vec();
+    }
+    let want = key_slot(stream);
+    // 16384 slots; base-36 strings of up to 4 characters give 1.7M candidates, and the
+    // search ends after ~16k tries on average (a few hundred µs, once per SET of such a name).
+    const DIGITS: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    for n in 0u32..36 * 36 * 36 * 36 {
+        let mut s = Vec::with_capacity(5);
+        let mut m = n;
+        s.push(b'#');
+        loop {
+            s.push(DIGITS[(m % 36) as usize]);
+            m /= 36;
+            if m == 0 {
+                break;
+            }
+        }
+        if crc16(&s) & 0x3fff == want {
+            return s;
+        }
+    }
+    // Unreachable in practice (every slot is hit well before the end); fall back to the stream's
+    // own bytes, which is right whenever the stream has no `}`.
+    stream.to_vec()
+}
+
+/// The name of the key that holds `stream`'s policies: `reclaim:policy:{TAG}:STREAM`.
+pub fn policy_key(stream: &[u8]) -> Vec<u8> {
+    let tag = policy_tag(stream);
+    let mut k = Vec::with_capacity(POLICY_KEY_PREFIX.len() + tag.len() + stream.len() + 3);
+    k.extend_from_slice(POLICY_KEY_PREFIX);
+    k.push(b'{');
+    k.extend_from_slice(&tag);
+    k.extend_from_slice(b"}:");
+    k.extend_from_slice(stream);
+    k
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_slots() {
+        // Values from `CLUSTER KEYSLOT` on Redis 7.0.
+        assert_eq!(key_slot(b"foo"), 12182);
+        assert_eq!(key_slot(b"{user1000}.following"), key_slot(b"user1000"));
+        assert_eq!(key_slot(b"foo{}{bar}"), crc16(b"foo{}{bar}") & 0x3fff);
+    }
+
+    #[test]
+    fn policy_key_shapes() {
+        assert_eq!(
+            policy_key(b"orders"),
+            b"reclaim:policy:{orders}:orders".to_vec()
+        );
+        assert_eq!(
+            policy_key(b"{app}:in"),
+            b"reclaim:policy:{app}:{app}:in".to_vec()
+        );
+    }
+
+    #[test]
+    fn same_slot_as_stream_for_odd_names() {
+        for s in [
+            &b"orders"[..],
+            b"{a}b",
+            b"a}b",
+            b"",
+            b"}",
+            b"{}x",
+            b"x{y",
+            b"\xff\x00{",
+            b"{{a}}",
+        ] {
+            assert_eq!(key_slot(&policy_key(s)), key_slot(s), "stream {s:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn policy_key_always_shares_the_slot(s in proptest::collection::vec(proptest::num::u8::ANY, 0..20)) {
+            proptest::prop_assert_eq!(key_slot(&policy_key(&s)), key_slot(&s));
+        }
+    }
+}

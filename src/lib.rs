@@ -1,0 +1,147 @@
+//! redis-reclaim: a Redis module (name `reclaim`) that reclaims stale Redis Streams consumer-group
+//! entries inside redis-server and moves poison entries to a dead-letter stream atomically.
+//!
+//! This file only registers things: the policy data type, configs, commands, events, the INFO
+//! section and the sweep timer. See docs/design.md for how the pieces fit.
+
+#![allow(clippy::missing_safety_doc)]
+
+pub mod commands;
+pub mod config;
+pub mod error;
+pub mod ffi;
+pub mod keys;
+pub mod metrics;
+pub mod planner;
+pub mod policy;
+pub mod registry;
+pub mod store;
+pub mod sweep;
+pub mod timer;
+
+use std::os::raw::{c_char, c_int, c_void};
+
+use redis_module::configuration::ConfigurationFlags;
+use redis_module::{raw, redis_module, Context, RedisString, Status};
+
+use crate::store::POLICY_TYPE;
+
+#[cfg(not(test))]
+type Allocator = redis_module::alloc::RedisAlloc;
+#[cfg(not(test))]
+const ALLOCATOR: Allocator = redis_module::alloc::RedisAlloc;
+#[cfg(test)]
+type Allocator = std::alloc::System;
+#[cfg(test)]
+const ALLOCATOR: Allocator = std::alloc::System;
+
+/// Keyspace events on policy keys that bring a policy to a new (db, key): RENAME, MOVE, COPY,
+/// RESTORE. DEL, FLUSHDB and the like need nothing (the sweeper drops what it cannot find).
+unsafe extern "C" fn on_generic_event(
+    ctx: *mut raw::RedisModuleCtx,
+    _type: c_int,
+    event: *const c_char,
+    key: *mut raw::RedisModuleString,
+) -> c_int {
+    ffi::guard("keyspace event", || {
+        let ev = unsafe { std::ffi::CStr::from_ptr(event) }.to_bytes();
+        if !matches!(
+            ev,
+            b"rename_to"
+                | b"move_to"
+                | b"copy_to"
+                | b"restore"
+                | b"xgroup-create"
+                | b"xgroup-setid"
+        ) {
+            return;
+        }
+        let mut len = 0usize;
+        let p = unsafe { raw::RedisModule_StringPtrLen.unwrap()(key, &mut len) };
+        let name = unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) };
+        let context = Context::new(ctx);
+        if !name.starts_with(keys::POLICY_KEY_PREFIX) {
+            // A stream (or its group) appeared: policies waiting for it start on the next tick.
+            registry::wake(ffi::selected_db(&context), name);
+            return;
+        }
+        let k = RedisString::create_from_slice(ctx, name);
+        let key = context.open_key(&k);
+        if let Ok(Some(set)) = key.get_value::<store::PolicySet>(&POLICY_TYPE) {
+            let db = ffi::selected_db(&context);
+            for g in set.groups.keys() {
+                registry::register(db, &set.stream, g);
+            }
+        }
+    });
+    raw::REDISMODULE_OK as c_int
+}
+
+/// SWAPDB moves policies between databases (server event `SwapDB`, Redis 6.0+).
+unsafe extern "C" fn on_swapdb(
+    _ctx: *mut raw::RedisModuleCtx,
+    _e: raw::RedisModuleEvent,
+    _sub: u64,
+    data: *mut c_void,
+) {
+    ffi::guard("swapdb event", || {
+        let info = unsafe { &*(data as *const raw::RedisModuleSwapDbInfo) };
+        registry::swap_db(info.dbnum_first, info.dbnum_second);
+    });
+}
+
+unsafe extern "C" fn on_info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
+    ffi::guard("INFO", || unsafe {
+        // NULL: the module's default section, `# reclaim`, fields prefixed `reclaim_`.
+        raw::RedisModule_InfoAddSection.unwrap()(ctx, std::ptr::null());
+        for (name, v) in metrics::fields() {
+            let Ok(n) = std::ffi::CString::new(name) else {
+                continue;
+            };
+            raw::RedisModule_InfoAddFieldULongLong.unwrap()(ctx, n.as_ptr(), v);
+        }
+    });
+}
+
+fn init(ctx: &Context, _args: &[RedisString]) -> Status {
+    if !commands::register(ctx) {
+        return Status::Err;
+    }
+    unsafe {
+        if raw::RedisModule_SubscribeToKeyspaceEvents.unwrap()(
+            ctx.ctx,
+            raw::REDISMODULE_NOTIFY_GENERIC | raw::REDISMODULE_NOTIFY_STREAM,
+            Some(on_generic_event),
+        ) != raw::REDISMODULE_OK as c_int
+        {
+            ctx.log_warning("reclaim: cannot subscribe to keyspace events");
+            return Status::Err;
+        }
+        let swap = raw::RedisModuleEvent {
+            id: raw::REDISMODULE_EVENT_SWAPDB,
+            dataver: 1,
+        };
+        raw::RedisModule_SubscribeToServerEvent.unwrap()(ctx.ctx, swap, Some(on_swapdb));
+        raw::RedisModule_RegisterInfoFunc.unwrap()(ctx.ctx, Some(on_info));
+    }
+    timer::arm(ctx.ctx);
+    Status::Ok
+}
+
+redis_module! {
+    name: "reclaim",
+    version: 1,
+    allocator: (Allocator, ALLOCATOR),
+    data_types: [POLICY_TYPE],
+    init: init,
+    configurations: [
+        i64: [
+            ["tick-interval-ms", &config::TICK_INTERVAL_MS, config::DEFAULT_TICK_INTERVAL_MS, config::MIN_TICK_INTERVAL_MS, config::MAX_TICK_INTERVAL_MS, ConfigurationFlags::DEFAULT, None],
+            ["tick-budget-us", &config::TICK_BUDGET_US, config::DEFAULT_TICK_BUDGET_US, config::MIN_TICK_BUDGET_US, config::MAX_TICK_BUDGET_US, ConfigurationFlags::DEFAULT, None],
+        ],
+        string: [],
+        bool: [],
+        enum: [],
+        module_args_as_configuration: true,
+    ]
+}

@@ -1,0 +1,82 @@
+//! Server-wide counters, published as the `reclaim` section of `INFO` (`INFO reclaim`).
+//! Per-policy counters are in [`crate::registry`] and `RECLAIM.STATS`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// One counter.
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    const fn new() -> Self {
+        Counter(AtomicU64::new(0))
+    }
+    /// Adds `n`.
+    pub fn add(&self, n: u64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+    /// Sets to `n`.
+    pub fn set(&self, n: u64) {
+        self.0.store(n, Ordering::Relaxed);
+    }
+    /// Raises to `n` if `n` is larger.
+    pub fn max(&self, n: u64) {
+        self.0.fetch_max(n, Ordering::Relaxed);
+    }
+    /// Current value.
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Timer ticks that did sweep work (or looked for it).
+pub static TICKS: Counter = Counter::new();
+/// Ticks skipped because this server is a replica.
+pub static SKIPPED_REPLICA: Counter = Counter::new();
+/// Ticks skipped while loading (RDB/AOF/full sync).
+pub static SKIPPED_LOADING: Counter = Counter::new();
+/// Ticks skipped while writes are paused (CLIENT PAUSE WRITE, FAILOVER).
+pub static SKIPPED_PAUSED: Counter = Counter::new();
+/// Ticks skipped because the server was out of memory (maxmemory reached).
+pub static SKIPPED_OOM: Counter = Counter::new();
+/// Steps run (timer and RECLAIM.SWEEP).
+pub static STEPS: Counter = Counter::new();
+/// Complete passes.
+pub static PASSES: Counter = Counter::new();
+/// Entries claimed.
+pub static CLAIMED: Counter = Counter::new();
+/// Entries dead-lettered.
+pub static DEAD_LETTERED: Counter = Counter::new();
+/// Deleted entries removed from PELs.
+pub static DELETED: Counter = Counter::new();
+/// Dead-letter moves skipped for OOM.
+pub static OOM_SKIPS: Counter = Counter::new();
+/// Steps that ended in an error.
+pub static ERRORS: Counter = Counter::new();
+/// Duration of the last tick that did work, µs.
+pub static LAST_TICK_US: Counter = Counter::new();
+/// Longest tick since load, µs.
+pub static MAX_TICK_US: Counter = Counter::new();
+/// Panics caught at the FFI boundary (should stay 0; each one is logged).
+pub static PANICS: Counter = Counter::new();
+
+/// Name/value pairs of the `INFO reclaim` section, in order.
+pub fn fields() -> Vec<(&'static str, u64)> {
+    vec![
+        ("policies", crate::registry::len() as u64),
+        ("ticks", TICKS.get()),
+        ("ticks_skipped_replica", SKIPPED_REPLICA.get()),
+        ("ticks_skipped_loading", SKIPPED_LOADING.get()),
+        ("ticks_skipped_paused", SKIPPED_PAUSED.get()),
+        ("ticks_skipped_oom", SKIPPED_OOM.get()),
+        ("steps", STEPS.get()),
+        ("passes", PASSES.get()),
+        ("claimed", CLAIMED.get()),
+        ("dead_lettered", DEAD_LETTERED.get()),
+        ("deleted", DELETED.get()),
+        ("oom_skips", OOM_SKIPS.get()),
+        ("errors", ERRORS.get()),
+        ("last_tick_us", LAST_TICK_US.get()),
+        ("max_tick_us", MAX_TICK_US.get()),
+        ("panics", PANICS.get()),
+    ]
+}

@@ -1,0 +1,212 @@
+//! The sweep planner (pure): pending entries + policy -> what to do with each entry.
+//!
+//! Rules (see docs/design.md):
+//! - stale: idle >= `MIN-IDLE` ms (the comparison XCLAIM/XAUTOCLAIM use, Redis 6.2+ t_stream.c);
+//! - over-delivered: delivery count > `MAX-DELIVERIES`, or stale with count == `MAX-DELIVERIES`;
+//!   a count that reads negative (above 2^63-1) is over any limit; never with `MAX-DELIVERIES 0`;
+//! - over-delivered -> dead-letter; stale and not over-delivered -> claim; otherwise untouched.
+//!
+//! Whether the entry still exists in the stream is checked by the executor: a deleted entry is
+//! removed from the PEL and counted as `deleted`, never dead-lettered.
+
+use crate::policy::Policy;
+
+/// One pending entry as `XPENDING key group start end count` reports it (Redis 6.2+ extended
+/// form): ID, owner (consumer), idle time in ms, delivery count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pending {
+    /// Entry ID as Redis prints it (`ms-seq`).
+    pub id: Vec<u8>,
+    /// The consumer that owns the entry.
+    pub consumer: Vec<u8>,
+    /// ms since the last delivery.
+    pub idle_ms: i64,
+    /// Delivery count; negative when the server's u64 counter is above 2^63-1.
+    pub deliveries: i64,
+}
+
+/// What the sweep does with one pending entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Neither stale nor over-delivered: owner, count and idle time stay as they are.
+    Untouched,
+    /// Claim for the policy's CLAIMANT: delivery count + 1, idle reset to 0.
+    Claim,
+    /// Append to the DLQ and acknowledge, atomically.
+    DeadLetter,
+}
+
+/// Classifies one pending entry under `policy`.
+pub fn classify(p: &Pending, policy: &Policy) -> Action {
+    let stale = p.idle_ms >= policy.min_idle_ms;
+    if policy.max_deliveries > 0 {
+        let over = p.deliveries < 0
+            || p.deliveries > policy.max_deliveries
+            || (stale && p.deliveries == policy.max_deliveries);
+        if over {
+            return Action::DeadLetter;
+        }
+    }
+    if stale {
+        Action::Claim
+    } else {
+        Action::Untouched
+    }
+}
+
+/// The `RETRYCOUNT` to give XCLAIM so that a claim adds exactly one delivery, as a plain XCLAIM
+/// would (Redis 7.0 `xclaimCommand`: `delivery_count++` unless JUSTID). `None` when the count
+/// already reads negative (above 2^63-1): the claim then keeps the count as it is.
+pub fn claim_retrycount(deliveries: i64) -> Option<i64> {
+    if deliveries < 0 {
+        None
+    } else {
+        Some(deliveries.saturating_add(1))
+    }
+}
+
+/// One unit of work for the executor, in PEL (ID) order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Batch {
+    /// Claim these entries with one XCLAIM; all share `retrycount` (the new delivery count).
+    Claim {
+        ids: Vec<Vec<u8>>,
+        retrycount: Option<i64>,
+    },
+    /// Dead-letter one entry.
+    DeadLetter(Pending),
+    /// Entries to leave alone (only their count matters, for the cursor).
+    Skip(Vec<u8>),
+}
+
+/// Turns a page of pending entries (in ID order) into batches, keeping ID order: consecutive
+/// claims with the same resulting count share one XCLAIM, up to `max_claim` IDs each.
+pub fn plan(page: &[Pending], policy: &Policy, max_claim: usize) -> Vec<Batch> {
+    let mut out: Vec<Batch> = Vec::new();
+    for p in page {
+        match classify(p, policy) {
+            Action::Untouched => out.push(Batch::Skip(p.id.clone())),
+            Action::DeadLetter => out.push(Batch::DeadLetter(p.clone())),
+            Action::Claim => {
+                let rc = claim_retrycount(p.deliveries);
+                if let Some(Batch::Claim { ids, retrycount }) = out.last_mut() {
+                    if *retrycount == rc && ids.len() < max_claim.max(1) {
+                        ids.push(p.id.clone());
+                        continue;
+                    }
+                }
+                out.push(Batch::Claim {
+                    ids: vec![p.id.clone()],
+                    retrycount: rc,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The ID of the last entry a batch covers (the cursor after it is done).
+pub fn last_id(b: &Batch) -> &[u8] {
+    match b {
+        Batch::Claim { ids, .. } => ids.last().map(|v| v.as_slice()).unwrap_or(b""),
+        Batch::DeadLetter(p) => &p.id,
+        Batch::Skip(id) => id,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pol(min_idle: i64, max: i64) -> Policy {
+        Policy {
+            min_idle_ms: min_idle,
+            max_deliveries: max,
+            dlq: if max > 0 { Some(b"dlq".to_vec()) } else { None },
+            ..Policy::default()
+        }
+    }
+
+    fn pe(id: &str, idle: i64, n: i64) -> Pending {
+        Pending {
+            id: id.as_bytes().to_vec(),
+            consumer: b"c1".to_vec(),
+            idle_ms: idle,
+            deliveries: n,
+        }
+    }
+
+    #[test]
+    fn classification_table() {
+        let p = pol(60_000, 3);
+        // (idle, count) -> action, with MIN-IDLE 60000, MAX-DELIVERIES 3
+        let table = [
+            (59_999, 1, Action::Untouched),
+            (60_000, 1, Action::Claim),
+            (120_000, 2, Action::Claim),
+            (120_000, 3, Action::DeadLetter), // stale at the limit
+            (10, 3, Action::Untouched),       // at the limit but still being worked on
+            (10, 4, Action::DeadLetter),      // re-read history: over without going stale
+            (10, -1, Action::DeadLetter),     // overflowed count
+        ];
+        for (idle, n, want) in table {
+            assert_eq!(
+                classify(&pe("1-0", idle, n), &p),
+                want,
+                "idle {idle} count {n}"
+            );
+        }
+        // MAX-DELIVERIES 0: never dead-letter, whatever the count.
+        let never = pol(1000, 0);
+        assert_eq!(classify(&pe("1-0", 5000, 1_000_000), &never), Action::Claim);
+        assert_eq!(classify(&pe("1-0", 5000, -5), &never), Action::Claim);
+        assert_eq!(
+            classify(&pe("1-0", 10, 1_000_000), &never),
+            Action::Untouched
+        );
+    }
+
+    #[test]
+    fn retrycount() {
+        assert_eq!(claim_retrycount(1), Some(2));
+        assert_eq!(claim_retrycount(i64::MAX), Some(i64::MAX));
+        assert_eq!(claim_retrycount(-3), None);
+    }
+
+    #[test]
+    fn plan_groups_claims_in_order() {
+        let p = pol(100, 3);
+        let page = vec![
+            pe("1-0", 500, 1),
+            pe("2-0", 500, 1),
+            pe("3-0", 500, 2),
+            pe("4-0", 5, 1),
+            pe("5-0", 500, 3),
+            pe("6-0", 500, 1),
+        ];
+        let b = plan(&page, &p, 100);
+        assert_eq!(
+            b,
+            vec![
+                Batch::Claim {
+                    ids: vec![b"1-0".to_vec(), b"2-0".to_vec()],
+                    retrycount: Some(2)
+                },
+                Batch::Claim {
+                    ids: vec![b"3-0".to_vec()],
+                    retrycount: Some(3)
+                },
+                Batch::Skip(b"4-0".to_vec()),
+                Batch::DeadLetter(pe("5-0", 500, 3)),
+                Batch::Claim {
+                    ids: vec![b"6-0".to_vec()],
+                    retrycount: Some(2)
+                },
+            ]
+        );
+        assert_eq!(last_id(&b[0]), b"2-0");
+        // max_claim splits long runs.
+        let b = plan(&page[..2], &p, 1);
+        assert_eq!(b.len(), 2);
+    }
+}

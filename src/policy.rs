@@ -1,0 +1,420 @@
+//! Policies and their argument parser (pure: no Redis calls, unit-tested without a server).
+//!
+//! A policy tells the sweeper, for one (stream, consumer group), when a pending entry is stale
+//! (`MIN-IDLE`), when it is dead-lettered (`MAX-DELIVERIES`, `DLQ`), who receives claimed entries
+//! (`CLAIMANT`), how much one step may handle (`COUNT`) and how often a pass starts (`INTERVAL`).
+
+use crate::error::{self, ReclaimError};
+
+/// Default `MIN-IDLE`, in ms: an entry idle this long (or longer) is stale.
+pub const DEFAULT_MIN_IDLE_MS: i64 = 60_000;
+/// Default `MAX-DELIVERIES`: 0 means never dead-letter.
+pub const DEFAULT_MAX_DELIVERIES: i64 = 0;
+/// Default `CLAIMANT`: the consumer that receives claimed entries.
+pub const DEFAULT_CLAIMANT: &[u8] = b"reclaim";
+/// Default `COUNT`, in pending entries examined per step.
+pub const DEFAULT_COUNT: i64 = 100;
+/// Largest `COUNT` accepted: bounds the memory and time of one step whatever the user asks.
+pub const MAX_COUNT: i64 = 10_000;
+/// Default `INTERVAL`, in ms between the end of one pass and the start of the next.
+pub const DEFAULT_INTERVAL_MS: i64 = 10_000;
+
+/// One (stream, group) policy. Field names follow the `RECLAIM.POLICY GET` reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    /// `min-idle`: ms; a pending entry with idle >= this is stale. Always >= 1.
+    pub min_idle_ms: i64,
+    /// `max-deliveries`: 0 = never dead-letter; otherwise an entry whose delivery count is above
+    /// it, or equal to it and stale, moves to the DLQ.
+    pub max_deliveries: i64,
+    /// `dlq`: the dead-letter stream; required when `max_deliveries > 0`.
+    pub dlq: Option<Vec<u8>>,
+    /// `claimant`: the consumer that stale entries are claimed for.
+    pub claimant: Vec<u8>,
+    /// `count`: pending entries examined per step, 1..=[`MAX_COUNT`].
+    pub count: i64,
+    /// `interval`: ms from the end of a pass to the start of the next, >= 1.
+    pub interval_ms: i64,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            min_idle_ms: DEFAULT_MIN_IDLE_MS,
+            max_deliveries: DEFAULT_MAX_DELIVERIES,
+            dlq: None,
+            claimant: DEFAULT_CLAIMANT.to_vec(),
+            count: DEFAULT_COUNT,
+            interval_ms: DEFAULT_INTERVAL_MS,
+        }
+    }
+}
+
+impl Policy {
+    /// The options that recreate this policy with `RECLAIM.POLICY SET key group <options>`, every
+    /// option explicit (used for replication and AOF rewrite, so a change of defaults in a later
+    /// version never changes a stored policy).
+    pub fn to_args(&self) -> Vec<Vec<u8>> {
+        let mut a: Vec<Vec<u8>> = vec![
+            b"MIN-IDLE".to_vec(),
+            self.min_idle_ms.to_string().into_bytes(),
+            b"MAX-DELIVERIES".to_vec(),
+            self.max_deliveries.to_string().into_bytes(),
+        ];
+        if let Some(d) = &self.dlq {
+            a.push(b"DLQ".to_vec());
+            a.push(d.clone());
+        }
+        a.push(b"CLAIMANT".to_vec());
+        a.push(self.claimant.clone());
+        a.push(b"COUNT".to_vec());
+        a.push(self.count.to_string().into_bytes());
+        a.push(b"INTERVAL".to_vec());
+        a.push(self.interval_ms.to_string().into_bytes());
+        a
+    }
+}
+
+/// Parses an integer exactly as Redis does (`string2ll`, Redis 7.0 util.c): optional `-`, digits,
+/// no `+`, no spaces, no leading zeros, within i64. Returns `None` for anything else.
+pub fn parse_i64(s: &[u8]) -> Option<i64> {
+    let digits = s.strip_prefix(b"-").unwrap_or(s);
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    if digits.len() > 1 && digits[0] == b'0' {
+        return None;
+    }
+    if s[0] == b'-' && digits == b"0" {
+        return None;
+    }
+    std::str::from_utf8(s).ok()?.parse::<i64>().ok()
+}
+
+/// A printable, bounded rendering of user bytes for error messages (no CR/LF, no NUL, at most 64
+/// characters), so an error reply can never break the protocol.
+pub fn printable(s: &[u8]) -> String {
+    let mut out: String = s
+        .iter()
+        .take(64)
+        .map(|&b| {
+            if (0x20..0x7f).contains(&b) {
+                b as char
+            } else {
+                '?'
+            }
+        })
+        .collect();
+    if s.len() > 64 {
+        out.push_str("...");
+    }
+    out
+}
+
+fn number(
+    name: &'static str,
+    range: &'static str,
+    v: &[u8],
+    min: i64,
+    max: i64,
+) -> Result<i64, ReclaimError> {
+    match parse_i64(v) {
+        Some(n) if n >= min && n <= max => Ok(n),
+        _ => Err(ReclaimError::BadNumber(name, range)),
+    }
+}
+
+/// Parses the options of `RECLAIM.POLICY SET key group [MIN-IDLE ms] [MAX-DELIVERIES n]
+/// [DLQ dlq-key] [CLAIMANT consumer] [COUNT n] [INTERVAL ms]` (everything after `group`).
+/// Option names are case-insensitive; values are binary-safe.
+///
+/// Errors: unknown option, repeated option, option without value, number out of range
+/// (`MIN-IDLE`, `COUNT`, `INTERVAL` >= 1, `COUNT` <= [`MAX_COUNT`], `MAX-DELIVERIES` >= 0),
+/// `MAX-DELIVERIES` > 0 without `DLQ`, `DLQ` equal to `stream`.
+pub fn parse_set_options(stream: &[u8], opts: &[&[u8]]) -> Result<Policy, ReclaimError> {
+    let mut p = Policy::default();
+    let mut seen: Vec<&'static str> = Vec::new();
+    let mut i = 0;
+    while i < opts.len() {
+        let raw = opts[i];
+        let name: &'static str = match raw.to_ascii_uppercase().as_slice() {
+            b"MIN-IDLE" => "MIN-IDLE",
+            b"MAX-DELIVERIES" => "MAX-DELIVERIES",
+            b"DLQ" => "DLQ",
+            b"CLAIMANT" => "CLAIMANT",
+            b"COUNT" => "COUNT",
+            b"INTERVAL" => "INTERVAL",
+            _ => return Err(ReclaimError::UnknownOption(printable(raw))),
+        };
+        if seen.contains(&name) {
+            return Err(ReclaimError::RepeatedOption(name));
+        }
+        seen.push(name);
+        let v = *opts.get(i + 1).ok_or(ReclaimError::MissingValue(name))?;
+        match name {
+            "MIN-IDLE" => p.min_idle_ms = number(name, "a positive integer (ms)", v, 1, i64::MAX)?,
+            "MAX-DELIVERIES" => {
+                p.max_deliveries = number(name, "a non-negative integer", v, 0, i64::MAX)?
+            }
+            "DLQ" => p.dlq = Some(v.to_vec()),
+            "CLAIMANT" => p.claimant = v.to_vec(),
+            "COUNT" => p.count = number(name, "an integer from 1 to 10000", v, 1, MAX_COUNT)?,
+            _ => p.interval_ms = number(name, "a positive integer (ms)", v, 1, i64::MAX)?,
+        }
+        i += 2;
+    }
+    if p.max_deliveries > 0 && p.dlq.is_none() {
+        return Err(ReclaimError::Static(error::MAX_DELIVERIES_NEEDS_DLQ));
+    }
+    if p.dlq.as_deref() == Some(stream) {
+        return Err(ReclaimError::Static(error::DLQ_IS_STREAM));
+    }
+    Ok(p)
+}
+
+/// Where the DLQ key sits in a `RECLAIM.POLICY SET` argument vector (`argv[0]` is
+/// `RECLAIM.POLICY`, `argv[1]` is `SET`), or `None` when there is no `DLQ` option. Walks the
+/// options pairwise as [`parse_set_options`] does, so `CLAIMANT DLQ` is a value, never a key.
+/// Used by the getkeys callback (`COMMAND GETKEYS`, ACL, cluster routing).
+pub fn dlq_position(argv: &[&[u8]]) -> Option<usize> {
+    let mut i = 4;
+    while i + 1 < argv.len() {
+        if argv[i].eq_ignore_ascii_case(b"DLQ") {
+            return Some(i + 1);
+        }
+        i += 2;
+    }
+    None
+}
+
+/// Parses `RECLAIM.SWEEP key group [LIMIT n]` options (after `group`): the entry limit, `None`
+/// for a complete pass. Errors: unknown or repeated option, missing value, LIMIT < 1.
+pub fn parse_sweep_options(opts: &[&[u8]]) -> Result<Option<i64>, ReclaimError> {
+    let mut limit = None;
+    let mut i = 0;
+    while i < opts.len() {
+        if !opts[i].eq_ignore_ascii_case(b"LIMIT") {
+            return Err(ReclaimError::UnknownOption(printable(opts[i])));
+        }
+        if limit.is_some() {
+            return Err(ReclaimError::RepeatedOption("LIMIT"));
+        }
+        let v = *opts.get(i + 1).ok_or(ReclaimError::MissingValue("LIMIT"))?;
+        limit = Some(number("LIMIT", "a positive integer", v, 1, i64::MAX)?);
+        i += 2;
+    }
+    Ok(limit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(opts: &[&str]) -> Result<Policy, String> {
+        let o: Vec<&[u8]> = opts.iter().map(|s| s.as_bytes()).collect();
+        parse_set_options(b"orders", &o).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn defaults() {
+        let p = set(&[]).unwrap();
+        assert_eq!(p.min_idle_ms, 60_000);
+        assert_eq!(p.max_deliveries, 0);
+        assert_eq!(p.dlq, None);
+        assert_eq!(p.claimant, b"reclaim");
+        assert_eq!(p.count, 100);
+        assert_eq!(p.interval_ms, 10_000);
+    }
+
+    #[test]
+    fn all_options_any_case() {
+        let p = set(&[
+            "min-idle",
+            "5",
+            "Max-Deliveries",
+            "3",
+            "dlq",
+            "orders:dlq",
+            "claimant",
+            "c",
+            "count",
+            "7",
+            "interval",
+            "9",
+        ])
+        .unwrap();
+        assert_eq!(
+            p,
+            Policy {
+                min_idle_ms: 5,
+                max_deliveries: 3,
+                dlq: Some(b"orders:dlq".to_vec()),
+                claimant: b"c".to_vec(),
+                count: 7,
+                interval_ms: 9
+            }
+        );
+        // to_args round-trips.
+        let args = p.to_args();
+        let a: Vec<&[u8]> = args.iter().map(|v| v.as_slice()).collect();
+        assert_eq!(parse_set_options(b"orders", &a).unwrap(), p);
+    }
+
+    #[test]
+    fn rejections() {
+        let cases: &[(&[&str], &str)] = &[
+            (
+                &["MIN-IDLE", "0"],
+                "ERR MIN-IDLE must be a positive integer (ms)",
+            ),
+            (
+                &["MIN-IDLE", "-1"],
+                "ERR MIN-IDLE must be a positive integer (ms)",
+            ),
+            (
+                &["MIN-IDLE", "1.5"],
+                "ERR MIN-IDLE must be a positive integer (ms)",
+            ),
+            (
+                &["MIN-IDLE", " 1"],
+                "ERR MIN-IDLE must be a positive integer (ms)",
+            ),
+            (
+                &["MIN-IDLE", "+1"],
+                "ERR MIN-IDLE must be a positive integer (ms)",
+            ),
+            (
+                &["MIN-IDLE", "9223372036854775808"],
+                "ERR MIN-IDLE must be a positive integer (ms)",
+            ),
+            (
+                &["COUNT", "0"],
+                "ERR COUNT must be an integer from 1 to 10000",
+            ),
+            (
+                &["COUNT", "10001"],
+                "ERR COUNT must be an integer from 1 to 10000",
+            ),
+            (
+                &["INTERVAL", "0"],
+                "ERR INTERVAL must be a positive integer (ms)",
+            ),
+            (
+                &["MAX-DELIVERIES", "-1"],
+                "ERR MAX-DELIVERIES must be a non-negative integer",
+            ),
+            (
+                &["MAX-DELIVERIES", "3"],
+                "ERR MAX-DELIVERIES above 0 needs a DLQ key",
+            ),
+            (
+                &["DLQ", "orders"],
+                "ERR the DLQ key must differ from the stream key",
+            ),
+            (&["FOO", "1"], "ERR unknown option 'FOO'"),
+            (
+                &["COUNT", "1", "count", "2"],
+                "ERR option COUNT given more than once",
+            ),
+            (&["COUNT"], "ERR option COUNT needs a value"),
+        ];
+        for (opts, want) in cases {
+            assert_eq!(set(opts).unwrap_err(), *want, "options {opts:?}");
+        }
+    }
+
+    #[test]
+    fn limits_of_i64() {
+        assert_eq!(
+            set(&["MIN-IDLE", "9223372036854775807"])
+                .unwrap()
+                .min_idle_ms,
+            i64::MAX
+        );
+        assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(parse_i64(b"007"), None);
+        assert_eq!(parse_i64(b"-0"), None);
+        assert_eq!(parse_i64(b""), None);
+        assert_eq!(parse_i64(b"-"), None);
+        assert_eq!(parse_i64(b"0"), Some(0));
+    }
+
+    #[test]
+    fn dlq_position_skips_values() {
+        let v = |s: &[&str]| -> Vec<Vec<u8>> { s.iter().map(|x| x.as_bytes().to_vec()).collect() };
+        let pos = |a: &[Vec<u8>]| {
+            let r: Vec<&[u8]> = a.iter().map(|x| x.as_slice()).collect();
+            dlq_position(&r)
+        };
+        assert_eq!(
+            pos(&v(&["RECLAIM.POLICY", "SET", "s", "g", "DLQ", "d"])),
+            Some(5)
+        );
+        assert_eq!(
+            pos(&v(&[
+                "RECLAIM.POLICY",
+                "SET",
+                "s",
+                "g",
+                "CLAIMANT",
+                "DLQ",
+                "COUNT",
+                "5"
+            ])),
+            None
+        );
+        assert_eq!(
+            pos(&v(&[
+                "RECLAIM.POLICY",
+                "SET",
+                "s",
+                "g",
+                "CLAIMANT",
+                "DLQ",
+                "dlq",
+                "x"
+            ])),
+            Some(7)
+        );
+        assert_eq!(pos(&v(&["RECLAIM.POLICY", "SET", "s", "g", "DLQ"])), None);
+    }
+
+    #[test]
+    fn sweep_options() {
+        assert_eq!(parse_sweep_options(&[]).unwrap(), None);
+        assert_eq!(parse_sweep_options(&[b"limit", b"5"]).unwrap(), Some(5));
+        assert_eq!(
+            parse_sweep_options(&[b"LIMIT", b"0"])
+                .unwrap_err()
+                .to_string(),
+            "ERR LIMIT must be a positive integer"
+        );
+        assert_eq!(
+            parse_sweep_options(&[b"LIMIT", b"1", b"LIMIT", b"2"])
+                .unwrap_err()
+                .to_string(),
+            "ERR option LIMIT given more than once"
+        );
+    }
+
+    #[test]
+    fn printable_is_safe() {
+        assert_eq!(printable(b"a\r\nb\0"), "a???b?");
+        assert_eq!(printable(&[b'x'; 100]).len(), 67);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn parser_never_panics(args in proptest::collection::vec(proptest::collection::vec(proptest::num::u8::ANY, 0..12), 0..10)) {
+            let a: Vec<&[u8]> = args.iter().map(|x| x.as_slice()).collect();
+            let _ = parse_set_options(b"s", &a);
+            let _ = parse_sweep_options(&a);
+            let _ = dlq_position(&a);
+        }
+
+        #[test]
+        fn parse_i64_matches_decimal(n in proptest::num::i64::ANY) {
+            proptest::prop_assert_eq!(parse_i64(n.to_string().as_bytes()), Some(n));
+        }
+    }
+}

@@ -1,0 +1,252 @@
+//! The in-memory index of policies and their run-time state (cursor, schedule, counters).
+//!
+//! The authoritative policy is always the key in the keyspace ([`crate::store`]); this index only
+//! says which (db, stream, group) to visit and when, and keeps the counters `RECLAIM.STATS`
+//! reports (since the module was loaded). Entries are added by `RECLAIM.POLICY SET` (also when it
+//! arrives from the primary or the AOF), by `rdb_load` of a policy key (restart, full sync,
+//! RESTORE), and by keyspace events for RENAME/MOVE/COPY of policy keys. An entry whose policy is
+//! gone is dropped the next time the sweeper visits it, so DEL, FLUSHALL and a full sync that
+//! removes policies need no bookkeeping here.
+//!
+//! Everything runs on the Redis main thread; the mutex only satisfies Rust's rules for statics and
+//! is never held while calling into Redis.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Instant;
+
+use lazy_static::lazy_static;
+
+/// A policy's identity: database, stream, consumer group.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PolicyId {
+    /// Database number (SELECT).
+    pub db: i32,
+    /// Stream key.
+    pub stream: Vec<u8>,
+    /// Consumer group.
+    pub group: Vec<u8>,
+}
+
+/// Counters of one policy since the module was loaded (reported by `RECLAIM.STATS`).
+#[derive(Debug, Clone, Default)]
+pub struct Counters {
+    /// Complete passes over the PEL.
+    pub passes: u64,
+    /// Entries claimed for the claimant.
+    pub claimed: u64,
+    /// Entries moved to the DLQ (appended and acknowledged).
+    pub dead_lettered: u64,
+    /// Pending entries whose stream entry was gone, removed from the PEL.
+    pub deleted: u64,
+    /// Dead-letter moves skipped because the server was out of memory (retried later).
+    pub oom_skips: u64,
+    /// Steps that failed (wrong key type, unexpected replies).
+    pub errors: u64,
+    /// Wall-clock time (ms since the epoch) when the last complete pass ended; 0 = never.
+    pub last_pass_ms: i64,
+    /// Time spent in the steps of the last complete pass, in µs.
+    pub last_pass_us: i64,
+}
+
+/// Run-time state of one policy.
+#[derive(Debug, Clone, Default)]
+pub struct Runtime {
+    /// Last PEL entry handled in the current pass; `None` = the pass starts at the head of the PEL.
+    pub cursor: Option<Vec<u8>>,
+    /// Monotonic time (ms, see [`now_ms`]) at which the next step is due.
+    pub due_ms: u64,
+    /// µs spent in the steps of the pass in progress.
+    pub pass_us: i64,
+    /// Counters since load.
+    pub counters: Counters,
+    /// What the last step found wrong, for `RECLAIM.STATS` (`None` = nothing).
+    pub problem: Option<crate::sweep::Stop>,
+}
+
+struct Registry {
+    runtimes: HashMap<PolicyId, Runtime>,
+    /// (due_ms, id): the visiting order. Stale pairs (due not equal to the runtime's) are skipped.
+    queue: BTreeSet<(u64, PolicyId)>,
+}
+
+lazy_static! {
+    static ref REGISTRY: Mutex<Registry> = Mutex::new(Registry {
+        runtimes: HashMap::new(),
+        queue: BTreeSet::new()
+    });
+    static ref EPOCH: Instant = Instant::now();
+}
+
+fn lock() -> MutexGuard<'static, Registry> {
+    REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Monotonic milliseconds since the module was loaded.
+pub fn now_ms() -> u64 {
+    EPOCH.elapsed().as_millis() as u64
+}
+
+/// Adds (db, stream, group) if it is not known yet, due at once. Keeps the state of a known one.
+pub fn register(db: i32, stream: &[u8], group: &[u8]) {
+    let id = PolicyId {
+        db,
+        stream: stream.to_vec(),
+        group: group.to_vec(),
+    };
+    let mut r = lock();
+    if r.runtimes.contains_key(&id) {
+        return;
+    }
+    let due = now_ms();
+    r.queue.insert((due, id.clone()));
+    r.runtimes.insert(
+        id,
+        Runtime {
+            due_ms: due,
+            ..Runtime::default()
+        },
+    );
+}
+
+/// A policy was (re)set: its pass restarts from the head of the PEL on the next tick; counters stay.
+pub fn reset(db: i32, stream: &[u8], group: &[u8]) {
+    register(db, stream, group);
+    let id = PolicyId {
+        db,
+        stream: stream.to_vec(),
+        group: group.to_vec(),
+    };
+    let due = now_ms();
+    let mut r = lock();
+    let Registry { runtimes, queue } = &mut *r;
+    if let Some(rt) = runtimes.get_mut(&id) {
+        queue.remove(&(rt.due_ms, id.clone()));
+        rt.cursor = None;
+        rt.pass_us = 0;
+        rt.problem = None;
+        rt.due_ms = due;
+        queue.insert((due, id));
+    }
+}
+
+/// Forgets a policy (its key or group entry is gone).
+pub fn remove(id: &PolicyId) {
+    let mut r = lock();
+    if let Some(rt) = r.runtimes.remove(id) {
+        r.queue.remove(&(rt.due_ms, id.clone()));
+    }
+}
+
+/// The state of a policy, if known.
+pub fn get(id: &PolicyId) -> Option<Runtime> {
+    lock().runtimes.get(id).cloned()
+}
+
+/// Stores the state of a policy after a step and schedules its next visit at `rt.due_ms`.
+/// Ignored when the policy was removed meanwhile.
+pub fn put(id: &PolicyId, rt: Runtime) {
+    let mut r = lock();
+    let Registry { runtimes, queue } = &mut *r;
+    if let Some(old) = runtimes.get_mut(id) {
+        queue.remove(&(old.due_ms, id.clone()));
+        queue.insert((rt.due_ms, id.clone()));
+        *old = rt;
+    }
+}
+
+/// Adds to a policy's counters without touching its schedule (used by `RECLAIM.SWEEP`).
+pub fn update(id: &PolicyId, f: impl FnOnce(&mut Runtime)) {
+    if let Some(rt) = lock().runtimes.get_mut(id) {
+        f(rt);
+    }
+}
+
+/// The policy due first, if it is due at `now` (monotonic ms).
+pub fn next_due(now: u64) -> Option<(PolicyId, Runtime)> {
+    let r = lock();
+    let (due, id) = r.queue.iter().next()?.clone();
+    if due > now {
+        return None;
+    }
+    let rt = r.runtimes.get(&id)?.clone();
+    Some((id, rt))
+}
+
+/// Exchanges two databases (SWAPDB, Redis 4.0+; the `SwapDB` server event).
+pub fn swap_db(a: i32, b: i32) {
+    let mut r = lock();
+    let old: Vec<(PolicyId, Runtime)> = r.runtimes.drain().collect();
+    r.queue.clear();
+    for (mut id, rt) in old {
+        if id.db == a {
+            id.db = b;
+        } else if id.db == b {
+            id.db = a;
+        }
+        r.queue.insert((rt.due_ms, id.clone()));
+        r.runtimes.insert(id, rt);
+    }
+}
+
+/// Makes every waiting policy of (db, stream) due now: called when the stream or one of its groups
+/// appears (keyspace events `xgroup-create`, `rename_to`, `restore`...). O(policies).
+pub fn wake(db: i32, stream: &[u8]) {
+    let now = now_ms();
+    let mut r = lock();
+    let Registry { runtimes, queue } = &mut *r;
+    for (id, rt) in runtimes.iter_mut() {
+        if id.db == db && id.stream == stream && rt.problem.is_some() && rt.due_ms > now {
+            queue.remove(&(rt.due_ms, id.clone()));
+            rt.due_ms = now;
+            queue.insert((now, id.clone()));
+        }
+    }
+}
+
+/// The known policies of database `db` (unsorted; may include ones whose key is gone).
+pub fn ids_in_db(db: i32) -> Vec<PolicyId> {
+    lock()
+        .runtimes
+        .keys()
+        .filter(|id| id.db == db)
+        .cloned()
+        .collect()
+}
+
+/// Number of known policies (all databases).
+pub fn len() -> usize {
+    lock().runtimes.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedule_and_swap() {
+        register(0, b"s-reg", b"g");
+        register(0, b"s-reg", b"g"); // idempotent
+        let id = PolicyId {
+            db: 0,
+            stream: b"s-reg".to_vec(),
+            group: b"g".to_vec(),
+        };
+        let mut rt = get(&id).unwrap();
+        rt.due_ms = u64::MAX - 1;
+        rt.cursor = Some(b"5-0".to_vec());
+        put(&id, rt);
+        assert_eq!(get(&id).unwrap().cursor.as_deref(), Some(&b"5-0"[..]));
+        swap_db(0, 7);
+        let moved = PolicyId {
+            db: 7,
+            ..id.clone()
+        };
+        assert!(get(&id).is_none());
+        assert_eq!(get(&moved).unwrap().due_ms, u64::MAX - 1);
+        reset(7, b"s-reg", b"g");
+        assert_eq!(get(&moved).unwrap().cursor, None);
+        remove(&moved);
+        assert!(get(&moved).is_none());
+    }
+}

@@ -1,0 +1,322 @@
+//! Where policies live: one key of the module data type `reclaimpl` per stream (named by
+//! [`crate::keys::policy_key`]), holding that stream's policies by group.
+//!
+//! Being keys, policies are saved in RDB, rewritten into the AOF (as `RECLAIM.POLICY SET` with
+//! every option explicit), sent to replicas on full sync, migrate with their stream in a cluster
+//! (same hash slot), belong to their database, and are removed by FLUSHDB/FLUSHALL. DEL of the
+//! stream leaves them in place: they wait for the stream to come back. An RDB that holds policy
+//! keys needs the module loaded to be read (as for any module data type).
+//!
+//! Each loaded value registers its policies with [`crate::registry`] (`rdb_load`, Redis
+//! `RM_GetDbIdFromIO`, 7.0), so finding policies after a restart, full sync or `RESTORE` costs
+//! nothing per unrelated key.
+
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::os::raw::{c_char, c_int, c_void};
+
+use redis_module::native_types::RedisType;
+use redis_module::{raw, Context, KeyType, RedisString};
+
+use crate::ffi::guard;
+use crate::keys;
+use crate::policy::Policy;
+use crate::registry;
+
+/// RDB encoding version of a policy value.
+const ENCODING_VERSION: i32 = 1;
+
+/// All policies of one stream, by consumer group (binary-safe names).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PolicySet {
+    /// The stream these policies watch.
+    pub stream: Vec<u8>,
+    /// Group name -> policy.
+    pub groups: BTreeMap<Vec<u8>, Policy>,
+}
+
+/// The module data type (`reclaimpl`, encoding version 1).
+pub static POLICY_TYPE: RedisType = RedisType::new(
+    "reclaimpl",
+    ENCODING_VERSION,
+    raw::RedisModuleTypeMethods {
+        version: raw::REDISMODULE_TYPE_METHOD_VERSION as u64,
+        rdb_load: Some(rdb_load),
+        rdb_save: Some(rdb_save),
+        aof_rewrite: Some(aof_rewrite),
+        mem_usage: Some(mem_usage),
+        digest: Some(digest),
+        free: Some(free),
+        aux_load: None,
+        aux_save: None,
+        aux_save_triggers: 0,
+        free_effort: None,
+        unlink: None,
+        copy: Some(copy),
+        defrag: None,
+        mem_usage2: None,
+        free_effort2: None,
+        unlink2: None,
+        copy2: None,
+        aux_save2: None,
+    },
+);
+
+/// What [`read`] found at a stream's policy key.
+pub enum Found {
+    /// No policy key.
+    Missing,
+    /// The key exists and is not a policy value (someone wrote it by hand).
+    Foreign,
+    /// The policies.
+    Set(PolicySet),
+}
+
+/// Reads the policies of `stream` in the database selected in `ctx`.
+pub fn read(ctx: &Context, stream: &[u8]) -> Found {
+    let name = RedisString::create_from_slice(ctx.ctx, &keys::policy_key(stream));
+    let key = ctx.open_key(&name);
+    match key.key_type() {
+        KeyType::Empty => Found::Missing,
+        KeyType::Module => match key.get_value::<PolicySet>(&POLICY_TYPE) {
+            Ok(Some(v)) => Found::Set(v.clone()),
+            _ => Found::Foreign,
+        },
+        _ => Found::Foreign,
+    }
+}
+
+/// Reads one policy of (stream, group) in the selected database.
+pub fn get(ctx: &Context, stream: &[u8], group: &[u8]) -> Option<Policy> {
+    match read(ctx, stream) {
+        Found::Set(s) => s.groups.get(group).cloned(),
+        _ => None,
+    }
+}
+
+/// Sets (replaces) the policy of (stream, group) in the selected database. `Err` when the policy
+/// key holds something else.
+pub fn put(ctx: &Context, stream: &[u8], group: &[u8], policy: Policy) -> Result<(), ()> {
+    let name = RedisString::create_from_slice(ctx.ctx, &keys::policy_key(stream));
+    let key = ctx.open_key_writable(&name);
+    match key.key_type() {
+        KeyType::Empty => {
+            let mut set = PolicySet {
+                stream: stream.to_vec(),
+                groups: BTreeMap::new(),
+            };
+            set.groups.insert(group.to_vec(), policy);
+            key.set_value(&POLICY_TYPE, set).map_err(|_| ())
+        }
+        KeyType::Module => match key.get_value::<PolicySet>(&POLICY_TYPE) {
+            Ok(Some(v)) => {
+                v.groups.insert(group.to_vec(), policy);
+                Ok(())
+            }
+            _ => Err(()),
+        },
+        _ => Err(()),
+    }
+}
+
+/// Deletes the policy of (stream, group); the key goes when its last policy goes. Returns whether
+/// a policy was removed.
+pub fn delete(ctx: &Context, stream: &[u8], group: &[u8]) -> bool {
+    let name = RedisString::create_from_slice(ctx.ctx, &keys::policy_key(stream));
+    let key = ctx.open_key_writable(&name);
+    if key.key_type() != KeyType::Module {
+        return false;
+    }
+    let Ok(Some(v)) = key.get_value::<PolicySet>(&POLICY_TYPE) else {
+        return false;
+    };
+    let removed = v.groups.remove(group).is_some();
+    if removed && v.groups.is_empty() {
+        let _ = key.delete();
+    }
+    removed
+}
+
+fn load_bytes(rdb: *mut raw::RedisModuleIO) -> Option<Vec<u8>> {
+    raw::load_string_buffer(rdb)
+        .ok()
+        .map(|b| b.as_ref().to_vec())
+}
+
+fn load_i64(rdb: *mut raw::RedisModuleIO) -> Option<i64> {
+    raw::load_signed(rdb).ok()
+}
+
+fn load_set(rdb: *mut raw::RedisModuleIO) -> Option<PolicySet> {
+    let stream = load_bytes(rdb)?;
+    let n = raw::load_unsigned(rdb).ok()?;
+    let mut groups = BTreeMap::new();
+    for _ in 0..n {
+        let group = load_bytes(rdb)?;
+        let min_idle_ms = load_i64(rdb)?;
+        let max_deliveries = load_i64(rdb)?;
+        let has_dlq = raw::load_unsigned(rdb).ok()?;
+        let dlq = if has_dlq == 1 {
+            Some(load_bytes(rdb)?)
+        } else {
+            None
+        };
+        let claimant = load_bytes(rdb)?;
+        let count = load_i64(rdb)?;
+        let interval_ms = load_i64(rdb)?;
+        groups.insert(
+            group,
+            Policy {
+                min_idle_ms,
+                max_deliveries,
+                dlq,
+                claimant,
+                count,
+                interval_ms,
+            },
+        );
+    }
+    Some(PolicySet { stream, groups })
+}
+
+unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
+    guard("rdb_load", || {
+        if encver != ENCODING_VERSION {
+            crate::ffi::log_warning(&format!(
+                "reclaim: unknown policy encoding version {encver}"
+            ));
+            return std::ptr::null_mut();
+        }
+        let Some(set) = load_set(rdb) else {
+            return std::ptr::null_mut();
+        };
+        let db = unsafe { raw::RedisModule_GetDbIdFromIO.map(|f| f(rdb)).unwrap_or(0) };
+        for g in set.groups.keys() {
+            registry::register(db, &set.stream, g);
+        }
+        Box::into_raw(Box::new(set)).cast::<c_void>()
+    })
+    .unwrap_or(std::ptr::null_mut())
+}
+
+unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
+    guard("rdb_save", || {
+        let set = unsafe { &*(value as *const PolicySet) };
+        raw::save_slice(rdb, &set.stream);
+        raw::save_unsigned(rdb, set.groups.len() as u64);
+        for (g, p) in &set.groups {
+            raw::save_slice(rdb, g);
+            raw::save_signed(rdb, p.min_idle_ms);
+            raw::save_signed(rdb, p.max_deliveries);
+            match &p.dlq {
+                Some(d) => {
+                    raw::save_unsigned(rdb, 1);
+                    raw::save_slice(rdb, d);
+                }
+                None => raw::save_unsigned(rdb, 0),
+            }
+            raw::save_slice(rdb, &p.claimant);
+            raw::save_signed(rdb, p.count);
+            raw::save_signed(rdb, p.interval_ms);
+        }
+    });
+}
+
+/// The argument vector of `RECLAIM.POLICY SET stream group <every option>`, minus the command name.
+pub fn set_command_args(stream: &[u8], group: &[u8], p: &Policy) -> Vec<Vec<u8>> {
+    let mut a = vec![b"SET".to_vec(), stream.to_vec(), group.to_vec()];
+    a.extend(p.to_args());
+    a
+}
+
+unsafe extern "C" fn aof_rewrite(
+    aof: *mut raw::RedisModuleIO,
+    _key: *mut raw::RedisModuleString,
+    value: *mut c_void,
+) {
+    guard("aof_rewrite", || {
+        let set = unsafe { &*(value as *const PolicySet) };
+        let (Ok(cmd), Ok(fmt)) = (CString::new("RECLAIM.POLICY"), CString::new("v")) else {
+            return;
+        };
+        for (g, p) in &set.groups {
+            let args = set_command_args(&set.stream, g, p);
+            let strs: Vec<*mut raw::RedisModuleString> = args
+                .iter()
+                .map(|a| unsafe {
+                    raw::RedisModule_CreateString.unwrap()(
+                        std::ptr::null_mut(),
+                        a.as_ptr().cast::<c_char>(),
+                        a.len(),
+                    )
+                })
+                .collect();
+            unsafe {
+                raw::RedisModule_EmitAOF.unwrap()(
+                    aof,
+                    cmd.as_ptr(),
+                    fmt.as_ptr(),
+                    strs.as_ptr(),
+                    strs.len(),
+                );
+                for s in strs {
+                    raw::RedisModule_FreeString.unwrap()(std::ptr::null_mut(), s);
+                }
+            }
+        }
+    });
+}
+
+unsafe extern "C" fn mem_usage(value: *const c_void) -> usize {
+    guard("mem_usage", || {
+        let set = unsafe { &*(value as *const PolicySet) };
+        let mut n = std::mem::size_of::<PolicySet>() + set.stream.len();
+        for (g, p) in &set.groups {
+            n += g.len()
+                + std::mem::size_of::<Policy>()
+                + p.claimant.len()
+                + p.dlq.as_ref().map_or(0, |d| d.len())
+                + 48;
+        }
+        n
+    })
+    .unwrap_or(0)
+}
+
+unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
+    guard("digest", || {
+        let set = unsafe { &*(value as *const PolicySet) };
+        unsafe {
+            let add = raw::RedisModule_DigestAddStringBuffer.unwrap();
+            let end = raw::RedisModule_DigestEndSequence.unwrap();
+            add(md, set.stream.as_ptr().cast::<c_char>(), set.stream.len());
+            end(md);
+            for (g, p) in &set.groups {
+                for a in std::iter::once(g.clone()).chain(p.to_args()) {
+                    add(md, a.as_ptr().cast::<c_char>(), a.len());
+                }
+                end(md);
+            }
+        }
+    });
+}
+
+unsafe extern "C" fn free(value: *mut c_void) {
+    guard("free", || {
+        if !value.is_null() {
+            drop(unsafe { Box::from_raw(value.cast::<PolicySet>()) });
+        }
+    });
+}
+
+unsafe extern "C" fn copy(
+    _from: *mut raw::RedisModuleString,
+    _to: *mut raw::RedisModuleString,
+    value: *const c_void,
+) -> *mut c_void {
+    guard("copy", || {
+        let set = unsafe { &*(value as *const PolicySet) };
+        Box::into_raw(Box::new(set.clone())).cast::<c_void>()
+    })
+    .unwrap_or(std::ptr::null_mut())
+}

@@ -1,0 +1,381 @@
+//! The sweep executor: one bounded step over a policy's PEL, through `RM_Call`.
+//!
+//! A step reads at most `max` pending entries after the cursor (`XPENDING key group (cursor + max`,
+//! the Redis 6.2+ extended form), lets [`crate::planner`] decide, and then, in PEL order:
+//! - claims with `XCLAIM key group claimant min-idle id... RETRYCOUNT n+1 JUSTID`: the same effect
+//!   as a plain XCLAIM (owner = claimant, count + 1, idle 0) without copying entry bodies; XCLAIM
+//!   re-checks idle >= min-idle itself and, since Redis 7.0, drops from the PEL the entries that
+//!   were deleted from the stream (they are counted as `deleted`);
+//! - dead-letters one entry at a time: `XRANGE key id id` (gone -> `XACK`, counted as `deleted`),
+//!   then `XADD dlq * fields... reclaim-*` and, only if the XADD succeeded, `XACK key group id`.
+//!
+//! Every write goes through `RM_Call` with `!` (replicate) and `E` (errors as replies); the XADD
+//! also with `M` (refused when out of memory), and the server's live OOM state is checked before
+//! each move. All writes of one timer callback or one command reach the AOF and replicas in one
+//! MULTI/EXEC (Redis 7.0+, PR #9890), so a DLQ append is never separated from its XACK.
+//! Time is checked between batches: a step stops early at `deadline` and resumes from its cursor.
+
+use std::time::Instant;
+
+use redis_module::{
+    CallOptions, CallOptionsBuilder, CallReply, CallResult, Context, ContextFlags, KeyType,
+    RedisString,
+};
+
+use crate::planner::{self, Batch, Pending};
+use crate::policy::Policy;
+
+/// Why a step ended before handling every entry it read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stop {
+    /// The time budget ran out; resume from the cursor.
+    Deadline,
+    /// The server is out of memory; dead-letter moves wait (counted in `oom_skips`).
+    Oom,
+    /// The stream key does not exist.
+    NoStream,
+    /// The stream has no such consumer group.
+    NoGroup,
+    /// The stream key holds another type.
+    WrongTypeStream,
+    /// The DLQ key holds another type.
+    WrongTypeDlq,
+    /// Any other error reply (text included).
+    Error(String),
+}
+
+impl Stop {
+    /// The `status` text `RECLAIM.STATS` shows for this stop.
+    pub fn status(&self) -> String {
+        match self {
+            Stop::Deadline => "active".into(),
+            Stop::Oom => "oom: dead-letter moves wait for memory".into(),
+            Stop::NoStream => "waiting: stream does not exist".into(),
+            Stop::NoGroup => "waiting: consumer group does not exist".into(),
+            Stop::WrongTypeStream => "error: stream key holds the wrong kind of value".into(),
+            Stop::WrongTypeDlq => "error: DLQ key holds the wrong kind of value".into(),
+            Stop::Error(e) => format!("error: {e}"),
+        }
+    }
+
+    /// Whether this stop means the policy cannot run until something outside changes.
+    pub fn is_problem(&self) -> bool {
+        !matches!(self, Stop::Deadline)
+    }
+}
+
+/// What one step did.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    /// Pending entries read and decided on.
+    pub examined: u64,
+    /// Entries claimed.
+    pub claimed: u64,
+    /// Entries moved to the DLQ.
+    pub dead_lettered: u64,
+    /// Deleted entries removed from the PEL.
+    pub deleted: u64,
+    /// Dead-letter moves skipped for OOM.
+    pub oom_skips: u64,
+    /// Where the next step starts (`None` = head of the PEL).
+    pub cursor: Option<Vec<u8>>,
+    /// The pass reached the end of the PEL.
+    pub pass_done: bool,
+    /// Why the step stopped early, if it did.
+    pub stop: Option<Stop>,
+    /// A problem that skipped some dead-letter moves without stopping the step (DLQ of the wrong
+    /// type, out of memory): those entries stay pending and are retried on the next pass.
+    pub problem: Option<Stop>,
+}
+
+fn read_opts() -> CallOptions {
+    CallOptionsBuilder::new().errors_as_replies().build()
+}
+
+fn write_opts() -> CallOptions {
+    CallOptionsBuilder::new()
+        .replicate()
+        .errors_as_replies()
+        .build()
+}
+
+fn append_opts() -> CallOptions {
+    CallOptionsBuilder::new()
+        .replicate()
+        .errors_as_replies()
+        .verify_oom()
+        .build()
+}
+
+fn bytes(r: &CallResult) -> Option<Vec<u8>> {
+    match r {
+        Ok(CallReply::String(s)) => Some(s.as_bytes().to_vec()),
+        _ => None,
+    }
+}
+
+fn int(r: &CallResult) -> Option<i64> {
+    match r {
+        Ok(CallReply::I64(i)) => Some(i.to_i64()),
+        _ => None,
+    }
+}
+
+fn error_stop(e: &[u8]) -> Stop {
+    if e.starts_with(b"NOGROUP") {
+        Stop::NoGroup
+    } else if e.starts_with(b"WRONGTYPE") {
+        Stop::WrongTypeStream
+    } else {
+        Stop::Error(crate::policy::printable(e))
+    }
+}
+
+/// Checks the stream key: `None` when it is a stream, the stop reason otherwise.
+pub fn check_stream(ctx: &Context, stream: &[u8]) -> Option<Stop> {
+    let name = RedisString::create_from_slice(ctx.ctx, stream);
+    match ctx.open_key(&name).key_type() {
+        KeyType::Stream => None,
+        KeyType::Empty => Some(Stop::NoStream),
+        _ => Some(Stop::WrongTypeStream),
+    }
+}
+
+/// Whether `key` exists and holds something other than a stream.
+pub fn is_non_stream(ctx: &Context, key: &[u8]) -> bool {
+    let name = RedisString::create_from_slice(ctx.ctx, key);
+    !matches!(
+        ctx.open_key(&name).key_type(),
+        KeyType::Stream | KeyType::Empty
+    )
+}
+
+/// Reads up to `max` pending entries after `cursor`.
+fn read_page(
+    ctx: &Context,
+    stream: &[u8],
+    group: &[u8],
+    cursor: Option<&[u8]>,
+    max: i64,
+) -> Result<Vec<Pending>, Stop> {
+    let start: Vec<u8> = match cursor {
+        None => b"-".to_vec(),
+        Some(c) => [b"(", c].concat(),
+    };
+    let count = max.to_string();
+    let args: [&[u8]; 5] = [stream, group, &start, b"+", count.as_bytes()];
+    let res: CallResult = ctx.call_ext("XPENDING", &read_opts(), &args[..]);
+    let arr = match res {
+        Ok(CallReply::Array(a)) => a,
+        Err(e) => return Err(error_stop(e.as_bytes())),
+        Ok(_) => return Err(Stop::Error("unexpected XPENDING reply".into())),
+    };
+    let mut out = Vec::with_capacity(arr.len());
+    for item in arr.iter() {
+        let Ok(CallReply::Array(e)) = item else {
+            return Err(Stop::Error("unexpected XPENDING entry".into()));
+        };
+        let (Some(id), Some(consumer), Some(idle_ms), Some(deliveries)) = (
+            e.get(0).as_ref().and_then(bytes),
+            e.get(1).as_ref().and_then(bytes),
+            e.get(2).as_ref().and_then(int),
+            e.get(3).as_ref().and_then(int),
+        ) else {
+            return Err(Stop::Error("unexpected XPENDING entry".into()));
+        };
+        out.push(Pending {
+            id,
+            consumer,
+            idle_ms,
+            deliveries,
+        });
+    }
+    Ok(out)
+}
+
+fn claim(
+    ctx: &Context,
+    stream: &[u8],
+    group: &[u8],
+    p: &Policy,
+    ids: &[Vec<u8>],
+    rc: Option<i64>,
+    out: &mut Outcome,
+) -> Result<(), Stop> {
+    let min_idle = p.min_idle_ms.to_string();
+    let rcs = rc.map(|n| n.to_string());
+    let mut args: Vec<&[u8]> = vec![stream, group, &p.claimant, min_idle.as_bytes()];
+    args.extend(ids.iter().map(|i| i.as_slice()));
+    if let Some(r) = &rcs {
+        args.push(b"RETRYCOUNT");
+        args.push(r.as_bytes());
+    }
+    args.push(b"JUSTID");
+    let res: CallResult = ctx.call_ext("XCLAIM", &write_opts(), &args[..]);
+    match res {
+        Ok(CallReply::Array(a)) => {
+            let n = a.len() as u64;
+            out.claimed += n;
+            out.deleted += (ids.len() as u64).saturating_sub(n);
+            Ok(())
+        }
+        Err(e) => Err(error_stop(e.as_bytes())),
+        Ok(_) => Err(Stop::Error("unexpected XCLAIM reply".into())),
+    }
+}
+
+fn ack(ctx: &Context, stream: &[u8], group: &[u8], id: &[u8]) -> Result<i64, Stop> {
+    let args: [&[u8]; 3] = [stream, group, id];
+    let res: CallResult = ctx.call_ext("XACK", &write_opts(), &args[..]);
+    match res {
+        Ok(CallReply::I64(i)) => Ok(i.to_i64()),
+        Err(e) => Err(error_stop(e.as_bytes())),
+        Ok(_) => Err(Stop::Error("unexpected XACK reply".into())),
+    }
+}
+
+fn out_of_memory(ctx: &Context) -> bool {
+    ctx.get_flags().contains(ContextFlags::OOM)
+}
+
+/// Moves one over-delivered entry to the DLQ (or drops it from the PEL when it was deleted).
+fn dead_letter(
+    ctx: &Context,
+    stream: &[u8],
+    group: &[u8],
+    dlq: &[u8],
+    e: &Pending,
+    out: &mut Outcome,
+) -> Result<(), Stop> {
+    let args: [&[u8]; 3] = [stream, &e.id, &e.id];
+    let res: CallResult = ctx.call_ext("XRANGE", &read_opts(), &args[..]);
+    let fields: Vec<Vec<u8>> = match res {
+        Ok(CallReply::Array(a)) if a.len() == 0 => {
+            if ack(ctx, stream, group, &e.id)? == 1 {
+                out.deleted += 1;
+            }
+            return Ok(());
+        }
+        Ok(CallReply::Array(a)) => match a.get(0) {
+            Some(Ok(CallReply::Array(entry))) => match entry.get(1) {
+                Some(Ok(CallReply::Array(f))) => f.iter().filter_map(|x| bytes(&x)).collect(),
+                _ => return Err(Stop::Error("unexpected XRANGE entry".into())),
+            },
+            _ => return Err(Stop::Error("unexpected XRANGE entry".into())),
+        },
+        Err(err) => return Err(error_stop(err.as_bytes())),
+        Ok(_) => return Err(Stop::Error("unexpected XRANGE reply".into())),
+    };
+    if out_of_memory(ctx) {
+        out.oom_skips += 1;
+        return Err(Stop::Oom);
+    }
+    let deliveries = (e.deliveries as u64).to_string();
+    let mut xadd: Vec<&[u8]> = Vec::with_capacity(fields.len() + 12);
+    xadd.push(dlq);
+    xadd.push(b"*");
+    xadd.extend(fields.iter().map(|f| f.as_slice()));
+    xadd.extend_from_slice(&[
+        b"reclaim-stream",
+        stream,
+        b"reclaim-group",
+        group,
+        b"reclaim-id",
+        &e.id,
+        b"reclaim-consumer",
+        &e.consumer,
+        b"reclaim-deliveries",
+        deliveries.as_bytes(),
+    ]);
+    let res: CallResult = ctx.call_ext("XADD", &append_opts(), &xadd[..]);
+    match res {
+        Ok(CallReply::String(_)) => {}
+        Err(err) => {
+            let b = err.as_bytes();
+            return Err(if b.starts_with(b"WRONGTYPE") {
+                Stop::WrongTypeDlq
+            } else if b.starts_with(b"OOM") {
+                out.oom_skips += 1;
+                Stop::Oom
+            } else {
+                Stop::Error(crate::policy::printable(b))
+            });
+        }
+        Ok(_) => return Err(Stop::Error("unexpected XADD reply".into())),
+    }
+    // The append is done: the acknowledgement follows in the same callback (one MULTI/EXEC).
+    // XACK cannot find the entry already acknowledged here (nothing else runs in between); if it
+    // ever did, the DLQ entry is kept (at-least-once) and still counted.
+    if ack(ctx, stream, group, &e.id)? == 0 {
+        crate::ffi::log_warning(
+            "reclaim: XACK after a DLQ append found the entry already acknowledged",
+        );
+    }
+    out.dead_lettered += 1;
+    Ok(())
+}
+
+/// Runs one step of `policy` on (stream, group) in the database selected in `ctx`: reads at most
+/// `max` pending entries after `cursor` and handles them, stopping early at `deadline` (checked
+/// between batches; at least one batch always runs). Never panics on unexpected replies: they end
+/// the step with [`Stop::Error`].
+pub fn step(
+    ctx: &Context,
+    stream: &[u8],
+    group: &[u8],
+    policy: &Policy,
+    cursor: Option<&[u8]>,
+    max: i64,
+    deadline: Option<Instant>,
+) -> Outcome {
+    let mut out = Outcome {
+        cursor: cursor.map(|c| c.to_vec()),
+        ..Outcome::default()
+    };
+    if let Some(s) = check_stream(ctx, stream) {
+        out.stop = Some(s);
+        return out;
+    }
+    let page = match read_page(ctx, stream, group, cursor, max) {
+        Ok(p) => p,
+        Err(s) => {
+            out.stop = Some(s);
+            return out;
+        }
+    };
+    let batches = planner::plan(&page, policy, policy.count as usize);
+    for (i, b) in batches.iter().enumerate() {
+        if i > 0 && deadline.is_some_and(|d| Instant::now() >= d) {
+            out.stop = Some(Stop::Deadline);
+            return out;
+        }
+        let r = match b {
+            Batch::Skip(_) => Ok(()),
+            Batch::Claim { ids, retrycount } => {
+                claim(ctx, stream, group, policy, ids, *retrycount, &mut out)
+            }
+            Batch::DeadLetter(e) => match &policy.dlq {
+                Some(d) => dead_letter(ctx, stream, group, d, e, &mut out),
+                None => Ok(()),
+            },
+        };
+        match r {
+            Ok(()) => {}
+            Err(s @ (Stop::WrongTypeDlq | Stop::Oom)) => out.problem = Some(s),
+            Err(s) => {
+                out.stop = Some(s);
+                return out;
+            }
+        }
+        out.examined += match b {
+            Batch::Claim { ids, .. } => ids.len() as u64,
+            _ => 1,
+        };
+        out.cursor = Some(planner::last_id(b).to_vec());
+    }
+    if (page.len() as i64) < max {
+        out.pass_done = true;
+        out.cursor = None;
+    }
+    out
+}

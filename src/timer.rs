@@ -1,0 +1,180 @@
+//! The sweep timer: one module timer (Redis `RM_CreateTimer`), re-armed every
+//! `reclaim.tick-interval-ms`, that runs due policies' steps within `reclaim.tick-budget-us`.
+//!
+//! Guards, checked at the top of every tick (each skip is counted in `INFO reclaim`):
+//! - only a primary sweeps (`REDISMODULE_CTX_FLAGS_MASTER`): a replica's state changes only
+//!   through its replication stream;
+//! - never while loading (RDB, AOF, full sync);
+//! - never while writes are paused (`RM_AvoidReplicaTraffic`: CLIENT PAUSE WRITE, FAILOVER). On
+//!   Redis 7.0 a timer write during a pause with AOF or replicas crashes the server;
+//! - never when out of memory (the live `REDISMODULE_CTX_FLAGS_OOM`, not the stale state RM_Call's
+//!   `M` flag reads in a timer).
+//!
+//! The timer is never stopped from inside its own callback: it simply re-arms itself.
+
+use std::os::raw::c_void;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use redis_module::{raw, Context, ContextFlags};
+
+use crate::config;
+use crate::ffi;
+use crate::metrics;
+use crate::policy::Policy;
+use crate::registry::{self, PolicyId, Runtime};
+use crate::store;
+use crate::sweep::{self, Outcome, Stop};
+
+/// Starts the tick timer (called once, from `RedisModule_OnLoad`).
+pub fn arm(ctx: *mut raw::RedisModuleCtx) {
+    unsafe {
+        raw::RedisModule_CreateTimer.unwrap()(
+            ctx,
+            config::tick_interval_ms(),
+            Some(on_tick),
+            std::ptr::null_mut(),
+        );
+    }
+}
+
+extern "C" fn on_tick(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
+    let context = Context::new(ctx);
+    ffi::guard("sweep timer", || tick(&context));
+    arm(ctx);
+}
+
+/// Why sweeping is off on this server right now, if it is: `replica`, `loading`, `paused`, `oom`.
+pub fn blocked(ctx: &Context) -> Option<&'static str> {
+    let flags = ctx.get_flags();
+    if !flags.contains(ContextFlags::MASTER) {
+        return Some("replica");
+    }
+    if flags.intersects(ContextFlags::LOADING | ContextFlags::ASYNC_LOADING) {
+        return Some("loading");
+    }
+    let paused = unsafe {
+        raw::RedisModule_AvoidReplicaTraffic
+            .map(|f| f() != 0)
+            .unwrap_or(false)
+    };
+    if paused {
+        return Some("paused");
+    }
+    if flags.contains(ContextFlags::OOM) {
+        return Some("oom");
+    }
+    None
+}
+
+fn epoch_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Folds one step's outcome into a policy's run-time state and the server-wide counters, and sets
+/// when the policy is due next (`now` is monotonic ms). `us` is the step's duration.
+pub fn apply(rt: &mut Runtime, out: &Outcome, us: i64, policy: &Policy, now: u64) {
+    let c = &mut rt.counters;
+    c.claimed += out.claimed;
+    c.dead_lettered += out.dead_lettered;
+    c.deleted += out.deleted;
+    c.oom_skips += out.oom_skips;
+    metrics::STEPS.add(1);
+    metrics::CLAIMED.add(out.claimed);
+    metrics::DEAD_LETTERED.add(out.dead_lettered);
+    metrics::DELETED.add(out.deleted);
+    metrics::OOM_SKIPS.add(out.oom_skips);
+    rt.pass_us += us;
+    rt.cursor = out.cursor.clone();
+    let later = now.saturating_add(policy.interval_ms as u64);
+    match &out.stop {
+        Some(Stop::Deadline) => {
+            rt.problem = out.problem.clone();
+            rt.due_ms = now;
+        }
+        Some(s) => {
+            if matches!(s, Stop::Error(_) | Stop::WrongTypeStream) {
+                c.errors += 1;
+                metrics::ERRORS.add(1);
+            }
+            rt.problem = Some(s.clone());
+            rt.cursor = None;
+            rt.pass_us = 0;
+            rt.due_ms = later;
+        }
+        None => {
+            rt.problem = out.problem.clone();
+            if out.pass_done {
+                c.passes += 1;
+                c.last_pass_ms = epoch_ms();
+                c.last_pass_us = rt.pass_us;
+                metrics::PASSES.add(1);
+                rt.pass_us = 0;
+                rt.due_ms = later;
+            } else {
+                rt.due_ms = now;
+            }
+        }
+    }
+}
+
+fn tick(ctx: &Context) {
+    if registry::len() == 0 {
+        return;
+    }
+    match blocked(ctx) {
+        Some("replica") => return metrics::SKIPPED_REPLICA.add(1),
+        Some("loading") => return metrics::SKIPPED_LOADING.add(1),
+        Some("paused") => return metrics::SKIPPED_PAUSED.add(1),
+        Some(_) => return metrics::SKIPPED_OOM.add(1),
+        None => {}
+    }
+    let start = Instant::now();
+    let deadline = start + Duration::from_micros(config::tick_budget_us() as u64);
+    let now = registry::now_ms();
+    let db_before = ffi::selected_db(ctx);
+    let mut worked = false;
+    while let Some((id, mut rt)) = registry::next_due(now) {
+        worked = true;
+        if !visit(ctx, &id, &mut rt, now, deadline) {
+            registry::remove(&id);
+            continue;
+        }
+        registry::put(&id, rt);
+        if Instant::now() >= deadline {
+            break;
+        }
+    }
+    ffi::select_db(ctx, db_before);
+    if worked {
+        metrics::TICKS.add(1);
+        let us = start.elapsed().as_micros() as u64;
+        metrics::LAST_TICK_US.set(us);
+        metrics::MAX_TICK_US.max(us);
+        ffi::latency_sample(b"reclaim-tick\0", (us / 1000) as i64);
+    }
+}
+
+/// Runs one step of policy `id`. Returns `false` when the policy no longer exists.
+fn visit(ctx: &Context, id: &PolicyId, rt: &mut Runtime, now: u64, deadline: Instant) -> bool {
+    if !ffi::select_db(ctx, id.db) {
+        return false;
+    }
+    let Some(policy) = store::get(ctx, &id.stream, &id.group) else {
+        return false;
+    };
+    let t0 = Instant::now();
+    let out = sweep::step(
+        ctx,
+        &id.stream,
+        &id.group,
+        &policy,
+        rt.cursor.as_deref(),
+        policy.count,
+        Some(deadline),
+    );
+    apply(rt, &out, t0.elapsed().as_micros() as i64, &policy, now);
+    true
+}
