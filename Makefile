@@ -15,7 +15,6 @@ build: deps ## Build the module (target/release/libredis_reclaim.so)
 	cargo build --release
 
 run: build ## Start redis-server on 127.0.0.1:$(PORT) with the module (PORT=... to change)
-	@mkdir -p .run
 	redis-server redis.conf.example --port $(PORT)
 
 test: build ## Unit tests + integration tests against real redis-server processes
@@ -29,4 +28,3 @@ fmt: ## Format the code
 
 clean: ## Remove build output
 	cargo clean
-	rm -rf .run

@@ -90,6 +90,23 @@ unsafe extern "C" fn on_swapdb(
     });
 }
 
+/// FLUSHDB / FLUSHALL (also the flush before a full sync): forget the policies of the flushed
+/// database(s) (server event `FlushDB`, Redis 6.0+). Policies loaded afterwards register again.
+unsafe extern "C" fn on_flush(
+    _ctx: *mut raw::RedisModuleCtx,
+    _e: raw::RedisModuleEvent,
+    sub: u64,
+    data: *mut c_void,
+) {
+    ffi::guard("flushdb event", || {
+        if sub != raw::REDISMODULE_SUBEVENT_FLUSHDB_START {
+            return;
+        }
+        let info = unsafe { &*(data as *const raw::RedisModuleFlushInfo) };
+        registry::forget_db(info.dbnum);
+    });
+}
+
 unsafe extern "C" fn on_info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
     ffi::guard("INFO", || unsafe {
         // NULL: the module's default section, `# reclaim`, fields prefixed `reclaim_`.
@@ -122,6 +139,11 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
             dataver: 1,
         };
         raw::RedisModule_SubscribeToServerEvent.unwrap()(ctx.ctx, swap, Some(on_swapdb));
+        let flush = raw::RedisModuleEvent {
+            id: raw::REDISMODULE_EVENT_FLUSHDB,
+            dataver: 1,
+        };
+        raw::RedisModule_SubscribeToServerEvent.unwrap()(ctx.ctx, flush, Some(on_flush));
         raw::RedisModule_RegisterInfoFunc.unwrap()(ctx.ctx, Some(on_info));
     }
     timer::arm(ctx.ctx);

@@ -214,6 +214,14 @@ pub fn ids_in_db(db: i32) -> Vec<PolicyId> {
         .collect()
 }
 
+/// Forgets every policy of database `db` (-1: all databases), as FLUSHDB / FLUSHALL remove them.
+pub fn forget_db(db: i32) {
+    let mut r = lock();
+    let Registry { runtimes, queue } = &mut *r;
+    runtimes.retain(|id, _| db != -1 && id.db != db);
+    queue.retain(|(_, id)| db != -1 && id.db != db);
+}
+
 /// Number of known policies (all databases).
 pub fn len() -> usize {
     lock().runtimes.len()
