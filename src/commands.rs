@@ -192,7 +192,10 @@ fn sweep_cmd(ctx: &Context, args: &[RedisString]) -> Handler {
         let now = registry::now_ms();
         timer::apply(&mut rt, &out, 0, &p, now);
         match &out.stop {
-            Some(Stop::WrongTypeStream) => return Err(error::WRONGTYPE_STREAM.into()),
+            Some(Stop::WrongTypeStream) => {
+                registry::update(&id, |r| r.counters.errors += 1);
+                return Err(error::WRONGTYPE_STREAM.into());
+            }
             Some(_) => break,
             None => {}
         }

@@ -36,7 +36,8 @@ type Allocator = std::alloc::System;
 const ALLOCATOR: Allocator = std::alloc::System;
 
 /// Keyspace events on policy keys that bring a policy to a new (db, key): RENAME, MOVE, COPY,
-/// RESTORE. DEL, FLUSHDB and the like need nothing (the sweeper drops what it cannot find).
+/// RESTORE; and on streams, the events that end a policy's wait (`xgroup-create`, ...). DEL and
+/// the like need nothing (the sweeper drops what it cannot find); FLUSHDB is `on_flush`.
 unsafe extern "C" fn on_generic_event(
     ctx: *mut raw::RedisModuleCtx,
     _type: c_int,

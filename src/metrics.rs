@@ -30,6 +30,8 @@ impl Counter {
 
 /// Timer ticks that did sweep work (or looked for it).
 pub static TICKS: Counter = Counter::new();
+/// Event-loop slices that did sweep work while a backlog was draining.
+pub static SLICES: Counter = Counter::new();
 /// Ticks skipped because this server is a replica.
 pub static SKIPPED_REPLICA: Counter = Counter::new();
 /// Ticks skipped while loading (RDB/AOF/full sync).
@@ -52,9 +54,9 @@ pub static DELETED: Counter = Counter::new();
 pub static OOM_SKIPS: Counter = Counter::new();
 /// Steps that ended in an error.
 pub static ERRORS: Counter = Counter::new();
-/// Duration of the last tick that did work, µs.
+/// Duration of the last tick or slice that did work, µs.
 pub static LAST_TICK_US: Counter = Counter::new();
-/// Longest tick since load, µs.
+/// Longest tick or slice since load, µs.
 pub static MAX_TICK_US: Counter = Counter::new();
 /// Panics caught at the FFI boundary (should stay 0; each one is logged).
 pub static PANICS: Counter = Counter::new();
@@ -64,6 +66,7 @@ pub fn fields() -> Vec<(&'static str, u64)> {
     vec![
         ("policies", crate::registry::len() as u64),
         ("ticks", TICKS.get()),
+        ("slices", SLICES.get()),
         ("ticks_skipped_replica", SKIPPED_REPLICA.get()),
         ("ticks_skipped_loading", SKIPPED_LOADING.get()),
         ("ticks_skipped_paused", SKIPPED_PAUSED.get()),

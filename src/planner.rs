@@ -65,6 +65,25 @@ pub fn claim_retrycount(deliveries: i64) -> Option<i64> {
     }
 }
 
+/// Parses a stream entry ID (`ms-seq`, or `ms` meaning `ms-0`) into a comparable pair.
+pub fn parse_id(id: &[u8]) -> Option<(u64, u64)> {
+    let s = std::str::from_utf8(id).ok()?;
+    match s.split_once('-') {
+        Some((ms, seq)) => Some((ms.parse().ok()?, seq.parse().ok()?)),
+        None => Some((s.parse().ok()?, 0)),
+    }
+}
+
+/// Whether a pending entry was trimmed away: its ID is below the stream's first entry (`first`,
+/// `None` when the stream is empty). Stream IDs only grow, so such an entry cannot exist.
+pub fn is_trimmed(id: &[u8], first: Option<(u64, u64)>) -> bool {
+    match (parse_id(id), first) {
+        (Some(i), Some(f)) => i < f,
+        (Some(_), None) => true,
+        (None, _) => false,
+    }
+}
+
 /// One unit of work for the executor, in PEL (ID) order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Batch {
@@ -77,13 +96,34 @@ pub enum Batch {
     DeadLetter(Pending),
     /// Entries to leave alone (only their count matters, for the cursor).
     Skip(Vec<u8>),
+    /// Entries trimmed from the stream (below its first ID): removed from the PEL with one XACK,
+    /// whatever their idle time or count, and counted as `deleted`.
+    Purge(Vec<Vec<u8>>),
 }
 
 /// Turns a page of pending entries (in ID order) into batches, keeping ID order: consecutive
-/// claims with the same resulting count share one XCLAIM, up to `max_claim` IDs each.
-pub fn plan(page: &[Pending], policy: &Policy, max_claim: usize) -> Vec<Batch> {
+/// claims with the same resulting count share one XCLAIM, up to `max_claim` IDs each; entries
+/// trimmed from the stream (see [`is_trimmed`]; `first` is the stream's first entry ID) are purged
+/// first of all, consecutive ones in one batch. Entries deleted from the middle of the stream
+/// (XDEL) are found when they are claimed or dead-lettered.
+pub fn plan(
+    page: &[Pending],
+    policy: &Policy,
+    max_claim: usize,
+    first: Option<(u64, u64)>,
+) -> Vec<Batch> {
     let mut out: Vec<Batch> = Vec::new();
     for p in page {
+        if is_trimmed(&p.id, first) {
+            if let Some(Batch::Purge(ids)) = out.last_mut() {
+                if ids.len() < max_claim.max(1) {
+                    ids.push(p.id.clone());
+                    continue;
+                }
+            }
+            out.push(Batch::Purge(vec![p.id.clone()]));
+            continue;
+        }
         match classify(p, policy) {
             Action::Untouched => out.push(Batch::Skip(p.id.clone())),
             Action::DeadLetter => out.push(Batch::DeadLetter(p.clone())),
@@ -108,7 +148,9 @@ pub fn plan(page: &[Pending], policy: &Policy, max_claim: usize) -> Vec<Batch> {
 /// The ID of the last entry a batch covers (the cursor after it is done).
 pub fn last_id(b: &Batch) -> &[u8] {
     match b {
-        Batch::Claim { ids, .. } => ids.last().map(|v| v.as_slice()).unwrap_or(b""),
+        Batch::Claim { ids, .. } | Batch::Purge(ids) => {
+            ids.last().map(|v| v.as_slice()).unwrap_or(b"")
+        }
         Batch::DeadLetter(p) => &p.id,
         Batch::Skip(id) => id,
     }
@@ -167,6 +209,42 @@ mod tests {
     }
 
     #[test]
+    fn trimmed_entries_are_purged_first() {
+        let p = pol(100, 3);
+        let page = vec![
+            pe("1-0", 5, 1),
+            pe("2-5", 500, 9),
+            pe("3-0", 5, 1),
+            pe("4-0", 500, 1),
+        ];
+        // first entry of the stream is 3-0: 1-0 and 2-5 are gone, whatever their idle or count.
+        assert_eq!(
+            plan(&page, &p, 100, Some((3, 0))),
+            vec![
+                Batch::Purge(vec![b"1-0".to_vec(), b"2-5".to_vec()]),
+                Batch::Skip(b"3-0".to_vec()),
+                Batch::Claim {
+                    ids: vec![b"4-0".to_vec()],
+                    retrycount: Some(2)
+                },
+            ]
+        );
+        // empty stream: everything is gone.
+        assert_eq!(
+            plan(&page[..1], &p, 100, None),
+            vec![Batch::Purge(vec![b"1-0".to_vec()])]
+        );
+        assert_eq!(parse_id(b"12-3"), Some((12, 3)));
+        assert_eq!(parse_id(b"12"), Some((12, 0)));
+        assert_eq!(parse_id(b"x-1"), None);
+        assert!(is_trimmed(
+            b"18446744073709551614-0",
+            Some((18446744073709551615, 0))
+        ));
+        assert!(!is_trimmed(b"5-1", Some((5, 1))));
+    }
+
+    #[test]
     fn retrycount() {
         assert_eq!(claim_retrycount(1), Some(2));
         assert_eq!(claim_retrycount(i64::MAX), Some(i64::MAX));
@@ -184,7 +262,7 @@ mod tests {
             pe("5-0", 500, 3),
             pe("6-0", 500, 1),
         ];
-        let b = plan(&page, &p, 100);
+        let b = plan(&page, &p, 100, Some((1, 0)));
         assert_eq!(
             b,
             vec![
@@ -206,7 +284,7 @@ mod tests {
         );
         assert_eq!(last_id(&b[0]), b"2-0");
         // max_claim splits long runs.
-        let b = plan(&page[..2], &p, 1);
+        let b = plan(&page[..2], &p, 1, Some((1, 0)));
         assert_eq!(b.len(), 2);
     }
 }

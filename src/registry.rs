@@ -4,9 +4,9 @@
 //! says which (db, stream, group) to visit and when, and keeps the counters `RECLAIM.STATS`
 //! reports (since the module was loaded). Entries are added by `RECLAIM.POLICY SET` (also when it
 //! arrives from the primary or the AOF), by `rdb_load` of a policy key (restart, full sync,
-//! RESTORE), and by keyspace events for RENAME/MOVE/COPY of policy keys. An entry whose policy is
-//! gone is dropped the next time the sweeper visits it, so DEL, FLUSHALL and a full sync that
-//! removes policies need no bookkeeping here.
+//! RESTORE), and by keyspace events for RENAME/MOVE/COPY of policy keys. FLUSHDB/FLUSHALL (also
+//! the flush before a full sync) drop a database's entries ([`forget_db`]); any other entry whose
+//! policy is gone is dropped the next time the sweeper visits it.
 //!
 //! Everything runs on the Redis main thread; the mutex only satisfies Rust's rules for statics and
 //! is never held while calling into Redis.

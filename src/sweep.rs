@@ -224,6 +224,45 @@ fn claim(
     }
 }
 
+/// The ID of the stream's first entry (`XRANGE key - + COUNT 1`), `None` when it is empty.
+fn first_id(ctx: &Context, stream: &[u8]) -> Result<Option<(u64, u64)>, Stop> {
+    let args: [&[u8]; 5] = [stream, b"-", b"+", b"COUNT", b"1"];
+    let res: CallResult = ctx.call_ext("XRANGE", &read_opts(), &args[..]);
+    match res {
+        Ok(CallReply::Array(a)) => match a.get(0) {
+            None => Ok(None),
+            Some(Ok(CallReply::Array(e))) => match e.get(0).as_ref().and_then(bytes) {
+                Some(id) => Ok(planner::parse_id(&id)),
+                None => Err(Stop::Error("unexpected XRANGE entry".into())),
+            },
+            Some(_) => Err(Stop::Error("unexpected XRANGE entry".into())),
+        },
+        Err(e) => Err(error_stop(e.as_bytes())),
+        Ok(_) => Err(Stop::Error("unexpected XRANGE reply".into())),
+    }
+}
+
+/// Removes trimmed entries from the PEL with one XACK (propagated as is).
+fn purge(
+    ctx: &Context,
+    stream: &[u8],
+    group: &[u8],
+    ids: &[Vec<u8>],
+    out: &mut Outcome,
+) -> Result<(), Stop> {
+    let mut args: Vec<&[u8]> = vec![stream, group];
+    args.extend(ids.iter().map(|i| i.as_slice()));
+    let res: CallResult = ctx.call_ext("XACK", &write_opts(), &args[..]);
+    match res {
+        Ok(CallReply::I64(n)) => {
+            out.deleted += n.to_i64().max(0) as u64;
+            Ok(())
+        }
+        Err(e) => Err(error_stop(e.as_bytes())),
+        Ok(_) => Err(Stop::Error("unexpected XACK reply".into())),
+    }
+}
+
 fn ack(ctx: &Context, stream: &[u8], group: &[u8], id: &[u8]) -> Result<i64, Stop> {
     let args: [&[u8]; 3] = [stream, group, id];
     let res: CallResult = ctx.call_ext("XACK", &write_opts(), &args[..]);
@@ -343,7 +382,14 @@ pub fn step(
             return out;
         }
     };
-    let batches = planner::plan(&page, policy, policy.count as usize);
+    let first = match first_id(ctx, stream) {
+        Ok(f) => f,
+        Err(s) => {
+            out.stop = Some(s);
+            return out;
+        }
+    };
+    let batches = planner::plan(&page, policy, policy.count as usize, first);
     for (i, b) in batches.iter().enumerate() {
         if i > 0 && deadline.is_some_and(|d| Instant::now() >= d) {
             out.stop = Some(Stop::Deadline);
@@ -351,6 +397,7 @@ pub fn step(
         }
         let r = match b {
             Batch::Skip(_) => Ok(()),
+            Batch::Purge(ids) => purge(ctx, stream, group, ids, &mut out),
             Batch::Claim { ids, retrycount } => {
                 claim(ctx, stream, group, policy, ids, *retrycount, &mut out)
             }
@@ -368,7 +415,7 @@ pub fn step(
             }
         }
         out.examined += match b {
-            Batch::Claim { ids, .. } => ids.len() as u64,
+            Batch::Claim { ids, .. } | Batch::Purge(ids) => ids.len() as u64,
             _ => 1,
         };
         out.cursor = Some(planner::last_id(b).to_vec());

@@ -12,7 +12,8 @@
 //!
 //! The timer is never stopped from inside its own callback: it simply re-arms itself.
 
-use std::os::raw::c_void;
+use std::os::raw::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis_module::{raw, Context, ContextFlags};
@@ -86,6 +87,10 @@ pub fn apply(rt: &mut Runtime, out: &Outcome, us: i64, policy: &Policy, now: u64
     metrics::DEAD_LETTERED.add(out.dead_lettered);
     metrics::DELETED.add(out.deleted);
     metrics::OOM_SKIPS.add(out.oom_skips);
+    if matches!(out.problem, Some(Stop::WrongTypeDlq)) {
+        c.errors += 1;
+        metrics::ERRORS.add(1);
+    }
     rt.pass_us += us;
     rt.cursor = out.cursor.clone();
     let later = now.saturating_add(policy.interval_ms as u64);
@@ -120,16 +125,84 @@ pub fn apply(rt: &mut Runtime, out: &Outcome, us: i64, policy: &Policy, now: u64
     }
 }
 
+/// Whether the event-loop hook is subscribed (it is, while a backlog exists).
+static DRAINING: AtomicBool = AtomicBool::new(false);
+/// Whether some policy was due again right after the last slice of work.
+static BACKLOG: AtomicBool = AtomicBool::new(false);
+
 fn tick(ctx: &Context) {
-    if registry::len() == 0 {
+    let backlog = registry::len() > 0 && run_slice(ctx, true);
+    BACKLOG.store(backlog, Ordering::Relaxed);
+    // Subscribe or unsubscribe the event-loop hook from here, never from inside the hook itself
+    // (the server is iterating its listeners while it fires the event).
+    if backlog != DRAINING.load(Ordering::Relaxed) {
+        let ev = raw::RedisModuleEvent {
+            id: raw::REDISMODULE_EVENT_EVENTLOOP,
+            dataver: 1,
+        };
+        let cb: raw::RedisModuleEventCallback = if backlog { Some(on_event_loop) } else { None };
+        let ok = unsafe {
+            raw::RedisModule_SubscribeToServerEvent
+                .map(|f| f(ctx.ctx, ev, cb) == raw::REDISMODULE_OK as c_int)
+        };
+        if ok == Some(true) {
+            DRAINING.store(backlog, Ordering::Relaxed);
+            if backlog {
+                wake();
+            }
+        }
+    }
+}
+
+/// Before each sleep of the event loop while a backlog exists (server event `EventLoop`,
+/// `BEFORE_SLEEP`, Redis 7.0+): one more slice of at most `reclaim.tick-budget-us`, between two
+/// rounds of client commands, so a large backlog drains at close to the server's own speed while
+/// every client waits at most one slice.
+unsafe extern "C" fn on_event_loop(
+    ctx: *mut raw::RedisModuleCtx,
+    _e: raw::RedisModuleEvent,
+    sub: u64,
+    _data: *mut c_void,
+) {
+    if sub != raw::REDISMODULE_SUBEVENT_EVENTLOOP_BEFORE_SLEEP || !BACKLOG.load(Ordering::Relaxed) {
         return;
     }
-    match blocked(ctx) {
-        Some("replica") => return metrics::SKIPPED_REPLICA.add(1),
-        Some("loading") => return metrics::SKIPPED_LOADING.add(1),
-        Some("paused") => return metrics::SKIPPED_PAUSED.add(1),
-        Some(_) => return metrics::SKIPPED_OOM.add(1),
-        None => {}
+    let context = Context::new(ctx);
+    ffi::guard("event-loop slice", || {
+        let backlog = run_slice(&context, false);
+        BACKLOG.store(backlog, Ordering::Relaxed);
+        if backlog {
+            wake();
+        }
+    });
+}
+
+unsafe extern "C" fn noop(_data: *mut c_void) {}
+
+/// Keeps the event loop from sleeping until the next timer: schedules an empty one-shot callback
+/// (Redis 7.0 `RM_EventLoopAddOneShot`, which writes to the module pipe the loop polls).
+fn wake() {
+    unsafe {
+        if let Some(f) = raw::RedisModule_EventLoopAddOneShot {
+            f(Some(noop), std::ptr::null_mut());
+        }
+    }
+}
+
+/// One slice of sweep work: due policies' steps until `reclaim.tick-budget-us` is used. Returns
+/// whether a policy is still due (a backlog). Counts a skip (only when `count_skips`, i.e. from
+/// the timer) when sweeping is off on this server.
+fn run_slice(ctx: &Context, count_skips: bool) -> bool {
+    if let Some(why) = blocked(ctx) {
+        if count_skips {
+            match why {
+                "replica" => metrics::SKIPPED_REPLICA.add(1),
+                "loading" => metrics::SKIPPED_LOADING.add(1),
+                "paused" => metrics::SKIPPED_PAUSED.add(1),
+                _ => metrics::SKIPPED_OOM.add(1),
+            }
+        }
+        return false;
     }
     let start = Instant::now();
     let deadline = start + Duration::from_micros(config::tick_budget_us() as u64);
@@ -149,12 +222,19 @@ fn tick(ctx: &Context) {
     }
     ffi::select_db(ctx, db_before);
     if worked {
-        metrics::TICKS.add(1);
+        if count_skips {
+            metrics::TICKS.add(1);
+        } else {
+            metrics::SLICES.add(1);
+        }
         let us = start.elapsed().as_micros() as u64;
         metrics::LAST_TICK_US.set(us);
         metrics::MAX_TICK_US.max(us);
-        ffi::latency_sample(b"reclaim-tick\0", (us / 1000) as i64);
+        if us >= 1000 {
+            ffi::latency_sample(b"reclaim-tick\0", (us / 1000) as i64);
+        }
     }
+    registry::next_due(registry::now_ms()).is_some()
 }
 
 /// Runs one step of policy `id`. Returns `false` when the policy no longer exists.

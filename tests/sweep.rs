@@ -1,5 +1,12 @@
 //! Sweep behaviour against a real server: claims, dead-letters, deletions, untouched entries,
-//! cursor coverage across ticks.
+//! cursor coverage across ticks, missing and wrong-type keys, RECLAIM.SWEEP, and how sweep effects
+//! reach replicas and the AOF. The field cases (T01a..T11d of field-cases-1) are named where they
+//! are tested.
+//!
+//! Timing: the tests use the timer with small INTERVALs and poll with `wait_for` for a state or a
+//! progress counter (passes, steps), never for a duration. Exact replies come from fixtures
+//! (`XCLAIM ... IDLE ms RETRYCOUNT n JUSTID` sets idle and delivery count exactly) swept with
+//! RECLAIM.SWEEP under a policy whose timer pass is an hour away (`quiet_policy`).
 
 mod common;
 use common::*;
@@ -52,4 +59,1187 @@ fn dead_consumer_entries_go_to_the_claimant_with_count_2() {
     assert_eq!(p.len(), 5);
     assert!(p.iter().all(|e| e.count == 2), "{p:?}");
     assert_eq!(int_field(&stats(&mut c, "orders", "workers"), "claimed"), 5);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------------
+
+/// An INTERVAL no test waits for: the timer's next pass is an hour away, so only RECLAIM.SWEEP
+/// (or a policy reset) touches the PEL after the first pass.
+const HOUR: &str = "3600000";
+
+/// Runs a command given as words; panics with the command and the error on failure.
+fn run(c: &mut Connection, args: &[&str]) -> Value {
+    let mut k = cmd(args[0]);
+    for a in &args[1..] {
+        k.arg(*a);
+    }
+    k.query(c).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+}
+
+/// Runs a command given as words and converts its reply.
+fn q<T: redis::FromRedisValue>(c: &mut Connection, args: &[&str]) -> T {
+    let v = run(c, args);
+    redis::from_redis_value(v.clone()).unwrap_or_else(|e| panic!("{args:?} -> {v:?}: {e}"))
+}
+
+/// `XGROUP CREATE s g 0 MKSTREAM`.
+fn group(c: &mut Connection, s: &str, g: &str) {
+    let _: () = q(c, &["XGROUP", "CREATE", s, g, "0", "MKSTREAM"]);
+}
+
+/// `XADD s id f v ...`.
+fn add(c: &mut Connection, s: &str, id: &str, fields: &[(&str, &str)]) {
+    let mut a = vec!["XADD", s, id];
+    for (f, v) in fields {
+        a.push(f);
+        a.push(v);
+    }
+    let got: String = q(c, &a);
+    assert_eq!(got, id);
+}
+
+/// Adds entries `from-0 ..= to-0` (field `n`, value the number), pipelined.
+fn add_range(c: &mut Connection, s: &str, from: u64, to: u64) {
+    let mut p = redis::pipe();
+    for i in from..=to {
+        p.cmd("XADD")
+            .arg(s)
+            .arg(format!("{i}-0"))
+            .arg("n")
+            .arg(i)
+            .ignore();
+    }
+    let _: () = p.query(c).expect("XADD pipeline");
+}
+
+/// The IDs `from-0 ..= to-0`.
+fn ids(from: u64, to: u64) -> Vec<String> {
+    (from..=to).map(|i| format!("{i}-0")).collect()
+}
+
+/// `XREADGROUP GROUP g consumer [COUNT n] STREAMS s >`: delivers new entries to `consumer`.
+fn deliver(c: &mut Connection, s: &str, g: &str, consumer: &str, count: Option<u64>) {
+    let n = count.map(|n| n.to_string());
+    let mut a = vec!["XREADGROUP", "GROUP", g, consumer];
+    if let Some(n) = &n {
+        a.push("COUNT");
+        a.push(n);
+    }
+    a.extend_from_slice(&["STREAMS", s, ">"]);
+    run(c, &a);
+}
+
+/// `XREADGROUP GROUP g consumer STREAMS s 0`: the consumer re-reads its own pending history (each
+/// entry it still owns is delivered again: count + 1, idle reset, without going stale).
+fn reread_history(c: &mut Connection, s: &str, g: &str, consumer: &str) {
+    run(c, &["XREADGROUP", "GROUP", g, consumer, "STREAMS", s, "0"]);
+}
+
+/// Deterministic fixture: `XCLAIM s g owner 0 ids... IDLE idle RETRYCOUNT count JUSTID` sets owner,
+/// idle time and delivery count of pending entries exactly.
+fn fixture(c: &mut Connection, s: &str, g: &str, owner: &str, ids: &[String], idle: i64, n: i64) {
+    let (idle, n) = (idle.to_string(), n.to_string());
+    let mut a = vec!["XCLAIM", s, g, owner, "0"];
+    a.extend(ids.iter().map(|i| i.as_str()));
+    a.extend_from_slice(&["IDLE", &idle, "RETRYCOUNT", &n, "JUSTID"]);
+    let got: Vec<String> = q(c, &a);
+    assert_eq!(got.len(), ids.len(), "fixture claimed every ID");
+}
+
+/// [`fixture`] for one ID.
+fn fix1(c: &mut Connection, s: &str, g: &str, owner: &str, id: &str, idle: i64, n: i64) {
+    fixture(c, s, g, owner, &[id.to_string()], idle, n);
+}
+
+/// `RECLAIM.POLICY SET s g opts...`.
+fn set_policy(c: &mut Connection, s: &str, g: &str, opts: &[&str]) {
+    let mut a = vec!["RECLAIM.POLICY", "SET", s, g];
+    a.extend_from_slice(opts);
+    let _: () = q(c, &a);
+}
+
+/// Sets a policy whose timer pass runs once (on the group as it is now) and then not for an hour,
+/// and waits for that pass. Anything set up afterwards is left to RECLAIM.SWEEP, so the sweep's
+/// reply is exact. `opts` must not contain INTERVAL.
+fn quiet_policy(c: &mut Connection, s: &str, g: &str, opts: &[&str]) {
+    let before = stat(c, s, g, "passes").unwrap_or(0);
+    let mut o = opts.to_vec();
+    o.extend_from_slice(&["INTERVAL", HOUR]);
+    set_policy(c, s, g, &o);
+    wait_for(10, "the policy's first (empty) pass", || {
+        (stat(c, s, g, "passes").unwrap() > before).then_some(())
+    });
+}
+
+/// One integer field of RECLAIM.STATS, `None` when there is no policy.
+fn stat(c: &mut Connection, s: &str, g: &str, field: &str) -> Option<i64> {
+    let v: Value = cmd("RECLAIM.STATS").arg(s).arg(g).query(c).ok()?;
+    Some(int_field(&v, field))
+}
+
+/// The `status` field of RECLAIM.STATS.
+fn status(c: &mut Connection, s: &str, g: &str) -> String {
+    str_field(&stats(c, s, g), "status")
+}
+
+/// Waits until the policy completed `n` more passes than now (the timer kept sweeping).
+fn wait_passes(c: &mut Connection, s: &str, g: &str, n: i64) {
+    let start = stat(c, s, g, "passes").unwrap();
+    wait_for(20, &format!("{n} more passes of ({s}, {g})"), || {
+        (stat(c, s, g, "passes").unwrap() >= start + n).then_some(())
+    });
+}
+
+/// One field of `INFO reclaim` (`reclaim_<name>`).
+fn info(c: &mut Connection, name: &str) -> i64 {
+    let text: String = q(c, &["INFO", "reclaim"]);
+    let key = format!("reclaim_{name}:");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&key))
+        .unwrap_or_else(|| panic!("no {key} in INFO reclaim:\n{text}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Waits until the timer ran `n` more steps than now (server-wide).
+fn wait_steps(c: &mut Connection, n: i64) {
+    let start = info(c, "steps");
+    wait_for(20, &format!("{n} more sweep steps"), || {
+        (info(c, "steps") >= start + n).then_some(())
+    });
+}
+
+/// `RECLAIM.SWEEP s g [LIMIT n]` -> (claimed, dead-lettered, deleted).
+fn sweep(c: &mut Connection, s: &str, g: &str, limit: Option<i64>) -> (i64, i64, i64) {
+    let n = limit.map(|n| n.to_string());
+    let mut a = vec!["RECLAIM.SWEEP", s, g];
+    if let Some(n) = &n {
+        a.push("LIMIT");
+        a.push(n);
+    }
+    let v = run(c, &a);
+    let keys: Vec<String> = pairs(&v).into_iter().map(|(k, _)| k).collect();
+    assert_eq!(keys, ["claimed", "dead-lettered", "deleted"], "{v:?}");
+    (
+        int_field(&v, "claimed"),
+        int_field(&v, "dead-lettered"),
+        int_field(&v, "deleted"),
+    )
+}
+
+fn xlen(c: &mut Connection, k: &str) -> i64 {
+    q(c, &["XLEN", k])
+}
+
+fn exists(c: &mut Connection, k: &str) -> bool {
+    q::<i64>(c, &["EXISTS", k]) == 1
+}
+
+/// The number of pending entries of a group (XPENDING summary form).
+fn pel_total(c: &mut Connection, s: &str, g: &str) -> i64 {
+    let v: Vec<Value> = q(c, &["XPENDING", s, g]);
+    redis::from_redis_value(v[0].clone()).unwrap()
+}
+
+/// (id, owner, count) of every pending entry: what a sweep may change, without the clock.
+fn pel_state(c: &mut Connection, s: &str, g: &str) -> Vec<(String, String, i64)> {
+    pending(c, s, g)
+        .into_iter()
+        .map(|p| (p.id, p.consumer, p.count))
+        .collect()
+}
+
+fn one(id: &str, owner: &str, n: i64) -> (String, String, i64) {
+    (id.to_string(), owner.to_string(), n)
+}
+
+/// One stream entry: ID and its field/value pairs in order.
+type Entry = (String, Vec<(String, String)>);
+
+/// `XRANGE k - +`, fields in their stored order.
+fn entries(c: &mut Connection, k: &str) -> Vec<Entry> {
+    let raw: Vec<(String, Vec<String>)> = q(c, &["XRANGE", k, "-", "+"]);
+    raw.into_iter()
+        .map(|(id, flat)| {
+            assert_eq!(flat.len() % 2, 0, "odd field list in {k} {id}: {flat:?}");
+            let f = flat
+                .chunks(2)
+                .map(|p| (p[0].clone(), p[1].clone()))
+                .collect();
+            (id, f)
+        })
+        .collect()
+}
+
+/// Owned (field, value) pairs.
+fn fields(f: &[(&str, &str)]) -> Vec<(String, String)> {
+    f.iter()
+        .map(|(f, v)| (f.to_string(), v.to_string()))
+        .collect()
+}
+
+/// The fields a DLQ entry must hold: the original fields in order, then the provenance.
+fn dlq_fields(
+    original: &[(&str, &str)],
+    stream: &str,
+    group: &str,
+    id: &str,
+    consumer: &str,
+    deliveries: i64,
+) -> Vec<(String, String)> {
+    let d = deliveries.to_string();
+    let mut v = fields(original);
+    for (f, x) in [
+        ("reclaim-stream", stream),
+        ("reclaim-group", group),
+        ("reclaim-id", id),
+        ("reclaim-consumer", consumer),
+        ("reclaim-deliveries", d.as_str()),
+    ] {
+        v.push((f.to_string(), x.to_string()));
+    }
+    v
+}
+
+// ---------------------------------------------------------------------------------------------
+// Poison messages (C09): dead-lettered exactly once, with their fields and provenance
+// ---------------------------------------------------------------------------------------------
+
+/// A handler that always fails and leaves the entry idle (it crashes): every pass that finds the
+/// entry stale claims it (+1), until the count reaches MAX-DELIVERIES while stale; then the entry
+/// moves to the DLQ, once.
+#[test]
+fn failing_handler_that_goes_idle_is_dead_lettered_after_max_deliveries() {
+    let s = Server::new();
+    let mut c = s.conn();
+    let body = [("zeta", "1"), ("job", "poison"), ("alpha", "2")];
+    group(&mut c, "jobs", "g");
+    add(&mut c, "jobs", "1-0", &body);
+    deliver(&mut c, "jobs", "g", "c1", None);
+    assert_eq!(pel_state(&mut c, "jobs", "g"), [one("1-0", "c1", 1)]);
+    // c1 crashed: nobody ever acknowledges or re-reads 1-0.
+    set_policy(
+        &mut c,
+        "jobs",
+        "g",
+        &[
+            "MIN-IDLE",
+            "100",
+            "MAX-DELIVERIES",
+            "3",
+            "DLQ",
+            "jobs:dlq",
+            "INTERVAL",
+            "50",
+        ],
+    );
+    wait_for(20, "the poison entry in the DLQ", || {
+        exists(&mut c, "jobs:dlq").then_some(())
+    });
+    // Deliveries: c1 (1), claim (2), claim (3), then stale at the limit -> DLQ.
+    let dlq = entries(&mut c, "jobs:dlq");
+    assert_eq!(dlq.len(), 1, "{dlq:?}");
+    assert_eq!(
+        dlq[0].1,
+        dlq_fields(&body, "jobs", "g", "1-0", "reclaim", 3),
+        "DLQ entry fields"
+    );
+    assert_eq!(pel_total(&mut c, "jobs", "g"), 0);
+    assert_eq!(
+        entries(&mut c, "jobs"),
+        [("1-0".to_string(), fields(&body))],
+        "the source entry stays in the stream"
+    );
+    let st = stats(&mut c, "jobs", "g");
+    assert_eq!(int_field(&st, "claimed"), 2, "{st:?}");
+    assert_eq!(int_field(&st, "dead-lettered"), 1, "{st:?}");
+    assert_eq!(int_field(&st, "deleted"), 0, "{st:?}");
+
+    // Idempotence: more passes and an explicit sweep add nothing.
+    wait_passes(&mut c, "jobs", "g", 5);
+    assert_eq!(sweep(&mut c, "jobs", "g", None), (0, 0, 0));
+    assert_eq!(entries(&mut c, "jobs:dlq"), dlq);
+    assert_eq!(xlen(&mut c, "jobs"), 1);
+    assert_eq!(int_field(&stats(&mut c, "jobs", "g"), "dead-lettered"), 1);
+}
+
+/// A handler that always fails and re-reads its history (`XREADGROUP ... 0`): the count rises on
+/// every read while the entry never goes stale. Untouched up to the limit, dead-lettered as soon
+/// as the count is above it, with the reading consumer as last owner.
+#[test]
+fn failing_handler_that_rereads_history_is_dead_lettered_above_max_deliveries() {
+    let s = Server::new();
+    let mut c = s.conn();
+    let body = [("job", "poison"), ("attempt", "x")];
+    group(&mut c, "h", "g");
+    add(&mut c, "h", "1-0", &body);
+    add(&mut c, "h", "2-0", &[("job", "fine")]);
+    deliver(&mut c, "h", "g", "c1", Some(1));
+    deliver(&mut c, "h", "g", "c2", Some(1));
+    set_policy(
+        &mut c,
+        "h",
+        "g",
+        &[
+            "MIN-IDLE",
+            "60000",
+            "MAX-DELIVERIES",
+            "3",
+            "DLQ",
+            "h:dlq",
+            "INTERVAL",
+            "50",
+        ],
+    );
+    reread_history(&mut c, "h", "g", "c1");
+    reread_history(&mut c, "h", "g", "c1");
+    // count 3 == MAX but the entry is being worked on (not stale): untouched.
+    wait_passes(&mut c, "h", "g", 3);
+    assert_eq!(
+        pel_state(&mut c, "h", "g"),
+        [one("1-0", "c1", 3), one("2-0", "c2", 1)]
+    );
+    assert!(!exists(&mut c, "h:dlq"));
+
+    reread_history(&mut c, "h", "g", "c1"); // count 4 > 3, still not stale
+    wait_for(20, "the re-read entry in the DLQ", || {
+        exists(&mut c, "h:dlq").then_some(())
+    });
+    let dlq = entries(&mut c, "h:dlq");
+    assert_eq!(dlq.len(), 1, "{dlq:?}");
+    assert_eq!(dlq[0].1, dlq_fields(&body, "h", "g", "1-0", "c1", 4));
+    assert_eq!(
+        pel_state(&mut c, "h", "g"),
+        [one("2-0", "c2", 1)],
+        "acknowledged; the other consumer's entry untouched"
+    );
+    assert_eq!(xlen(&mut c, "h"), 2, "the source entry stays in the stream");
+    let st = stats(&mut c, "h", "g");
+    assert_eq!(int_field(&st, "claimed"), 0, "{st:?}");
+    assert_eq!(int_field(&st, "dead-lettered"), 1, "{st:?}");
+
+    // The consumer's next history read finds nothing; further passes add nothing.
+    let again: Vec<(String, Vec<(String, Vec<Value>)>)> = q(
+        &mut c,
+        &["XREADGROUP", "GROUP", "g", "c1", "STREAMS", "h", "0"],
+    );
+    assert!(again.iter().all(|(_, e)| e.is_empty()), "{again:?}");
+    wait_passes(&mut c, "h", "g", 5);
+    assert_eq!(entries(&mut c, "h:dlq"), dlq);
+    assert_eq!(sweep(&mut c, "h", "g", None), (0, 0, 0));
+    assert_eq!(xlen(&mut c, "h:dlq"), 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Entries being worked on are never touched
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn entries_below_min_idle_are_never_touched() {
+    let s = Server::new();
+    let mut c = s.conn();
+    group(&mut c, "w", "g");
+    add_range(&mut c, "w", 1, 3);
+    deliver(&mut c, "w", "g", "c1", None);
+    // 3-0 sits at the limit, but its consumer is still on it.
+    fix1(&mut c, "w", "g", "c1", "3-0", 0, 3);
+    set_policy(
+        &mut c,
+        "w",
+        "g",
+        &[
+            "MIN-IDLE",
+            "60000",
+            "MAX-DELIVERIES",
+            "3",
+            "DLQ",
+            "w:dlq",
+            "INTERVAL",
+            "50",
+        ],
+    );
+    let before = pending(&mut c, "w", "g");
+    wait_passes(&mut c, "w", "g", 4);
+    let after = pending(&mut c, "w", "g");
+    assert_eq!(after.len(), 3, "{after:?}");
+    for (b, a) in before.iter().zip(&after) {
+        assert_eq!((&a.id, &a.consumer, a.count), (&b.id, &b.consumer, b.count));
+        assert!(a.idle > b.idle, "idle keeps growing: {b:?} -> {a:?}");
+    }
+    assert_eq!(
+        pel_state(&mut c, "w", "g"),
+        [
+            one("1-0", "c1", 1),
+            one("2-0", "c1", 1),
+            one("3-0", "c1", 3)
+        ]
+    );
+    assert!(!exists(&mut c, "w:dlq"));
+    let st = stats(&mut c, "w", "g");
+    assert_eq!(
+        (
+            int_field(&st, "claimed"),
+            int_field(&st, "dead-lettered"),
+            int_field(&st, "deleted")
+        ),
+        (0, 0, 0)
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The rules, one entry per case, through RECLAIM.SWEEP (exact replies)
+// ---------------------------------------------------------------------------------------------
+
+/// T03a, T03c, T09e, T01a/b, T01d: each kind of entry in one PEL, one sweep, separate counts.
+#[test]
+fn sweep_applies_each_rule_and_counts_separately() {
+    let s = Server::new();
+    let mut c = s.conn();
+    group(&mut c, "t", "g");
+    quiet_policy(
+        &mut c,
+        "t",
+        "g",
+        &[
+            "MIN-IDLE",
+            "60000",
+            "MAX-DELIVERIES",
+            "3",
+            "DLQ",
+            "t:dlq",
+            "CLAIMANT",
+            "reaper",
+            "COUNT",
+            "3",
+        ],
+    );
+    add_range(&mut c, "t", 1, 8);
+    deliver(&mut c, "t", "g", "c1", None);
+    fix1(&mut c, "t", "g", "c1", "1-0", 120_000, 1); // stale -> claim
+    fix1(&mut c, "t", "g", "c1", "2-0", 120_000, 2); // stale, below the limit -> claim (3)
+    fix1(&mut c, "t", "g", "c1", "3-0", 120_000, 3); // stale at the limit -> DLQ
+    fix1(&mut c, "t", "g", "c1", "4-0", 0, 3); // at the limit, not stale -> untouched
+    fix1(&mut c, "t", "g", "c1", "5-0", 0, 4); // over the limit, not stale -> DLQ
+    fix1(&mut c, "t", "g", "c1", "6-0", 120_000, 10); // over the limit but deleted -> deleted
+    fix1(&mut c, "t", "g", "c1", "7-0", 60_000, 1); // idle == MIN-IDLE is stale -> claim
+    fix1(&mut c, "t", "g", "c1", "8-0", 0, 1); // fresh -> untouched
+    let _: i64 = q(&mut c, &["XDEL", "t", "6-0"]);
+
+    assert_eq!(sweep(&mut c, "t", "g", None), (3, 2, 1));
+
+    assert_eq!(
+        pel_state(&mut c, "t", "g"),
+        [
+            one("1-0", "reaper", 2),
+            one("2-0", "reaper", 3),
+            one("4-0", "c1", 3),
+            one("7-0", "reaper", 2),
+            one("8-0", "c1", 1),
+        ]
+    );
+    for p in pending(&mut c, "t", "g") {
+        if p.consumer == "reaper" {
+            assert!(p.idle < 60_000, "a claim resets idle: {p:?}");
+        }
+    }
+    let dlq = entries(&mut c, "t:dlq");
+    let got: Vec<&Vec<(String, String)>> = dlq.iter().map(|(_, f)| f).collect();
+    assert_eq!(
+        got,
+        [
+            &dlq_fields(&[("n", "3")], "t", "g", "3-0", "c1", 3),
+            &dlq_fields(&[("n", "5")], "t", "g", "5-0", "c1", 4),
+        ]
+    );
+    assert_eq!(xlen(&mut c, "t"), 7, "only the XDEL removed a stream entry");
+
+    // Nothing is stale any more: a second sweep changes nothing.
+    assert_eq!(sweep(&mut c, "t", "g", None), (0, 0, 0));
+    assert_eq!(xlen(&mut c, "t:dlq"), 2);
+    let st = stats(&mut c, "t", "g");
+    assert_eq!(int_field(&st, "claimed"), 3, "{st:?}");
+    assert_eq!(int_field(&st, "dead-lettered"), 2, "{st:?}");
+    assert_eq!(int_field(&st, "deleted"), 1, "{st:?}");
+}
+
+/// T01b by the timer: deleted + stale + count above the limit -> removed from the PEL, never DLQ.
+#[test]
+fn deleted_entry_over_the_limit_is_dropped_not_dead_lettered() {
+    let s = Server::new();
+    let mut c = s.conn();
+    group(&mut c, "s1", "g1");
+    add_range(&mut c, "s1", 1, 2);
+    deliver(&mut c, "s1", "g1", "c1", None);
+    fix1(&mut c, "s1", "g1", "c1", "1-0", 120_000, 10);
+    let _: i64 = q(&mut c, &["XDEL", "s1", "1-0"]);
+    set_policy(
+        &mut c,
+        "s1",
+        "g1",
+        &["MIN-IDLE", "60000", "MAX-DELIVERIES", "3", "DLQ", "dlq1"],
+    );
+    wait_for(10, "1-0 removed from the PEL", || {
+        (pel_state(&mut c, "s1", "g1") == [one("2-0", "c1", 1)]).then_some(())
+    });
+    assert_eq!(xlen(&mut c, "dlq1"), 0);
+    assert!(!exists(&mut c, "dlq1"));
+    let st = stats(&mut c, "s1", "g1");
+    assert_eq!(int_field(&st, "deleted"), 1, "{st:?}");
+    assert_eq!(int_field(&st, "dead-lettered"), 0, "{st:?}");
+    assert_eq!(int_field(&st, "claimed"), 0, "{st:?}");
+
+    // The same through RECLAIM.SWEEP.
+    group(&mut c, "s2", "g1");
+    quiet_policy(
+        &mut c,
+        "s2",
+        "g1",
+        &["MIN-IDLE", "60000", "MAX-DELIVERIES", "3", "DLQ", "dlq2"],
+    );
+    add_range(&mut c, "s2", 1, 1);
+    deliver(&mut c, "s2", "g1", "c1", None);
+    fix1(&mut c, "s2", "g1", "c1", "1-0", 120_000, 10);
+    let _: i64 = q(&mut c, &["XDEL", "s2", "1-0"]);
+    assert_eq!(sweep(&mut c, "s2", "g1", None), (0, 0, 1));
+    assert_eq!(pel_total(&mut c, "s2", "g1"), 0);
+    assert!(!exists(&mut c, "dlq2"));
+}
+
+/// T01a, T02b: a pending entry whose stream entry was deleted is purged from the PEL even while its
+/// idle time is below MIN-IDLE (as XAUTOCLAIM does): its body is gone, history reads skip it and
+/// never raise its count, so nothing else will ever clear it.
+#[test]
+fn deleted_entries_are_purged_without_waiting_for_min_idle() {
+    let s = Server::new();
+    let mut c = s.conn();
+    group(&mut c, "d", "g");
+    add_range(&mut c, "d", 1, 3);
+    deliver(&mut c, "d", "g", "c1", None);
+    let _: i64 = q(&mut c, &["XDEL", "d", "1-0"]);
+    let _: i64 = q(&mut c, &["XTRIM", "d", "MINID", "3"]); // removes 2-0
+                                                           // A history read re-delivers 3-0 but skips the deleted ones: their counts stay 1.
+    reread_history(&mut c, "d", "g", "c1");
+    assert_eq!(
+        pel_state(&mut c, "d", "g"),
+        [
+            one("1-0", "c1", 1),
+            one("2-0", "c1", 1),
+            one("3-0", "c1", 2)
+        ]
+    );
+    set_policy(
+        &mut c,
+        "d",
+        "g",
+        &[
+            "MIN-IDLE",
+            "60000",
+            "MAX-DELIVERIES",
+            "3",
+            "DLQ",
+            "d:dlq",
+            "INTERVAL",
+            "50",
+        ],
+    );
+    wait_for(10, "the deleted entries purged from the PEL", || {
+        (pel_state(&mut c, "d", "g") == [one("3-0", "c1", 2)]).then_some(())
+    });
+    assert_eq!(int_field(&stats(&mut c, "d", "g"), "deleted"), 2);
+    assert!(!exists(&mut c, "d:dlq"));
+}
+
+/// T02a, T05d: a big PEL whose stream was trimmed to nothing drains over many steps.
+#[test]
+fn fully_trimmed_pel_of_20000_drains_across_ticks() {
+    let s = Server::new();
+    let mut c = s.conn();
+    group(&mut c, "big", "g");
+    add_range(&mut c, "big", 1, 20_000);
+    deliver(&mut c, "big", "g", "c1", None);
+    // Half of them are also over the delivery limit: deleted still wins over dead-lettering.
+    fixture(&mut c, "big", "g", "c1", &ids(1, 10_000), 120_000, 10);
+    assert_eq!(pel_total(&mut c, "big", "g"), 20_000);
+    let trimmed: i64 = q(&mut c, &["XTRIM", "big", "MAXLEN", "0"]);
+    assert_eq!(trimmed, 20_000);
+    set_policy(
+        &mut c,
+        "big",
+        "g",
+        &[
+            "MIN-IDLE",
+            "100",
+            "MAX-DELIVERIES",
+            "3",
+            "DLQ",
+            "big:dlq",
+            "INTERVAL",
+            "50",
+        ],
+    );
+    wait_for(60, "the trimmed PEL drained", || {
+        (pel_total(&mut c, "big", "g") == 0).then_some(())
+    });
+    let st = stats(&mut c, "big", "g");
+    assert_eq!(int_field(&st, "deleted"), 20_000, "{st:?}");
+    assert_eq!(int_field(&st, "claimed"), 0, "{st:?}");
+    assert_eq!(int_field(&st, "dead-lettered"), 0, "{st:?}");
+    assert!(!exists(&mut c, "big:dlq"));
+    assert!(
+        info(&mut c, "steps") >= 200,
+        "COUNT 100 bounds a step: 20000 entries need at least 200 steps"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Coverage of a big PEL, cursor, starvation (C04, C05)
+// ---------------------------------------------------------------------------------------------
+
+/// T04a, T04b, T05a: 3000 stale entries, COUNT 10: one pass covers all of them, each exactly once
+/// (count 2), in bounded steps whose cursor carries over between ticks.
+#[test]
+fn pel_much_larger_than_count_is_covered_once_per_pass() {
+    let s = Server::new();
+    let mut c = s.conn();
+    // One step per tick (the smallest budget), so a pass needs hundreds of ticks.
+    let _: () = q(&mut c, &["CONFIG", "SET", "reclaim.tick-budget-us", "50"]);
+    let _: () = q(&mut c, &["CONFIG", "SET", "reclaim.tick-interval-ms", "1"]);
+    group(&mut c, "many", "g");
+    add_range(&mut c, "many", 1, 3000);
+    deliver(&mut c, "many", "g", "c1", None);
+    fixture(&mut c, "many", "g", "c1", &ids(1, 3000), 120_000, 1);
+    let steps0 = info(&mut c, "steps");
+    set_policy(
+        &mut c,
+        "many",
+        "g",
+        &["MIN-IDLE", "60000", "COUNT", "10", "INTERVAL", HOUR],
+    );
+    wait_for(60, "the first pass over 3000 entries", || {
+        (stat(&mut c, "many", "g", "passes").unwrap() >= 1).then_some(())
+    });
+    let p = pel_state(&mut c, "many", "g");
+    assert_eq!(p.len(), 3000);
+    let wrong: Vec<_> = p
+        .iter()
+        .filter(|(_, owner, n)| owner != "reclaim" || *n != 2)
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "not claimed exactly once: {:?}",
+        &wrong[..wrong.len().min(5)]
+    );
+    let st = stats(&mut c, "many", "g");
+    assert_eq!(int_field(&st, "claimed"), 3000, "{st:?}");
+    assert_eq!(int_field(&st, "passes"), 1, "{st:?}");
+    assert_eq!(
+        str_field(&st, "cursor"),
+        "0-0",
+        "a finished pass restarts at the head"
+    );
+    assert!(
+        info(&mut c, "steps") - steps0 >= 300,
+        "COUNT 10 bounds each step: 3000 entries need at least 300 steps"
+    );
+}
+
+/// T04c: fresh entries at the head of the PEL (10 x COUNT of them) never starve a stale one behind.
+#[test]
+fn stale_entry_behind_many_fresh_ones_is_reached() {
+    let s = Server::new();
+    let mut c = s.conn();
+    let _: () = q(&mut c, &["CONFIG", "SET", "reclaim.tick-budget-us", "50"]);
+    group(&mut c, "st", "g");
+    add_range(&mut c, "st", 1, 101);
+    deliver(&mut c, "st", "g", "c1", None);
+    fix1(&mut c, "st", "g", "c1", "101-0", 120_000, 1);
+    set_policy(
+        &mut c,
+        "st",
+        "g",
+        &["MIN-IDLE", "60000", "COUNT", "10", "INTERVAL", "50"],
+    );
+    wait_for(20, "101-0 claimed", || {
+        let p = pel_state(&mut c, "st", "g");
+        (p.last() == Some(&one("101-0", "reclaim", 2))).then_some(p)
+    });
+    let p = pel_state(&mut c, "st", "g");
+    assert_eq!(p.len(), 101);
+    assert!(
+        p[..100].iter().all(|(_, o, n)| o == "c1" && *n == 1),
+        "the fresh head entries are untouched"
+    );
+    assert_eq!(int_field(&stats(&mut c, "st", "g"), "claimed"), 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Counting (C03)
+// ---------------------------------------------------------------------------------------------
+
+/// T03a by the timer: count 2, stale, MAX 3 -> claimed for the claimant with count 3 (+1 exactly),
+/// not dead-lettered, and left alone afterwards while it is fresh.
+#[test]
+fn claim_adds_exactly_one_delivery() {
+    let s = Server::new();
+    let mut c = s.conn();
+    group(&mut c, "s1", "g1");
+    add_range(&mut c, "s1", 1, 1);
+    deliver(&mut c, "s1", "g1", "c1", None);
+    fix1(&mut c, "s1", "g1", "c1", "1-0", 120_000, 2);
+    set_policy(
+        &mut c,
+        "s1",
+        "g1",
+        &[
+            "MIN-IDLE",
+            "60000",
+            "MAX-DELIVERIES",
+            "3",
+            "DLQ",
+            "dlq1",
+            "CLAIMANT",
+            "reaper",
+            "INTERVAL",
+            "50",
+        ],
+    );
+    wait_for(10, "1-0 claimed by reaper", || {
+        (pel_state(&mut c, "s1", "g1") == [one("1-0", "reaper", 3)]).then_some(())
+    });
+    let p = pending(&mut c, "s1", "g1");
+    assert!(p[0].idle < 60_000, "idle reset by the claim: {p:?}");
+    assert!(!exists(&mut c, "dlq1"));
+    wait_passes(&mut c, "s1", "g1", 3);
+    assert_eq!(pel_state(&mut c, "s1", "g1"), [one("1-0", "reaper", 3)]);
+    assert!(!exists(&mut c, "dlq1"));
+    assert_eq!(int_field(&stats(&mut c, "s1", "g1"), "claimed"), 1);
+}
+
+/// T03d: a policy on (s, g1) never reads or changes the PEL of g2, even when g2's entries are stale
+/// and over the limit.
+#[test]
+fn policy_of_one_group_never_touches_another_group() {
+    let s = Server::new();
+    let mut c = s.conn();
+    group(&mut c, "s", "g1");
+    group(&mut c, "s", "g2");
+    add_range(&mut c, "s", 1, 4);
+    deliver(&mut c, "s", "g1", "c1", None);
+    deliver(&mut c, "s", "g2", "c1", None);
+    let all = ids(1, 4);
+    fixture(&mut c, "s", "g1", "c1", &all, 120_000, 1);
+    fixture(&mut c, "s", "g2", "c1", &all[..2], 120_000, 1);
+    fixture(&mut c, "s", "g2", "c1", &all[2..], 120_000, 9);
+    let g2_before = pending(&mut c, "s", "g2");
+    set_policy(
+        &mut c,
+        "s",
+        "g1",
+        &[
+            "MIN-IDLE",
+            "60000",
+            "MAX-DELIVERIES",
+            "3",
+            "DLQ",
+            "s:dlq",
+            "INTERVAL",
+            "50",
+        ],
+    );
+    wait_for(10, "g1's entries claimed", || {
+        let p = pel_state(&mut c, "s", "g1");
+        p.iter()
+            .all(|(_, o, n)| o == "reclaim" && *n == 2)
+            .then_some(())
+    });
+    wait_passes(&mut c, "s", "g1", 3);
+    let g2_after = pending(&mut c, "s", "g2");
+    assert_eq!(g2_after.len(), 4);
+    for (b, a) in g2_before.iter().zip(&g2_after) {
+        assert_eq!((&a.id, &a.consumer, a.count), (&b.id, &b.consumer, b.count));
+        assert!(a.idle >= b.idle, "g2 idle not reset: {b:?} -> {a:?}");
+    }
+    assert!(
+        !exists(&mut c, "s:dlq"),
+        "g2's over-limit entries are not g1's business"
+    );
+    assert_eq!(xlen(&mut c, "s"), 4);
+}
+
+/// MAX-DELIVERIES 0: never dead-letter, whatever the count; stale entries are still claimed (+1).
+#[test]
+fn max_deliveries_0_never_dead_letters() {
+    let s = Server::new();
+    let mut c = s.conn();
+    group(&mut c, "m", "g");
+    add_range(&mut c, "m", 1, 3);
+    deliver(&mut c, "m", "g", "c1", None);
+    fix1(&mut c, "m", "g", "c1", "1-0", 120_000, 1_000_000);
+    fix1(&mut c, "m", "g", "c1", "2-0", 0, 1_000_000);
+    set_policy(
+        &mut c,
+        "m",
+        "g",
+        &["MIN-IDLE", "60000", "MAX-DELIVERIES", "0", "INTERVAL", "50"],
+    );
+    wait_for(10, "stale entries claimed", || {
+        let p = pel_state(&mut c, "m", "g");
+        (p[0].1 == "reclaim").then_some(())
+    });
+    wait_passes(&mut c, "m", "g", 3);
+    assert_eq!(
+        pel_state(&mut c, "m", "g"),
+        [
+            one("1-0", "reclaim", 1_000_001),
+            one("2-0", "c1", 1_000_000),
+            one("3-0", "c1", 1),
+        ]
+    );
+    let st = stats(&mut c, "m", "g");
+    assert_eq!(int_field(&st, "claimed"), 1, "{st:?}");
+    assert_eq!(int_field(&st, "dead-lettered"), 0, "{st:?}");
+    let keys: Vec<String> = q(&mut c, &["KEYS", "*"]);
+    let mut keys: Vec<&str> = keys
+        .iter()
+        .map(|k| k.as_str())
+        .filter(|k| !k.starts_with("reclaim:policy:"))
+        .collect();
+    keys.sort();
+    assert_eq!(keys, ["m"], "no DLQ or other key was written");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Missing and wrong keys (C08, C10)
+// ---------------------------------------------------------------------------------------------
+
+/// T08a, T08b, T04d: a policy set before its stream and group exist waits without creating
+/// anything, starts when the group appears, survives DEL of the stream and XGROUP DESTROY, and
+/// resumes from the head when they come back.
+#[test]
+fn policy_waits_for_missing_stream_and_group() {
+    let s = Server::new();
+    let mut c = s.conn();
+    set_policy(
+        &mut c,
+        "late",
+        "g",
+        &[
+            "MIN-IDLE",
+            "60000",
+            "MAX-DELIVERIES",
+            "3",
+            "DLQ",
+            "late:dlq",
+            "INTERVAL",
+            "50",
+        ],
+    );
+    assert_eq!(
+        status(&mut c, "late", "g"),
+        "waiting: stream does not exist"
+    );
+    assert_eq!(sweep(&mut c, "late", "g", None), (0, 0, 0));
+    wait_steps(&mut c, 3);
+    assert!(!exists(&mut c, "late"), "no stream created");
+    assert!(!exists(&mut c, "late:dlq"), "no DLQ created");
+    assert_eq!(
+        status(&mut c, "late", "g"),
+        "waiting: stream does not exist"
+    );
+
+    // A plain XADD makes the stream, without the group.
+    add(&mut c, "late", "1-0", &[("f", "v")]);
+    assert_eq!(
+        status(&mut c, "late", "g"),
+        "waiting: consumer group does not exist"
+    );
+    assert_eq!(sweep(&mut c, "late", "g", None), (0, 0, 0));
+    wait_steps(&mut c, 3);
+    let groups: Vec<Value> = q(&mut c, &["XINFO", "GROUPS", "late"]);
+    assert!(groups.is_empty(), "no group created: {groups:?}");
+    assert!(!exists(&mut c, "late:dlq"));
+
+    // The group appears and a consumer dies holding an entry: sweeping starts.
+    let _: () = q(&mut c, &["XGROUP", "CREATE", "late", "g", "0"]);
+    deliver(&mut c, "late", "g", "c1", None);
+    fix1(&mut c, "late", "g", "c1", "1-0", 120_000, 1);
+    wait_for(10, "1-0 claimed", || {
+        (pel_state(&mut c, "late", "g") == [one("1-0", "reclaim", 2)]).then_some(())
+    });
+    assert_eq!(status(&mut c, "late", "g"), "active");
+
+    // The stream is deleted mid-life: no crash, waiting again, nothing recreated.
+    let _: i64 = q(&mut c, &["DEL", "late"]);
+    wait_steps(&mut c, 3);
+    let pong: String = q(&mut c, &["PING"]);
+    assert_eq!(pong, "PONG");
+    assert_eq!(
+        status(&mut c, "late", "g"),
+        "waiting: stream does not exist"
+    );
+    assert_eq!(str_field(&stats(&mut c, "late", "g"), "cursor"), "0-0");
+    assert!(!exists(&mut c, "late"));
+    assert!(!exists(&mut c, "late:dlq"));
+
+    // Back with MKSTREAM: the policy resumes from the head of the new PEL.
+    group(&mut c, "late", "g");
+    add(&mut c, "late", "7-0", &[("f", "v")]);
+    deliver(&mut c, "late", "g", "c2", None);
+    fix1(&mut c, "late", "g", "c2", "7-0", 120_000, 1);
+    wait_for(10, "7-0 claimed after the stream came back", || {
+        (pel_state(&mut c, "late", "g") == [one("7-0", "reclaim", 2)]).then_some(())
+    });
+
+    // The group is destroyed and recreated: waiting, then resumes.
+    let _: i64 = q(&mut c, &["XGROUP", "DESTROY", "late", "g"]);
+    assert_eq!(
+        status(&mut c, "late", "g"),
+        "waiting: consumer group does not exist"
+    );
+    wait_steps(&mut c, 3);
+    let _: () = q(&mut c, &["XGROUP", "CREATE", "late", "g", "0"]);
+    deliver(&mut c, "late", "g", "c3", None);
+    fix1(&mut c, "late", "g", "c3", "7-0", 120_000, 1);
+    wait_for(10, "7-0 claimed after the group came back", || {
+        (pel_state(&mut c, "late", "g") == [one("7-0", "reclaim", 2)]).then_some(())
+    });
+    assert!(!exists(&mut c, "late:dlq"));
+    assert!(
+        s.log().lines().filter(|l| l.contains("late")).count() < 5,
+        "no log line per tick"
+    );
+}
+
+/// T08c: a stream key of the wrong type is reported, counted as an error, and does not stop
+/// other policies from being swept.
+#[test]
+fn wrong_type_stream_is_reported_and_others_still_swept() {
+    let s = Server::new();
+    let mut c = s.conn();
+    set_policy(&mut c, "bad", "g", &["MIN-IDLE", "60000", "INTERVAL", "50"]);
+    let _: () = q(&mut c, &["SET", "bad", "x"]);
+    group(&mut c, "good", "g");
+    add_range(&mut c, "good", 1, 2);
+    deliver(&mut c, "good", "g", "c1", None);
+    fixture(&mut c, "good", "g", "c1", &ids(1, 2), 120_000, 1);
+    set_policy(
+        &mut c,
+        "good",
+        "g",
+        &["MIN-IDLE", "60000", "INTERVAL", "50"],
+    );
+    wait_for(10, "good's entries claimed", || {
+        (pel_state(&mut c, "good", "g") == [one("1-0", "reclaim", 2), one("2-0", "reclaim", 2)])
+            .then_some(())
+    });
+    wait_for(10, "an error counted for bad", || {
+        (stat(&mut c, "bad", "g", "errors").unwrap() >= 1).then_some(())
+    });
+    assert_eq!(
+        status(&mut c, "bad", "g"),
+        "error: stream key holds the wrong kind of value"
+    );
+    assert_eq!(
+        error_of(&mut c, cmd("RECLAIM.SWEEP").arg("bad").arg("g")),
+        "WRONGTYPE Operation against a key holding the wrong kind of value"
+    );
+    let v: String = q(&mut c, &["GET", "bad"]);
+    assert_eq!(v, "x");
+}
+
+/// T10a: the DLQ key holds a string: the over-limit entry stays pending exactly as it was (no XACK),
+/// the problem is reported and counted, other entries are still claimed; once the key is fixed, the
+/// entry is dead-lettered.
+#[test]
+fn dlq_of_the_wrong_type_leaves_the_entry_pending() {
+    let s = Server::new();
+    let mut c = s.conn();
+    group(&mut c, "s1", "g1");
+    set_policy(
+        &mut c,
+        "s1",
+        "g1",
+        &[
+            "MIN-IDLE",
+            "60000",
+            "MAX-DELIVERIES",
+            "3",
+            "DLQ",
+            "dlq1",
+            "INTERVAL",
+            "50",
+        ],
+    );
+    let _: () = q(&mut c, &["SET", "dlq1", "x"]);
+    add(&mut c, "s1", "1-0", &[("f", "poison")]);
+    add(&mut c, "s1", "2-0", &[("f", "ok")]);
+    deliver(&mut c, "s1", "g1", "c1", None);
+    fix1(&mut c, "s1", "g1", "c1", "1-0", 120_000, 5);
+    fix1(&mut c, "s1", "g1", "c1", "2-0", 120_000, 1);
+    wait_for(10, "2-0 claimed despite the DLQ problem", || {
+        (pel_state(&mut c, "s1", "g1") == [one("1-0", "c1", 5), one("2-0", "reclaim", 2)])
+            .then_some(())
+    });
+    wait_passes(&mut c, "s1", "g1", 3);
+    let p = pending(&mut c, "s1", "g1");
+    assert_eq!(
+        (p[0].id.as_str(), p[0].consumer.as_str(), p[0].count),
+        ("1-0", "c1", 5)
+    );
+    assert!(p[0].idle >= 120_000, "1-0 was not redelivered: {p:?}");
+    assert_eq!(
+        status(&mut c, "s1", "g1"),
+        "error: DLQ key holds the wrong kind of value"
+    );
+    let st = stats(&mut c, "s1", "g1");
+    assert_eq!(int_field(&st, "dead-lettered"), 0, "{st:?}");
+    let errors = int_field(&st, "errors");
+    assert_eq!(
+        error_of(&mut c, cmd("RECLAIM.SWEEP").arg("s1").arg("g1")),
+        "WRONGTYPE the DLQ key holds the wrong kind of value (it must be a stream)"
+    );
+    let v: String = q(&mut c, &["GET", "dlq1"]);
+    assert_eq!(v, "x");
+
+    let _: i64 = q(&mut c, &["DEL", "dlq1"]);
+    wait_for(10, "1-0 dead-lettered once the DLQ key is free", || {
+        (pel_state(&mut c, "s1", "g1") == [one("2-0", "reclaim", 2)]).then_some(())
+    });
+    let dlq = entries(&mut c, "dlq1");
+    assert_eq!(dlq.len(), 1);
+    assert_eq!(
+        dlq[0].1,
+        dlq_fields(&[("f", "poison")], "s1", "g1", "1-0", "c1", 5)
+    );
+    assert_eq!(status(&mut c, "s1", "g1"), "active");
+    // T10a: each pass that could not append to the DLQ counts as an error.
+    assert!(
+        errors >= 1,
+        "the failed DLQ appends are counted in `errors`: {st:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// RECLAIM.SWEEP LIMIT
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn sweep_limit_handles_at_most_n_entries() {
+    let s = Server::new();
+    let mut c = s.conn();
+    group(&mut c, "l", "g");
+    quiet_policy(&mut c, "l", "g", &["MIN-IDLE", "60000", "COUNT", "5"]);
+    add_range(&mut c, "l", 1, 25);
+    deliver(&mut c, "l", "g", "c1", None);
+    fixture(&mut c, "l", "g", "c1", &ids(1, 25), 120_000, 1);
+
+    assert_eq!(sweep(&mut c, "l", "g", Some(7)), (7, 0, 0));
+    let p = pel_state(&mut c, "l", "g");
+    assert!(
+        p[..7].iter().all(|(_, o, n)| o == "reclaim" && *n == 2),
+        "{p:?}"
+    );
+    assert!(p[7..].iter().all(|(_, o, n)| o == "c1" && *n == 1), "{p:?}");
+
+    // The rest in one unlimited sweep; the first 7 are fresh now and stay as they are.
+    assert_eq!(sweep(&mut c, "l", "g", Some(1000)), (18, 0, 0));
+    let p = pel_state(&mut c, "l", "g");
+    assert!(p.iter().all(|(_, o, n)| o == "reclaim" && *n == 2), "{p:?}");
+
+    // Deleted entries count against the limit too (T05a, T05d).
+    fixture(&mut c, "l", "g", "c1", &ids(1, 25), 120_000, 1);
+    let _: i64 = q(&mut c, &["XTRIM", "l", "MAXLEN", "0"]);
+    assert_eq!(sweep(&mut c, "l", "g", Some(10)), (0, 0, 10));
+    assert_eq!(pel_total(&mut c, "l", "g"), 15);
+    assert_eq!(sweep(&mut c, "l", "g", Some(10)), (0, 0, 10));
+    assert_eq!(sweep(&mut c, "l", "g", None), (0, 0, 5));
+    assert_eq!(pel_total(&mut c, "l", "g"), 0);
+    let st = stats(&mut c, "l", "g");
+    assert_eq!(int_field(&st, "claimed"), 25, "{st:?}");
+    assert_eq!(int_field(&st, "deleted"), 25, "{st:?}");
+
+    // Zeros while the group is missing.
+    let _: i64 = q(&mut c, &["XGROUP", "DESTROY", "l", "g"]);
+    assert_eq!(sweep(&mut c, "l", "g", Some(3)), (0, 0, 0));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Replication and AOF of sweep effects (C11)
+// ---------------------------------------------------------------------------------------------
+
+/// T11a, T11b, T11c, T11d: a sweep's effects reach the replica and the AOF exactly (owners, counts,
+/// DLQ entries with their IDs); the replica's own timer never sweeps.
+#[test]
+fn sweep_effects_replicate_and_survive_restart() {
+    let mut s = Server::start(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let r = s.replica(&[]);
+    let mut c = s.conn();
+    let mut rc = r.conn();
+    group(&mut c, "s1", "g1");
+    add(&mut c, "s1", "1-0", &[("f", "a")]);
+    add(&mut c, "s1", "2-0", &[("f", "poison")]);
+    add(&mut c, "s1", "3-0", &[("f", "c")]);
+    add(&mut c, "s1", "4-0", &[("f", "gone")]);
+    deliver(&mut c, "s1", "g1", "c1", None);
+    fix1(&mut c, "s1", "g1", "c1", "1-0", 120_000, 1); // claimed
+    fix1(&mut c, "s1", "g1", "c1", "2-0", 120_000, 4); // dead-lettered
+    fix1(&mut c, "s1", "g1", "c1", "4-0", 120_000, 1); // deleted
+    let _: i64 = q(&mut c, &["XDEL", "s1", "4-0"]);
+    set_policy(
+        &mut c,
+        "s1",
+        "g1",
+        &[
+            "MIN-IDLE",
+            "60000",
+            "MAX-DELIVERIES",
+            "3",
+            "DLQ",
+            "dlq1",
+            "INTERVAL",
+            "50",
+        ],
+    );
+    let want = [one("1-0", "reclaim", 2), one("3-0", "c1", 1)];
+    wait_for(10, "the primary swept", || {
+        (pel_state(&mut c, "s1", "g1") == want && exists(&mut c, "dlq1")).then_some(())
+    });
+    let dlq = entries(&mut c, "dlq1");
+    assert_eq!(dlq.len(), 1);
+    assert_eq!(
+        dlq[0].1,
+        dlq_fields(&[("f", "poison")], "s1", "g1", "2-0", "c1", 4)
+    );
+    let acked: i64 = q(&mut c, &["WAIT", "1", "5000"]);
+    assert_eq!(acked, 1);
+    assert_eq!(pel_state(&mut rc, "s1", "g1"), want, "replica PEL");
+    assert_eq!(entries(&mut rc, "dlq1"), dlq, "replica DLQ");
+    assert_eq!(xlen(&mut rc, "s1"), 3);
+
+    // The replica knows the policy but never sweeps by itself.
+    wait_for(10, "the replica's timer skipping", || {
+        (info(&mut rc, "ticks_skipped_replica") > 0).then_some(())
+    });
+    assert_eq!(info(&mut rc, "claimed"), 0);
+    assert_eq!(info(&mut rc, "dead_lettered"), 0);
+    assert_eq!(info(&mut rc, "deleted"), 0);
+    assert_eq!(info(&mut rc, "steps"), 0);
+
+    // Restart the primary from its AOF: the same PEL, DLQ and policy.
+    drop(c);
+    s.shutdown();
+    s.restart();
+    let mut c = s.conn();
+    assert_eq!(pel_state(&mut c, "s1", "g1"), want, "PEL after AOF reload");
+    assert_eq!(entries(&mut c, "dlq1"), dlq, "DLQ after AOF reload");
+    let pol = run(&mut c, &["RECLAIM.POLICY", "GET", "s1", "g1"]);
+    assert_eq!(int_field(&pol, "max-deliveries"), 3);
+    assert_eq!(str_field(&pol, "dlq"), "dlq1");
+    // And it keeps sweeping with the same rules: nothing left to do.
+    wait_passes(&mut c, "s1", "g1", 2);
+    assert_eq!(pel_state(&mut c, "s1", "g1"), want);
+    assert_eq!(xlen(&mut c, "dlq1"), 1);
 }
