@@ -12,6 +12,45 @@ use redis_module::{raw, Context, RedisString};
 
 use crate::error;
 
+/// Whether the server offers every module API this module calls without checking (Redis 7.0+).
+/// Checked once in `RedisModule_OnLoad`: the module refuses to load otherwise, so the
+/// `RedisModule_*.unwrap()` calls on these pointers elsewhere can never panic.
+pub fn missing_api() -> Option<&'static str> {
+    macro_rules! need {
+        ($($f:ident),* $(,)?) => {
+            $(if unsafe { raw::$f }.is_none() { return Some(stringify!($f)); })*
+        };
+    }
+    need!(
+        RedisModule_CreateCommand,
+        RedisModule_CreateString,
+        RedisModule_CreateSubcommand,
+        RedisModule_CreateTimer,
+        RedisModule_DigestAddStringBuffer,
+        RedisModule_DigestEndSequence,
+        RedisModule_EmitAOF,
+        RedisModule_FreeString,
+        RedisModule_GetCommand,
+        RedisModule_GetSelectedDb,
+        RedisModule_InfoAddFieldULongLong,
+        RedisModule_InfoAddSection,
+        RedisModule_IsKeysPositionRequest,
+        RedisModule_KeyAtPos,
+        RedisModule_RegisterInfoFunc,
+        RedisModule_ReplyWithArray,
+        RedisModule_ReplyWithLongLong,
+        RedisModule_ReplyWithMap,
+        RedisModule_ReplyWithNull,
+        RedisModule_ReplyWithStringBuffer,
+        RedisModule_SelectDb,
+        RedisModule_SetCommandInfo,
+        RedisModule_StringPtrLen,
+        RedisModule_SubscribeToKeyspaceEvents,
+        RedisModule_SubscribeToServerEvent,
+    );
+    None
+}
+
 /// Runs `f`, turning a panic into `None` and a line in the server log, so that no Rust panic ever
 /// unwinds into redis-server (which would abort it).
 pub fn guard<T>(what: &str, f: impl FnOnce() -> T) -> Option<T> {

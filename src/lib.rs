@@ -122,6 +122,12 @@ unsafe extern "C" fn on_info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_repor
 }
 
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {
+    if let Some(f) = ffi::missing_api() {
+        ctx.log_warning(&format!(
+            "reclaim: this server lacks {f}; redis-reclaim needs Redis 7.0 or later"
+        ));
+        return Status::Err;
+    }
     if !commands::register(ctx) {
         return Status::Err;
     }
