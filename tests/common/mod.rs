@@ -311,3 +311,483 @@ pub fn error_of(con: &mut Connection, c: &redis::Cmd) -> String {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Helpers for the persistence and replication tests.
+// ---------------------------------------------------------------------------------------------
+
+impl Server {
+    /// A new connection with database `db` selected.
+    pub fn conn_db(&self, db: i64) -> Connection {
+        let client =
+            redis::Client::open(format!("redis://127.0.0.1:{}/{db}", self.port)).expect("client");
+        let con = client
+            .get_connection_with_timeout(Duration::from_secs(10))
+            .expect("connect");
+        con.set_read_timeout(Some(Duration::from_secs(60))).ok();
+        con
+    }
+
+    /// The files of the server's `appendonlydir`, as (file name, contents), sorted by name.
+    pub fn aof_files(&self) -> Vec<(String, Vec<u8>)> {
+        let dir = self.dir.path().join("appendonlydir");
+        let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
+            .map(|e| {
+                let e = e.expect("dir entry");
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    std::fs::read(e.path()).expect("read AOF file"),
+                )
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// The AOF files the manifest lists now, as (file name, type `b`/`h`/`i`, contents), in
+    /// manifest order.
+    pub fn aof_manifest_files(&self) -> Vec<(String, String, Vec<u8>)> {
+        let dir = self.dir.path().join("appendonlydir");
+        let files = self.aof_files();
+        let manifest = files
+            .iter()
+            .find(|(n, _)| n.ends_with(".manifest"))
+            .map(|(_, d)| String::from_utf8_lossy(d).into_owned())
+            .unwrap_or_else(|| panic!("no AOF manifest in {}", dir.display()));
+        manifest
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                let field = |k: &str| {
+                    w.iter()
+                        .position(|x| *x == k)
+                        .and_then(|i| w.get(i + 1))
+                        .unwrap_or_else(|| panic!("manifest line without {k}: {l}"))
+                        .to_string()
+                };
+                let name = field("file");
+                let ty = field("type");
+                let data = std::fs::read(dir.join(&name)).expect("read AOF file");
+                (name, ty, data)
+            })
+            .collect()
+    }
+}
+
+/// `INFO section` as (field, value) pairs.
+pub fn info(con: &mut Connection, section: &str) -> Vec<(String, String)> {
+    let text: String = cmd("INFO").arg(section).query(con).expect("INFO");
+    text.lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.to_string(), v.trim().to_string()))
+        .collect()
+}
+
+/// One integer field of `INFO section`.
+pub fn info_int(con: &mut Connection, section: &str, field: &str) -> i64 {
+    let all = info(con, section);
+    let (_, v) = all
+        .iter()
+        .find(|(k, _)| k == field)
+        .unwrap_or_else(|| panic!("no {field} in INFO {section}: {all:?}"));
+    v.parse()
+        .unwrap_or_else(|_| panic!("{field} is not an integer: {v}"))
+}
+
+/// Waits until no AOF rewrite is running or scheduled, and checks that the last one succeeded.
+pub fn wait_aof_rewrite_done(con: &mut Connection) {
+    wait_for(20, "AOF rewrite to finish", || {
+        let i = info(con, "persistence");
+        let f = |k: &str| i.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        (f("aof_rewrite_in_progress").as_deref() == Some("0")
+            && f("aof_rewrite_scheduled").as_deref() == Some("0"))
+        .then_some(())
+    });
+    let i = info(con, "persistence");
+    let status = i
+        .iter()
+        .find(|(n, _)| n == "aof_last_bgrewrite_status")
+        .map(|(_, v)| v.clone());
+    assert_eq!(status.as_deref(), Some("ok"), "INFO persistence: {i:?}");
+}
+
+/// The bytes of a bulk/simple string reply.
+pub fn bytes_of(v: &Value) -> Vec<u8> {
+    match v {
+        Value::BulkString(b) => b.clone(),
+        Value::SimpleString(s) => s.clone().into_bytes(),
+        Value::Okay => b"OK".to_vec(),
+        Value::Int(i) => i.to_string().into_bytes(),
+        other => panic!("not a string reply: {other:?}"),
+    }
+}
+
+/// A reclaim policy as `RECLAIM.POLICY GET` reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyView {
+    pub min_idle: i64,
+    pub max_deliveries: i64,
+    pub dlq: Option<Vec<u8>>,
+    pub claimant: Vec<u8>,
+    pub count: i64,
+    pub interval: i64,
+}
+
+impl PolicyView {
+    /// A policy with the given MIN-IDLE and INTERVAL and the module defaults otherwise.
+    pub fn new(min_idle: i64, interval: i64) -> PolicyView {
+        PolicyView {
+            min_idle,
+            max_deliveries: 0,
+            dlq: None,
+            claimant: b"reclaim".to_vec(),
+            count: 100,
+            interval,
+        }
+    }
+
+    /// The same policy with a DLQ and MAX-DELIVERIES.
+    pub fn with_dlq(mut self, dlq: &[u8], max_deliveries: i64) -> PolicyView {
+        self.dlq = Some(dlq.to_vec());
+        self.max_deliveries = max_deliveries;
+        self
+    }
+
+    /// The same policy with another CLAIMANT.
+    pub fn with_claimant(mut self, claimant: &[u8]) -> PolicyView {
+        self.claimant = claimant.to_vec();
+        self
+    }
+
+    /// The same policy with another COUNT.
+    pub fn with_count(mut self, count: i64) -> PolicyView {
+        self.count = count;
+        self
+    }
+
+    /// The arguments of `RECLAIM.POLICY SET stream group ...` after `group`, every option given,
+    /// in the order the module itself uses when it rewrites or propagates a policy.
+    pub fn set_args(&self) -> Vec<Vec<u8>> {
+        let mut a: Vec<Vec<u8>> = vec![
+            b"MIN-IDLE".to_vec(),
+            self.min_idle.to_string().into_bytes(),
+            b"MAX-DELIVERIES".to_vec(),
+            self.max_deliveries.to_string().into_bytes(),
+        ];
+        if let Some(d) = &self.dlq {
+            a.push(b"DLQ".to_vec());
+            a.push(d.clone());
+        }
+        a.extend([
+            b"CLAIMANT".to_vec(),
+            self.claimant.clone(),
+            b"COUNT".to_vec(),
+            self.count.to_string().into_bytes(),
+            b"INTERVAL".to_vec(),
+            self.interval.to_string().into_bytes(),
+        ]);
+        a
+    }
+
+    /// Parses a GET reply (or the policy fields of a LIST item).
+    pub fn from_reply(v: &Value) -> PolicyView {
+        let p = pairs(v);
+        let get = |name: &str| -> Value {
+            p.iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_else(|| panic!("no field {name} in {v:?}"))
+        };
+        let int = |name: &str| -> i64 {
+            match get(name) {
+                Value::Int(i) => i,
+                other => panic!("field {name} is not an integer: {other:?}"),
+            }
+        };
+        PolicyView {
+            min_idle: int("min-idle"),
+            max_deliveries: int("max-deliveries"),
+            dlq: match get("dlq") {
+                Value::Nil => None,
+                other => Some(bytes_of(&other)),
+            },
+            claimant: bytes_of(&get("claimant")),
+            count: int("count"),
+            interval: int("interval"),
+        }
+    }
+}
+
+/// `RECLAIM.POLICY SET stream group <every option of p>`.
+pub fn set_policy(con: &mut Connection, stream: &[u8], group: &[u8], p: &PolicyView) {
+    let r: Value = cmd("RECLAIM.POLICY")
+        .arg("SET")
+        .arg(stream)
+        .arg(group)
+        .arg(p.set_args())
+        .query(con)
+        .expect("RECLAIM.POLICY SET");
+    assert!(
+        matches!(&r, Value::Okay) || matches!(&r, Value::SimpleString(s) if s == "OK"),
+        "{r:?}"
+    );
+}
+
+/// `RECLAIM.POLICY GET stream group`.
+pub fn get_policy(con: &mut Connection, stream: &[u8], group: &[u8]) -> Option<PolicyView> {
+    let v: Value = cmd("RECLAIM.POLICY")
+        .arg("GET")
+        .arg(stream)
+        .arg(group)
+        .query(con)
+        .expect("RECLAIM.POLICY GET");
+    match v {
+        Value::Nil => None,
+        v => Some(PolicyView::from_reply(&v)),
+    }
+}
+
+/// `RECLAIM.POLICY DEL stream group`.
+pub fn del_policy(con: &mut Connection, stream: &[u8], group: &[u8]) -> i64 {
+    cmd("RECLAIM.POLICY")
+        .arg("DEL")
+        .arg(stream)
+        .arg(group)
+        .query(con)
+        .expect("RECLAIM.POLICY DEL")
+}
+
+/// `RECLAIM.POLICY LIST` as (stream, group, policy), in reply order.
+pub fn list_policies(con: &mut Connection) -> Vec<(Vec<u8>, Vec<u8>, PolicyView)> {
+    let v: Value = cmd("RECLAIM.POLICY")
+        .arg("LIST")
+        .query(con)
+        .expect("RECLAIM.POLICY LIST");
+    let Value::Array(items) = v else {
+        panic!("LIST is not an array: {v:?}");
+    };
+    items
+        .iter()
+        .map(|it| {
+            let p = pairs(it);
+            let f = |name: &str| {
+                bytes_of(
+                    &p.iter()
+                        .find(|(k, _)| k == name)
+                        .unwrap_or_else(|| panic!("no {name} in {it:?}"))
+                        .1,
+                )
+            };
+            (f("key"), f("group"), PolicyView::from_reply(it))
+        })
+        .collect()
+}
+
+/// One pending entry, binary-safe: (id, owner, delivery count). Idle time left out: it differs
+/// between servers and restarts.
+pub type PendRaw = (String, Vec<u8>, i64);
+
+/// `XPENDING key group - + 1000000` as (id, owner, count), binary-safe.
+pub fn pending_raw(con: &mut Connection, key: &[u8], group: &[u8]) -> Vec<PendRaw> {
+    let v: Vec<(String, Vec<u8>, i64, i64)> = cmd("XPENDING")
+        .arg(key)
+        .arg(group)
+        .arg("-")
+        .arg("+")
+        .arg(1_000_000)
+        .query(con)
+        .expect("XPENDING");
+    v.into_iter().map(|(id, c, _idle, n)| (id, c, n)).collect()
+}
+
+/// One stream entry: (id, [field, value, ...]).
+pub type Entry = (String, Vec<Vec<u8>>);
+
+/// `XRANGE key - +`.
+pub fn xrange(con: &mut Connection, key: &[u8]) -> Vec<Entry> {
+    cmd("XRANGE")
+        .arg(key)
+        .arg("-")
+        .arg("+")
+        .query(con)
+        .expect("XRANGE")
+}
+
+/// The value of `field` in a stream entry's field list.
+pub fn entry_field(e: &Entry, field: &str) -> Vec<u8> {
+    e.1.chunks(2)
+        .find(|c| c[0] == field.as_bytes())
+        .map(|c| c[1].clone())
+        .unwrap_or_else(|| panic!("no field {field} in entry {e:?}"))
+}
+
+/// `XLEN key`.
+pub fn xlen(con: &mut Connection, key: &[u8]) -> i64 {
+    cmd("XLEN").arg(key).query(con).expect("XLEN")
+}
+
+/// `XGROUP CREATE key group $ MKSTREAM`.
+pub fn create_group(con: &mut Connection, key: &[u8], group: &[u8]) {
+    let _: () = cmd("XGROUP")
+        .arg("CREATE")
+        .arg(key)
+        .arg(group)
+        .arg("$")
+        .arg("MKSTREAM")
+        .query(con)
+        .expect("XGROUP CREATE");
+}
+
+/// Appends `n` entries `n <tag>-<i>` to `key`; returns their IDs.
+pub fn add_entries(con: &mut Connection, key: &[u8], tag: &str, n: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| {
+            cmd("XADD")
+                .arg(key)
+                .arg("*")
+                .arg("n")
+                .arg(format!("{tag}-{i}"))
+                .query(con)
+                .expect("XADD")
+        })
+        .collect()
+}
+
+/// The command `XREADGROUP GROUP group consumer COUNT 100000 STREAMS key >`.
+pub fn read_group_cmd(key: &[u8], group: &[u8], consumer: &[u8]) -> redis::Cmd {
+    let mut c = cmd("XREADGROUP");
+    c.arg("GROUP")
+        .arg(group)
+        .arg(consumer)
+        .arg("COUNT")
+        .arg(100_000)
+        .arg("STREAMS")
+        .arg(key)
+        .arg(">");
+    c
+}
+
+/// `consumer` reads every new entry of `key` in `group` (and, in these tests, never acks).
+pub fn read_group(con: &mut Connection, key: &[u8], group: &[u8], consumer: &[u8]) {
+    let _: Value = read_group_cmd(key, group, consumer)
+        .query(con)
+        .expect("XREADGROUP");
+}
+
+/// The command that sets the delivery count of pending `ids` to `count` without changing the
+/// owner (`XCLAIM key group owner 0 ids... RETRYCOUNT count JUSTID`).
+pub fn set_deliveries_cmd(
+    key: &[u8],
+    group: &[u8],
+    owner: &[u8],
+    ids: &[String],
+    count: i64,
+) -> redis::Cmd {
+    let mut c = cmd("XCLAIM");
+    c.arg(key)
+        .arg(group)
+        .arg(owner)
+        .arg(0)
+        .arg(ids)
+        .arg("RETRYCOUNT")
+        .arg(count)
+        .arg("JUSTID");
+    c
+}
+
+/// Runs [`set_deliveries_cmd`].
+pub fn set_deliveries(
+    con: &mut Connection,
+    key: &[u8],
+    group: &[u8],
+    owner: &[u8],
+    ids: &[String],
+    count: i64,
+) {
+    let v: Vec<String> = set_deliveries_cmd(key, group, owner, ids, count)
+        .query(con)
+        .expect("XCLAIM");
+    assert_eq!(v.len(), ids.len(), "XCLAIM claimed {v:?} of {ids:?}");
+}
+
+/// Splits the RESP commands of an AOF file (arrays of bulk strings; `#` annotation lines are
+/// skipped). Panics on anything else, or on a truncated command.
+pub fn parse_aof(data: &[u8]) -> Vec<Vec<Vec<u8>>> {
+    fn line(data: &[u8], pos: &mut usize) -> Vec<u8> {
+        let start = *pos;
+        let end = data[start..]
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .map(|i| start + i)
+            .unwrap_or_else(|| panic!("unterminated line at byte {start}"));
+        *pos = end + 2;
+        data[start..end].to_vec()
+    }
+    fn number(l: &[u8]) -> usize {
+        std::str::from_utf8(l)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("bad length {:?}", String::from_utf8_lossy(l)))
+    }
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos < data.len() {
+        let l = line(data, &mut pos);
+        match l.first() {
+            Some(b'#') => continue,
+            Some(b'*') => {
+                let n = number(&l[1..]);
+                let mut args = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let h = line(data, &mut pos);
+                    assert_eq!(h.first(), Some(&b'$'), "expected a bulk string header");
+                    let len = number(&h[1..]);
+                    assert!(pos + len + 2 <= data.len(), "truncated bulk string");
+                    args.push(data[pos..pos + len].to_vec());
+                    assert_eq!(&data[pos + len..pos + len + 2], b"\r\n");
+                    pos += len + 2;
+                }
+                out.push(args);
+            }
+            _ => panic!(
+                "unexpected AOF line at byte {pos}: {:?}",
+                String::from_utf8_lossy(&l)
+            ),
+        }
+    }
+    out
+}
+
+/// Whether AOF command `c` is `name` (case-insensitive).
+pub fn is_cmd(c: &[Vec<u8>], name: &str) -> bool {
+    c.first()
+        .is_some_and(|n| n.eq_ignore_ascii_case(name.as_bytes()))
+}
+
+/// The command `RECLAIM.POLICY SET stream group <every option of p>` (for pipelines).
+pub fn set_policy_cmd(stream: &[u8], group: &[u8], p: &PolicyView) -> redis::Cmd {
+    let mut c = cmd("RECLAIM.POLICY");
+    c.arg("SET").arg(stream).arg(group).arg(p.set_args());
+    c
+}
+
+/// Creates `group` on `key` (with the stream) unless it exists already.
+pub fn ensure_group(con: &mut Connection, key: &[u8], group: &[u8]) {
+    let r: redis::RedisResult<()> = cmd("XGROUP")
+        .arg("CREATE")
+        .arg(key)
+        .arg(group)
+        .arg("$")
+        .arg("MKSTREAM")
+        .query(con);
+    if let Err(e) = r {
+        assert_eq!(e.code(), Some("BUSYGROUP"), "XGROUP CREATE: {e}");
+    }
+}
+
+/// The integer field `reclaim_<name>` of `INFO reclaim`.
+pub fn reclaim_info(con: &mut Connection, name: &str) -> i64 {
+    info_int(con, "reclaim", &format!("reclaim_{name}"))
+}

@@ -1,0 +1,299 @@
+//! Replication: policies reach replicas by full sync and by the replication stream, replicas
+//! never sweep, the primary's sweeps reach them exactly, a promoted replica takes over.
+
+mod common;
+use common::*;
+
+const BIN_STREAM: &[u8] = b"bin\x00\xff\r\nstream";
+const BIN_GROUP: &[u8] = b"g\x00\xfe";
+
+/// A primary that starts a full sync at once (no diskless-sync delay).
+fn primary() -> Server {
+    Server::start(&[
+        "--repl-diskless-sync-delay",
+        "0",
+        "--enable-debug-command",
+        "yes",
+    ])
+}
+
+/// `DEBUG DIGEST`: a hash of the whole dataset (module values through their digest callback).
+fn digest(con: &mut Connection) -> String {
+    cmd("DEBUG").arg("DIGEST").query(con).expect("DEBUG DIGEST")
+}
+
+fn wait_replicas(con: &mut Connection) {
+    let n: i64 = cmd("WAIT").arg(1).arg(5000).query(con).expect("WAIT");
+    assert_eq!(n, 1, "WAIT 1 5000: the replica did not acknowledge");
+}
+
+fn sorted(mut v: Vec<(Vec<u8>, Vec<u8>, PolicyView)>) -> Vec<(Vec<u8>, Vec<u8>, PolicyView)> {
+    v.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+    v
+}
+
+fn pause_writes(con: &mut Connection) {
+    let _: () = cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(120_000)
+        .arg("WRITE")
+        .query(con)
+        .expect("CLIENT PAUSE");
+}
+
+#[test]
+fn replica_gets_policies_from_full_sync_and_from_the_stream() {
+    let p = primary();
+    let mut p0 = p.conn_db(0);
+    let mut p3 = p.conn_db(3);
+    let a = PolicyView::new(500, 100)
+        .with_dlq(b"dlq\x00a", 4)
+        .with_claimant(b"c\xff");
+    let b = PolicyView::new(1_000, 50);
+    set_policy(&mut p0, BIN_STREAM, BIN_GROUP, &a);
+    set_policy(&mut p3, b"orders", b"workers", &b);
+
+    // Full sync: the replica loads them from the primary's RDB.
+    let r = p.replica(&["--enable-debug-command", "yes"]);
+    let mut r0 = r.conn_db(0);
+    let mut r3 = r.conn_db(3);
+    assert_eq!(get_policy(&mut r0, BIN_STREAM, BIN_GROUP), Some(a.clone()));
+    assert_eq!(get_policy(&mut r3, b"orders", b"workers"), Some(b.clone()));
+    assert_eq!(get_policy(&mut r0, b"orders", b"workers"), None);
+    assert_eq!(
+        list_policies(&mut r0),
+        vec![(BIN_STREAM.to_vec(), BIN_GROUP.to_vec(), a.clone())]
+    );
+    assert_eq!(
+        list_policies(&mut r3),
+        vec![(b"orders".to_vec(), b"workers".to_vec(), b.clone())]
+    );
+    assert_eq!(reclaim_info(&mut r0, "policies"), 2);
+
+    // Replication stream: new policies, a changed one, same names in another database.
+    let c = PolicyView::new(300, 30).with_count(9);
+    let a2 = PolicyView::new(700, 70).with_claimant(b"x\x00y");
+    let d = PolicyView::new(400, 40).with_dlq(b"orders:dlq", 2);
+    set_policy(&mut p0, b"orders", b"workers", &c);
+    set_policy(&mut p0, BIN_STREAM, BIN_GROUP, &a2);
+    set_policy(&mut p3, b"orders", b"audit", &d);
+    wait_replicas(&mut p0);
+    assert_eq!(get_policy(&mut r0, b"orders", b"workers"), Some(c.clone()));
+    assert_eq!(get_policy(&mut r0, BIN_STREAM, BIN_GROUP), Some(a2.clone()));
+    assert_eq!(get_policy(&mut r3, b"orders", b"audit"), Some(d.clone()));
+    assert_eq!(get_policy(&mut r3, b"orders", b"workers"), Some(b.clone()));
+    let want0 = sorted(vec![
+        (b"orders".to_vec(), b"workers".to_vec(), c.clone()),
+        (BIN_STREAM.to_vec(), BIN_GROUP.to_vec(), a2.clone()),
+    ]);
+    let want3 = sorted(vec![
+        (b"orders".to_vec(), b"audit".to_vec(), d.clone()),
+        (b"orders".to_vec(), b"workers".to_vec(), b.clone()),
+    ]);
+    assert_eq!(list_policies(&mut p0), want0);
+    assert_eq!(list_policies(&mut r0), want0);
+    assert_eq!(list_policies(&mut p3), want3);
+    assert_eq!(list_policies(&mut r3), want3);
+    assert_eq!(reclaim_info(&mut r0, "policies"), 4);
+    let d = digest(&mut p0);
+    assert_ne!(d, "0".repeat(40));
+    assert_eq!(digest(&mut r0), d, "DEBUG DIGEST of primary and replica");
+}
+
+#[test]
+fn policy_del_replicates() {
+    let p = primary();
+    let r = p.replica(&[]);
+    let mut pc = p.conn();
+    let mut rc = r.conn();
+    let pol = PolicyView::new(1_000, 100);
+    set_policy(&mut pc, b"s1", b"g1", &pol);
+    set_policy(&mut pc, b"s1", b"g2", &pol);
+    set_policy(&mut pc, BIN_STREAM, BIN_GROUP, &pol);
+    wait_replicas(&mut pc);
+    assert_eq!(list_policies(&mut rc).len(), 3);
+
+    assert_eq!(del_policy(&mut pc, b"s1", b"g1"), 1);
+    assert_eq!(del_policy(&mut pc, BIN_STREAM, BIN_GROUP), 1);
+    assert_eq!(del_policy(&mut pc, BIN_STREAM, BIN_GROUP), 0);
+    wait_replicas(&mut pc);
+    assert_eq!(get_policy(&mut rc, b"s1", b"g1"), None);
+    assert_eq!(get_policy(&mut rc, BIN_STREAM, BIN_GROUP), None);
+    assert_eq!(get_policy(&mut rc, b"s1", b"g2"), Some(pol.clone()));
+    assert_eq!(
+        list_policies(&mut rc),
+        vec![(b"s1".to_vec(), b"g2".to_vec(), pol.clone())]
+    );
+    // The last group of a stream gone: its policy key is gone on the replica too.
+    let keys: Vec<Vec<u8>> = cmd("KEYS").arg("reclaim:policy:*").query(&mut rc).unwrap();
+    assert_eq!(keys, vec![b"reclaim:policy:{s1}:s1".to_vec()]);
+    assert_eq!(reclaim_info(&mut rc, "policies"), 1);
+}
+
+#[test]
+fn replica_never_sweeps_and_matches_the_primary_after_sweeps() {
+    let p = primary();
+    let r = p.replica(&[]);
+    let mut pc = p.conn();
+    let mut rc = r.conn();
+
+    create_group(&mut pc, b"jobs", b"workers");
+    let ids = add_entries(&mut pc, b"jobs", "j", 6);
+    read_group(&mut pc, b"jobs", b"workers", b"dead");
+    let poison = vec![ids[1].clone(), ids[4].clone()];
+    set_deliveries(&mut pc, b"jobs", b"workers", b"dead", &poison, 10);
+    let pol = PolicyView::new(100, 20)
+        .with_dlq(b"jobs:dlq", 5)
+        .with_claimant(b"rescuer");
+    set_policy(&mut pc, b"jobs", b"workers", &pol);
+    wait_replicas(&mut pc);
+    assert_eq!(get_policy(&mut rc, b"jobs", b"workers"), Some(pol.clone()));
+
+    // The replica skips its ticks.
+    let skipped = reclaim_info(&mut rc, "ticks_skipped_replica");
+    wait_for(10, "replica ticks_skipped_replica growing", || {
+        (reclaim_info(&mut rc, "ticks_skipped_replica") > skipped).then_some(())
+    });
+    assert_eq!(
+        str_field(&stats(&mut rc, "jobs", "workers"), "status"),
+        "replica"
+    );
+
+    // The primary claims the dead consumer's entries and dead-letters the poison ones.
+    wait_for(10, "primary swept", || {
+        let pel = pending_raw(&mut pc, b"jobs", b"workers");
+        let dlq = xrange(&mut pc, b"jobs:dlq");
+        let moved: Vec<Vec<u8>> = dlq.iter().map(|e| entry_field(e, "reclaim-id")).collect();
+        (poison
+            .iter()
+            .all(|id| moved.contains(&id.as_bytes().to_vec()))
+            && pel.iter().all(|e| e.1 != b"dead"))
+        .then_some(())
+    });
+    // Stop the primary's sweeper so that both sides can be compared at rest.
+    pause_writes(&mut pc);
+    wait_replicas(&mut pc);
+
+    let pel_p = pending_raw(&mut pc, b"jobs", b"workers");
+    let pel_r = pending_raw(&mut rc, b"jobs", b"workers");
+    assert_eq!(pel_r, pel_p);
+    let dlq_p = xrange(&mut pc, b"jobs:dlq");
+    let dlq_r = xrange(&mut rc, b"jobs:dlq");
+    assert_eq!(dlq_r, dlq_p);
+    assert_eq!(xlen(&mut rc, b"jobs"), 6);
+    assert_eq!(xlen(&mut pc, b"jobs"), 6);
+    assert_eq!(xlen(&mut rc, b"jobs:dlq"), xlen(&mut pc, b"jobs:dlq"));
+    // What the primary did, seen on both.
+    for e in &dlq_p[..2] {
+        let id = String::from_utf8(entry_field(e, "reclaim-id")).unwrap();
+        assert!(poison.contains(&id), "{e:?}");
+        assert_eq!(entry_field(e, "reclaim-deliveries"), b"10");
+        assert_eq!(entry_field(e, "reclaim-consumer"), b"dead");
+        assert_eq!(entry_field(e, "reclaim-stream"), b"jobs");
+        assert_eq!(entry_field(e, "reclaim-group"), b"workers");
+    }
+    assert!(
+        pel_p.iter().all(|e| e.1 == b"rescuer" && e.2 >= 2),
+        "{pel_p:?}"
+    );
+    assert_eq!(pel_p.len() + dlq_p.len(), 6);
+    let pst = stats(&mut pc, "jobs", "workers");
+    assert!(int_field(&pst, "claimed") >= 4);
+    assert!(int_field(&pst, "dead-lettered") >= 2);
+
+    // The replica did none of it itself.
+    assert_eq!(reclaim_info(&mut rc, "claimed"), 0);
+    assert_eq!(reclaim_info(&mut rc, "dead_lettered"), 0);
+    assert_eq!(reclaim_info(&mut rc, "steps"), 0);
+    let rst = stats(&mut rc, "jobs", "workers");
+    assert_eq!(int_field(&rst, "claimed"), 0);
+    assert_eq!(int_field(&rst, "dead-lettered"), 0);
+    assert_eq!(str_field(&rst, "status"), "replica");
+}
+
+#[test]
+fn promoted_replica_sweeps_and_never_dead_letters_twice() {
+    let mut p = primary();
+    let r = p.replica(&[]);
+    let mut pc = p.conn();
+    let mut rc = r.conn();
+
+    create_group(&mut pc, b"jobs", b"g");
+    let pol = PolicyView::new(100, 20).with_dlq(b"dlq", 3);
+    set_policy(&mut pc, b"jobs", b"g", &pol);
+
+    // Phase 1, on the primary: two poison entries are dead-lettered.
+    let p1 = add_entries(&mut pc, b"jobs", "p1", 2);
+    read_group(&mut pc, b"jobs", b"g", b"dead");
+    set_deliveries(&mut pc, b"jobs", b"g", b"dead", &p1, 9);
+    wait_for(10, "primary dead-letters phase 1", || {
+        (xlen(&mut pc, b"dlq") == 2 && pending_raw(&mut pc, b"jobs", b"g").is_empty()).then_some(())
+    });
+
+    // Phase 2: a dead consumer takes new entries (two of them poison) and the primary stops
+    // sweeping in the same transaction, then dies.
+    let n = add_entries(&mut pc, b"jobs", "n", 3);
+    let p2 = add_entries(&mut pc, b"jobs", "p2", 2);
+    let mut tx = redis::pipe();
+    tx.atomic();
+    tx.add_command(read_group_cmd(b"jobs", b"g", b"dead2"))
+        .ignore();
+    tx.add_command(set_deliveries_cmd(b"jobs", b"g", b"dead2", &p2, 9))
+        .ignore();
+    tx.cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(120_000)
+        .arg("WRITE")
+        .ignore();
+    let () = tx.query(&mut pc).expect("transaction");
+    wait_replicas(&mut pc);
+    let mut want_pel: Vec<PendRaw> = n
+        .iter()
+        .map(|id| (id.clone(), b"dead2".to_vec(), 1))
+        .chain(p2.iter().map(|id| (id.clone(), b"dead2".to_vec(), 9)))
+        .collect();
+    want_pel.sort();
+    assert_eq!(pending_raw(&mut rc, b"jobs", b"g"), want_pel);
+    assert_eq!(xlen(&mut rc, b"dlq"), 2);
+    p.kill();
+
+    // Promotion: the former replica sweeps its policies.
+    let _: () = cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query(&mut rc)
+        .unwrap();
+    let dlq = wait_for(15, "promoted replica dead-letters everything", || {
+        // PEL first: once it is empty nothing moves any more, so the DLQ read after it is final.
+        let done = pending_raw(&mut rc, b"jobs", b"g").is_empty();
+        done.then(|| xrange(&mut rc, b"dlq"))
+    });
+    // Each entry exactly once: two from the old primary, five from the promoted replica (the
+    // three claimed twice, count 1 -> 2 -> 3, then dead-lettered at the limit).
+    let mut moved: Vec<String> = dlq
+        .iter()
+        .map(|e| String::from_utf8(entry_field(e, "reclaim-id")).unwrap())
+        .collect();
+    moved.sort();
+    let mut all: Vec<String> = p1.iter().chain(&n).chain(&p2).cloned().collect();
+    all.sort();
+    assert_eq!(moved, all, "one DLQ entry per entry, none twice");
+    for e in &dlq {
+        let id = String::from_utf8(entry_field(e, "reclaim-id")).unwrap();
+        let (consumer, count): (&[u8], &[u8]) = if p1.contains(&id) {
+            (b"dead", b"9")
+        } else if p2.contains(&id) {
+            (b"dead2", b"9")
+        } else {
+            (b"reclaim", b"3")
+        };
+        assert_eq!(entry_field(e, "reclaim-consumer"), consumer, "{e:?}");
+        assert_eq!(entry_field(e, "reclaim-deliveries"), count, "{e:?}");
+    }
+    let st = stats(&mut rc, "jobs", "g");
+    assert_eq!(int_field(&st, "claimed"), 6);
+    assert_eq!(int_field(&st, "dead-lettered"), 5);
+    assert_eq!(str_field(&st, "status"), "active");
+    assert_eq!(reclaim_info(&mut rc, "claimed"), 6);
+    assert_eq!(reclaim_info(&mut rc, "dead_lettered"), 5);
+}
