@@ -286,6 +286,27 @@ fn stats(ctx: &Context, args: &[RedisString]) -> Handler {
     ])))
 }
 
+/// `RECLAIM.POLICY HELP` -> the subcommands, one line each (the Redis convention for container
+/// commands, as `XINFO HELP`).
+fn policy_help(_ctx: &Context, _args: &[RedisString]) -> Handler {
+    let lines: &[&str] = &[
+        "RECLAIM.POLICY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "SET <key> <group> [MIN-IDLE <ms>] [MAX-DELIVERIES <n>] [DLQ <dlq-key>] [CLAIMANT <consumer>] [COUNT <n>] [INTERVAL <ms>]",
+        "    Set (replace) the reclaim policy of a stream's consumer group.",
+        "GET <key> <group>",
+        "    Return the policy as field/value pairs, or nil.",
+        "DEL <key> <group>",
+        "    Delete the policy (1 if it existed, else 0).",
+        "LIST",
+        "    Return every policy of the selected database.",
+        "HELP",
+        "    Print this help.",
+    ];
+    Ok(Reply::Value(Owned::Array(
+        lines.iter().map(|l| Owned::Status(l)).collect(),
+    )))
+}
+
 macro_rules! entry {
     ($fname:ident, $name:expr, $handler:path) => {
         extern "C" fn $fname(
@@ -302,6 +323,7 @@ entry!(c_policy_set, "RECLAIM.POLICY SET", policy_set);
 entry!(c_policy_get, "RECLAIM.POLICY GET", policy_get);
 entry!(c_policy_del, "RECLAIM.POLICY DEL", policy_del);
 entry!(c_policy_list, "RECLAIM.POLICY LIST", policy_list);
+entry!(c_policy_help, "RECLAIM.POLICY HELP", policy_help);
 entry!(c_sweep, "RECLAIM.SWEEP", sweep_cmd);
 entry!(c_stats, "RECLAIM.STATS", stats);
 
@@ -365,6 +387,17 @@ pub fn register(ctx: &Context) -> bool {
         2,
         "List the reclaim policies of the selected database",
         "O(P) with P policies",
+        &[],
+    ) && ffi::register(
+        ctx,
+        p,
+        "help",
+        Some(c_policy_help),
+        "readonly fast",
+        0,
+        2,
+        "Show helpful text about the different subcommands",
+        "O(1)",
         &[],
     ) && ffi::register(
         ctx,

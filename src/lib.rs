@@ -128,6 +128,26 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         ));
         return Status::Err;
     }
+    // Loadmodule arguments become config defaults, which Redis does not range-check.
+    for (name, v, lo, hi) in [
+        (
+            "tick-interval-ms",
+            config::TICK_INTERVAL_MS.load(std::sync::atomic::Ordering::Relaxed),
+            config::MIN_TICK_INTERVAL_MS,
+            config::MAX_TICK_INTERVAL_MS,
+        ),
+        (
+            "tick-budget-us",
+            config::TICK_BUDGET_US.load(std::sync::atomic::Ordering::Relaxed),
+            config::MIN_TICK_BUDGET_US,
+            config::MAX_TICK_BUDGET_US,
+        ),
+    ] {
+        if !(lo..=hi).contains(&v) {
+            ctx.log_warning(&format!("reclaim: {name} {v} is out of range ({lo}..{hi})"));
+            return Status::Err;
+        }
+    }
     if !commands::register(ctx) {
         return Status::Err;
     }

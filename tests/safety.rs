@@ -1,0 +1,1220 @@
+//! Safety of the sweeper under hostile conditions: writes paused (CLIENT PAUSE WRITE, FAILOVER),
+//! out of memory (before and during a step), keys and databases changed under a running sweep
+//! (DEL, RENAME, XTRIM, XGROUP DESTROY / DELCONSUMER, a DLQ replaced by a string, FLUSHALL, SWAPDB),
+//! and hostile input (numbers at the i64 limits, 1 MB values, binary names, 10,000 policies, a PEL
+//! of 1,000,000 entries).
+//!
+//! "While sweeping" means under a policy that claims every entry again as soon as it is 1 ms idle
+//! (see [`busy`]): the timer writes on every tick when the change happens. Waits poll a state or a
+//! progress counter (`reclaim_steps`, skipped ticks, passes), never a duration.
+
+mod common;
+use common::*;
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------------
+
+/// Runs a command given as words and converts its reply; panics with the command on error.
+fn q<T: redis::FromRedisValue>(c: &mut Connection, args: &[&str]) -> T {
+    let mut k = cmd(args[0]);
+    for a in &args[1..] {
+        k.arg(*a);
+    }
+    let v: Value = k.query(c).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    redis::from_redis_value(v.clone()).unwrap_or_else(|e| panic!("{args:?} -> {v:?}: {e}"))
+}
+
+/// `RECLAIM.POLICY SET s g opts...`.
+fn policy(c: &mut Connection, s: &str, g: &str, opts: &[&str]) {
+    let mut a = vec!["RECLAIM.POLICY", "SET", s, g];
+    a.extend_from_slice(opts);
+    let _: () = q(c, &a);
+}
+
+/// One integer field of RECLAIM.STATS.
+fn stat(c: &mut Connection, s: &str, g: &str, field: &str) -> i64 {
+    int_field(&stats(c, s, g), field)
+}
+
+/// The `status` field of RECLAIM.STATS.
+fn status(c: &mut Connection, s: &str, g: &str) -> String {
+    str_field(&stats(c, s, g), "status")
+}
+
+fn exists(c: &mut Connection, k: &str) -> bool {
+    q::<i64>(c, &["EXISTS", k]) == 1
+}
+
+/// Number of pending entries of a group (XPENDING summary form).
+fn pel_total(c: &mut Connection, s: &str, g: &str) -> i64 {
+    let v: Vec<Value> = q(c, &["XPENDING", s, g]);
+    redis::from_redis_value(v[0].clone()).unwrap()
+}
+
+/// Waits until the timer ran `n` more sweep steps than now (server-wide).
+fn wait_steps(c: &mut Connection, n: i64) {
+    let start = reclaim_info(c, "steps");
+    wait_for(20, &format!("{n} more sweep steps"), || {
+        (reclaim_info(c, "steps") >= start + n).then_some(())
+    });
+}
+
+/// Waits until the timer skipped `n` more ticks for `why` (`paused`, `oom`, `replica`).
+fn wait_skips(c: &mut Connection, why: &str, n: i64) {
+    let field = format!("ticks_skipped_{why}");
+    let start = reclaim_info(c, &field);
+    wait_for(20, &format!("{n} more ticks skipped ({why})"), || {
+        (reclaim_info(c, &field) >= start + n).then_some(())
+    });
+}
+
+/// The server is up, answers PING, and no panic was caught in the module.
+fn healthy(s: &mut Server, c: &mut Connection) {
+    assert!(s.alive(), "redis-server died; log:\n{}", s.log());
+    let pong: String = q(c, &["PING"]);
+    assert_eq!(pong, "PONG");
+    assert_eq!(reclaim_info(c, "panics"), 0, "log:\n{}", s.log());
+}
+
+/// Appends `n` entries (`n <tag>-<i>`) in one pipeline; returns their IDs.
+fn add_many(c: &mut Connection, s: &str, tag: &str, n: usize) -> Vec<String> {
+    let mut p = redis::pipe();
+    for i in 0..n {
+        p.cmd("XADD")
+            .arg(s)
+            .arg("*")
+            .arg("n")
+            .arg(format!("{tag}-{i}"));
+    }
+    p.query(c).expect("XADD pipeline")
+}
+
+/// A stream `s` with group `g`, `n` entries pending for consumer `dead`, and a policy that claims
+/// each entry again as soon as it is 1 ms idle, so the sweeper writes on every tick. It names a
+/// DLQ (`<s>:dlq`) but MAX-DELIVERIES is out of reach: a DLQ key appears only if something is wrong.
+/// Returns once every entry was claimed at least twice.
+fn busy(c: &mut Connection, s: &str, n: usize) -> Vec<String> {
+    create_group(c, s.as_bytes(), b"g");
+    let ids = add_many(c, s, "e", n);
+    read_group(c, s.as_bytes(), b"g", b"dead");
+    let dlq = format!("{s}:dlq");
+    policy(
+        c,
+        s,
+        "g",
+        &[
+            "MIN-IDLE",
+            "1",
+            "MAX-DELIVERIES",
+            "1000000000",
+            "DLQ",
+            &dlq,
+            "INTERVAL",
+            "1",
+        ],
+    );
+    wait_for(20, &format!("the sweeper busy on {s}"), || {
+        (stat(c, s, "g", "claimed") >= 2 * n as i64).then_some(())
+    });
+    ids
+}
+
+/// The `reclaim-id` of each DLQ entry, in DLQ order.
+fn dlq_ids(dlq: &[Entry]) -> Vec<String> {
+    dlq.iter()
+        .map(|e| String::from_utf8(entry_field(e, "reclaim-id")).unwrap())
+        .collect()
+}
+
+/// `INFO replication` field `role`.
+fn role(c: &mut Connection) -> String {
+    info(c, "replication")
+        .into_iter()
+        .find(|(k, _)| k == "role")
+        .map(|(_, v)| v)
+        .unwrap_or_default()
+}
+
+fn sorted<T: Ord + Clone>(v: &[T]) -> Vec<T> {
+    let mut v = v.to_vec();
+    v.sort();
+    v
+}
+
+/// PEL and DLQ of (s, g) read atomically (one MULTI/EXEC).
+fn snapshot(c: &mut Connection, s: &str, g: &str, dlq: &str) -> (Vec<PendRaw>, Vec<Entry>) {
+    let (pel, d): (Vec<(String, Vec<u8>, i64, i64)>, Vec<Entry>) = redis::pipe()
+        .atomic()
+        .cmd("XPENDING")
+        .arg(s)
+        .arg(g)
+        .arg("-")
+        .arg("+")
+        .arg(1_000_000)
+        .cmd("XRANGE")
+        .arg(dlq)
+        .arg("-")
+        .arg("+")
+        .query(c)
+        .expect("MULTI XPENDING XRANGE");
+    (pel.into_iter().map(|(i, o, _, n)| (i, o, n)).collect(), d)
+}
+
+/// Every ID of `all` is either pending or in the DLQ, never both, never twice in the DLQ.
+fn assert_partition(pel: &[PendRaw], dlq: &[Entry], all: &[String]) {
+    let pending: Vec<String> = pel.iter().map(|p| p.0.clone()).collect();
+    let dead = dlq_ids(dlq);
+    let dead_set: BTreeSet<&String> = dead.iter().collect();
+    assert_eq!(
+        dead_set.len(),
+        dead.len(),
+        "an ID is in the DLQ twice: {dead:?}"
+    );
+    for d in &dead {
+        assert!(
+            !pending.contains(d),
+            "{d} is in the DLQ and still pending (a DLQ append without its XACK)"
+        );
+    }
+    let mut both: Vec<String> = pending.into_iter().chain(dead).collect();
+    both.sort();
+    assert_eq!(
+        both,
+        sorted(all),
+        "every entry is pending or dead-lettered (an XACK without its DLQ append loses it)"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Paused writes: CLIENT PAUSE WRITE, FAILOVER
+// ---------------------------------------------------------------------------------------------
+
+/// CLIENT PAUSE 1500 WRITE on a primary with an AOF and a replica, with claims and dead-letter
+/// moves due during the pause: the server stays up, nothing is written during the pause (PEL, DLQ,
+/// AOF files, replication offset unchanged; ticks counted as skipped), the sweep happens after it,
+/// and the replica matches the primary.
+#[test]
+fn client_pause_write_stops_sweeping_until_it_ends() {
+    let mut p = Server::start(&["--appendonly", "yes"]);
+    let r = p.replica(&[]);
+    let mut c = p.conn();
+    let mut rc = r.conn();
+    create_group(&mut c, b"jobs", b"g");
+    policy(
+        &mut c,
+        "jobs",
+        "g",
+        &[
+            "MIN-IDLE",
+            "200",
+            "MAX-DELIVERIES",
+            "3",
+            "DLQ",
+            "jobs:dlq",
+            "INTERVAL",
+            "20",
+        ],
+    );
+    let ids = add_many(&mut c, "jobs", "j", 6);
+    let poison = ids[..2].to_vec();
+    // Delivered to a consumer that dies; two of them over the limit already; the pause starts in
+    // the same transaction, before any tick can see them.
+    let mut tx = redis::pipe();
+    tx.atomic();
+    tx.add_command(read_group_cmd(b"jobs", b"g", b"dead"))
+        .ignore();
+    tx.add_command(set_deliveries_cmd(b"jobs", b"g", b"dead", &poison, 9))
+        .ignore();
+    tx.cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(1500)
+        .arg("WRITE")
+        .ignore();
+    let () = tx.query(&mut c).expect("transaction");
+
+    let before = pending_raw(&mut c, b"jobs", b"g");
+    let steps = reclaim_info(&mut c, "steps");
+    let offset = info_int(&mut c, "replication", "master_repl_offset");
+    let aof = p.aof_files();
+    assert_eq!(status(&mut c, "jobs", "g"), "paused");
+    // Until every entry is due for a claim (idle >= MIN-IDLE) and more ticks were skipped.
+    wait_for(10, "entries stale during the pause", || {
+        pending(&mut c, "jobs", "g")
+            .iter()
+            .all(|e| e.idle >= 200)
+            .then_some(())
+    });
+    wait_skips(&mut c, "paused", 5);
+
+    // Inside the pause (status "paused" before and after the reads): nothing was written.
+    assert_eq!(status(&mut c, "jobs", "g"), "paused");
+    let during = pending_raw(&mut c, b"jobs", b"g");
+    let dlq_exists = exists(&mut c, "jobs:dlq");
+    let steps_during = reclaim_info(&mut c, "steps");
+    let offset_during = info_int(&mut c, "replication", "master_repl_offset");
+    let aof_during = p.aof_files();
+    healthy(&mut p, &mut c);
+    assert_eq!(
+        status(&mut c, "jobs", "g"),
+        "paused",
+        "still inside the pause"
+    );
+    assert_eq!(during, before, "PEL unchanged during the pause");
+    assert!(!dlq_exists, "no DLQ written during the pause");
+    assert_eq!(steps_during, steps, "no sweep step during the pause");
+    assert_eq!(offset_during, offset, "nothing replicated during the pause");
+    assert!(
+        aof_during == aof,
+        "nothing appended to the AOF during the pause"
+    );
+
+    // After the pause: claimed and dead-lettered, once each.
+    let want: Vec<PendRaw> = ids[2..]
+        .iter()
+        .map(|id| (id.clone(), b"reclaim".to_vec(), 2))
+        .collect();
+    let dlq = wait_for(10, "the sweep after the pause", || {
+        let (pel, d) = snapshot(&mut c, "jobs", "g", "jobs:dlq");
+        (pel == want && d.len() == 2).then_some(d)
+    });
+    assert_eq!(sorted(&dlq_ids(&dlq)), sorted(&poison));
+    for e in &dlq {
+        assert_eq!(entry_field(e, "reclaim-consumer"), b"dead");
+        assert_eq!(entry_field(e, "reclaim-deliveries"), b"9");
+    }
+    assert_eq!(status(&mut c, "jobs", "g"), "active");
+    healthy(&mut p, &mut c);
+
+    // The replica holds exactly the primary's result (it did none of it itself).
+    let acked: i64 = q(&mut c, &["WAIT", "1", "5000"]);
+    assert_eq!(acked, 1);
+    assert_eq!(pending_raw(&mut rc, b"jobs", b"g"), want);
+    assert_eq!(xrange(&mut rc, b"jobs:dlq"), dlq);
+    assert_eq!(reclaim_info(&mut rc, "steps"), 0);
+}
+
+/// FAILOVER TO the replica while the old primary sweeps (a busy stream, and dead-letter moves
+/// coming due): no crash, the new primary continues the policies (claims, dead-letters), the old
+/// primary, now a replica, stops sweeping, and no entry is dead-lettered twice.
+#[test]
+fn failover_hands_sweeping_to_the_new_primary() {
+    let mut p = Server::start(&["--appendonly", "yes"]);
+    let mut r = p.replica(&["--appendonly", "yes"]);
+    let mut c = p.conn();
+    let mut rc = r.conn();
+    busy(&mut c, "busy", 300);
+    create_group(&mut c, b"jobs", b"g");
+    policy(
+        &mut c,
+        "jobs",
+        "g",
+        &[
+            "MIN-IDLE",
+            "300",
+            "MAX-DELIVERIES",
+            "3",
+            "DLQ",
+            "jobs:dlq",
+            "INTERVAL",
+            "20",
+        ],
+    );
+    // A: dead-lettered by the old primary before the failover.
+    let a = add_many(&mut c, "jobs", "a", 3);
+    read_group(&mut c, b"jobs", b"g", b"dead");
+    set_deliveries(&mut c, b"jobs", b"g", b"dead", &a, 9);
+    wait_for(10, "A dead-lettered by the old primary", || {
+        (xlen(&mut c, b"jobs:dlq") == 3).then_some(())
+    });
+    // B: at the limit, fresh: due for the DLQ 300 ms from now, around the failover.
+    let b = add_many(&mut c, "jobs", "b", 6);
+    read_group(&mut c, b"jobs", b"g", b"dead2");
+    set_deliveries(&mut c, b"jobs", b"g", b"dead2", &b, 3);
+
+    let rport = r.port.to_string();
+    let _: () = q(&mut c, &["FAILOVER", "TO", "127.0.0.1", &rport]);
+    wait_for(20, "the failover to complete", || {
+        let old = info(&mut c, "replication");
+        let link_up = old
+            .iter()
+            .any(|(k, v)| k == "master_link_status" && v == "up");
+        (role(&mut rc) == "master" && role(&mut c) == "slave" && link_up).then_some(())
+    });
+    healthy(&mut p, &mut c);
+    healthy(&mut r, &mut rc);
+
+    // C: new work on the new primary: claimed twice, then dead-lettered there.
+    let cc = add_many(&mut rc, "jobs", "c", 4);
+    read_group(&mut rc, b"jobs", b"g", b"dead3");
+    let dlq = wait_for(15, "everything dead-lettered on the new primary", || {
+        let (pel, d) = snapshot(&mut rc, "jobs", "g", "jobs:dlq");
+        pel.is_empty().then_some(d)
+    });
+    let all: Vec<String> = a.iter().chain(&b).chain(&cc).cloned().collect();
+    assert_partition(&[], &dlq, &all);
+    for e in &dlq {
+        let id = String::from_utf8(entry_field(e, "reclaim-id")).unwrap();
+        let (consumer, n): (&[u8], &[u8]) = if a.contains(&id) {
+            (b"dead", b"9")
+        } else if b.contains(&id) {
+            (b"dead2", b"3")
+        } else {
+            (b"reclaim", b"3")
+        };
+        assert_eq!(entry_field(e, "reclaim-consumer"), consumer, "{e:?}");
+        assert_eq!(entry_field(e, "reclaim-deliveries"), n, "{e:?}");
+    }
+    assert_eq!(status(&mut rc, "jobs", "g"), "active");
+    // C was claimed twice on the new primary (count 1 -> 2 -> 3), then dead-lettered there.
+    assert_eq!(stat(&mut rc, "jobs", "g", "claimed"), 8);
+    // The busy stream is swept by the new primary too.
+    let claimed = stat(&mut rc, "busy", "g", "claimed");
+    wait_for(10, "the new primary sweeping the busy stream", || {
+        (stat(&mut rc, "busy", "g", "claimed") > claimed).then_some(())
+    });
+
+    // The old primary is a replica now: it skips its ticks and runs no step.
+    let steps = reclaim_info(&mut c, "steps");
+    wait_skips(&mut c, "replica", 5);
+    assert_eq!(reclaim_info(&mut c, "steps"), steps);
+    assert_eq!(status(&mut c, "jobs", "g"), "replica");
+    let acked: i64 = q(&mut rc, &["WAIT", "1", "5000"]);
+    assert_eq!(acked, 1);
+    assert_eq!(xrange(&mut c, b"jobs:dlq"), dlq);
+    assert_eq!(pending_raw(&mut c, b"jobs", b"g"), vec![]);
+    healthy(&mut p, &mut c);
+    healthy(&mut r, &mut rc);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Out of memory
+// ---------------------------------------------------------------------------------------------
+
+/// maxmemory set just below used_memory (noeviction) after the policy is set, with claims and
+/// dead-letter moves due: nothing moves (no DLQ entry without its ack, no ack without its DLQ
+/// entry), the ticks are counted as skipped, STATS says `oom`; with maxmemory 0 the moves happen.
+#[test]
+fn out_of_memory_leaves_over_delivered_entries_pending() {
+    let mut s = Server::start(&["--maxmemory-policy", "noeviction"]);
+    let mut c = s.conn();
+    create_group(&mut c, b"jobs", b"g");
+    policy(
+        &mut c,
+        "jobs",
+        "g",
+        &[
+            "MIN-IDLE",
+            "100",
+            "MAX-DELIVERIES",
+            "3",
+            "DLQ",
+            "jobs:dlq",
+            "INTERVAL",
+            "20",
+        ],
+    );
+    let ids = add_many(&mut c, "jobs", "j", 5);
+    let poison = ids[..3].to_vec();
+    let used = info_int(&mut c, "memory", "used_memory");
+    let limit = (used - 100 * 1024).to_string();
+    let mut tx = redis::pipe();
+    tx.atomic();
+    tx.add_command(read_group_cmd(b"jobs", b"g", b"dead"))
+        .ignore();
+    tx.add_command(set_deliveries_cmd(b"jobs", b"g", b"dead", &poison, 9))
+        .ignore();
+    tx.cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(&limit)
+        .ignore();
+    let () = tx.query(&mut c).expect("transaction");
+    let before = pending_raw(&mut c, b"jobs", b"g");
+
+    wait_for(10, "entries stale while out of memory", || {
+        pending(&mut c, "jobs", "g")
+            .iter()
+            .all(|e| e.idle >= 100)
+            .then_some(())
+    });
+    wait_skips(&mut c, "oom", 5);
+    assert_eq!(status(&mut c, "jobs", "g"), "oom");
+    let (pel, dlq) = snapshot(&mut c, "jobs", "g", "jobs:dlq");
+    assert_eq!(pel, before, "nothing claimed or acked while out of memory");
+    assert!(dlq.is_empty(), "nothing dead-lettered while out of memory");
+    assert!(!exists(&mut c, "jobs:dlq"));
+    // Clients get Redis's own refusal.
+    let e = error_of(&mut c, cmd("RECLAIM.SWEEP").arg("jobs").arg("g"));
+    assert!(e.starts_with("OOM "), "{e}");
+    healthy(&mut s, &mut c);
+
+    let _: () = q(&mut c, &["CONFIG", "SET", "maxmemory", "0"]);
+    let want: Vec<PendRaw> = ids[3..]
+        .iter()
+        .map(|id| (id.clone(), b"reclaim".to_vec(), 2))
+        .collect();
+    let dlq = wait_for(10, "the moves once memory is back", || {
+        let (pel, d) = snapshot(&mut c, "jobs", "g", "jobs:dlq");
+        (pel == want && d.len() == 3).then_some(d)
+    });
+    assert_eq!(sorted(&dlq_ids(&dlq)), sorted(&poison));
+    for e in &dlq {
+        assert_eq!(entry_field(e, "reclaim-deliveries"), b"9");
+        assert_eq!(entry_field(e, "reclaim-consumer"), b"dead");
+    }
+    assert_eq!(status(&mut c, "jobs", "g"), "active");
+    healthy(&mut s, &mut c);
+}
+
+/// Memory runs out in the middle of a pass: each dead-letter move appends a 64 KB entry, the limit
+/// is 1.5 MB above used memory, and the policy is set and swept in one transaction (RECLAIM.SWEEP
+/// starts under the limit, so only the module's live memory check can stop it). The moves stop at
+/// the limit, each skipped move is counted in oom-skips, every entry is pending or dead-lettered,
+/// never both; with maxmemory 0 the timer moves the rest, each entry exactly once.
+#[test]
+fn memory_running_out_during_a_sweep_stops_moves_cleanly() {
+    const N: i64 = 60;
+    let mut s = Server::start(&["--maxmemory-policy", "noeviction"]);
+    let mut c = s.conn();
+    create_group(&mut c, b"big", b"g");
+    let body = "x".repeat(64 * 1024);
+    let mut p = redis::pipe();
+    for i in 0..N {
+        p.cmd("XADD")
+            .arg("big")
+            .arg("*")
+            .arg("n")
+            .arg(i)
+            .arg("body")
+            .arg(&body);
+    }
+    let ids: Vec<String> = p.query(&mut c).unwrap();
+    read_group(&mut c, b"big", b"g", b"dead");
+    set_deliveries(&mut c, b"big", b"g", b"dead", &ids, 9);
+    let used = info_int(&mut c, "memory", "used_memory");
+    let limit = (used + 1536 * 1024).to_string();
+    let _: () = q(&mut c, &["CONFIG", "SET", "maxmemory", &limit]);
+    let (sweep,): (Value,) = redis::pipe()
+        .atomic()
+        .cmd("RECLAIM.POLICY")
+        .arg("SET")
+        .arg("big")
+        .arg("g")
+        .arg("MIN-IDLE")
+        .arg(100)
+        .arg("MAX-DELIVERIES")
+        .arg(3)
+        .arg("DLQ")
+        .arg("big:dlq")
+        .arg("INTERVAL")
+        .arg(20)
+        .ignore()
+        .cmd("RECLAIM.SWEEP")
+        .arg("big")
+        .arg("g")
+        .query(&mut c)
+        .expect("MULTI RECLAIM.POLICY SET, RECLAIM.SWEEP");
+    let moved = int_field(&sweep, "dead-lettered");
+    assert!(0 < moved && moved < N, "stopped part-way: {sweep:?}");
+    assert_eq!(int_field(&sweep, "claimed"), 0);
+    assert_eq!(stat(&mut c, "big", "g", "oom-skips"), N - moved);
+    wait_skips(&mut c, "oom", 5);
+    let (pel, dlq) = snapshot(&mut c, "big", "g", "big:dlq");
+    assert_partition(&pel, &dlq, &ids);
+    assert_eq!(dlq.len() as i64, moved);
+    assert!(
+        pel.iter().all(|e| e.1 == b"dead" && e.2 == 9),
+        "untouched: {pel:?}"
+    );
+    assert_eq!(status(&mut c, "big", "g"), "oom");
+    healthy(&mut s, &mut c);
+
+    let _: () = q(&mut c, &["CONFIG", "SET", "maxmemory", "0"]);
+    let dlq = wait_for(10, "every entry moved", || {
+        let (pel, d) = snapshot(&mut c, "big", "g", "big:dlq");
+        pel.is_empty().then_some(d)
+    });
+    assert_partition(&[], &dlq, &ids);
+    assert_eq!(stat(&mut c, "big", "g", "dead-lettered"), N);
+    for e in &dlq {
+        assert_eq!(entry_field(e, "body"), body.as_bytes());
+    }
+    healthy(&mut s, &mut c);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Keys and databases changed while sweeping
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn stream_deleted_while_sweeping() {
+    let mut s = Server::new();
+    let mut c = s.conn();
+    busy(&mut c, "s", 500);
+    let n: i64 = q(&mut c, &["DEL", "s"]);
+    assert_eq!(n, 1);
+    assert_eq!(status(&mut c, "s", "g"), "waiting: stream does not exist");
+    wait_steps(&mut c, 5);
+    assert_eq!(status(&mut c, "s", "g"), "waiting: stream does not exist");
+    assert!(!exists(&mut c, "s"), "stream not recreated");
+    assert!(!exists(&mut c, "s:dlq"), "no DLQ created");
+    assert!(get_policy(&mut c, b"s", b"g").is_some(), "the policy stays");
+    assert_eq!(reclaim_info(&mut c, "errors"), 0);
+    healthy(&mut s, &mut c);
+}
+
+#[test]
+fn stream_renamed_while_sweeping() {
+    let mut s = Server::new();
+    let mut c = s.conn();
+    busy(&mut c, "r1", 500);
+    let pol = get_policy(&mut c, b"r1", b"g");
+    let _: () = q(&mut c, &["RENAME", "r1", "r2"]);
+    // The policy stays with the old name and waits for it; the renamed stream is left alone.
+    assert_eq!(get_policy(&mut c, b"r1", b"g"), pol);
+    assert_eq!(get_policy(&mut c, b"r2", b"g"), None);
+    assert_eq!(
+        error_of(&mut c, cmd("RECLAIM.STATS").arg("r2").arg("g")),
+        "ERR no reclaim policy for this key and group"
+    );
+    let frozen = pending_raw(&mut c, b"r2", b"g");
+    assert_eq!(frozen.len(), 500);
+    wait_steps(&mut c, 5);
+    assert_eq!(status(&mut c, "r1", "g"), "waiting: stream does not exist");
+    assert_eq!(pending_raw(&mut c, b"r2", b"g"), frozen, "r2 untouched");
+    assert!(!exists(&mut c, "r1"));
+    assert!(!exists(&mut c, "r1:dlq"));
+    healthy(&mut s, &mut c);
+
+    // Renamed back: sweeping resumes.
+    let _: () = q(&mut c, &["RENAME", "r2", "r1"]);
+    let claimed = stat(&mut c, "r1", "g", "claimed");
+    wait_for(10, "sweeping resumed after renaming back", || {
+        (stat(&mut c, "r1", "g", "claimed") >= claimed + 500).then_some(())
+    });
+    assert_eq!(status(&mut c, "r1", "g"), "active");
+    healthy(&mut s, &mut c);
+}
+
+#[test]
+fn stream_trimmed_to_nothing_while_sweeping() {
+    let mut s = Server::new();
+    let mut c = s.conn();
+    busy(&mut c, "t", 1000);
+    assert_eq!(stat(&mut c, "t", "g", "deleted"), 0);
+    let n: i64 = q(&mut c, &["XTRIM", "t", "MAXLEN", "0"]);
+    assert_eq!(n, 1000);
+    wait_for(10, "the PEL purged", || {
+        (pel_total(&mut c, "t", "g") == 0).then_some(())
+    });
+    assert_eq!(stat(&mut c, "t", "g", "deleted"), 1000);
+    assert_eq!(reclaim_info(&mut c, "deleted"), 1000);
+    assert_eq!(stat(&mut c, "t", "g", "dead-lettered"), 0);
+    assert!(!exists(&mut c, "t:dlq"));
+    assert_eq!(xlen(&mut c, b"t"), 0);
+    assert_eq!(status(&mut c, "t", "g"), "active");
+    healthy(&mut s, &mut c);
+}
+
+#[test]
+fn group_destroyed_while_sweeping() {
+    let mut s = Server::new();
+    let mut c = s.conn();
+    busy(&mut c, "d", 500);
+    let n: i64 = q(&mut c, &["XGROUP", "DESTROY", "d", "g"]);
+    assert_eq!(n, 1);
+    assert_eq!(
+        status(&mut c, "d", "g"),
+        "waiting: consumer group does not exist"
+    );
+    wait_steps(&mut c, 5);
+    assert_eq!(
+        status(&mut c, "d", "g"),
+        "waiting: consumer group does not exist"
+    );
+    let groups: Vec<Value> = q(&mut c, &["XINFO", "GROUPS", "d"]);
+    assert!(groups.is_empty(), "group not recreated: {groups:?}");
+    assert_eq!(xlen(&mut c, b"d"), 500);
+    assert!(!exists(&mut c, "d:dlq"));
+    assert_eq!(reclaim_info(&mut c, "errors"), 0);
+    healthy(&mut s, &mut c);
+}
+
+#[test]
+fn owner_deleted_while_sweeping() {
+    let mut s = Server::new();
+    let mut c = s.conn();
+    busy(&mut c, "o", 500);
+    // Every entry belongs to the claimant now; deleting it drops them from the PEL.
+    let n: i64 = q(&mut c, &["XGROUP", "DELCONSUMER", "o", "g", "reclaim"]);
+    assert_eq!(n, 500);
+    assert_eq!(pel_total(&mut c, "o", "g"), 0);
+    wait_steps(&mut c, 5);
+    assert_eq!(pel_total(&mut c, "o", "g"), 0);
+    assert_eq!(status(&mut c, "o", "g"), "active");
+    healthy(&mut s, &mut c);
+
+    // New entries of another dead consumer are claimed again.
+    let more = add_many(&mut c, "o", "m", 5);
+    read_group(&mut c, b"o", b"g", b"dead2");
+    let _: i64 = q(&mut c, &["XGROUP", "DELCONSUMER", "o", "g", "dead"]);
+    wait_for(10, "new entries claimed after DELCONSUMER", || {
+        let pel = pending_raw(&mut c, b"o", b"g");
+        (pel.iter().map(|e| e.0.clone()).collect::<Vec<_>>() == more
+            && pel.iter().all(|e| e.1 == b"reclaim"))
+        .then_some(())
+    });
+    assert!(!exists(&mut c, "o:dlq"));
+    healthy(&mut s, &mut c);
+}
+
+/// The DLQ is replaced by a string while entries are being dead-lettered: the moves stop (no
+/// entry acked without its append), STATS says so, the over-limit entry stays pending as it was;
+/// once the key is free again every entry is dead-lettered exactly once.
+#[test]
+fn dlq_replaced_by_a_string_while_sweeping() {
+    let mut s = Server::new();
+    let mut c = s.conn();
+    create_group(&mut c, b"q", b"g");
+    let mut ids = add_many(&mut c, "q", "e", 300);
+    read_group(&mut c, b"q", b"g", b"dead");
+    policy(
+        &mut c,
+        "q",
+        "g",
+        &[
+            "MIN-IDLE",
+            "1",
+            "MAX-DELIVERIES",
+            "3",
+            "DLQ",
+            "q:dlq",
+            "INTERVAL",
+            "1",
+        ],
+    );
+    wait_for(10, "dead-letter moves started", || {
+        (xlen(&mut c, b"q:dlq") > 0).then_some(())
+    });
+    let poison = "9999999999999-0".to_string();
+    let mut tx = redis::pipe();
+    tx.atomic();
+    tx.cmd("XRANGE").arg("q:dlq").arg("-").arg("+");
+    tx.cmd("DEL").arg("q:dlq").ignore();
+    tx.cmd("SET").arg("q:dlq").arg("x").ignore();
+    tx.cmd("XADD")
+        .arg("q")
+        .arg(&poison)
+        .arg("f")
+        .arg("poison")
+        .ignore();
+    tx.add_command(read_group_cmd(b"q", b"g", b"dead2"))
+        .ignore();
+    tx.add_command(set_deliveries_cmd(
+        b"q",
+        b"g",
+        b"dead2",
+        &[poison.clone()],
+        9,
+    ))
+    .ignore();
+    let (old_dlq,): (Vec<Entry>,) = tx.query(&mut c).expect("transaction");
+    ids.push(poison.clone());
+
+    let errors = stat(&mut c, "q", "g", "errors");
+    wait_for(10, "the DLQ problem counted", || {
+        (stat(&mut c, "q", "g", "errors") > errors).then_some(())
+    });
+    let passes = stat(&mut c, "q", "g", "passes");
+    wait_for(10, "more passes", || {
+        (stat(&mut c, "q", "g", "passes") >= passes + 3).then_some(())
+    });
+    assert_eq!(
+        status(&mut c, "q", "g"),
+        "error: DLQ key holds the wrong kind of value"
+    );
+    let pel = pending_raw(&mut c, b"q", b"g");
+    assert!(
+        pel.contains(&(poison.clone(), b"dead2".to_vec(), 9)),
+        "the poison entry stays pending as it was: {pel:?}"
+    );
+    assert_partition(&pel, &old_dlq, &ids);
+    let v: String = q(&mut c, &["GET", "q:dlq"]);
+    assert_eq!(v, "x");
+    healthy(&mut s, &mut c);
+
+    let _: i64 = q(&mut c, &["DEL", "q:dlq"]);
+    let new_dlq = wait_for(10, "everything dead-lettered once the key is free", || {
+        let (pel, d) = snapshot(&mut c, "q", "g", "q:dlq");
+        pel.is_empty().then_some(d)
+    });
+    let both: Vec<Entry> = old_dlq.iter().chain(&new_dlq).cloned().collect();
+    assert_partition(&[], &both, &ids);
+    let e = new_dlq
+        .iter()
+        .find(|e| entry_field(e, "reclaim-id") == poison.as_bytes())
+        .expect("poison entry in the DLQ");
+    assert_eq!(entry_field(e, "reclaim-deliveries"), b"9");
+    assert_eq!(entry_field(e, "f"), b"poison");
+    assert_eq!(status(&mut c, "q", "g"), "active");
+    healthy(&mut s, &mut c);
+}
+
+#[test]
+fn flushall_while_sweeping() {
+    let mut s = Server::new();
+    let mut c0 = s.conn_db(0);
+    let mut c3 = s.conn_db(3);
+    busy(&mut c0, "f", 500);
+    busy(&mut c3, "f3", 500);
+    assert_eq!(reclaim_info(&mut c0, "policies"), 2);
+    let _: () = q(&mut c0, &["FLUSHALL"]);
+    assert_eq!(get_policy(&mut c0, b"f", b"g"), None);
+    assert_eq!(get_policy(&mut c3, b"f3", b"g"), None);
+    wait_for(10, "reclaim_policies 0", || {
+        (reclaim_info(&mut c0, "policies") == 0).then_some(())
+    });
+    // The timer keeps running (a probe policy steps) and recreates nothing.
+    policy(&mut c0, "probe", "g", &["INTERVAL", "1"]);
+    wait_steps(&mut c0, 5);
+    let keys: Vec<String> = q(&mut c0, &["KEYS", "*"]);
+    assert_eq!(keys, ["reclaim:policy:{probe}:probe"]);
+    let n: i64 = q(&mut c3, &["DBSIZE"]);
+    assert_eq!(n, 0);
+    assert_eq!(reclaim_info(&mut c0, "policies"), 1);
+    healthy(&mut s, &mut c0);
+}
+
+#[test]
+fn swapdb_while_sweeping() {
+    let mut s = Server::new();
+    let mut c0 = s.conn_db(0);
+    let mut c1 = s.conn_db(1);
+    let _: () = q(&mut c1, &["SET", "other", "x"]);
+    let ids = busy(&mut c0, "w", 500);
+    let pol = get_policy(&mut c0, b"w", b"g");
+    let _: () = q(&mut c0, &["SWAPDB", "0", "1"]);
+    assert_eq!(get_policy(&mut c1, b"w", b"g"), pol);
+    assert_eq!(get_policy(&mut c0, b"w", b"g"), None);
+    // Sweeping continues in db 1; db 0 only holds what was in db 1.
+    let claimed = stat(&mut c1, "w", "g", "claimed");
+    wait_for(10, "sweeping continues in db 1", || {
+        (stat(&mut c1, "w", "g", "claimed") >= claimed + 500).then_some(())
+    });
+    wait_steps(&mut c1, 5);
+    let keys: Vec<String> = q(&mut c0, &["KEYS", "*"]);
+    assert_eq!(keys, ["other"]);
+    let pel = pending_raw(&mut c1, b"w", b"g");
+    assert_eq!(pel.iter().map(|e| e.0.clone()).collect::<Vec<_>>(), ids);
+    assert!(pel.iter().all(|e| e.1 == b"reclaim"));
+    assert_eq!(status(&mut c1, "w", "g"), "active");
+    assert_eq!(
+        error_of(&mut c0, cmd("RECLAIM.STATS").arg("w").arg("g")),
+        "ERR no reclaim policy for this key and group"
+    );
+    healthy(&mut s, &mut c0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hostile input
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn numbers_at_the_i64_limits() {
+    const MAX: &str = "9223372036854775807";
+    const MIN: &str = "-9223372036854775808";
+    const OVER: &str = "9223372036854775808";
+    let mut s = Server::new();
+    let mut c = s.conn();
+    create_group(&mut c, b"n", b"g");
+    let ids = add_many(&mut c, "n", "e", 2);
+    read_group(&mut c, b"n", b"g", b"dead");
+    set_deliveries(&mut c, b"n", b"g", b"dead", &ids[..1], i64::MAX);
+
+    policy(
+        &mut c,
+        "n",
+        "g",
+        &[
+            "MIN-IDLE",
+            MAX,
+            "MAX-DELIVERIES",
+            MAX,
+            "DLQ",
+            "n:dlq",
+            "INTERVAL",
+            MAX,
+        ],
+    );
+    let got = get_policy(&mut c, b"n", b"g").unwrap();
+    assert_eq!(
+        (got.min_idle, got.max_deliveries, got.interval),
+        (i64::MAX, i64::MAX, i64::MAX)
+    );
+    for (opt, msg) in [
+        ("MIN-IDLE", "ERR MIN-IDLE must be a positive integer (ms)"),
+        ("INTERVAL", "ERR INTERVAL must be a positive integer (ms)"),
+        (
+            "MAX-DELIVERIES",
+            "ERR MAX-DELIVERIES must be a non-negative integer",
+        ),
+        ("COUNT", "ERR COUNT must be an integer from 1 to 10000"),
+    ] {
+        for v in [MIN, OVER] {
+            let mut k = cmd("RECLAIM.POLICY");
+            k.arg("SET").arg("n").arg("g").arg(opt).arg(v);
+            assert_eq!(error_of(&mut c, &k), msg, "{opt} {v}");
+        }
+    }
+    let mut k = cmd("RECLAIM.POLICY");
+    k.arg("SET").arg("n").arg("g").arg("COUNT").arg(MAX);
+    assert_eq!(
+        error_of(&mut c, &k),
+        "ERR COUNT must be an integer from 1 to 10000"
+    );
+    let mut k = cmd("RECLAIM.SWEEP");
+    k.arg("n").arg("g").arg("LIMIT").arg(OVER);
+    assert_eq!(error_of(&mut c, &k), "ERR LIMIT must be a positive integer");
+    // The rejected SETs left the policy as it was.
+    assert_eq!(get_policy(&mut c, b"n", b"g"), Some(got));
+
+    // Nothing is ever stale; count 2^63-1 is at the limit but not stale: untouched. The timer's
+    // first pass runs, RECLAIM.SWEEP makes a second one, and the timer's next pass is 2^63-1 ms
+    // away: a probe policy shows the timer stepping meanwhile.
+    wait_for(10, "the first pass", || {
+        (stat(&mut c, "n", "g", "passes") >= 1).then_some(())
+    });
+    let v: Value = q(&mut c, &["RECLAIM.SWEEP", "n", "g", "LIMIT", MAX]);
+    assert_eq!(
+        (
+            int_field(&v, "claimed"),
+            int_field(&v, "dead-lettered"),
+            int_field(&v, "deleted")
+        ),
+        (0, 0, 0)
+    );
+    let before = vec![
+        (ids[0].clone(), b"dead".to_vec(), i64::MAX),
+        (ids[1].clone(), b"dead".to_vec(), 1),
+    ];
+    assert_eq!(pending_raw(&mut c, b"n", b"g"), before);
+    assert_eq!(stat(&mut c, "n", "g", "passes"), 2);
+    policy(&mut c, "probe", "g", &["INTERVAL", "1"]);
+    wait_steps(&mut c, 5);
+    assert_eq!(
+        stat(&mut c, "n", "g", "passes"),
+        2,
+        "no timer pass before 2^63-1 ms"
+    );
+    assert_eq!(pending_raw(&mut c, b"n", b"g"), before);
+
+    // MIN-IDLE 1: the entry at count 2^63-1 is stale at the limit and is dead-lettered with that
+    // count; the other is claimed.
+    policy(
+        &mut c,
+        "n",
+        "g",
+        &[
+            "MIN-IDLE",
+            "1",
+            "MAX-DELIVERIES",
+            MAX,
+            "DLQ",
+            "n:dlq",
+            "INTERVAL",
+            MAX,
+        ],
+    );
+    wait_for(10, "the pass at MIN-IDLE 1", || {
+        (stat(&mut c, "n", "g", "passes") >= 3).then_some(())
+    });
+    assert_eq!(
+        pending_raw(&mut c, b"n", b"g"),
+        vec![(ids[1].clone(), b"reclaim".to_vec(), 2)]
+    );
+    let dlq = xrange(&mut c, b"n:dlq");
+    assert_eq!(dlq.len(), 1);
+    assert_eq!(entry_field(&dlq[0], "reclaim-id"), ids[0].as_bytes());
+    assert_eq!(entry_field(&dlq[0], "reclaim-deliveries"), MAX.as_bytes());
+    healthy(&mut s, &mut c);
+}
+
+/// xorshift64 bytes: every byte value, no pattern.
+fn noise(len: usize, mut x: u64) -> Vec<u8> {
+    let mut v = Vec::with_capacity(len);
+    while v.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.extend_from_slice(&x.to_le_bytes());
+    }
+    v.truncate(len);
+    v
+}
+
+#[test]
+fn one_megabyte_values_are_dead_lettered_intact() {
+    let mut s = Server::new();
+    let mut c = s.conn();
+    create_group(&mut c, b"m", b"g");
+    let a = noise(1 << 20, 1);
+    let b = noise(1 << 20, 2);
+    let name = noise(1000, 3);
+    let id: String = cmd("XADD")
+        .arg("m")
+        .arg("*")
+        .arg("small")
+        .arg("1")
+        .arg(&a)
+        .arg(&b)
+        .arg(&name)
+        .arg(&a)
+        .query(&mut c)
+        .unwrap();
+    read_group(&mut c, b"m", b"g", b"dead");
+    policy(
+        &mut c,
+        "m",
+        "g",
+        &[
+            "MIN-IDLE",
+            "100",
+            "MAX-DELIVERIES",
+            "1",
+            "DLQ",
+            "m:dlq",
+            "INTERVAL",
+            "20",
+        ],
+    );
+    let dlq = wait_for(10, "the 1 MB entry dead-lettered", || {
+        let (pel, d) = snapshot(&mut c, "m", "g", "m:dlq");
+        (pel.is_empty() && !d.is_empty()).then_some(d)
+    });
+    assert_eq!(dlq.len(), 1);
+    let want: Vec<Vec<u8>> = vec![
+        b"small".to_vec(),
+        b"1".to_vec(),
+        a.clone(),
+        b.clone(),
+        name.clone(),
+        a.clone(),
+        b"reclaim-stream".to_vec(),
+        b"m".to_vec(),
+        b"reclaim-group".to_vec(),
+        b"g".to_vec(),
+        b"reclaim-id".to_vec(),
+        id.clone().into_bytes(),
+        b"reclaim-consumer".to_vec(),
+        b"dead".to_vec(),
+        b"reclaim-deliveries".to_vec(),
+        b"1".to_vec(),
+    ];
+    assert!(dlq[0].1 == want, "the DLQ entry holds the bytes exactly");
+    // The source entry is intact too.
+    let src = xrange(&mut c, b"m");
+    assert!(src[0].1[..6] == want[..6]);
+    healthy(&mut s, &mut c);
+}
+
+/// Binary, non-UTF-8 names (NUL, CR LF, 0xff, braces) for key, group, consumer, claimant, DLQ and
+/// fields, through claim, claim and dead-letter.
+#[test]
+fn binary_names_through_a_full_dead_letter_move() {
+    let mut s = Server::new();
+    let mut c = s.conn();
+    let cases: [(&[u8], &[u8], &[u8], &[u8], &[u8]); 2] = [
+        (
+            b"s{\xff\x00}\r\n",
+            b"g\x00\xfe\r\n",
+            b"c\xff\x00 \r\n",
+            b"cl\xfe\x00\n",
+            b"dlq\x00\xff{\xff\x00}",
+        ),
+        (b"a}\xc3\x28\x00", b"\xff", b"\x00", b"\r\n", b"}\x80"),
+    ];
+    let fields: Vec<Vec<u8>> = vec![
+        b"f\x00\xff".to_vec(),
+        b"v\r\n\x00\xfe".to_vec(),
+        b"\xc3\x28".to_vec(),
+        vec![],
+    ];
+    let mut ids = Vec::new();
+    for (stream, group, consumer, claimant, dlq) in cases {
+        create_group(&mut c, stream, group);
+        let id: String = cmd("XADD")
+            .arg(stream)
+            .arg("*")
+            .arg(&fields)
+            .query(&mut c)
+            .unwrap();
+        read_group(&mut c, stream, group, consumer);
+        let p = PolicyView::new(100, 20)
+            .with_dlq(dlq, 3)
+            .with_claimant(claimant);
+        set_policy(&mut c, stream, group, &p);
+        assert_eq!(get_policy(&mut c, stream, group), Some(p));
+        ids.push(id);
+    }
+    for (i, (stream, group, _consumer, claimant, dlq)) in cases.iter().enumerate() {
+        let d = wait_for(10, "claimed twice, then dead-lettered", || {
+            let d = xrange(&mut c, dlq);
+            (pending_raw(&mut c, stream, group).is_empty() && !d.is_empty()).then_some(d)
+        });
+        assert_eq!(d.len(), 1);
+        let mut want = fields.clone();
+        for (k, v) in [
+            (&b"reclaim-stream"[..], *stream),
+            (b"reclaim-group", *group),
+            (b"reclaim-id", ids[i].as_bytes()),
+            (b"reclaim-consumer", *claimant),
+            (b"reclaim-deliveries", b"3"),
+        ] {
+            want.push(k.to_vec());
+            want.push(v.to_vec());
+        }
+        assert_eq!(d[0].1, want, "case {i}");
+        let st: Value = cmd("RECLAIM.STATS")
+            .arg(*stream)
+            .arg(*group)
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(int_field(&st, "claimed"), 2, "case {i}: {st:?}");
+        assert_eq!(int_field(&st, "dead-lettered"), 1, "case {i}: {st:?}");
+    }
+    let listed: BTreeSet<(Vec<u8>, Vec<u8>)> = list_policies(&mut c)
+        .into_iter()
+        .map(|(s, g, _)| (s, g))
+        .collect();
+    let want: BTreeSet<(Vec<u8>, Vec<u8>)> = cases
+        .iter()
+        .map(|(s, g, ..)| (s.to_vec(), g.to_vec()))
+        .collect();
+    assert_eq!(listed, want);
+    healthy(&mut s, &mut c);
+}
+
+/// 10,000 policies, all due every millisecond (their streams do not exist, except ten that have a
+/// dead consumer's entries): LIST returns them all, the server answers PING, and the ten streams
+/// are swept.
+#[test]
+fn ten_thousand_policies() {
+    let mut s = Server::new();
+    let mut c = s.conn();
+    let mut live = Vec::new();
+    for i in (0..10_000).step_by(1000) {
+        let k = format!("p:{i:05}");
+        create_group(&mut c, k.as_bytes(), b"g");
+        add_many(&mut c, &k, "e", 3);
+        read_group(&mut c, k.as_bytes(), b"g", b"dead");
+        live.push(k);
+    }
+    let mut p = redis::pipe();
+    for i in 0..10_000 {
+        p.cmd("RECLAIM.POLICY")
+            .arg("SET")
+            .arg(format!("p:{i:05}"))
+            .arg("g")
+            .arg("MIN-IDLE")
+            .arg(100)
+            .arg("INTERVAL")
+            .arg(1)
+            .ignore();
+    }
+    let () = p.query(&mut c).expect("10,000 RECLAIM.POLICY SET");
+    assert_eq!(reclaim_info(&mut c, "policies"), 10_000);
+    let t = Instant::now();
+    let list = list_policies(&mut c);
+    let list_ms = t.elapsed().as_millis();
+    assert_eq!(list.len(), 10_000);
+    assert_eq!(list[0].0, b"p:00000");
+    assert_eq!(list[9_999].0, b"p:09999");
+    for k in &live {
+        wait_for(20, &format!("{k} swept among 10,000 policies"), || {
+            let pel = pending_raw(&mut c, k.as_bytes(), b"g");
+            pel.iter().all(|e| e.1 == b"reclaim").then_some(())
+        });
+    }
+    wait_steps(&mut c, 20_000);
+    let t = Instant::now();
+    let pong: String = q(&mut c, &["PING"]);
+    let ping_us = t.elapsed().as_micros();
+    assert_eq!(pong, "PONG");
+    println!(
+        "10,000 policies: LIST in {list_ms} ms, PING round trip {ping_us} µs while sweeping; \
+         reclaim_max_tick_us {}, slices {}",
+        reclaim_info(&mut c, "max_tick_us"),
+        reclaim_info(&mut c, "slices")
+    );
+    healthy(&mut s, &mut c);
+}
+
+/// A PEL of 1,000,000 entries (built with EVAL loops of XADD and one XREADGROUP COUNT 1000000):
+/// every entry is claimed by the timer. The time it took is printed, not asserted.
+#[test]
+fn a_million_pending_entries_are_all_claimed() {
+    const N: i64 = 1_000_000;
+    let mut s = Server::new();
+    let mut c = s.conn();
+    create_group(&mut c, b"big", b"g");
+    let t = Instant::now();
+    for _ in 0..10 {
+        let _: i64 = cmd("EVAL")
+            .arg("for i = 1, tonumber(ARGV[1]) do redis.call('XADD', KEYS[1], '*', 'n', i) end return 1")
+            .arg(1)
+            .arg("big")
+            .arg(N / 10)
+            .query(&mut c)
+            .expect("EVAL XADD");
+    }
+    let read: i64 = cmd("EVAL")
+        .arg("local r = redis.call('XREADGROUP', 'GROUP', 'g', 'dead', 'COUNT', ARGV[1], 'STREAMS', KEYS[1], '>') return #r[1][2]")
+        .arg(1)
+        .arg("big")
+        .arg(N)
+        .query(&mut c)
+        .expect("EVAL XREADGROUP");
+    assert_eq!(read, N);
+    assert_eq!(pel_total(&mut c, "big", "g"), N);
+    let build = t.elapsed();
+
+    let t = Instant::now();
+    policy(&mut c, "big", "g", &["MIN-IDLE", "10", "INTERVAL", "60000"]);
+    let mut max_ping = Duration::ZERO;
+    wait_for(120, "1,000,000 entries claimed", || {
+        let p = Instant::now();
+        let consumers: Vec<Value> = cmd("XINFO")
+            .arg("CONSUMERS")
+            .arg("big")
+            .arg("g")
+            .query(&mut c)
+            .ok()?;
+        max_ping = max_ping.max(p.elapsed());
+        let owned = |name: &str| {
+            consumers
+                .iter()
+                .find(|v| str_field(v, "name") == name)
+                .map_or(0, |v| int_field(v, "pending"))
+        };
+        (owned("reclaim") == N && owned("dead") == 0).then_some(())
+    });
+    let took = t.elapsed();
+    assert_eq!(stat(&mut c, "big", "g", "claimed"), N);
+    assert_eq!(stat(&mut c, "big", "g", "passes"), 1);
+    println!(
+        "1,000,000 pending entries: built in {:.1} s; all claimed in {:.1} s ({} steps, {} ticks, \
+         {} event-loop slices, longest tick/slice {} µs, slowest XINFO round trip meanwhile {} ms)",
+        build.as_secs_f64(),
+        took.as_secs_f64(),
+        reclaim_info(&mut c, "steps"),
+        reclaim_info(&mut c, "ticks"),
+        reclaim_info(&mut c, "slices"),
+        reclaim_info(&mut c, "max_tick_us"),
+        max_ping.as_millis()
+    );
+    healthy(&mut s, &mut c);
+}
