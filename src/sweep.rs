@@ -286,6 +286,11 @@ fn dead_letter(
     e: &Pending,
     out: &mut Outcome,
 ) -> Result<(), Stop> {
+    // Before reading the body: a copy of a large entry could itself push memory over the limit.
+    if out_of_memory(ctx) {
+        out.oom_skips += 1;
+        return Err(Stop::Oom);
+    }
     let args: [&[u8]; 3] = [stream, &e.id, &e.id];
     let res: CallResult = ctx.call_ext("XRANGE", &read_opts(), &args[..]);
     let fields: Vec<Vec<u8>> = match res {
@@ -305,10 +310,6 @@ fn dead_letter(
         Err(err) => return Err(error_stop(err.as_bytes())),
         Ok(_) => return Err(Stop::Error("unexpected XRANGE reply".into())),
     };
-    if out_of_memory(ctx) {
-        out.oom_skips += 1;
-        return Err(Stop::Oom);
-    }
     let deliveries = (e.deliveries as u64).to_string();
     let mut xadd: Vec<&[u8]> = Vec::with_capacity(fields.len() + 12);
     xadd.push(dlq);

@@ -710,6 +710,7 @@ fn sigkill_during_processing_loses_nothing_and_duplicates_nothing() {
     let poison_ids: BTreeSet<String> = poison.iter().map(|i| format!("{i}-0")).collect();
     let mut poison_dead = 0;
     let mut limit_dead = Vec::new();
+    let mut undercounted = Vec::new();
     for (id, ds) in &dead {
         let d = ds[0];
         let n: u64 = id.trim_end_matches("-0").parse().unwrap();
@@ -728,6 +729,16 @@ fn sigkill_during_processing_loses_nothing_and_duplicates_nothing() {
             "{id} dead-lettered after only {} deliveries",
             d.deliveries
         );
+        // Redis (7.0) raises the delivery count of a history read (`XREADGROUP ... 0`) in memory
+        // only: it is neither written to the AOF nor replicated, so a SIGKILL can take the count
+        // below the deliveries clients saw. Counted, not asserted.
+        let received = ledger.seen.get(*id).copied().unwrap_or(0) as i64;
+        if received > d.deliveries {
+            undercounted.push(format!(
+                "{id} (received {received}, moved at count {})",
+                d.deliveries
+            ));
+        }
     }
     for id in &poison_ids {
         assert!(
@@ -769,6 +780,11 @@ fn sigkill_during_processing_loses_nothing_and_duplicates_nothing() {
         "  dead-lettered:            {} ({poison_dead} poison + {} non-poison that hit MAX-DELIVERIES {MAX_DELIVERIES} through crashes/deaths: {limit_dead:?})",
         dlq.len(),
         limit_dead.len()
+    );
+    println!(
+        "  DLQ entries received more often than their count says (history-read counts lost in a \
+         SIGKILL): {} {undercounted:?}",
+        undercounted.len()
     );
     println!("  pending:                  {}", pel.len());
     println!("  lost:                     {}", lost.len());

@@ -145,22 +145,20 @@ fn sorted<T: Ord + Clone>(v: &[T]) -> Vec<T> {
     v
 }
 
-/// PEL and DLQ of (s, g) read atomically (one MULTI/EXEC).
+/// PEL and DLQ of (s, g) read atomically, by a read-only script (MULTI would be refused while
+/// the server is out of memory: Redis 7.0 rejects queuing commands then).
 fn snapshot(c: &mut Connection, s: &str, g: &str, dlq: &str) -> (Vec<PendRaw>, Vec<Entry>) {
-    let (pel, d): (Vec<(String, Vec<u8>, i64, i64)>, Vec<Entry>) = redis::pipe()
-        .atomic()
-        .cmd("XPENDING")
+    let (pel, d): (Vec<(String, Vec<u8>, i64, i64)>, Vec<Entry>) = cmd("EVAL")
+        .arg(
+            "return {redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 1000000), \
+             redis.call('XRANGE', KEYS[2], '-', '+')}",
+        )
+        .arg(2)
         .arg(s)
-        .arg(g)
-        .arg("-")
-        .arg("+")
-        .arg(1_000_000)
-        .cmd("XRANGE")
         .arg(dlq)
-        .arg("-")
-        .arg("+")
+        .arg(g)
         .query(c)
-        .expect("MULTI XPENDING XRANGE");
+        .expect("EVAL XPENDING XRANGE");
     (pel.into_iter().map(|(i, o, _, n)| (i, o, n)).collect(), d)
 }
 
@@ -199,7 +197,9 @@ fn assert_partition(pel: &[PendRaw], dlq: &[Entry], all: &[String]) {
 /// and the replica matches the primary.
 #[test]
 fn client_pause_write_stops_sweeping_until_it_ends() {
-    let mut p = Server::start(&["--appendonly", "yes"]);
+    // appendfsync always: the AOF holds every write before its reply (with everysec a write can
+    // be postponed while a background fsync runs, and land during the pause).
+    let mut p = Server::start(&["--appendonly", "yes", "--appendfsync", "always"]);
     let r = p.replica(&[]);
     let mut c = p.conn();
     let mut rc = r.conn();
@@ -521,16 +521,30 @@ fn memory_running_out_during_a_sweep_stops_moves_cleanly() {
     let moved = int_field(&sweep, "dead-lettered");
     assert!(0 < moved && moved < N, "stopped part-way: {sweep:?}");
     assert_eq!(int_field(&sweep, "claimed"), 0);
-    assert_eq!(stat(&mut c, "big", "g", "oom-skips"), N - moved);
-    wait_skips(&mut c, "oom", 5);
+    // Every move after the limit was refused and counted (the timer may have tried again since).
+    let skips = stat(&mut c, "big", "g", "oom-skips");
+    assert!(skips >= N - moved, "oom-skips {skips}, moved {moved}");
+    // The timer is refused too: either its ticks are skipped (memory above the limit) or its
+    // step's moves are (the module's own copy of the next entry takes it over the limit).
+    wait_for(10, "the timer refused at the limit", || {
+        (reclaim_info(&mut c, "ticks_skipped_oom") > 0
+            || stat(&mut c, "big", "g", "oom-skips") > skips)
+            .then_some(())
+    });
     let (pel, dlq) = snapshot(&mut c, "big", "g", "big:dlq");
     assert_partition(&pel, &dlq, &ids);
-    assert_eq!(dlq.len() as i64, moved);
+    assert!(
+        dlq.len() as i64 >= moved && !pel.is_empty(),
+        "{} moved, {} pending",
+        dlq.len(),
+        pel.len()
+    );
     assert!(
         pel.iter().all(|e| e.1 == b"dead" && e.2 == 9),
         "untouched: {pel:?}"
     );
-    assert_eq!(status(&mut c, "big", "g"), "oom");
+    let st = status(&mut c, "big", "g");
+    assert!(st.starts_with("oom"), "{st}");
     healthy(&mut s, &mut c);
 
     let _: () = q(&mut c, &["CONFIG", "SET", "maxmemory", "0"]);
@@ -680,7 +694,7 @@ fn dlq_replaced_by_a_string_while_sweeping() {
     let mut s = Server::new();
     let mut c = s.conn();
     create_group(&mut c, b"q", b"g");
-    let mut ids = add_many(&mut c, "q", "e", 300);
+    let mut ids = add_many(&mut c, "q", "e", 2000);
     read_group(&mut c, b"q", b"g", b"dead");
     policy(
         &mut c,
@@ -1203,8 +1217,12 @@ fn a_million_pending_entries_are_all_claimed() {
         (owned("reclaim") == N && owned("dead") == 0).then_some(())
     });
     let took = t.elapsed();
-    assert_eq!(stat(&mut c, "big", "g", "claimed"), N);
+    // The pass ends one step after the last claims (a short page); the next is a minute away.
+    wait_for(20, "the pass to complete", || {
+        (stat(&mut c, "big", "g", "passes") >= 1).then_some(())
+    });
     assert_eq!(stat(&mut c, "big", "g", "passes"), 1);
+    assert_eq!(stat(&mut c, "big", "g", "claimed"), N);
     println!(
         "1,000,000 pending entries: built in {:.1} s; all claimed in {:.1} s ({} steps, {} ticks, \
          {} event-loop slices, longest tick/slice {} µs, slowest XINFO round trip meanwhile {} ms)",
