@@ -1043,11 +1043,19 @@ fn sweep_claims_for_a_binary_claimant() {
     let group: &[u8] = b"gr\x00\xff\r\n p";
     let claimant: &[u8] = b"cl\x00\xffai\r\nm nt";
     let ids = pending_for_c1(&mut c, key, group, 3);
+    // Make the entries stale now (JUSTID keeps their count at 1), and let only the first pass run:
+    // with a short INTERVAL a slow server could claim them twice before the poll sees them.
+    let mut xc = cmd("XCLAIM");
+    xc.arg(key).arg(group).arg("c1").arg(0);
+    for id in &ids {
+        xc.arg(id);
+    }
+    let _: Value = xc.arg("IDLE").arg(200_000).arg("JUSTID").query(&mut c).unwrap();
     set(
         &mut c,
         key,
         group,
-        &[b"MIN-IDLE", b"1", b"INTERVAL", b"50", b"CLAIMANT", claimant],
+        &[b"MIN-IDLE", b"100000", b"INTERVAL", b"3600000", b"CLAIMANT", claimant],
     );
     let p = wait_for(10, "the binary claimant to own every entry", || {
         let p = xpending(&mut c, key, group);
