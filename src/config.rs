@@ -14,10 +14,10 @@ pub const MIN_TICK_INTERVAL_MS: i64 = 1;
 pub const MAX_TICK_INTERVAL_MS: i64 = 1000;
 
 /// `reclaim.tick-budget-us`: µs of sweep work one tick may do (all policies together); a step
-/// that starts before the budget ends finishes its current batch. Default 1000, range 50..=100000.
+/// that starts before the budget ends finishes its current batch. Default 500, range 50..=100000.
 pub static TICK_BUDGET_US: AtomicI64 = AtomicI64::new(DEFAULT_TICK_BUDGET_US);
 /// Default of `reclaim.tick-budget-us`.
-pub const DEFAULT_TICK_BUDGET_US: i64 = 1000;
+pub const DEFAULT_TICK_BUDGET_US: i64 = 500;
 /// Smallest `reclaim.tick-budget-us`.
 pub const MIN_TICK_BUDGET_US: i64 = 50;
 /// Largest `reclaim.tick-budget-us`.

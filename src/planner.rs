@@ -92,53 +92,79 @@ pub enum Batch {
         ids: Vec<Vec<u8>>,
         retrycount: Option<i64>,
     },
-    /// Dead-letter one entry.
-    DeadLetter(Pending),
-    /// Entries to leave alone (only their count matters, for the cursor).
-    Skip(Vec<u8>),
+    /// Dead-letter these entries (appends first, then one XACK of those appended).
+    DeadLetter(Vec<Pending>),
+    /// Consecutive entries to leave alone: the last one's ID (for the cursor) and how many.
+    Skip(Vec<u8>, u64),
     /// Entries trimmed from the stream (below its first ID): removed from the PEL with one XACK,
     /// whatever their idle time or count, and counted as `deleted`.
     Purge(Vec<Vec<u8>>),
 }
 
-/// Turns a page of pending entries (in ID order) into batches, keeping ID order: consecutive
-/// claims with the same resulting count share one XCLAIM, up to `max_claim` IDs each; entries
-/// trimmed from the stream (see [`is_trimmed`]; `first` is the stream's first entry ID) are purged
-/// first of all, consecutive ones in one batch. Entries deleted from the middle of the stream
-/// (XDEL) are found when they are claimed or dead-lettered.
+impl Batch {
+    /// How many pending entries the batch covers.
+    pub fn len(&self) -> u64 {
+        match self {
+            Batch::Claim { ids, .. } | Batch::Purge(ids) => ids.len() as u64,
+            Batch::DeadLetter(v) => v.len() as u64,
+            Batch::Skip(_, n) => *n,
+        }
+    }
+
+    /// Whether the batch is empty (never, for batches made by [`plan`]).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Turns a page of pending entries (in ID order) into batches, keeping ID order. Consecutive
+/// entries with the same action share a batch of at most `max_batch` entries (claims also need
+/// the same resulting count, as one XCLAIM sets one RETRYCOUNT). Entries trimmed from the stream
+/// (see [`is_trimmed`]; `first` is the stream's first entry ID) are purged whatever their idle
+/// time or count. Entries deleted from the middle of the stream (XDEL) are found when they are
+/// claimed or dead-lettered.
 pub fn plan(
     page: &[Pending],
     policy: &Policy,
-    max_claim: usize,
+    max_batch: usize,
     first: Option<(u64, u64)>,
 ) -> Vec<Batch> {
+    let cap = max_batch.max(1);
     let mut out: Vec<Batch> = Vec::new();
     for p in page {
+        let last = out.last_mut();
         if is_trimmed(&p.id, first) {
-            if let Some(Batch::Purge(ids)) = out.last_mut() {
-                if ids.len() < max_claim.max(1) {
-                    ids.push(p.id.clone());
-                    continue;
-                }
+            match last {
+                Some(Batch::Purge(ids)) if ids.len() < cap => ids.push(p.id.clone()),
+                _ => out.push(Batch::Purge(vec![p.id.clone()])),
             }
-            out.push(Batch::Purge(vec![p.id.clone()]));
             continue;
         }
         match classify(p, policy) {
-            Action::Untouched => out.push(Batch::Skip(p.id.clone())),
-            Action::DeadLetter => out.push(Batch::DeadLetter(p.clone())),
+            Action::Untouched => match last {
+                Some(Batch::Skip(id, n)) => {
+                    *id = p.id.clone();
+                    *n += 1;
+                }
+                _ => out.push(Batch::Skip(p.id.clone(), 1)),
+            },
+            Action::DeadLetter => match last {
+                Some(Batch::DeadLetter(v)) if v.len() < cap => v.push(p.clone()),
+                _ => out.push(Batch::DeadLetter(vec![p.clone()])),
+            },
             Action::Claim => {
                 let rc = claim_retrycount(p.deliveries);
-                if let Some(Batch::Claim { ids, retrycount }) = out.last_mut() {
-                    if *retrycount == rc && ids.len() < max_claim.max(1) {
-                        ids.push(p.id.clone());
-                        continue;
+                match last {
+                    Some(Batch::Claim { ids, retrycount })
+                        if *retrycount == rc && ids.len() < cap =>
+                    {
+                        ids.push(p.id.clone())
                     }
+                    _ => out.push(Batch::Claim {
+                        ids: vec![p.id.clone()],
+                        retrycount: rc,
+                    }),
                 }
-                out.push(Batch::Claim {
-                    ids: vec![p.id.clone()],
-                    retrycount: rc,
-                });
             }
         }
     }
@@ -151,8 +177,8 @@ pub fn last_id(b: &Batch) -> &[u8] {
         Batch::Claim { ids, .. } | Batch::Purge(ids) => {
             ids.last().map(|v| v.as_slice()).unwrap_or(b"")
         }
-        Batch::DeadLetter(p) => &p.id,
-        Batch::Skip(id) => id,
+        Batch::DeadLetter(v) => v.last().map(|p| p.id.as_slice()).unwrap_or(b""),
+        Batch::Skip(id, _) => id,
     }
 }
 
@@ -222,7 +248,7 @@ mod tests {
             plan(&page, &p, 100, Some((3, 0))),
             vec![
                 Batch::Purge(vec![b"1-0".to_vec(), b"2-5".to_vec()]),
-                Batch::Skip(b"3-0".to_vec()),
+                Batch::Skip(b"3-0".to_vec(), 1),
                 Batch::Claim {
                     ids: vec![b"4-0".to_vec()],
                     retrycount: Some(2)
@@ -274,8 +300,8 @@ mod tests {
                     ids: vec![b"3-0".to_vec()],
                     retrycount: Some(3)
                 },
-                Batch::Skip(b"4-0".to_vec()),
-                Batch::DeadLetter(pe("5-0", 500, 3)),
+                Batch::Skip(b"4-0".to_vec(), 1),
+                Batch::DeadLetter(vec![pe("5-0", 500, 3)]),
                 Batch::Claim {
                     ids: vec![b"6-0".to_vec()],
                     retrycount: Some(2)

@@ -250,21 +250,16 @@ fn purge(
     ids: &[Vec<u8>],
     out: &mut Outcome,
 ) -> Result<(), Stop> {
-    let mut args: Vec<&[u8]> = vec![stream, group];
-    args.extend(ids.iter().map(|i| i.as_slice()));
-    let res: CallResult = ctx.call_ext("XACK", &write_opts(), &args[..]);
-    match res {
-        Ok(CallReply::I64(n)) => {
-            out.deleted += n.to_i64().max(0) as u64;
-            Ok(())
-        }
-        Err(e) => Err(error_stop(e.as_bytes())),
-        Ok(_) => Err(Stop::Error("unexpected XACK reply".into())),
-    }
+    let refs: Vec<&[u8]> = ids.iter().map(|i| i.as_slice()).collect();
+    out.deleted += ack(ctx, stream, group, &refs)?.max(0) as u64;
+    Ok(())
 }
 
-fn ack(ctx: &Context, stream: &[u8], group: &[u8], id: &[u8]) -> Result<i64, Stop> {
-    let args: [&[u8]; 3] = [stream, group, id];
+fn ack(ctx: &Context, stream: &[u8], group: &[u8], ids: &[&[u8]]) -> Result<i64, Stop> {
+    let mut args: Vec<&[u8]> = Vec::with_capacity(ids.len() + 2);
+    args.push(stream);
+    args.push(group);
+    args.extend_from_slice(ids);
     let res: CallResult = ctx.call_ext("XACK", &write_opts(), &args[..]);
     match res {
         Ok(CallReply::I64(i)) => Ok(i.to_i64()),
@@ -277,82 +272,112 @@ fn out_of_memory(ctx: &Context) -> bool {
     ctx.get_flags().contains(ContextFlags::OOM)
 }
 
-/// Moves one over-delivered entry to the DLQ (or drops it from the PEL when it was deleted).
+/// Pending entries handled per XCLAIM, XACK or dead-letter batch: bounds one call's time.
+pub const BATCH: usize = 64;
+
+/// Reads the fields of entry `id` of `stream` (Redis `RM_StreamIteratorStart` over `[id, id]`),
+/// `None` when the entry is gone.
+fn entry_fields(ctx: &Context, stream: &RedisString, id: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let (ms, seq) = planner::parse_id(id)?;
+    let key = ctx.open_key(stream);
+    let sid = redis_module::raw::RedisModuleStreamID { ms, seq };
+    let mut it = key
+        .get_stream_range_iterator(Some(sid), Some(sid), false, false)
+        .ok()?;
+    let rec = it.next()?;
+    let mut f = Vec::with_capacity(rec.fields.len() * 2);
+    for (k, v) in &rec.fields {
+        f.push(k.as_slice().to_vec());
+        f.push(v.as_slice().to_vec());
+    }
+    Some(f)
+}
+
+/// Moves over-delivered entries to the DLQ: for each, in order, `XADD dlq * fields... reclaim-*`
+/// (entries gone from the stream are only dropped from the PEL); then one `XACK` of exactly the
+/// entries whose append succeeded. Stops at the first failed append (DLQ of the wrong type, out
+/// of memory): that entry and the ones after it stay pending, untouched.
 fn dead_letter(
     ctx: &Context,
     stream: &[u8],
     group: &[u8],
     dlq: &[u8],
-    e: &Pending,
+    entries: &[Pending],
     out: &mut Outcome,
 ) -> Result<(), Stop> {
-    // Before reading the body: a copy of a large entry could itself push memory over the limit.
-    if out_of_memory(ctx) {
-        out.oom_skips += 1;
-        return Err(Stop::Oom);
-    }
-    let args: [&[u8]; 3] = [stream, &e.id, &e.id];
-    let res: CallResult = ctx.call_ext("XRANGE", &read_opts(), &args[..]);
-    let fields: Vec<Vec<u8>> = match res {
-        Ok(CallReply::Array(a)) if a.len() == 0 => {
-            if ack(ctx, stream, group, &e.id)? == 1 {
-                out.deleted += 1;
+    let sname = RedisString::create_from_slice(ctx.ctx, stream);
+    let mut moved: Vec<&[u8]> = Vec::with_capacity(entries.len());
+    let mut gone: Vec<&[u8]> = Vec::new();
+    let mut failure = None;
+    for (k, e) in entries.iter().enumerate() {
+        // Before copying the body: a large entry could itself push memory over the limit. Every
+        // move of the batch not done counts as skipped.
+        if out_of_memory(ctx) {
+            out.oom_skips += (entries.len() - k) as u64;
+            failure = Some(Stop::Oom);
+            break;
+        }
+        let Some(fields) = entry_fields(ctx, &sname, &e.id) else {
+            gone.push(&e.id);
+            continue;
+        };
+        let deliveries = (e.deliveries as u64).to_string();
+        let mut xadd: Vec<&[u8]> = Vec::with_capacity(fields.len() + 12);
+        xadd.push(dlq);
+        xadd.push(b"*");
+        xadd.extend(fields.iter().map(|f| f.as_slice()));
+        xadd.extend_from_slice(&[
+            b"reclaim-stream",
+            stream,
+            b"reclaim-group",
+            group,
+            b"reclaim-id",
+            &e.id,
+            b"reclaim-consumer",
+            &e.consumer,
+            b"reclaim-deliveries",
+            deliveries.as_bytes(),
+        ]);
+        let res: CallResult = ctx.call_ext("XADD", &append_opts(), &xadd[..]);
+        match res {
+            Ok(CallReply::String(_)) => moved.push(&e.id),
+            Err(err) => {
+                let b = err.as_bytes();
+                failure = Some(if b.starts_with(b"WRONGTYPE") {
+                    Stop::WrongTypeDlq
+                } else if b.starts_with(b"OOM") {
+                    out.oom_skips += (entries.len() - k) as u64;
+                    Stop::Oom
+                } else {
+                    Stop::Error(crate::policy::printable(b))
+                });
+                break;
             }
-            return Ok(());
+            Ok(_) => {
+                failure = Some(Stop::Error("unexpected XADD reply".into()));
+                break;
+            }
         }
-        Ok(CallReply::Array(a)) => match a.get(0) {
-            Some(Ok(CallReply::Array(entry))) => match entry.get(1) {
-                Some(Ok(CallReply::Array(f))) => f.iter().filter_map(|x| bytes(&x)).collect(),
-                _ => return Err(Stop::Error("unexpected XRANGE entry".into())),
-            },
-            _ => return Err(Stop::Error("unexpected XRANGE entry".into())),
-        },
-        Err(err) => return Err(error_stop(err.as_bytes())),
-        Ok(_) => return Err(Stop::Error("unexpected XRANGE reply".into())),
-    };
-    let deliveries = (e.deliveries as u64).to_string();
-    let mut xadd: Vec<&[u8]> = Vec::with_capacity(fields.len() + 12);
-    xadd.push(dlq);
-    xadd.push(b"*");
-    xadd.extend(fields.iter().map(|f| f.as_slice()));
-    xadd.extend_from_slice(&[
-        b"reclaim-stream",
-        stream,
-        b"reclaim-group",
-        group,
-        b"reclaim-id",
-        &e.id,
-        b"reclaim-consumer",
-        &e.consumer,
-        b"reclaim-deliveries",
-        deliveries.as_bytes(),
-    ]);
-    let res: CallResult = ctx.call_ext("XADD", &append_opts(), &xadd[..]);
-    match res {
-        Ok(CallReply::String(_)) => {}
-        Err(err) => {
-            let b = err.as_bytes();
-            return Err(if b.starts_with(b"WRONGTYPE") {
-                Stop::WrongTypeDlq
-            } else if b.starts_with(b"OOM") {
-                out.oom_skips += 1;
-                Stop::Oom
-            } else {
-                Stop::Error(crate::policy::printable(b))
-            });
-        }
-        Ok(_) => return Err(Stop::Error("unexpected XADD reply".into())),
     }
-    // The append is done: the acknowledgement follows in the same callback (one MULTI/EXEC).
-    // XACK cannot find the entry already acknowledged here (nothing else runs in between); if it
+    // The appends are done: their acknowledgement follows in the same callback (one MULTI/EXEC).
+    // XACK cannot find an entry already acknowledged here (nothing else runs in between); if it
     // ever did, the DLQ entry is kept (at-least-once) and still counted.
-    if ack(ctx, stream, group, &e.id)? == 0 {
-        crate::ffi::log_warning(
-            "reclaim: XACK after a DLQ append found the entry already acknowledged",
-        );
+    if !moved.is_empty() {
+        let n = ack(ctx, stream, group, &moved)?;
+        if n < moved.len() as i64 {
+            crate::ffi::log_warning(
+                "reclaim: XACK after a DLQ append found an entry already acknowledged",
+            );
+        }
+        out.dead_lettered += moved.len() as u64;
     }
-    out.dead_lettered += 1;
-    Ok(())
+    if !gone.is_empty() {
+        out.deleted += ack(ctx, stream, group, &gone)?.max(0) as u64;
+    }
+    match failure {
+        Some(f) => Err(f),
+        None => Ok(()),
+    }
 }
 
 /// Runs one step of `policy` on (stream, group) in the database selected in `ctx`: reads at most
@@ -376,7 +401,8 @@ pub fn step(
         out.stop = Some(s);
         return out;
     }
-    let page = match read_page(ctx, stream, group, cursor, max) {
+    // One entry more than the step handles: whether it comes back tells if the pass is over.
+    let page = match read_page(ctx, stream, group, cursor, max.saturating_add(1)) {
         Ok(p) => p,
         Err(s) => {
             out.stop = Some(s);
@@ -390,20 +416,22 @@ pub fn step(
             return out;
         }
     };
-    let batches = planner::plan(&page, policy, policy.count as usize, first);
+    let has_more = page.len() as i64 > max;
+    let page = &page[..page.len().min(max.max(0) as usize)];
+    let batches = planner::plan(page, policy, BATCH, first);
     for (i, b) in batches.iter().enumerate() {
         if i > 0 && deadline.is_some_and(|d| Instant::now() >= d) {
             out.stop = Some(Stop::Deadline);
             return out;
         }
         let r = match b {
-            Batch::Skip(_) => Ok(()),
+            Batch::Skip(..) => Ok(()),
             Batch::Purge(ids) => purge(ctx, stream, group, ids, &mut out),
             Batch::Claim { ids, retrycount } => {
                 claim(ctx, stream, group, policy, ids, *retrycount, &mut out)
             }
-            Batch::DeadLetter(e) => match &policy.dlq {
-                Some(d) => dead_letter(ctx, stream, group, d, e, &mut out),
+            Batch::DeadLetter(entries) => match &policy.dlq {
+                Some(d) => dead_letter(ctx, stream, group, d, entries, &mut out),
                 None => Ok(()),
             },
         };
@@ -415,13 +443,10 @@ pub fn step(
                 return out;
             }
         }
-        out.examined += match b {
-            Batch::Claim { ids, .. } | Batch::Purge(ids) => ids.len() as u64,
-            _ => 1,
-        };
+        out.examined += b.len();
         out.cursor = Some(planner::last_id(b).to_vec());
     }
-    if (page.len() as i64) < max {
+    if !has_more {
         out.pass_done = true;
         out.cursor = None;
     }

@@ -131,7 +131,16 @@ static DRAINING: AtomicBool = AtomicBool::new(false);
 static BACKLOG: AtomicBool = AtomicBool::new(false);
 
 fn tick(ctx: &Context) {
-    let backlog = registry::len() > 0 && run_slice(ctx, true);
+    // While the event-loop hook drains a backlog, it does the work: a tick slice on top would
+    // make a client wait two slices in a row.
+    let draining = DRAINING.load(Ordering::Relaxed)
+        && BACKLOG.load(Ordering::Relaxed)
+        && blocked(ctx).is_none();
+    let backlog = if draining {
+        true
+    } else {
+        registry::len() > 0 && run_slice(ctx, true)
+    };
     BACKLOG.store(backlog, Ordering::Relaxed);
     // Subscribe or unsubscribe the event-loop hook from here, never from inside the hook itself
     // (the server is iterating its listeners while it fires the event).

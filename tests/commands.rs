@@ -212,7 +212,10 @@ const NOPERM_KEYS_8: &str = "NOPERM No permissions to access a key";
 
 /// Asserts a key-permission error in the wording of the server under test.
 fn assert_noperm_keys(got: &str, ctx: &str) {
-    assert!(got == NOPERM_KEYS || got == NOPERM_KEYS_8, "{ctx}: got {got:?}");
+    assert!(
+        got == NOPERM_KEYS || got == NOPERM_KEYS_8,
+        "{ctx}: got {got:?}"
+    );
 }
 const NOPERM_DLQ: &str = "NOPERM this user has no permissions to write the policy's DLQ key";
 const READONLY: &str = "READONLY You can't write against a read only replica.";
@@ -1050,12 +1053,24 @@ fn sweep_claims_for_a_binary_claimant() {
     for id in &ids {
         xc.arg(id);
     }
-    let _: Value = xc.arg("IDLE").arg(200_000).arg("JUSTID").query(&mut c).unwrap();
+    let _: Value = xc
+        .arg("IDLE")
+        .arg(200_000)
+        .arg("JUSTID")
+        .query(&mut c)
+        .unwrap();
     set(
         &mut c,
         key,
         group,
-        &[b"MIN-IDLE", b"100000", b"INTERVAL", b"3600000", b"CLAIMANT", claimant],
+        &[
+            b"MIN-IDLE",
+            b"100000",
+            b"INTERVAL",
+            b"3600000",
+            b"CLAIMANT",
+            claimant,
+        ],
     );
     let p = wait_for(10, "the binary claimant to own every entry", || {
         let p = xpending(&mut c, key, group);
@@ -1632,7 +1647,7 @@ fn config_get_and_set() {
     let s = Server::new();
     let mut c = s.conn();
     assert_eq!(config_get(&mut c, "reclaim.tick-interval-ms"), "10");
-    assert_eq!(config_get(&mut c, "reclaim.tick-budget-us"), "1000");
+    assert_eq!(config_get(&mut c, "reclaim.tick-budget-us"), "500");
     let all: Vec<String> = cmd("CONFIG")
         .arg("GET")
         .arg("reclaim.*")
@@ -1702,7 +1717,7 @@ fn configs_from_the_command_line_and_loadmodule_args() {
     let s = Server::start(&["--reclaim.tick-interval-ms", "5"]);
     let mut c = s.conn();
     assert_eq!(config_get(&mut c, "reclaim.tick-interval-ms"), "5");
-    assert_eq!(config_get(&mut c, "reclaim.tick-budget-us"), "1000");
+    assert_eq!(config_get(&mut c, "reclaim.tick-budget-us"), "500");
     drop(c);
     drop(s);
 
