@@ -54,6 +54,8 @@ pub struct Counters {
 pub struct Runtime {
     /// Last PEL entry handled in the current pass; `None` = the pass starts at the head of the PEL.
     pub cursor: Option<Vec<u8>>,
+    /// ID-window width learned by windowed steps (0 = none yet).
+    pub width: u128,
     /// Monotonic time (ms, see [`now_ms`]) at which the next step is due.
     pub due_ms: u64,
     /// µs spent in the steps of the pass in progress.

@@ -79,6 +79,8 @@ pub struct Outcome {
     pub oom_skips: u64,
     /// Where the next step starts (`None` = head of the PEL).
     pub cursor: Option<Vec<u8>>,
+    /// The ID-window width the next windowed step uses (see [`step_windowed`]; 0 = not learned).
+    pub width: u128,
     /// The pass reached the end of the PEL.
     pub pass_done: bool,
     /// Why the step stopped early, if it did.
@@ -162,8 +164,27 @@ fn read_page(
         None => b"-".to_vec(),
         Some(c) => [b"(", c].concat(),
     };
+    read_range(ctx, stream, group, None, &start, b"+", max)
+}
+
+/// `XPENDING key group [IDLE min-idle] start end count`, parsed.
+fn read_range(
+    ctx: &Context,
+    stream: &[u8],
+    group: &[u8],
+    idle: Option<i64>,
+    start: &[u8],
+    end: &[u8],
+    max: i64,
+) -> Result<Vec<Pending>, Stop> {
     let count = max.to_string();
-    let args: [&[u8]; 5] = [stream, group, &start, b"+", count.as_bytes()];
+    let idle_s = idle.map(|i| i.to_string());
+    let mut args: Vec<&[u8]> = vec![stream, group];
+    if let Some(i) = &idle_s {
+        args.push(b"IDLE");
+        args.push(i.as_bytes());
+    }
+    args.extend_from_slice(&[start, end, count.as_bytes()]);
     let res: CallResult = ctx.call_ext("XPENDING", &read_opts(), &args[..]);
     let arr = match res {
         Ok(CallReply::Array(a)) => a,
@@ -226,8 +247,23 @@ fn claim(
 
 /// The ID of the stream's first entry (`XRANGE key - + COUNT 1`), `None` when it is empty.
 fn first_id(ctx: &Context, stream: &[u8]) -> Result<Option<(u64, u64)>, Stop> {
-    let args: [&[u8]; 5] = [stream, b"-", b"+", b"COUNT", b"1"];
-    let res: CallResult = ctx.call_ext("XRANGE", &read_opts(), &args[..]);
+    edge_id(ctx, stream, "XRANGE", b"-", b"+")
+}
+
+/// The ID of the stream's last entry (`XREVRANGE key + - COUNT 1`), `None` when it is empty.
+fn last_id(ctx: &Context, stream: &[u8]) -> Result<Option<(u64, u64)>, Stop> {
+    edge_id(ctx, stream, "XREVRANGE", b"+", b"-")
+}
+
+fn edge_id(
+    ctx: &Context,
+    stream: &[u8],
+    cmd: &str,
+    from: &[u8],
+    to: &[u8],
+) -> Result<Option<(u64, u64)>, Stop> {
+    let args: [&[u8]; 5] = [stream, from, to, b"COUNT", b"1"];
+    let res: CallResult = ctx.call_ext(cmd, &read_opts(), &args[..]);
     match res {
         Ok(CallReply::Array(a)) => match a.get(0) {
             None => Ok(None),
@@ -449,6 +485,138 @@ pub fn step(
     if !has_more {
         out.pass_done = true;
         out.cursor = None;
+    }
+    out
+}
+
+/// Runs one windowed step of a policy that never dead-letters (`MAX-DELIVERIES 0`), where only
+/// stale and trimmed entries matter, so fresh entries need not be copied out of the server:
+/// 1. trimmed entries (below the stream's first entry) are read with `XPENDING key group - (first
+///    count` and purged, at most `max` per step;
+/// 2. otherwise one ID window after `cursor` is scanned with `XPENDING key group IDLE min-idle
+///    (cursor end count`, which returns only stale entries (Redis 6.2+) at a fraction of the cost
+///    of paging, and those are claimed. A window's width adapts to the PEL's density so that one
+///    scan takes about [`planner::WINDOW_TARGET_US`]; the last window ends at `+`.
+///
+/// `width` is the width learned so far (0 = start small). Same guarantees as [`step`].
+pub fn step_windowed(
+    ctx: &Context,
+    stream: &[u8],
+    group: &[u8],
+    policy: &Policy,
+    cursor: Option<&[u8]>,
+    width: u128,
+    max: i64,
+    deadline: Option<Instant>,
+) -> Outcome {
+    let mut out = Outcome {
+        cursor: cursor.map(|c| c.to_vec()),
+        width,
+        ..Outcome::default()
+    };
+    if let Some(s) = check_stream(ctx, stream) {
+        out.stop = Some(s);
+        return out;
+    }
+    let bounds = first_id(ctx, stream).and_then(|f| Ok((f, last_id(ctx, stream)?)));
+    let (first, last) = match bounds {
+        Ok(b) => b,
+        Err(s) => {
+            out.stop = Some(s);
+            return out;
+        }
+    };
+    // 1. Trimmed entries, whatever their idle time.
+    let below: Vec<u8> = match first {
+        Some(f) => format!("({}-{}", f.0, f.1).into_bytes(),
+        None => b"+".to_vec(),
+    };
+    let trimmed = match read_range(ctx, stream, group, None, b"-", &below, max) {
+        Ok(t) => t,
+        Err(s) => {
+            out.stop = Some(s);
+            return out;
+        }
+    };
+    if !trimmed.is_empty() {
+        let ids: Vec<Vec<u8>> = trimmed.into_iter().map(|p| p.id).collect();
+        if let Err(s) = purge(ctx, stream, group, &ids, &mut out) {
+            out.stop = Some(s);
+        } else {
+            out.examined += ids.len() as u64;
+        }
+        return out;
+    }
+    // 2. One window of stale entries.
+    // A pass starts at the stream's first entry (every pending entry below it was purged above).
+    let (start_v, start): (Option<u128>, Vec<u8>) = match (cursor, first) {
+        (Some(c), _) => (
+            planner::parse_id(c).map(planner::id_value),
+            [b"(", c].concat(),
+        ),
+        (None, Some(f)) => (
+            Some(planner::id_value(f)),
+            format!("{}-{}", f.0, f.1).into_bytes(),
+        ),
+        (None, None) => (None, b"-".to_vec()),
+    };
+    let end_v = match (start_v, last) {
+        (Some(sv), Some(l)) => {
+            planner::window_end(sv, width.max(planner::FIRST_WINDOW), planner::id_value(l))
+        }
+        _ => None,
+    };
+    let end: Vec<u8> = end_v
+        .map(|e| planner::id_text(e).into_bytes())
+        .unwrap_or_else(|| b"+".to_vec());
+    let t0 = Instant::now();
+    let page = match read_range(
+        ctx,
+        stream,
+        group,
+        Some(policy.min_idle_ms),
+        &start,
+        &end,
+        max.saturating_add(1),
+    ) {
+        Ok(p) => p,
+        Err(s) => {
+            out.stop = Some(s);
+            return out;
+        }
+    };
+    let scanned_all = page.len() as i64 <= max;
+    if scanned_all {
+        out.width = planner::next_width(width, t0.elapsed().as_micros() as u64);
+    }
+    let page = &page[..page.len().min(max.max(0) as usize)];
+    for b in planner::plan(page, policy, BATCH, first) {
+        if deadline.is_some_and(|d| Instant::now() >= d) && out.examined > 0 {
+            out.stop = Some(Stop::Deadline);
+            return out;
+        }
+        let r = match &b {
+            Batch::Claim { ids, retrycount } => {
+                claim(ctx, stream, group, policy, ids, *retrycount, &mut out)
+            }
+            Batch::Purge(ids) => purge(ctx, stream, group, ids, &mut out),
+            _ => Ok(()),
+        };
+        if let Err(s) = r {
+            out.stop = Some(s);
+            return out;
+        }
+        out.examined += b.len();
+        out.cursor = Some(planner::last_id(&b).to_vec());
+    }
+    if scanned_all {
+        match end_v {
+            Some(e) => out.cursor = Some(planner::id_text(e).into_bytes()),
+            None => {
+                out.pass_done = true;
+                out.cursor = None;
+            }
+        }
     }
     out
 }

@@ -93,6 +93,7 @@ pub fn apply(rt: &mut Runtime, out: &Outcome, us: i64, policy: &Policy, now: u64
     }
     rt.pass_us += us;
     rt.cursor = out.cursor.clone();
+    rt.width = out.width;
     let later = now.saturating_add(policy.interval_ms as u64);
     match &out.stop {
         Some(Stop::Deadline) => {
@@ -255,15 +256,30 @@ fn visit(ctx: &Context, id: &PolicyId, rt: &mut Runtime, now: u64, deadline: Ins
         return false;
     };
     let t0 = Instant::now();
-    let out = sweep::step(
-        ctx,
-        &id.stream,
-        &id.group,
-        &policy,
-        rt.cursor.as_deref(),
-        policy.count,
-        Some(deadline),
-    );
+    // A policy that never dead-letters only needs stale entries: scan ID windows for them instead
+    // of paging every pending entry.
+    let out = if policy.max_deliveries == 0 {
+        sweep::step_windowed(
+            ctx,
+            &id.stream,
+            &id.group,
+            &policy,
+            rt.cursor.as_deref(),
+            rt.width,
+            policy.count,
+            Some(deadline),
+        )
+    } else {
+        sweep::step(
+            ctx,
+            &id.stream,
+            &id.group,
+            &policy,
+            rt.cursor.as_deref(),
+            policy.count,
+            Some(deadline),
+        )
+    };
     apply(rt, &out, t0.elapsed().as_micros() as i64, &policy, now);
     true
 }

@@ -1243,3 +1243,42 @@ fn sweep_effects_replicate_and_survive_restart() {
     assert_eq!(pel_state(&mut c, "s1", "g1"), want);
     assert_eq!(xlen(&mut c, "dlq1"), 1);
 }
+
+/// A policy that never dead-letters scans ID windows for stale entries (`XPENDING ... IDLE`)
+/// instead of paging every pending entry: stale entries scattered through a large fresh PEL are
+/// all claimed, the fresh ones are untouched, and trimmed fresh entries are purged.
+#[test]
+fn windowed_scan_finds_scattered_stale_entries_and_purges_trimmed_ones() {
+    let s = Server::new();
+    let mut c = s.conn();
+    group(&mut c, "w", "g");
+    add_range(&mut c, "w", 1, 20_000);
+    deliver(&mut c, "w", "g", "c1", None);
+    // Every 997th entry is stale; everything else stays fresh (idle far below MIN-IDLE).
+    let stale: Vec<String> = (1..=20_000u64)
+        .filter(|i| i % 997 == 0)
+        .map(|i| format!("{i}-0"))
+        .collect();
+    fixture(&mut c, "w", "g", "c1", &stale, 600_000, 1);
+    // Trim the first 100 entries away: they are fresh, but gone from the stream.
+    run(&mut c, &["XTRIM", "w", "MINID", "101"]);
+    set_policy(
+        &mut c,
+        "w",
+        "g",
+        &["MIN-IDLE", "300000", "COUNT", "10", "INTERVAL", "3600000"],
+    );
+    wait_passes(&mut c, "w", "g", 1);
+    let pel = pel_state(&mut c, "w", "g");
+    assert_eq!(pel.len(), 20_000 - 100);
+    for (id, owner, n) in &pel {
+        if stale.contains(id) {
+            assert_eq!((owner.as_str(), *n), ("reclaim", 2), "{id}");
+        } else {
+            assert_eq!((owner.as_str(), *n), ("c1", 1), "{id}");
+        }
+    }
+    assert_eq!(stat(&mut c, "w", "g", "claimed"), Some(stale.len() as i64));
+    assert_eq!(stat(&mut c, "w", "g", "deleted"), Some(100));
+    assert!(!exists(&mut c, "w:dlq"));
+}
