@@ -19,6 +19,8 @@ pub const NO_POLICY: &str = "ERR no reclaim policy for this key and group";
 pub const MAX_DELIVERIES_NEEDS_DLQ: &str = "ERR MAX-DELIVERIES above 0 needs a DLQ key";
 /// `DLQ` names the stream the policy watches.
 pub const DLQ_IS_STREAM: &str = "ERR the DLQ key must differ from the stream key";
+/// `DLQ` names a key in the module's own namespace (`reclaim:policy:...`).
+pub const DLQ_IS_POLICY_KEY: &str = "ERR the DLQ key must not be a policy key (reclaim:policy:...)";
 /// `RECLAIM.SWEEP` by a user whose ACL does not allow writing the policy's DLQ key.
 pub const NOPERM_DLQ: &str = "NOPERM this user has no permissions to write the policy's DLQ key";
 /// The policy key of the stream exists but holds something else (written by hand).

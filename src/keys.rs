@@ -103,6 +103,15 @@ pub fn policy_key(stream: &[u8]) -> Vec<u8> {
     k
 }
 
+/// The stream whose policies a key named `name` holds, when `name` is a well-formed policy key
+/// (exactly [`policy_key`] of that stream); `None` otherwise.
+pub fn stream_of_policy_key(name: &[u8]) -> Option<Vec<u8>> {
+    let rest = name.strip_prefix(POLICY_KEY_PREFIX)?.strip_prefix(b"{")?;
+    let close = rest.iter().position(|&b| b == b'}')?;
+    let stream = rest[close + 1..].strip_prefix(b":")?;
+    (policy_key(stream) == name).then(|| stream.to_vec())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,6 +151,15 @@ mod tests {
         ] {
             assert_eq!(key_slot(&policy_key(s)), key_slot(s), "stream {s:?}");
         }
+    }
+
+    #[test]
+    fn stream_from_policy_key() {
+        for st in [&b"orders"[..], b"{app}:in", b"a}b", b"", b"x:y}"] {
+            assert_eq!(stream_of_policy_key(&policy_key(st)).as_deref(), Some(st));
+        }
+        assert_eq!(stream_of_policy_key(b"reclaim:policy:{a}:b"), None); // b's key has tag b
+        assert_eq!(stream_of_policy_key(b"orders"), None);
     }
 
     #[test]

@@ -66,9 +66,15 @@ unsafe extern "C" fn on_generic_event(
             registry::wake(ffi::selected_db(&context), name);
             return;
         }
+        // The policies belong to the stream the key is named after: after RENAME, MOVE, COPY or
+        // RESTORE under another stream's policy key name, the value follows its new name.
+        let Some(stream) = keys::stream_of_policy_key(name) else {
+            return;
+        };
         let k = RedisString::create_from_slice(ctx, name);
-        let key = context.open_key(&k);
+        let key = context.open_key_writable(&k);
         if let Ok(Some(set)) = key.get_value::<store::PolicySet>(&POLICY_TYPE) {
+            set.stream = stream;
             let db = ffi::selected_db(&context);
             for g in set.groups.keys() {
                 registry::register(db, &set.stream, g);
@@ -121,12 +127,30 @@ unsafe extern "C" fn on_info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_repor
     });
 }
 
-fn init(ctx: &Context, _args: &[RedisString]) -> Status {
+fn init(ctx: &Context, args: &[RedisString]) -> Status {
     if let Some(f) = ffi::missing_api() {
         ctx.log_warning(&format!(
             "reclaim: this server lacks {f}; redis-reclaim needs Redis 7.0 or later"
         ));
         return Status::Err;
+    }
+    // Loadmodule arguments: `name value` pairs of known configs, nothing else.
+    for pair in args.chunks(2) {
+        let name = pair[0].as_slice();
+        if name != b"tick-interval-ms" && name != b"tick-budget-us" {
+            ctx.log_warning(&format!(
+                "reclaim: unknown module argument '{}' (known: tick-interval-ms, tick-budget-us)",
+                policy::printable(name)
+            ));
+            return Status::Err;
+        }
+        if pair.len() < 2 {
+            ctx.log_warning(&format!(
+                "reclaim: module argument '{}' needs a value",
+                policy::printable(name)
+            ));
+            return Status::Err;
+        }
     }
     // Loadmodule arguments become config defaults, which Redis does not range-check.
     for (name, v, lo, hi) in [
@@ -172,8 +196,12 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         };
         raw::RedisModule_SubscribeToServerEvent.unwrap()(ctx.ctx, flush, Some(on_flush));
         raw::RedisModule_RegisterInfoFunc.unwrap()(ctx.ctx, Some(on_info));
+        let cron = raw::RedisModuleEvent {
+            id: raw::REDISMODULE_EVENT_CRON_LOOP,
+            dataver: 1,
+        };
+        raw::RedisModule_SubscribeToServerEvent.unwrap()(ctx.ctx, cron, Some(timer::on_cron));
     }
-    timer::arm(ctx.ctx);
     Status::Ok
 }
 

@@ -169,6 +169,12 @@ pub fn parse_set_options(stream: &[u8], opts: &[&[u8]]) -> Result<Policy, Reclai
     if p.dlq.as_deref() == Some(stream) {
         return Err(ReclaimError::Static(error::DLQ_IS_STREAM));
     }
+    if p.dlq
+        .as_deref()
+        .is_some_and(|d| d.starts_with(crate::keys::POLICY_KEY_PREFIX))
+    {
+        return Err(ReclaimError::Static(error::DLQ_IS_POLICY_KEY));
+    }
     Ok(p)
 }
 
@@ -310,6 +316,10 @@ mod tests {
             (
                 &["DLQ", "orders"],
                 "ERR the DLQ key must differ from the stream key",
+            ),
+            (
+                &["DLQ", "reclaim:policy:{orders}:orders"],
+                "ERR the DLQ key must not be a policy key (reclaim:policy:...)",
             ),
             (&["FOO", "1"], "ERR unknown option 'FOO'"),
             (

@@ -26,8 +26,25 @@ use crate::registry::{self, PolicyId, Runtime};
 use crate::store;
 use crate::sweep::{self, Outcome, Stop};
 
-/// Starts the tick timer (called once, from `RedisModule_OnLoad`).
-pub fn arm(ctx: *mut raw::RedisModuleCtx) {
+/// Whether the tick timer exists (it re-arms itself from then on).
+static ARMED: AtomicBool = AtomicBool::new(false);
+
+/// Starts the tick timer on the first server cron after the module loaded (server event
+/// `CronLoop`), not in `RedisModule_OnLoad`: Redis refuses to unload a module with a pending timer,
+/// so a `MODULE LOADEX` whose configs are rejected after `OnLoad` could not be undone.
+pub unsafe extern "C" fn on_cron(
+    ctx: *mut raw::RedisModuleCtx,
+    _e: raw::RedisModuleEvent,
+    _sub: u64,
+    _data: *mut c_void,
+) {
+    if !ARMED.swap(true, Ordering::Relaxed) {
+        arm(ctx);
+    }
+}
+
+/// Arms the tick timer once more (`reclaim.tick-interval-ms` from now).
+fn arm(ctx: *mut raw::RedisModuleCtx) {
     unsafe {
         raw::RedisModule_CreateTimer.unwrap()(
             ctx,

@@ -1282,3 +1282,33 @@ fn windowed_scan_finds_scattered_stale_entries_and_purges_trimmed_ones() {
     assert_eq!(stat(&mut c, "w", "g", "deleted"), Some(100));
     assert!(!exists(&mut c, "w:dlq"));
 }
+
+/// A policy key renamed to another stream's policy key name becomes that stream's policy: GET,
+/// STATS and the sweeper all follow the new name.
+#[test]
+fn renamed_policy_key_follows_its_new_name() {
+    let s = Server::new();
+    let mut c = s.conn();
+    set_policy(&mut c, "a", "g", &["MIN-IDLE", "100000", "INTERVAL", "50"]);
+    group(&mut c, "b", "g");
+    add_range(&mut c, "b", 1, 3);
+    deliver(&mut c, "b", "g", "c1", None);
+    fixture(&mut c, "b", "g", "c1", &ids(1, 3), 200_000, 1);
+    run(
+        &mut c,
+        &["RENAME", "reclaim:policy:{a}:a", "reclaim:policy:{b}:b"],
+    );
+    let got: Value = q(&mut c, &["RECLAIM.POLICY", "GET", "a", "g"]);
+    assert_eq!(got, Value::Nil);
+    wait_for(10, "b's entries claimed under the renamed policy", || {
+        pel_state(&mut c, "b", "g")
+            .iter()
+            .all(|e| e.1 == "reclaim" && e.2 == 2)
+            .then_some(())
+    });
+    assert_eq!(stat(&mut c, "b", "g", "claimed"), Some(3));
+    // The value now names b: an AOF rewrite or a restart keeps it as b's policy.
+    let list: Vec<Value> = q(&mut c, &["RECLAIM.POLICY", "LIST"]);
+    assert_eq!(list.len(), 1);
+    assert_eq!(str_field(&list[0], "key"), "b", "{list:?}");
+}
