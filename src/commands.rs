@@ -75,7 +75,7 @@ fn policy_set(ctx: &Context, args: &[RedisString]) -> Handler {
         }
     }
     let repl = store::set_command_args(stream, group, &p);
-    store::put(ctx, stream, group, p).map_err(|_| error::POLICY_KEY_TAKEN.to_string())?;
+    store::put(ctx, stream, group, p)?;
     registry::reset(ffi::selected_db(ctx), stream, group);
     let r: Vec<&[u8]> = repl.iter().map(|v| v.as_slice()).collect();
     ctx.replicate("RECLAIM.POLICY", &r[..]);

@@ -94,9 +94,10 @@ pub fn get(ctx: &Context, stream: &[u8], group: &[u8]) -> Option<Policy> {
     }
 }
 
-/// Sets (replaces) the policy of (stream, group) in the selected database. `Err` when the policy
-/// key holds something else.
-pub fn put(ctx: &Context, stream: &[u8], group: &[u8], policy: Policy) -> Result<(), ()> {
+/// Sets (replaces) the policy of (stream, group) in the selected database. Errs with
+/// [`crate::error::POLICY_KEY_TAKEN`] when the policy key holds something else.
+pub fn put(ctx: &Context, stream: &[u8], group: &[u8], policy: Policy) -> Result<(), &'static str> {
+    let taken = crate::error::POLICY_KEY_TAKEN;
     let name = RedisString::create_from_slice(ctx.ctx, &keys::policy_key(stream));
     let key = ctx.open_key_writable(&name);
     match key.key_type() {
@@ -106,16 +107,16 @@ pub fn put(ctx: &Context, stream: &[u8], group: &[u8], policy: Policy) -> Result
                 groups: BTreeMap::new(),
             };
             set.groups.insert(group.to_vec(), policy);
-            key.set_value(&POLICY_TYPE, set).map_err(|_| ())
+            key.set_value(&POLICY_TYPE, set).map_err(|_| taken)
         }
         KeyType::Module => match key.get_value::<PolicySet>(&POLICY_TYPE) {
             Ok(Some(v)) => {
                 v.groups.insert(group.to_vec(), policy);
                 Ok(())
             }
-            _ => Err(()),
+            _ => Err(taken),
         },
-        _ => Err(()),
+        _ => Err(taken),
     }
 }
 

@@ -499,6 +499,7 @@ pub fn step(
 ///    scan takes about [`planner::WINDOW_TARGET_US`]; the last window ends at `+`.
 ///
 /// `width` is the width learned so far (0 = start small). Same guarantees as [`step`].
+#[allow(clippy::too_many_arguments)]
 pub fn step_windowed(
     ctx: &Context,
     stream: &[u8],
