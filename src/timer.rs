@@ -181,26 +181,29 @@ fn tick(ctx: &Context) {
     }
 }
 
-/// Before each sleep of the event loop while a backlog exists (server event `EventLoop`,
-/// `BEFORE_SLEEP`, Redis 7.0+): one more slice of at most `reclaim.tick-budget-us`, between two
-/// rounds of client commands, so a large backlog drains at close to the server's own speed while
-/// every client waits at most one slice.
+/// The event-loop hook while a backlog exists (server event `EventLoop`, Redis 7.0+):
+/// - `AFTER_SLEEP`, right after each wake-up: one more slice of at most `reclaim.tick-budget-us`,
+///   before the clients' commands of this iteration, whose replies go out at the end of it: a
+///   command that arrives during a slice waits for that slice only;
+/// - `BEFORE_SLEEP`: keep the loop from sleeping ([`wake`]). It must be here, not in the slice:
+///   Redis writes the wake-up pipe only when its one-shot queue is empty, which it is only after
+///   the iteration's file events have run the previous one-shot.
 unsafe extern "C" fn on_event_loop(
     ctx: *mut raw::RedisModuleCtx,
     _e: raw::RedisModuleEvent,
     sub: u64,
     _data: *mut c_void,
 ) {
-    if sub != raw::REDISMODULE_SUBEVENT_EVENTLOOP_BEFORE_SLEEP || !BACKLOG.load(Ordering::Relaxed) {
+    if !BACKLOG.load(Ordering::Relaxed) {
+        return;
+    }
+    if sub == raw::REDISMODULE_SUBEVENT_EVENTLOOP_BEFORE_SLEEP {
+        wake();
         return;
     }
     let context = Context::new(ctx);
     ffi::guard("event-loop slice", || {
-        let backlog = run_slice(&context, false);
-        BACKLOG.store(backlog, Ordering::Relaxed);
-        if backlog {
-            wake();
-        }
+        BACKLOG.store(run_slice(&context, false), Ordering::Relaxed);
     });
 }
 
@@ -238,12 +241,16 @@ fn run_slice(ctx: &Context, count_skips: bool) -> bool {
     let mut worked = false;
     while let Some((id, mut rt)) = registry::next_due(now) {
         worked = true;
+        let t0 = Instant::now();
         if !visit(ctx, &id, &mut rt, now, deadline) {
             registry::remove(&id);
             continue;
         }
         registry::put(&id, rt);
-        if Instant::now() >= deadline {
+        // A step always reads its page and runs its first batch: do not start one that would
+        // likely end past the budget (predicted from the step just done).
+        let after = Instant::now();
+        if after + (after - t0) / 2 >= deadline {
             break;
         }
     }
