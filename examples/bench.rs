@@ -2458,17 +2458,12 @@ fn report(
             o,
             "- **Claim throughput.** The module spends {mod_us:.2} µs of step time per claimed entry \
              ({wall_us:.2} µs of wall time) where `XAUTOCLAIM` itself needs {srv_us:.2} µs. A step \
-             reads an `XPENDING` page through `RM_Call` (every entry is encoded as RESP and parsed back \
-             into `CallReply` objects, and its ID, owner, idle and count copied into Rust), runs \
-             `XRANGE - + COUNT 1` for the trim check, and then sends the IDs back in an `XCLAIM`. \
-             Ideas from docs/design.md's model that would close it: a larger page per step (`COUNT` \
-             1000, row 6k, amortises the per-step `XRANGE`, registry and policy-key lookups); \
-             reading the trim boundary once per slice instead of per step; skipping the wall-time \
-             gaps between slices (the drain only advances in ticks and before-sleep slices, so the \
-             wall rate is below the busy rate); and the fastest, a claim path that does not \
-             round-trip the page through RESP at all (`XAUTOCLAIM ... JUSTID` for policies without \
-             `MAX-DELIVERIES`, then one `XCLAIM ... RETRYCOUNT` fix-up, or the stream iterator API \
-             instead of `RM_Call`).\n"
+             reads an `XPENDING` page through `RM_Call` (every entry is encoded as RESP and parsed \
+             back into `CallReply` objects), runs `XRANGE - + COUNT 1` for the trim check, and sends \
+             the IDs back in `XCLAIM`s of at most 64. What would close it: reading the trim \
+             boundary once per slice instead of per step, and a claim path that does not \
+             round-trip the page through RESP (for `MAX-DELIVERIES 0`, `XAUTOCLAIM ... JUSTID` \
+             then one `XCLAIM ... RETRYCOUNT` fix-up).\n"
         );
     }
     if missed.contains(&"dlq-lua") || missed.contains(&"dlq-client") {
@@ -2485,17 +2480,14 @@ fn report(
         let _ = writeln!(
             o,
             "- **Dead-letter throughput.** A move costs the module {mod_us:.2} µs of step time; the Lua \
-             script does it in {lua_us:.2} µs per entry of wall time, round trips included. Both run \
-             three server commands per entry (the module `XRANGE id id` for the fields, `XADD`, \
-             `XACK`; the script `XPENDING id id` for the count, `XADD`, `XACK`, having the fields \
-             from `XAUTOCLAIM`), and command execution dominates: the module saves only the round \
-             trip per 100 entries and the Lua interpreter. Closing the gap means fewer commands per \
-             entry: fetch the batch's fields with one `XRANGE first last` (or one `XCLAIM` without \
-             `JUSTID`) instead of one `XRANGE` per entry, acknowledge the batch with one \
-             multi-ID `XACK` after its `XADD`s (still inside the same callback, so still one \
-             `MULTI`/`EXEC`), and treat a run of dead-letters as one batch for the deadline check \
-             instead of one per entry. The ratio against the client loop (3) is bounded by the \
-             round-trip time of one client: three round trips per entry at ~{:.0} µs each.\n",
+             script does it in {lua_us:.2} µs per entry of wall time, round trips included. The \
+             module reads each body through the stream API, runs one `XADD` per entry through \
+             `RM_Call`, and one `XACK` per batch of up to 64; the `XADD` (argument strings, command \
+             lookup, propagation, reply) now dominates. What would close it: appending with \
+             `RM_StreamAdd` and propagating the concrete `XADD` with `RM_Replicate` (same \
+             `MULTI`/`EXEC`), saving the `RM_Call` overhead. The ratio against the client loop (3) \
+             is bounded by the round-trip time of one client: three round trips per entry at \
+             ~{:.0} µs each.\n",
             big.and_then(|s| s.get("3"))
                 .map(|r| r.wall.as_secs_f64() * 1e6 / r.round_trips.max(1) as f64)
                 .unwrap_or(0.0)
@@ -2516,22 +2508,16 @@ fn report(
             .unwrap_or((0, 0, 0));
         let _ = writeln!(
             o,
-            "- **Latency during a drain.** On Redis 7.0 the `EventLoop` `BEFORE_SLEEP` event, where \
-             the module runs its slices, fires *before* `beforeSleep()` writes the pending replies \
-             (`handleClientsWithPendingWritesUsingThreads` comes later in the same function). A \
-             command that arrives while a slice runs is read after that slice, and its reply then \
-             waits for the whole next slice: every request during a drain pays one to two slices, \
-             and a closed-loop client, whose next request arrives just after a slice has started, \
-             pays two (here p50 {p50} µs against {base50} µs without a drain, with slices of \
-             {avg_slice} µs on average). When the 10 ms timer fires in the same iteration, the tick runs a slice of \
-             its own on top (the tick keeps sweeping while the event-loop hook drains), so some \
-             requests wait three. With a 1 ms budget, p99 cannot stay within 1 ms of the baseline. \
-             What would: (a) no sweeping in the timer tick while the event-loop hook is draining; \
-             (b) a separate, smaller slice budget for the drain (about a third of the latency \
-             allowance, e.g. 300 µs) together with a deadline that also bounds a step (today a \
-             step's page read and first batch always run whole); (c) a duty cycle for the drain \
-             (a slice every other iteration, or at most x% of wall time), which trades drain speed \
-             for client latency.\n"
+            "- **Latency during a drain.** A drain runs one slice of at most the budget right \
+             after each wake-up of the event loop (`EventLoop` `AFTER_SLEEP`), before the clients' \
+             commands of that iteration: a request waits for the slice in progress when it \
+             arrived, and a closed-loop client, whose next request arrives while the next slice \
+             runs, pays about one slice per request (here p50 {p50} µs against {base50} µs without \
+             a drain, with slices of {avg_slice} µs on average). p99 therefore sits about one slice \
+             plus one batch above the baseline. What would close it: a smaller budget \
+             (`CONFIG SET reclaim.tick-budget-us 300`: shorter waits, slower drain), or a duty \
+             cycle for the drain (a slice every other iteration, or at most x% of wall time), which \
+             trades drain speed for client latency.\n"
         );
     }
     if missed.contains(&"budget") {
@@ -2548,16 +2534,15 @@ fn report(
             .unwrap_or_default();
         let _ = writeln!(
             o,
-            "- **Budget overruns.** The deadline is checked only between batches, and a step's \
-             `XPENDING` page and first batch always run: a slice ends after the budget by up to one \
-             page plus one batch (an `XCLAIM` of up to `COUNT` IDs).{count1000} To bound every slice: \
-             check the deadline before the first batch of a step too (carry the page over to the \
-             next slice), split an `XCLAIM` batch when the time left is shorter than the last \
-             batch took, and size pages from the measured cost per entry rather than from `COUNT`. \
-             Overruns of several ms in runs whose batches are a single entry (dead-letter moves, \
-             all-fresh passes) are more likely the shared machine preempting the server than the \
-             module: compare the sampled slice percentiles in section 2 with the maximum, and the \
-             scheduling jitter of the machine (longest gap {} µs).\n",
+            "- **Budget overruns.** The deadline is checked between batches (of at most 64 \
+             entries), and a slice does not start a step that the previous one suggests would end \
+             past the budget; but a step's `XPENDING` page and first batch always run.{count1000} \
+             To bound every slice further: carry a page over to the next slice when the time left \
+             is shorter than a batch took, and size pages from the measured cost per entry rather \
+             than from `COUNT`. Overruns of several ms are more likely the shared machine \
+             preempting the server than the module: compare the sampled slice percentiles in \
+             section 2 with the maximum, and the scheduling jitter of the machine (longest gap {} \
+             µs).\n",
             jitter.0 .0.max(jitter.1 .0)
         );
     }
@@ -2570,17 +2555,15 @@ fn report(
             .fold(0.0f64, f64::max);
         let _ = writeln!(
             o,
-            "- **All-fresh passes.** Every pass examines every pending entry ({per:.0} ns each here): \
-             at 1M entries that is above 1% of a core at `INTERVAL 10000` (docs/design.md, Known \
-             limits). Ways to close it: (a) schedule the next pass from what the pass saw instead of a \
-             fixed `INTERVAL`: a pass that found nothing stale knows that no entry can go stale \
-             before `MIN-IDLE - (largest idle it saw)` ms (an hour here), since entries delivered \
-             later are younger still, and can sleep that long; (b) filter on the \
-             server with `XPENDING ... IDLE min-idle` so fresh entries never cross `RM_Call` (it \
-             scans until it finds COUNT matches, so it must be capped, e.g. by an end ID per step); \
-             (c) for `MAX-DELIVERIES`, over-delivered entries that are not stale can only appear \
-             after a re-read (`XREADGROUP ... 0`), which also resets idle, so the same deferral \
-             applies if those are caught by the next scheduled pass.\n"
+            "- **All-fresh passes.** With `MAX-DELIVERIES 0` a pass scans adaptive ID windows with \
+             `XPENDING ... IDLE` (fresh entries never cross `RM_Call`); with `MAX-DELIVERIES` above 0 \
+             it must page every entry ({per:.0} ns each at most here), because an entry whose \
+             count passed the limit has to be found while it is fresh. What would close it: (a) \
+             fewer calls per window (the trim check and the stream's last ID once per pass, not \
+             per window); (b) scheduling the next pass from what the pass saw: no existing entry \
+             can go stale before `MIN-IDLE - (largest idle seen)` ms; (c) for `MAX-DELIVERIES`, a \
+             server-side filter on the delivery count (no such `XPENDING` option exists up to \
+             Redis 8.2), or checking counts only for entries delivered since the last pass.\n"
         );
     }
     if !res.errors.is_empty() {

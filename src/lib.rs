@@ -196,6 +196,13 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
         };
         raw::RedisModule_SubscribeToServerEvent.unwrap()(ctx.ctx, flush, Some(on_flush));
         raw::RedisModule_RegisterInfoFunc.unwrap()(ctx.ctx, Some(on_info));
+        if let Some(f) = raw::RedisModule_RegisterCommandFilter {
+            f(
+                ctx.ctx,
+                Some(timer::count_client_command),
+                raw::REDISMODULE_CMDFILTER_NOSELF as c_int,
+            );
+        }
         let cron = raw::RedisModuleEvent {
             id: raw::REDISMODULE_EVENT_CRON_LOOP,
             dataver: 1,

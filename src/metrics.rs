@@ -32,6 +32,8 @@ impl Counter {
 pub static TICKS: Counter = Counter::new();
 /// Event-loop slices that did sweep work while a backlog was draining.
 pub static SLICES: Counter = Counter::new();
+/// Event-loop iterations left to clients between two drain slices (clients were active).
+pub static GAPS: Counter = Counter::new();
 /// Ticks skipped because this server is a replica.
 pub static SKIPPED_REPLICA: Counter = Counter::new();
 /// Ticks skipped while loading (RDB/AOF/full sync).
@@ -67,6 +69,7 @@ pub fn fields() -> Vec<(&'static str, u64)> {
         ("policies", crate::registry::len() as u64),
         ("ticks", TICKS.get()),
         ("slices", SLICES.get()),
+        ("slice_gaps", GAPS.get()),
         ("ticks_skipped_replica", SKIPPED_REPLICA.get()),
         ("ticks_skipped_loading", SKIPPED_LOADING.get()),
         ("ticks_skipped_paused", SKIPPED_PAUSED.get()),

@@ -84,6 +84,11 @@ fn lock() -> MutexGuard<'static, Registry> {
     REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Monotonic microseconds since the module was loaded.
+pub fn now_us() -> u64 {
+    EPOCH.elapsed().as_micros() as u64
+}
+
 /// Monotonic milliseconds since the module was loaded.
 pub fn now_ms() -> u64 {
     EPOCH.elapsed().as_millis() as u64

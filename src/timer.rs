@@ -13,7 +13,7 @@
 //! The timer is never stopped from inside its own callback: it simply re-arms itself.
 
 use std::os::raw::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis_module::{raw, Context, ContextFlags};
@@ -201,10 +201,35 @@ unsafe extern "C" fn on_event_loop(
         wake();
         return;
     }
+    // Clients ran commands since the last slice: leave them a gap as long as that slice before
+    // the next one (the loop keeps spinning meanwhile, serving them at once). An idle server
+    // drains back to back.
+    let cmds = CLIENT_COMMANDS.load(Ordering::Relaxed);
+    let now = registry::now_us();
+    if cmds != CMDS_AT_SLICE.load(Ordering::Relaxed) && now < GAP_UNTIL_US.load(Ordering::Relaxed) {
+        metrics::GAPS.add(1);
+        return;
+    }
     let context = Context::new(ctx);
     ffi::guard("event-loop slice", || {
         BACKLOG.store(run_slice(&context, false), Ordering::Relaxed);
     });
+    let end = registry::now_us();
+    CMDS_AT_SLICE.store(CLIENT_COMMANDS.load(Ordering::Relaxed), Ordering::Relaxed);
+    GAP_UNTIL_US.store(end + (end - now), Ordering::Relaxed);
+}
+
+/// Commands run by clients (not by this module), counted by a command filter.
+static CLIENT_COMMANDS: AtomicU64 = AtomicU64::new(0);
+/// [`CLIENT_COMMANDS`] when the last slice ended.
+static CMDS_AT_SLICE: AtomicU64 = AtomicU64::new(0);
+/// Monotonic µs before which no slice runs while clients are active.
+static GAP_UNTIL_US: AtomicU64 = AtomicU64::new(0);
+
+/// Command filter (Redis `RM_RegisterCommandFilter`, with `NOSELF`): counts the commands clients
+/// run, so a drain knows whether it shares the server. Only an atomic increment.
+pub unsafe extern "C" fn count_client_command(_f: *mut raw::RedisModuleCommandFilterCtx) {
+    CLIENT_COMMANDS.fetch_add(1, Ordering::Relaxed);
 }
 
 unsafe extern "C" fn noop(_data: *mut c_void) {}
