@@ -197,50 +197,33 @@ unsafe extern "C" fn on_event_loop(
     if !BACKLOG.load(Ordering::Relaxed) {
         return;
     }
-    // Clients ran commands since the last slice: leave them a gap as long as that slice before
-    // the next one. An idle server drains back to back.
-    let in_gap = || {
-        CLIENT_COMMANDS.load(Ordering::Relaxed) != CMDS_AT_SLICE.load(Ordering::Relaxed)
-            && registry::now_us() < GAP_UNTIL_US.load(Ordering::Relaxed)
-    };
     if sub == raw::REDISMODULE_SUBEVENT_EVENTLOOP_BEFORE_SLEEP {
-        if in_gap() {
-            // Let the loop sleep until a client needs it or a 1 ms timer ends the gap, instead of
-            // spinning: a drain then leaves the CPU to the clients it shares the machine with.
-            if !RESUME_ARMED.swap(true, Ordering::Relaxed) {
-                raw::RedisModule_CreateTimer.unwrap()(
-                    ctx,
-                    1,
-                    Some(on_resume),
-                    std::ptr::null_mut(),
-                );
-            }
-        } else {
-            wake();
-        }
+        wake();
         return;
     }
-    if in_gap() {
+    // Clients ran commands since the last slice: leave them a gap (as long as that slice, at most
+    // MAX_GAP_US) before the next one; the loop keeps turning meanwhile, serving them at once. An
+    // idle server drains back to back.
+    let now = registry::now_us();
+    if CLIENT_COMMANDS.load(Ordering::Relaxed) != CMDS_AT_SLICE.load(Ordering::Relaxed)
+        && now < GAP_UNTIL_US.load(Ordering::Relaxed)
+    {
         metrics::GAPS.add(1);
         return;
     }
-    let now = registry::now_us();
     let context = Context::new(ctx);
     ffi::guard("event-loop slice", || {
         BACKLOG.store(run_slice(&context, false), Ordering::Relaxed);
     });
     let end = registry::now_us();
     CMDS_AT_SLICE.store(CLIENT_COMMANDS.load(Ordering::Relaxed), Ordering::Relaxed);
-    GAP_UNTIL_US.store(end + (end - now), Ordering::Relaxed);
+    GAP_UNTIL_US.store(end + (end - now).min(MAX_GAP_US), Ordering::Relaxed);
 }
 
-/// Whether a gap-ending timer is pending.
-static RESUME_ARMED: AtomicBool = AtomicBool::new(false);
-
-/// Ends a gap: its firing wakes the event loop, whose next `AFTER_SLEEP` runs the next slice.
-extern "C" fn on_resume(_ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
-    RESUME_ARMED.store(false, Ordering::Relaxed);
-}
+/// Longest gap left to active clients after a slice, µs: long enough for a client that sends its
+/// next command as soon as it has a reply (a loopback round trip), short enough that a drain keeps
+/// most of the main thread.
+const MAX_GAP_US: u64 = 250;
 
 /// Commands run by clients (not by this module), counted by a command filter.
 static CLIENT_COMMANDS: AtomicU64 = AtomicU64::new(0);
