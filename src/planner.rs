@@ -84,6 +84,10 @@ pub fn is_trimmed(id: &[u8], first: Option<(u64, u64)>) -> bool {
     }
 }
 
+/// Most entries in one dead-letter batch: a move costs several µs (one `XADD` each), and the
+/// deadline is only checked between batches.
+pub const DEAD_LETTER_BATCH: usize = 16;
+
 /// An entry ID as one number (`ms << 64 | seq`), so that ID windows can be sized by arithmetic.
 pub fn id_value(id: (u64, u64)) -> u128 {
     ((id.0 as u128) << 64) | id.1 as u128
@@ -196,7 +200,9 @@ pub fn plan(
                 _ => out.push(Batch::Skip(p.id.clone(), 1)),
             },
             Action::DeadLetter => match last {
-                Some(Batch::DeadLetter(v)) if v.len() < cap => v.push(p.clone()),
+                Some(Batch::DeadLetter(v)) if v.len() < cap.min(DEAD_LETTER_BATCH) => {
+                    v.push(p.clone())
+                }
                 _ => out.push(Batch::DeadLetter(vec![p.clone()])),
             },
             Action::Claim => {
