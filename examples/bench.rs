@@ -2510,14 +2510,15 @@ fn report(
             o,
             "- **Latency during a drain.** A drain runs one slice of at most the budget right \
              after each wake-up of the event loop (`EventLoop` `AFTER_SLEEP`), before the clients' \
-             commands of that iteration: a request waits for the slice in progress when it \
-             arrived, and a closed-loop client, whose next request arrives while the next slice \
-             runs, pays about one slice per request (here p50 {p50} µs against {base50} µs without \
-             a drain, with slices of {avg_slice} µs on average). p99 therefore sits about one slice \
-             plus one batch above the baseline. What would close it: a smaller budget \
-             (`CONFIG SET reclaim.tick-budget-us 300`: shorter waits, slower drain), or a duty \
-             cycle for the drain (a slice every other iteration, or at most x% of wall time), which \
-             trades drain speed for client latency.\n"
+             commands of that iteration, and leaves active clients a gap of up to 250 µs after \
+             each slice: most requests are served in a gap (here p50 {p50} µs against {base50} µs \
+             without a drain; slices of {avg_slice} µs on average), and a request that arrives \
+             during a slice waits for the rest of it. The tail above that comes from the drain \
+             keeping one core busy on a 2-core machine that also runs the client and the 1 ms \
+             `INFO` poller: compare the scheduling jitter in the machine table. What would close \
+             it: a smaller budget (`CONFIG SET reclaim.tick-budget-us 200`: shorter waits, slower \
+             drain), or a drain that sleeps through its gaps (measured: a third of the drain speed \
+             under any client activity).\n"
         );
     }
     if missed.contains(&"budget") {
@@ -2534,9 +2535,9 @@ fn report(
             .unwrap_or_default();
         let _ = writeln!(
             o,
-            "- **Budget overruns.** The deadline is checked between batches (of at most 64 \
-             entries), and a slice does not start a step that the previous one suggests would end \
-             past the budget; but a step's `XPENDING` page and first batch always run.{count1000} \
+            "- **Budget overruns.** The deadline is checked between batches (of at most 64 claims \
+             or 16 dead-letter moves), and a slice does not start a step that the previous one \
+             suggests would end past the budget; but a step's `XPENDING` page and first batch always run.{count1000} \
              To bound every slice further: carry a page over to the next slice when the time left \
              is shorter than a batch took, and size pages from the measured cost per entry rather \
              than from `COUNT`. Overruns of several ms are more likely the shared machine \
