@@ -40,7 +40,7 @@ VALGRIND_LOG_DIR ?= $(CURDIR)/target/valgrind
 test-valgrind: build ## The sweep, command and persistence suites with redis-server under valgrind memcheck
 	@command -v valgrind >/dev/null || { echo "valgrind not found: apt-get install -y valgrind" >&2; exit 1; }
 	rm -rf $(VALGRIND_LOG_DIR)
-	VALGRIND_LOG_DIR=$(VALGRIND_LOG_DIR) REDIS_SERVER_REAL=$$(command -v $(REDIS_SERVER)) \
+	RECLAIM_TEST_SLOWDOWN=6 VALGRIND_LOG_DIR=$(VALGRIND_LOG_DIR) REDIS_SERVER_REAL=$$(command -v $(REDIS_SERVER)) \
 	  REDIS_SERVER=$(CURDIR)/scripts/valgrind-redis-server.sh \
 	  cargo test --release --test sweep --test commands --test persistence -- --test-threads=2
 	python3 scripts/valgrind_report.py $(VALGRIND_LOG_DIR)

@@ -549,18 +549,27 @@ pub fn step_windowed(
         return out;
     }
     // 2. One window of stale entries.
-    // A pass starts at the stream's first entry (every pending entry below it was purged above).
-    let (start_v, start): (Option<u128>, Vec<u8>) = match (cursor, first) {
-        (Some(c), _) => (
-            planner::parse_id(c).map(planner::id_value),
-            [b"(", c].concat(),
-        ),
-        (None, Some(f)) => (
-            Some(planner::id_value(f)),
-            format!("{}-{}", f.0, f.1).into_bytes(),
-        ),
-        (None, None) => (None, b"-".to_vec()),
+    // The window starts at the next pending entry after the cursor (an O(log n) lookup), so empty
+    // stretches of ID space cost nothing and every window holds at least one entry: a pass always
+    // progresses, however slow the server and however narrow the window.
+    let after: Vec<u8> = match cursor {
+        Some(c) => [b"(", c].concat(),
+        None => b"-".to_vec(),
     };
+    let next = match read_range(ctx, stream, group, None, &after, b"+", 1) {
+        Ok(n) => n,
+        Err(s) => {
+            out.stop = Some(s);
+            return out;
+        }
+    };
+    let Some(next) = next.into_iter().next() else {
+        out.pass_done = true;
+        out.cursor = None;
+        return out;
+    };
+    let start_v = planner::parse_id(&next.id).map(planner::id_value);
+    let start = next.id.clone();
     let end_v = match (start_v, last) {
         (Some(sv), Some(l)) => {
             planner::window_end(sv, width.max(planner::FIRST_WINDOW), planner::id_value(l))
