@@ -57,11 +57,6 @@ impl Stop {
             Stop::Error(e) => format!("error: {e}"),
         }
     }
-
-    /// Whether this stop means the policy cannot run until something outside changes.
-    pub fn is_problem(&self) -> bool {
-        !matches!(self, Stop::Deadline)
-    }
 }
 
 /// What one step did.
