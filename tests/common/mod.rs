@@ -82,12 +82,21 @@ impl Server {
     pub fn start(extra: &[&str]) -> Server {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut s = Server {
-            port: free_port(),
+            port: 0,
             dir,
             args: extra.iter().map(|s| s.to_string()).collect(),
             child: None,
         };
-        s.spawn();
+        // Another process (a client's or replica's outgoing connection takes an ephemeral port
+        // too) can take the free port before the server binds it: then try another.
+        for attempt in 1.. {
+            s.port = free_port();
+            match s.spawn() {
+                Ok(()) => break,
+                Err(log) if attempt < 5 => eprintln!("port {} was taken, retrying: {log}", s.port),
+                Err(log) => panic!("redis-server could not bind 5 ports; last log:\n{log}"),
+            }
+        }
         s
     }
 
@@ -96,8 +105,15 @@ impl Server {
         Server::start(&[])
     }
 
-    fn spawn(&mut self) {
+    /// Starts the process on `self.port` and waits until it answers PING as itself (its INFO
+    /// `process_id` is the child's), so a test never talks to another test's server. `Err(log)`
+    /// when the port was already in use; panics with the log on any other exit.
+    fn spawn(&mut self) -> Result<(), String> {
         let log = self.dir.path().join("server.log");
+        // A restart appends to the same log: only what this process writes counts.
+        let skip = std::fs::metadata(&log)
+            .map(|m| m.len() as usize)
+            .unwrap_or(0);
         let mut c = Command::new(server_binary());
         c.arg("--port")
             .arg(self.port.to_string())
@@ -115,34 +131,50 @@ impl Server {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        self.child = Some(
-            c.spawn()
-                .expect("start redis-server (is it installed? see `make deps`)"),
-        );
+        let child = c
+            .spawn()
+            .expect("start redis-server (is it installed? see `make deps`)");
+        let pid = child.id();
+        self.child = Some(child);
         let port = self.port;
-        let logp = log.clone();
         wait_for(
             20,
             &format!(
-                "redis-server on port {port} to answer PING (log: {})",
-                logp.display()
+                "redis-server (pid {pid}) on port {port} to answer PING (log: {})",
+                log.display()
             ),
             || {
                 if let Some(ch) = self.child.as_mut() {
                     if let Ok(Some(status)) = ch.try_wait() {
-                        panic!(
-                            "redis-server exited with {status}; log:\n{}",
-                            std::fs::read_to_string(&logp).unwrap_or_default()
-                        );
+                        self.child = None;
+                        let all = std::fs::read(&log).unwrap_or_default();
+                        let text =
+                            String::from_utf8_lossy(all.get(skip..).unwrap_or(&[])).into_owned();
+                        if text.contains("Address already in use") {
+                            return Some(Err(text));
+                        }
+                        panic!("redis-server exited with {status}; log:\n{text}");
                     }
                 }
                 let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).ok()?;
                 let mut con = client.get_connection().ok()?;
-                let r: redis::RedisResult<String> = cmd("PING").query(&mut con);
                 // A server still loading its AOF/RDB answers LOADING: keep waiting.
-                r.ok()
+                let _: String = cmd("PING").query(&mut con).ok()?;
+                let info: String = cmd("INFO").arg("server").query(&mut con).ok()?;
+                let theirs = info
+                    .lines()
+                    .find_map(|l| l.strip_prefix("process_id:"))
+                    .and_then(|v| v.trim().parse::<u32>().ok());
+                (theirs == Some(pid)).then_some(Ok(()))
             },
-        );
+        )
+    }
+
+    /// The last `n` lines of the server log.
+    pub fn log_tail(&self, n: usize) -> String {
+        let log = self.log();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(n)..].join("\n")
     }
 
     /// A new connection.
@@ -194,7 +226,12 @@ impl Server {
     /// Starts the server again on the same port and directory (after `kill` or `shutdown`).
     pub fn restart(&mut self) {
         self.kill();
-        self.spawn();
+        if let Err(log) = self.spawn() {
+            panic!(
+                "port {} was taken before the restart; log:\n{log}",
+                self.port
+            );
+        }
     }
 
     /// Starts a replica of this server (with the module) and waits until its link is up.
@@ -223,7 +260,22 @@ impl Server {
 }
 
 impl Drop for Server {
+    /// Kills the server. When the test is failing, first prints whether the server was still
+    /// running and the end of its log, so a CI failure shows what the server saw.
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            let state = match self.child.as_mut().map(|c| c.try_wait()) {
+                Some(Ok(None)) => "running".to_string(),
+                Some(Ok(Some(status))) => format!("exited: {status}"),
+                Some(Err(e)) => format!("unknown: {e}"),
+                None => "stopped by the test".to_string(),
+            };
+            eprintln!(
+                "--- redis-server on port {} ({state}), end of its log:\n{}\n---",
+                self.port,
+                self.log_tail(40)
+            );
+        }
         self.kill();
     }
 }
