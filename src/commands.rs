@@ -257,7 +257,10 @@ fn status(ctx: &Context, stream: &[u8], group: &[u8], p: &Policy, rt: &Runtime) 
 
 /// `RECLAIM.STATS key group` -> map `passes`, `claimed`, `dead-lettered`, `deleted`,
 /// `oom-skips`, `errors`, `last-pass-ms` (ms since the epoch, 0 = none yet), `last-pass-us`
-/// (duration of the last complete pass), `cursor` (`0-0` at the head of the PEL), `status`.
+/// (duration of the last complete pass), `full-passes` (passes that paged every entry to check
+/// delivery counts), `scans-skipped` (passes that only purged trimmed entries), `stale-not-before`
+/// (ms since the epoch before which no pending entry can be stale, 0 = unknown), `cursor`
+/// (`0-0` at the head of the PEL), `status`.
 /// Counters are since the module was loaded on this server. Errors: no policy.
 fn stats(ctx: &Context, args: &[RedisString]) -> Handler {
     if ffi::is_keys_request(ctx) {
@@ -278,6 +281,9 @@ fn stats(ctx: &Context, args: &[RedisString]) -> Handler {
         ("errors", Owned::Int(c.errors as i64)),
         ("last-pass-ms", Owned::Int(c.last_pass_ms)),
         ("last-pass-us", Owned::Int(c.last_pass_us)),
+        ("full-passes", Owned::Int(c.full_passes as i64)),
+        ("scans-skipped", Owned::Int(c.scans_skipped as i64)),
+        ("stale-not-before", Owned::Int(rt.stale_not_before_ms)),
         (
             "cursor",
             Owned::Bytes(rt.cursor.clone().unwrap_or_else(|| b"0-0".to_vec())),

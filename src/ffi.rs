@@ -22,6 +22,8 @@ pub fn missing_api() -> Option<&'static str> {
         };
     }
     need!(
+        RedisModule_CommandFilterArgGet,
+        RedisModule_CommandFilterArgsCount,
         RedisModule_CreateCommand,
         RedisModule_CreateString,
         RedisModule_CreateSubcommand,
@@ -36,6 +38,7 @@ pub fn missing_api() -> Option<&'static str> {
         RedisModule_InfoAddSection,
         RedisModule_IsKeysPositionRequest,
         RedisModule_KeyAtPos,
+        RedisModule_RegisterCommandFilter,
         RedisModule_RegisterInfoFunc,
         RedisModule_ReplyWithArray,
         RedisModule_ReplyWithLongLong,

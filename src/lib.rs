@@ -18,6 +18,7 @@ pub mod registry;
 pub mod store;
 pub mod sweep;
 pub mod timer;
+pub mod watch;
 
 use std::os::raw::{c_char, c_int, c_void};
 
@@ -196,12 +197,14 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
         };
         raw::RedisModule_SubscribeToServerEvent.unwrap()(ctx.ctx, flush, Some(on_flush));
         raw::RedisModule_RegisterInfoFunc.unwrap()(ctx.ctx, Some(on_info));
-        if let Some(f) = raw::RedisModule_RegisterCommandFilter {
-            f(
-                ctx.ctx,
-                Some(timer::count_client_command),
-                raw::REDISMODULE_CMDFILTER_NOSELF as c_int,
-            );
+        let filter = raw::RedisModule_RegisterCommandFilter.unwrap()(
+            ctx.ctx,
+            Some(timer::on_client_command),
+            raw::REDISMODULE_CMDFILTER_NOSELF as c_int,
+        );
+        if filter.is_null() {
+            ctx.log_warning("reclaim: could not register the command filter");
+            return Status::Err;
         }
         let cron = raw::RedisModuleEvent {
             id: raw::REDISMODULE_EVENT_CRON_LOOP,

@@ -46,6 +46,10 @@ pub static SKIPPED_OOM: Counter = Counter::new();
 pub static STEPS: Counter = Counter::new();
 /// Complete passes.
 pub static PASSES: Counter = Counter::new();
+/// Complete passes that paged every pending entry to check delivery counts.
+pub static FULL_PASSES: Counter = Counter::new();
+/// Complete passes that only purged trimmed entries (no entry could be stale yet).
+pub static SCANS_SKIPPED: Counter = Counter::new();
 /// Entries claimed.
 pub static CLAIMED: Counter = Counter::new();
 /// Entries dead-lettered.
@@ -76,6 +80,8 @@ pub fn fields() -> Vec<(&'static str, u64)> {
         ("ticks_skipped_oom", SKIPPED_OOM.get()),
         ("steps", STEPS.get()),
         ("passes", PASSES.get()),
+        ("full_passes", FULL_PASSES.get()),
+        ("scans_skipped", SCANS_SKIPPED.get()),
         ("claimed", CLAIMED.get()),
         ("dead_lettered", DEAD_LETTERED.get()),
         ("deleted", DELETED.get()),

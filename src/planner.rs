@@ -135,6 +135,146 @@ pub fn next_width(width: u128, took_us: u64) -> u128 {
     scaled.clamp(FIRST_WINDOW, u128::MAX / 4)
 }
 
+/// What a pass of a policy does, decided when it starts (see docs/design.md, "Passes").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PassKind {
+    /// Page every pending entry (`XPENDING key group start + COUNT`): needed with
+    /// `MAX-DELIVERIES` above 0 until a pass has seen every delivery count since the last client
+    /// command that could raise one, because an entry over the limit is dead-lettered while fresh.
+    Full,
+    /// Scan ID windows with `XPENDING ... IDLE threshold`: only entries idle for at least the
+    /// threshold (at most `MIN-IDLE`) are copied out of the server.
+    Scan,
+    /// Only purge entries trimmed from the stream: no pending entry can be stale before
+    /// [`Horizon::stale_not_before_ms`], so a scan would find nothing to claim.
+    TrimOnly,
+}
+
+/// Decides a new pass's kind. `counts_checked`: a complete full pass has seen every delivery count
+/// since the last command that could raise one; `now_ms` and `stale_not_before_ms` are wall-clock
+/// ms (the clock Redis computes idle times with, `mstime()`); `stale_not_before_ms` 0 = unknown.
+pub fn pass_kind(
+    policy: &Policy,
+    counts_checked: bool,
+    now_ms: i64,
+    stale_not_before_ms: i64,
+) -> PassKind {
+    if policy.max_deliveries > 0 && !counts_checked {
+        PassKind::Full
+    } else if now_ms < stale_not_before_ms {
+        PassKind::TrimOnly
+    } else {
+        PassKind::Scan
+    }
+}
+
+/// The entries a step read that were not stale: how many, and the largest idle time among them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fresh {
+    /// Entries read with an idle time below `MIN-IDLE`.
+    pub watched: u64,
+    /// Largest idle time among them, ms (-1: none).
+    pub max_idle_ms: i64,
+}
+
+impl Default for Fresh {
+    fn default() -> Self {
+        Fresh {
+            watched: 0,
+            max_idle_ms: -1,
+        }
+    }
+}
+
+impl Fresh {
+    /// Adds the entries of `page` that are not stale under `policy`.
+    pub fn observe(&mut self, page: &[Pending], policy: &Policy) {
+        for p in page.iter().filter(|p| p.idle_ms < policy.min_idle_ms) {
+            self.watched += 1;
+            self.max_idle_ms = self.max_idle_ms.max(p.idle_ms);
+        }
+    }
+
+    /// Adds what another step saw.
+    pub fn merge(&mut self, other: &Fresh) {
+        self.watched += other.watched;
+        self.max_idle_ms = self.max_idle_ms.max(other.max_idle_ms);
+    }
+}
+
+/// What a pass learns about when its PEL can next hold a stale entry.
+///
+/// Idle times only grow, one ms per ms, and only a delivery resets them: `XREADGROUP` and the
+/// module's own claims set them to 0; only a client's `XCLAIM ... IDLE/TIME` (or a key arriving
+/// with RESTORE, RENAME, MOVE, COPY) can set an older one, and the module watches for those (see
+/// `registry::mark_stream`). So if every entry a pass scanned from `start_ms` on had an idle
+/// time below `I`, none can be stale before `start_ms + MIN-IDLE - I`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Horizon {
+    /// Wall-clock ms when the pass started.
+    pub start_ms: i64,
+    /// The `IDLE` threshold of the pass's scans, ms: entries below it were not returned.
+    /// `MIN-IDLE` means the pass learnt nothing about fresh entries; 0 for a full pass.
+    pub threshold_ms: i64,
+    /// The returned entries that were not stale.
+    pub fresh: Fresh,
+}
+
+impl Horizon {
+    /// A pass starting at `start_ms` with scans at `threshold_ms`.
+    pub fn new(start_ms: i64, threshold_ms: i64) -> Horizon {
+        Horizon {
+            start_ms,
+            threshold_ms,
+            fresh: Fresh::default(),
+        }
+    }
+
+    /// Wall-clock ms before which no entry of the PEL can be stale, for a pass that ended with
+    /// every stale entry it found handled: `start + MIN-IDLE - max(threshold, largest fresh idle)`.
+    pub fn stale_not_before_ms(&self, min_idle_ms: i64) -> i64 {
+        let seen = self.threshold_ms.max(self.fresh.max_idle_ms).max(0);
+        self.start_ms
+            .saturating_add(min_idle_ms.saturating_sub(seen))
+    }
+}
+
+/// Most entries below `MIN-IDLE` that a scan pass may copy out, in pages of `COUNT`: past it the
+/// pass scans at `MIN-IDLE` (learning nothing more) and the next pass looks half as far ahead.
+pub const WATCH_PAGES: u64 = 4;
+
+/// How far ahead (ms) a policy's first scan looks: [`Horizon::threshold_ms`] is
+/// `MIN-IDLE - lookahead`. Half of `MIN-IDLE`, or 0 when that is shorter than `INTERVAL`
+/// (a pass could never be skipped).
+pub fn first_lookahead(policy: &Policy) -> i64 {
+    let half = policy.min_idle_ms / 2;
+    if half < policy.interval_ms {
+        0
+    } else {
+        half
+    }
+}
+
+/// The next scan's lookahead after a scan pass that copied out `watched` fresh entries with
+/// lookahead `ms`: halved (to 0 below `INTERVAL`) when it copied more than [`WATCH_PAGES`] pages
+/// of `COUNT`, doubled (up to [`first_lookahead`]) when it copied less than one page.
+pub fn next_lookahead(ms: i64, watched: u64, policy: &Policy) -> i64 {
+    let cap = first_lookahead(policy);
+    let count = policy.count.max(1) as u64;
+    let next = if watched > WATCH_PAGES.saturating_mul(count) {
+        ms / 2
+    } else if watched < count {
+        ms.max(policy.interval_ms).saturating_mul(2)
+    } else {
+        ms
+    };
+    if next < policy.interval_ms {
+        0
+    } else {
+        next.min(cap)
+    }
+}
+
 /// One unit of work for the executor, in PEL (ID) order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Batch {
@@ -321,6 +461,61 @@ mod tests {
             Some((18446744073709551615, 0))
         ));
         assert!(!is_trimmed(b"5-1", Some((5, 1))));
+    }
+
+    #[test]
+    fn pass_kinds() {
+        let p0 = pol(60_000, 0);
+        let p3 = pol(60_000, 3);
+        // Counts unchecked: a full pass with MAX-DELIVERIES, whatever the horizon says.
+        assert_eq!(pass_kind(&p3, false, 1000, 5000), PassKind::Full);
+        assert_eq!(pass_kind(&p3, true, 1000, 5000), PassKind::TrimOnly);
+        assert_eq!(pass_kind(&p3, true, 5000, 5000), PassKind::Scan);
+        // MAX-DELIVERIES 0 never needs counts.
+        assert_eq!(pass_kind(&p0, false, 1000, 5000), PassKind::TrimOnly);
+        assert_eq!(pass_kind(&p0, false, 1000, 0), PassKind::Scan);
+    }
+
+    #[test]
+    fn horizon_from_what_a_pass_saw() {
+        let p = pol(60_000, 0);
+        // Nothing returned below MIN-IDLE: every entry was under the threshold.
+        let mut h = Horizon::new(1_000_000, 30_000);
+        h.fresh.observe(&[pe("1-0", 70_000, 1)], &p); // stale: handled by the pass, not watched
+        assert_eq!(h.fresh, Fresh::default());
+        assert_eq!(h.stale_not_before_ms(60_000), 1_030_000);
+        // A fresh entry 45 s idle: stale 15 s after the pass started, at the earliest.
+        let mut step = Fresh::default();
+        step.observe(&[pe("2-0", 45_000, 1), pe("3-0", 31_000, 2)], &p);
+        h.fresh.merge(&step);
+        assert_eq!((h.fresh.watched, h.fresh.max_idle_ms), (2, 45_000));
+        assert_eq!(h.stale_not_before_ms(60_000), 1_015_000);
+        // A full pass (threshold 0) that saw no fresh entry: nothing before start + MIN-IDLE.
+        assert_eq!(Horizon::new(5, 0).stale_not_before_ms(60_000), 60_005);
+        // Scans at MIN-IDLE learn nothing: the horizon is the start.
+        assert_eq!(Horizon::new(5, 60_000).stale_not_before_ms(60_000), 5);
+    }
+
+    #[test]
+    fn lookahead_adapts_to_what_scans_copy() {
+        let mut p = pol(60_000, 0);
+        p.interval_ms = 10_000;
+        p.count = 100;
+        assert_eq!(first_lookahead(&p), 30_000);
+        // Few fresh entries copied: look further, up to MIN-IDLE / 2.
+        assert_eq!(next_lookahead(20_000, 0, &p), 30_000);
+        assert_eq!(next_lookahead(30_000, 99, &p), 30_000);
+        // Between one and WATCH_PAGES pages: keep it.
+        assert_eq!(next_lookahead(20_000, 400, &p), 20_000);
+        // More: halve it, and stop looking ahead below INTERVAL.
+        assert_eq!(next_lookahead(30_000, 401, &p), 15_000);
+        assert_eq!(next_lookahead(15_000, 401, &p), 0);
+        // From 0, try again at 2 x INTERVAL once scans copy little.
+        assert_eq!(next_lookahead(0, 0, &p), 20_000);
+        // MIN-IDLE / 2 shorter than INTERVAL: a pass can never be skipped, so never look ahead.
+        p.interval_ms = 40_000;
+        assert_eq!(first_lookahead(&p), 0);
+        assert_eq!(next_lookahead(0, 0, &p), 0);
     }
 
     #[test]

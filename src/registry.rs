@@ -17,6 +17,8 @@ use std::time::Instant;
 
 use lazy_static::lazy_static;
 
+use crate::planner::{Horizon, PassKind};
+
 /// A policy's identity: database, stream, consumer group.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PolicyId {
@@ -47,6 +49,28 @@ pub struct Counters {
     pub last_pass_ms: i64,
     /// Time spent in the steps of the last complete pass, in µs.
     pub last_pass_us: i64,
+    /// Complete passes that paged every pending entry to check delivery counts
+    /// ([`PassKind::Full`]).
+    pub full_passes: u64,
+    /// Complete passes that only purged trimmed entries, because no pending entry could be stale
+    /// yet ([`PassKind::TrimOnly`]).
+    pub scans_skipped: u64,
+}
+
+/// The pass in progress of a policy.
+#[derive(Debug, Clone, Copy)]
+pub struct Pass {
+    /// What the pass does, decided when it started.
+    pub kind: PassKind,
+    /// [`Runtime::mark`] when the pass started.
+    pub mark: u64,
+    /// How far ahead of `MIN-IDLE` (ms) its scans look: their `IDLE` threshold is `MIN-IDLE`
+    /// minus this.
+    pub lookahead_ms: i64,
+    /// What the pass has seen so far, for the next pass's schedule.
+    pub horizon: Horizon,
+    /// A stale or over-delivered entry was left pending (DLQ of the wrong type, out of memory).
+    pub left_some: bool,
 }
 
 /// Run-time state of one policy.
@@ -64,10 +88,25 @@ pub struct Runtime {
     pub counters: Counters,
     /// What the last step found wrong, for `RECLAIM.STATS` (`None` = nothing).
     pub problem: Option<crate::sweep::Stop>,
+    /// Bumped by every client command that may raise a delivery count or set an idle time on the
+    /// stream ([`mark_stream`], [`wake`]).
+    pub mark: u64,
+    /// [`Runtime::mark`] when the last complete full pass that left nothing over-delivered
+    /// started: if it is still the mark, every delivery count is known to be within the limit.
+    pub counts_checked_at: Option<u64>,
+    /// The pass in progress (`None` between passes).
+    pub pass: Option<Pass>,
+    /// How far ahead (ms) the next scan looks; `None` = [`crate::planner::first_lookahead`].
+    pub lookahead_ms: Option<i64>,
+    /// Wall-clock ms before which no pending entry can be stale (0 = unknown), from the last
+    /// complete pass ([`Horizon::stale_not_before_ms`]).
+    pub stale_not_before_ms: i64,
 }
 
 struct Registry {
     runtimes: HashMap<PolicyId, Runtime>,
+    /// Stream name -> its policies (in any database), for [`mark_stream`].
+    by_stream: HashMap<Vec<u8>, Vec<PolicyId>>,
     /// (due_ms, id): the visiting order. Stale pairs (due not equal to the runtime's) are skipped.
     queue: BTreeSet<(u64, PolicyId)>,
 }
@@ -75,6 +114,7 @@ struct Registry {
 lazy_static! {
     static ref REGISTRY: Mutex<Registry> = Mutex::new(Registry {
         runtimes: HashMap::new(),
+        by_stream: HashMap::new(),
         queue: BTreeSet::new()
     });
     static ref EPOCH: Instant = Instant::now();
@@ -107,6 +147,10 @@ pub fn register(db: i32, stream: &[u8], group: &[u8]) {
     }
     let due = now_ms();
     r.queue.insert((due, id.clone()));
+    r.by_stream
+        .entry(id.stream.clone())
+        .or_default()
+        .push(id.clone());
     r.runtimes.insert(
         id,
         Runtime {
@@ -126,12 +170,17 @@ pub fn reset(db: i32, stream: &[u8], group: &[u8]) {
     };
     let due = now_ms();
     let mut r = lock();
-    let Registry { runtimes, queue } = &mut *r;
+    let Registry { runtimes, queue, .. } = &mut *r;
     if let Some(rt) = runtimes.get_mut(&id) {
         queue.remove(&(rt.due_ms, id.clone()));
         rt.cursor = None;
         rt.pass_us = 0;
         rt.problem = None;
+        // The policy may have changed: nothing learnt under the old one holds.
+        rt.pass = None;
+        rt.counts_checked_at = None;
+        rt.lookahead_ms = None;
+        rt.stale_not_before_ms = 0;
         rt.due_ms = due;
         queue.insert((due, id));
     }
@@ -142,6 +191,42 @@ pub fn remove(id: &PolicyId) {
     let mut r = lock();
     if let Some(rt) = r.runtimes.remove(id) {
         r.queue.remove(&(rt.due_ms, id.clone()));
+        if let Some(ids) = r.by_stream.get_mut(&id.stream) {
+            ids.retain(|i| i != id);
+            if ids.is_empty() {
+                r.by_stream.remove(&id.stream);
+            }
+        }
+    }
+}
+
+/// Rebuilds the stream-name index after databases changed wholesale.
+fn reindex(r: &mut Registry) {
+    r.by_stream.clear();
+    for id in r.runtimes.keys() {
+        r.by_stream
+            .entry(id.stream.clone())
+            .or_default()
+            .push(id.clone());
+    }
+}
+
+/// Notes that a client command may have raised delivery counts or set idle times in stream
+/// `stream` (in any database: the command filter that calls this does not know which): the next
+/// pass of each of its policies scans (no skip), and with `MAX-DELIVERIES` pages every entry.
+/// O(policies of that stream name).
+pub fn mark_stream(stream: &[u8]) {
+    let mut r = lock();
+    let Registry {
+        runtimes,
+        by_stream,
+        ..
+    } = &mut *r;
+    for id in by_stream.get(stream).into_iter().flatten() {
+        if let Some(rt) = runtimes.get_mut(id) {
+            rt.mark = rt.mark.wrapping_add(1);
+            rt.stale_not_before_ms = 0;
+        }
     }
 }
 
@@ -154,7 +239,7 @@ pub fn get(id: &PolicyId) -> Option<Runtime> {
 /// Ignored when the policy was removed meanwhile.
 pub fn put(id: &PolicyId, rt: Runtime) {
     let mut r = lock();
-    let Registry { runtimes, queue } = &mut *r;
+    let Registry { runtimes, queue, .. } = &mut *r;
     if let Some(old) = runtimes.get_mut(id) {
         queue.remove(&(old.due_ms, id.clone()));
         queue.insert((rt.due_ms, id.clone()));
@@ -194,16 +279,23 @@ pub fn swap_db(a: i32, b: i32) {
         r.queue.insert((rt.due_ms, id.clone()));
         r.runtimes.insert(id, rt);
     }
+    reindex(&mut r);
 }
 
-/// Makes every waiting policy of (db, stream) due now: called when the stream or one of its groups
-/// appears (keyspace events `xgroup-create`, `rename_to`, `restore`...). O(policies).
+/// Called when the stream or one of its groups appears (keyspace events `xgroup-create`,
+/// `rename_to`, `restore`...): the PEL may be a new one, so nothing learnt about it holds
+/// ([`mark_stream`]), and every waiting policy of (db, stream) is due now. O(policies).
 pub fn wake(db: i32, stream: &[u8]) {
     let now = now_ms();
     let mut r = lock();
-    let Registry { runtimes, queue } = &mut *r;
+    let Registry { runtimes, queue, .. } = &mut *r;
     for (id, rt) in runtimes.iter_mut() {
-        if id.db == db && id.stream == stream && rt.problem.is_some() && rt.due_ms > now {
+        if id.db != db || id.stream != stream {
+            continue;
+        }
+        rt.mark = rt.mark.wrapping_add(1);
+        rt.stale_not_before_ms = 0;
+        if rt.problem.is_some() && rt.due_ms > now {
             queue.remove(&(rt.due_ms, id.clone()));
             rt.due_ms = now;
             queue.insert((now, id.clone()));
@@ -224,9 +316,10 @@ pub fn ids_in_db(db: i32) -> Vec<PolicyId> {
 /// Forgets every policy of database `db` (-1: all databases), as FLUSHDB / FLUSHALL remove them.
 pub fn forget_db(db: i32) {
     let mut r = lock();
-    let Registry { runtimes, queue } = &mut *r;
+    let Registry { runtimes, queue, .. } = &mut *r;
     runtimes.retain(|id, _| db != -1 && id.db != db);
     queue.retain(|(_, id)| db != -1 && id.db != db);
+    reindex(&mut r);
 }
 
 /// Number of known policies (all databases).

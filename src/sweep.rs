@@ -76,6 +76,8 @@ pub struct Outcome {
     pub cursor: Option<Vec<u8>>,
     /// The ID-window width the next windowed step uses (see [`step_windowed`]; 0 = not learned).
     pub width: u128,
+    /// The entries read that were not stale.
+    pub fresh: planner::Fresh,
     /// The pass reached the end of the PEL.
     pub pass_done: bool,
     /// Why the step stopped early, if it did.
@@ -411,6 +413,49 @@ fn dead_letter(
     }
 }
 
+/// Runs `batches` in order, advancing `out.cursor` past each one done. Checks `deadline` before
+/// every batch but the first. A DLQ of the wrong type or a lack of memory skips the dead-letter
+/// moves (noted in `out.problem`) and goes on; any other failure ends the step (`out.stop`).
+/// Returns whether every batch ran.
+fn run_batches(
+    ctx: &Context,
+    stream: &[u8],
+    group: &[u8],
+    policy: &Policy,
+    batches: &[Batch],
+    deadline: Option<Instant>,
+    out: &mut Outcome,
+) -> bool {
+    for (i, b) in batches.iter().enumerate() {
+        if i > 0 && deadline.is_some_and(|d| Instant::now() >= d) {
+            out.stop = Some(Stop::Deadline);
+            return false;
+        }
+        let r = match b {
+            Batch::Skip(..) => Ok(()),
+            Batch::Purge(ids) => purge(ctx, stream, group, ids, out),
+            Batch::Claim { ids, retrycount } => {
+                claim(ctx, stream, group, policy, ids, *retrycount, out)
+            }
+            Batch::DeadLetter(entries) => match &policy.dlq {
+                Some(d) => dead_letter(ctx, stream, group, d, entries, out),
+                None => Ok(()),
+            },
+        };
+        match r {
+            Ok(()) => {}
+            Err(s @ (Stop::WrongTypeDlq | Stop::Oom)) => out.problem = Some(s),
+            Err(s) => {
+                out.stop = Some(s);
+                return false;
+            }
+        }
+        out.examined += b.len();
+        out.cursor = Some(planner::last_id(b).to_vec());
+    }
+    true
+}
+
 /// Runs one step of `policy` on (stream, group) in the database selected in `ctx`: reads at most
 /// `max` pending entries after `cursor` and handles them, stopping early at `deadline` (checked
 /// between batches; at least one batch always runs). Never panics on unexpected replies: they end
@@ -449,33 +494,10 @@ pub fn step(
     };
     let has_more = page.len() as i64 > max;
     let page = &page[..page.len().min(max.max(0) as usize)];
+    out.fresh.observe(page, policy);
     let batches = planner::plan(page, policy, BATCH, first);
-    for (i, b) in batches.iter().enumerate() {
-        if i > 0 && deadline.is_some_and(|d| Instant::now() >= d) {
-            out.stop = Some(Stop::Deadline);
-            return out;
-        }
-        let r = match b {
-            Batch::Skip(..) => Ok(()),
-            Batch::Purge(ids) => purge(ctx, stream, group, ids, &mut out),
-            Batch::Claim { ids, retrycount } => {
-                claim(ctx, stream, group, policy, ids, *retrycount, &mut out)
-            }
-            Batch::DeadLetter(entries) => match &policy.dlq {
-                Some(d) => dead_letter(ctx, stream, group, d, entries, &mut out),
-                None => Ok(()),
-            },
-        };
-        match r {
-            Ok(()) => {}
-            Err(s @ (Stop::WrongTypeDlq | Stop::Oom)) => out.problem = Some(s),
-            Err(s) => {
-                out.stop = Some(s);
-                return out;
-            }
-        }
-        out.examined += b.len();
-        out.cursor = Some(planner::last_id(b).to_vec());
+    if !run_batches(ctx, stream, group, policy, &batches, deadline, &mut out) {
+        return out;
     }
     if !has_more {
         out.pass_done = true;
@@ -484,14 +506,16 @@ pub fn step(
     out
 }
 
-/// Runs one windowed step of a policy that never dead-letters (`MAX-DELIVERIES 0`), where only
-/// stale and trimmed entries matter, so fresh entries need not be copied out of the server:
+/// Runs one step of a scan pass ([`planner::PassKind::Scan`]), or of a trim-only pass when
+/// `trim_only`, where fresh entries need not be copied out of the server:
 /// 1. trimmed entries (below the stream's first entry) are read with `XPENDING key group - (first
-///    count` and purged, at most `max` per step;
-/// 2. otherwise one ID window after `cursor` is scanned with `XPENDING key group IDLE min-idle
-///    (cursor end count`, which returns only stale entries (Redis 6.2+) at a fraction of the cost
-///    of paging, and those are claimed. A window's width adapts to the PEL's density so that one
-///    scan takes about [`planner::WINDOW_TARGET_US`]; the last window ends at `+`.
+///    count` and purged, at most `max` per step; a trim-only pass ends when none is left;
+/// 2. otherwise one ID window after `cursor` is scanned with `XPENDING key group IDLE threshold
+///    start end count` (Redis 6.2+), which returns only entries idle for at least `threshold_ms`
+///    (at most `MIN-IDLE`) at a fraction of the cost of paging; stale ones are claimed or
+///    dead-lettered, the others only noted (`fresh`). A window's width adapts
+///    to the PEL's density so that one scan takes about [`planner::WINDOW_TARGET_US`]; the last
+///    window ends at `+`.
 ///
 /// `width` is the width learned so far (0 = start small). Same guarantees as [`step`].
 #[allow(clippy::too_many_arguments)]
@@ -502,6 +526,8 @@ pub fn step_windowed(
     policy: &Policy,
     cursor: Option<&[u8]>,
     width: u128,
+    threshold_ms: i64,
+    trim_only: bool,
     max: i64,
     deadline: Option<Instant>,
 ) -> Outcome {
@@ -543,7 +569,12 @@ pub fn step_windowed(
         }
         return out;
     }
-    // 2. One window of stale entries.
+    if trim_only {
+        out.pass_done = true;
+        out.cursor = None;
+        return out;
+    }
+    // 2. One window.
     // The window starts at the next pending entry after the cursor (an O(log n) lookup), so empty
     // stretches of ID space cost nothing and every window holds at least one entry: a pass always
     // progresses, however slow the server and however narrow the window.
@@ -575,11 +606,12 @@ pub fn step_windowed(
         .map(|e| planner::id_text(e).into_bytes())
         .unwrap_or_else(|| b"+".to_vec());
     let t0 = Instant::now();
+    let threshold = threshold_ms.clamp(1, policy.min_idle_ms.max(1));
     let page = match read_range(
         ctx,
         stream,
         group,
-        Some(policy.min_idle_ms),
+        Some(threshold),
         &start,
         &end,
         max.saturating_add(1),
@@ -595,24 +627,10 @@ pub fn step_windowed(
         out.width = planner::next_width(width, t0.elapsed().as_micros() as u64);
     }
     let page = &page[..page.len().min(max.max(0) as usize)];
-    for b in planner::plan(page, policy, BATCH, first) {
-        if deadline.is_some_and(|d| Instant::now() >= d) && out.examined > 0 {
-            out.stop = Some(Stop::Deadline);
-            return out;
-        }
-        let r = match &b {
-            Batch::Claim { ids, retrycount } => {
-                claim(ctx, stream, group, policy, ids, *retrycount, &mut out)
-            }
-            Batch::Purge(ids) => purge(ctx, stream, group, ids, &mut out),
-            _ => Ok(()),
-        };
-        if let Err(s) = r {
-            out.stop = Some(s);
-            return out;
-        }
-        out.examined += b.len();
-        out.cursor = Some(planner::last_id(&b).to_vec());
+    out.fresh.observe(page, policy);
+    let batches = planner::plan(page, policy, BATCH, first);
+    if !run_batches(ctx, stream, group, policy, &batches, deadline, &mut out) {
+        return out;
     }
     if scanned_all {
         match end_v {

@@ -21,10 +21,12 @@ use redis_module::{raw, Context, ContextFlags};
 use crate::config;
 use crate::ffi;
 use crate::metrics;
+use crate::planner::{self, Horizon, PassKind};
 use crate::policy::Policy;
-use crate::registry::{self, PolicyId, Runtime};
+use crate::registry::{self, Pass, PolicyId, Runtime};
 use crate::store;
 use crate::sweep::{self, Outcome, Stop};
+use crate::watch;
 
 /// Whether the tick timer exists (it re-arms itself from then on).
 static ARMED: AtomicBool = AtomicBool::new(false);
@@ -91,6 +93,65 @@ fn epoch_ms() -> i64 {
         .unwrap_or(0)
 }
 
+/// Starts a pass of `policy` at wall-clock ms `wall`: a full pass while delivery counts are
+/// unchecked (`MAX-DELIVERIES` above 0), a trim-only pass while no entry can be stale yet, a scan
+/// otherwise, looking `lookahead` ms ahead of `MIN-IDLE` (see [`planner::pass_kind`]).
+pub fn new_pass(policy: &Policy, rt: &Runtime, wall: i64) -> Pass {
+    let checked = rt.counts_checked_at == Some(rt.mark);
+    let kind = planner::pass_kind(policy, checked, wall, rt.stale_not_before_ms);
+    let lookahead = rt
+        .lookahead_ms
+        .unwrap_or_else(|| planner::first_lookahead(policy));
+    let threshold = match kind {
+        PassKind::Full => 0,
+        _ => policy.min_idle_ms.saturating_sub(lookahead).max(1),
+    };
+    Pass {
+        kind,
+        mark: rt.mark,
+        lookahead_ms: lookahead,
+        horizon: Horizon::new(wall, threshold),
+        left_some: false,
+    }
+}
+
+/// Ends the pass in progress: what it learnt sets the next passes' kind and lookahead.
+fn end_pass(rt: &mut Runtime, policy: &Policy) {
+    let Some(p) = rt.pass.take() else {
+        return;
+    };
+    let c = &mut rt.counters;
+    // A client command during the pass may have changed what it saw; a stale entry left pending
+    // must be retried on the next pass.
+    let trusted = !p.left_some && rt.mark == p.mark;
+    match p.kind {
+        PassKind::TrimOnly => {
+            c.scans_skipped += 1;
+            metrics::SCANS_SKIPPED.add(1);
+        }
+        PassKind::Full | PassKind::Scan => {
+            if p.kind == PassKind::Full {
+                c.full_passes += 1;
+                metrics::FULL_PASSES.add(1);
+                if trusted {
+                    rt.counts_checked_at = Some(p.mark);
+                }
+            } else {
+                rt.lookahead_ms = Some(planner::next_lookahead(
+                    p.lookahead_ms,
+                    p.horizon.fresh.watched,
+                    policy,
+                ));
+            }
+            rt.stale_not_before_ms = if trusted {
+                p.horizon.stale_not_before_ms(policy.min_idle_ms)
+            } else {
+                0
+            };
+        }
+    }
+}
+
 /// Folds one step's outcome into a policy's run-time state and the server-wide counters, and sets
 /// when the policy is due next (`now` is monotonic ms). `us` is the step's duration.
 pub fn apply(rt: &mut Runtime, out: &Outcome, us: i64, policy: &Policy, now: u64) {
@@ -111,6 +172,15 @@ pub fn apply(rt: &mut Runtime, out: &Outcome, us: i64, policy: &Policy, now: u64
     rt.pass_us += us;
     rt.cursor = out.cursor.clone();
     rt.width = out.width;
+    if let Some(p) = rt.pass.as_mut() {
+        p.horizon.fresh.merge(&out.fresh);
+        p.left_some |= out.problem.is_some() || out.oom_skips > 0;
+        // A scan copying out too many fresh entries stops looking ahead for the rest of the pass.
+        let cap = planner::WATCH_PAGES.saturating_mul(policy.count.max(1) as u64);
+        if p.kind == PassKind::Scan && p.horizon.fresh.watched > cap {
+            p.horizon.threshold_ms = policy.min_idle_ms;
+        }
+    }
     let later = now.saturating_add(policy.interval_ms as u64);
     match &out.stop {
         Some(Stop::Deadline) => {
@@ -125,6 +195,8 @@ pub fn apply(rt: &mut Runtime, out: &Outcome, us: i64, policy: &Policy, now: u64
             rt.problem = Some(s.clone());
             rt.cursor = None;
             rt.pass_us = 0;
+            rt.pass = None;
+            rt.stale_not_before_ms = 0;
             rt.due_ms = later;
         }
         None => {
@@ -134,6 +206,7 @@ pub fn apply(rt: &mut Runtime, out: &Outcome, us: i64, policy: &Policy, now: u64
                 c.last_pass_ms = epoch_ms();
                 c.last_pass_us = rt.pass_us;
                 metrics::PASSES.add(1);
+                end_pass(rt, policy);
                 rt.pass_us = 0;
                 rt.due_ms = later;
             } else {
@@ -232,10 +305,36 @@ static CMDS_AT_SLICE: AtomicU64 = AtomicU64::new(0);
 /// Monotonic µs before which no slice runs while clients are active.
 static GAP_UNTIL_US: AtomicU64 = AtomicU64::new(0);
 
-/// Command filter (Redis `RM_RegisterCommandFilter`, with `NOSELF`): counts the commands clients
-/// run, so a drain knows whether it shares the server. Only an atomic increment.
-pub unsafe extern "C" fn count_client_command(_f: *mut raw::RedisModuleCommandFilterCtx) {
+/// Command filter (Redis `RM_RegisterCommandFilter`, with `NOSELF`; it sees every command of
+/// clients, Lua scripts, functions and other modules, not the module's own): counts them, so a
+/// drain knows whether it shares the server, and marks the streams whose delivery counts or idle
+/// times a command may change ([`crate::watch`], [`registry::mark_stream`]). For any other
+/// command it costs an atomic increment, one argument read and a length compare.
+pub unsafe extern "C" fn on_client_command(f: *mut raw::RedisModuleCommandFilterCtx) {
     CLIENT_COMMANDS.fetch_add(1, Ordering::Relaxed);
+    ffi::guard("command filter", || {
+        let argc = raw::RedisModule_CommandFilterArgsCount.unwrap()(f).max(0);
+        let arg = |i: c_int| -> &[u8] {
+            let s = raw::RedisModule_CommandFilterArgGet.unwrap()(f, i);
+            if s.is_null() {
+                return &[];
+            }
+            let mut len = 0usize;
+            let p = raw::RedisModule_StringPtrLen.unwrap()(s, &mut len);
+            if p.is_null() {
+                &[]
+            } else {
+                std::slice::from_raw_parts(p.cast::<u8>(), len)
+            }
+        };
+        if argc == 0 || !watch::may_touch(arg(0)) {
+            return;
+        }
+        let argv: Vec<&[u8]> = (0..argc).map(arg).collect();
+        for key in watch::touched_streams(&argv) {
+            registry::mark_stream(key);
+        }
+    });
 }
 
 unsafe extern "C" fn noop(_data: *mut c_void) {}
@@ -311,29 +410,36 @@ fn visit(ctx: &Context, id: &PolicyId, rt: &mut Runtime, now: u64, deadline: Ins
         return false;
     };
     let t0 = Instant::now();
-    // A policy that never dead-letters only needs stale entries: scan ID windows for them instead
-    // of paging every pending entry.
-    let out = if policy.max_deliveries == 0 {
-        sweep::step_windowed(
+    let pass = match rt.pass {
+        Some(p) => p,
+        None => {
+            let p = new_pass(&policy, rt, epoch_ms());
+            rt.pass = Some(p);
+            p
+        }
+    };
+    let out = match pass.kind {
+        PassKind::Full => sweep::step(
+            ctx,
+            &id.stream,
+            &id.group,
+            &policy,
+            rt.cursor.as_deref(),
+            policy.count,
+            Some(deadline),
+        ),
+        PassKind::Scan | PassKind::TrimOnly => sweep::step_windowed(
             ctx,
             &id.stream,
             &id.group,
             &policy,
             rt.cursor.as_deref(),
             rt.width,
+            pass.horizon.threshold_ms,
+            pass.kind == PassKind::TrimOnly,
             policy.count,
             Some(deadline),
-        )
-    } else {
-        sweep::step(
-            ctx,
-            &id.stream,
-            &id.group,
-            &policy,
-            rt.cursor.as_deref(),
-            policy.count,
-            Some(deadline),
-        )
+        ),
     };
     apply(rt, &out, t0.elapsed().as_micros() as i64, &policy, now);
     true

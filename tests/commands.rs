@@ -456,6 +456,9 @@ fn policy_replies_resp3() {
             "errors",
             "last-pass-ms",
             "last-pass-us",
+            "full-passes",
+            "scans-skipped",
+            "stale-not-before",
             "cursor",
             "status"
         ]
@@ -553,6 +556,9 @@ fn sweep_and_stats_replies_resp2() {
             "errors",
             "last-pass-ms",
             "last-pass-us",
+            "full-passes",
+            "scans-skipped",
+            "stale-not-before",
             "cursor",
             "status"
         ]

@@ -1312,3 +1312,175 @@ fn renamed_policy_key_follows_its_new_name() {
     assert_eq!(list.len(), 1);
     assert_eq!(str_field(&list[0], "key"), "b", "{list:?}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Skipped scans: a pass does not look for stale entries before one can exist
+// ---------------------------------------------------------------------------------------------
+
+/// Waits until the policy skipped `n` more scans than now (trim-only passes).
+fn wait_skips(c: &mut Connection, s: &str, g: &str, n: i64) {
+    let start = stat(c, s, g, "scans-skipped").unwrap();
+    wait_for(20, &format!("{n} more skipped scans of ({s}, {g})"), || {
+        (stat(c, s, g, "scans-skipped").unwrap() >= start + n).then_some(())
+    });
+}
+
+/// The server's clock, ms since the epoch (`TIME`).
+fn server_ms(c: &mut Connection) -> i64 {
+    let (s, us): (i64, i64) = q(c, &["TIME"]);
+    s * 1000 + us / 1000
+}
+
+/// Entries that only age (nobody touches them) are claimed once stale, although the passes in
+/// between skipped their scans.
+#[test]
+fn aging_entries_are_claimed_although_scans_were_skipped() {
+    let s = Server::new();
+    let mut c = s.conn();
+    group(&mut c, "a", "g");
+    add_range(&mut c, "a", 1, 50);
+    deliver(&mut c, "a", "g", "c1", None);
+    let delivered = server_ms(&mut c);
+    set_policy(&mut c, "a", "g", &["MIN-IDLE", "1500", "INTERVAL", "50"]);
+    wait_skips(&mut c, "a", "g", 2);
+    // The first scan saw nothing idle for half of MIN-IDLE: nothing can be stale before its start
+    // + 750 ms, and the module says so.
+    let horizon = stat(&mut c, "a", "g", "stale-not-before").unwrap();
+    assert!(horizon > delivered, "{horizon} vs {delivered}");
+    assert_eq!(stat(&mut c, "a", "g", "claimed"), Some(0));
+    wait_for(20, "all 50 entries claimed once stale", || {
+        (stat(&mut c, "a", "g", "claimed") == Some(50)).then_some(())
+    });
+    let pel = pel_state(&mut c, "a", "g");
+    assert_eq!(pel.len(), 50);
+    assert!(pel.iter().all(|(_, o, n)| o == "reclaim" && *n == 2), "{pel:?}");
+    assert_eq!(stat(&mut c, "a", "g", "full-passes"), Some(0), "MAX-DELIVERIES 0");
+    assert!(info(&mut c, "scans_skipped") >= 2);
+}
+
+/// A client's `XCLAIM ... IDLE` (from a connection or from a script) can make an entry stale at
+/// once: the skip ends and the next pass claims it.
+#[test]
+fn client_xclaim_with_idle_ends_a_skip() {
+    let s = Server::new();
+    let mut c = s.conn();
+    group(&mut c, "x", "g");
+    add_range(&mut c, "x", 1, 3);
+    deliver(&mut c, "x", "g", "c1", None);
+    set_policy(&mut c, "x", "g", &["MIN-IDLE", "600000", "INTERVAL", "50"]);
+    wait_skips(&mut c, "x", "g", 2);
+    assert!(stat(&mut c, "x", "g", "stale-not-before").unwrap() > server_ms(&mut c) + 200_000);
+
+    fix1(&mut c, "x", "g", "c1", "1-0", 700_000, 1);
+    assert_eq!(stat(&mut c, "x", "g", "stale-not-before"), Some(0));
+    wait_for(20, "the entry made stale by XCLAIM IDLE claimed", || {
+        (stat(&mut c, "x", "g", "claimed") == Some(1)).then_some(())
+    });
+
+    wait_skips(&mut c, "x", "g", 1);
+    let _: Value = q(
+        &mut c,
+        &[
+            "EVAL",
+            "return redis.call('XCLAIM', KEYS[1], 'g', 'c1', 0, '2-0', 'IDLE', 700000, 'JUSTID')",
+            "1",
+            "x",
+        ],
+    );
+    wait_for(20, "the entry made stale from a script claimed", || {
+        (stat(&mut c, "x", "g", "claimed") == Some(2)).then_some(())
+    });
+    assert_eq!(
+        pel_state(&mut c, "x", "g"),
+        [
+            one("1-0", "reclaim", 2),
+            one("2-0", "reclaim", 2),
+            one("3-0", "c1", 1)
+        ]
+    );
+}
+
+/// With MAX-DELIVERIES, the first pass pages every entry; later passes skip or scan; a history
+/// read from a script marks the stream, so the next pass pages again and dead-letters the entry
+/// over the limit while it is fresh.
+#[test]
+fn history_read_from_a_script_brings_back_a_full_pass() {
+    let s = Server::new();
+    let mut c = s.conn();
+    group(&mut c, "f", "g");
+    add(&mut c, "f", "1-0", &[("job", "poison")]);
+    deliver(&mut c, "f", "g", "c1", None);
+    set_policy(
+        &mut c,
+        "f",
+        "g",
+        &[
+            "MIN-IDLE",
+            "600000",
+            "MAX-DELIVERIES",
+            "2",
+            "DLQ",
+            "f:dlq",
+            "INTERVAL",
+            "50",
+        ],
+    );
+    wait_skips(&mut c, "f", "g", 2);
+    assert_eq!(stat(&mut c, "f", "g", "full-passes"), Some(1));
+    let reread = "return redis.call('XREADGROUP', 'GROUP', 'g', 'c1', 'STREAMS', KEYS[1], '0')";
+    let _: Value = q(&mut c, &["EVAL", reread, "1", "f"]);
+    let _: Value = q(&mut c, &["EVAL", reread, "1", "f"]); // count 3 > 2, fresh
+    wait_for(20, "the over-delivered entry in the DLQ", || {
+        (xlen(&mut c, "f:dlq") == 1).then_some(())
+    });
+    assert_eq!(
+        entries(&mut c, "f:dlq")[0].1,
+        dlq_fields(&[("job", "poison")], "f", "g", "1-0", "c1", 3)
+    );
+    assert_eq!(pel_total(&mut c, "f", "g"), 0);
+    assert!(stat(&mut c, "f", "g", "full-passes").unwrap() >= 2);
+}
+
+/// Passes that skip their scan still purge entries trimmed from the stream.
+#[test]
+fn skipped_scans_still_purge_trimmed_entries() {
+    let s = Server::new();
+    let mut c = s.conn();
+    group(&mut c, "t", "g");
+    add_range(&mut c, "t", 1, 20);
+    deliver(&mut c, "t", "g", "c1", None);
+    set_policy(&mut c, "t", "g", &["MIN-IDLE", "600000", "INTERVAL", "50"]);
+    wait_skips(&mut c, "t", "g", 2);
+    run(&mut c, &["XTRIM", "t", "MINID", "11"]);
+    wait_for(20, "the 10 trimmed entries purged", || {
+        (stat(&mut c, "t", "g", "deleted") == Some(10)).then_some(())
+    });
+    assert_eq!(pel_total(&mut c, "t", "g"), 10);
+    assert_eq!(stat(&mut c, "t", "g", "claimed"), Some(0));
+    assert!(stat(&mut c, "t", "g", "stale-not-before").unwrap() > 0);
+}
+
+/// A stream renamed over a policy's stream brings a PEL the module never saw: the skip ends.
+#[test]
+fn stream_renamed_over_a_policy_stream_is_scanned_at_once() {
+    let s = Server::new();
+    let mut c = s.conn();
+    group(&mut c, "r", "g");
+    add_range(&mut c, "r", 1, 3);
+    deliver(&mut c, "r", "g", "c1", None);
+    set_policy(&mut c, "r", "g", &["MIN-IDLE", "600000", "INTERVAL", "50"]);
+    wait_skips(&mut c, "r", "g", 2);
+    // Another stream with a stale entry in the same group: made before the policy could see it.
+    group(&mut c, "other", "g");
+    add_range(&mut c, "other", 1, 2);
+    deliver(&mut c, "other", "g", "c9", None);
+    fix1(&mut c, "other", "g", "c9", "2-0", 700_000, 1);
+    run(&mut c, &["RENAME", "other", "r"]);
+    wait_for(20, "the renamed stream's stale entry claimed", || {
+        (stat(&mut c, "r", "g", "claimed") == Some(1)).then_some(())
+    });
+    assert_eq!(
+        pel_state(&mut c, "r", "g"),
+        [one("1-0", "c9", 1), one("2-0", "reclaim", 2)]
+    );
+}
