@@ -275,6 +275,28 @@ pub fn next_lookahead(ms: i64, watched: u64, policy: &Policy) -> i64 {
     }
 }
 
+/// How many entries a step may read: `COUNT`, but no more than are likely to be handled in the
+/// `left_ns` ns left of the tick at `entry_ns` ns each (0 = unknown: `COUNT`); at least 1.
+pub fn step_entries(count: i64, left_ns: u64, entry_ns: u64) -> i64 {
+    let count = count.max(1);
+    if entry_ns == 0 {
+        return count;
+    }
+    let fit = (left_ns / entry_ns).min(i64::MAX as u64) as i64;
+    fit.clamp(1, count)
+}
+
+/// The cost per entry after a step that handled `entries` in `took_ns`: a moving average
+/// (3/4 of the old value, 1/4 of the new one), so one slow step does not shrink the next ones.
+pub fn next_entry_ns(old: u64, took_ns: u64, entries: u64) -> u64 {
+    let now = took_ns / entries.max(1);
+    if old == 0 {
+        now.max(1)
+    } else {
+        ((old.saturating_mul(3) + now) / 4).max(1)
+    }
+}
+
 /// One unit of work for the executor, in PEL (ID) order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Batch {
@@ -461,6 +483,20 @@ mod tests {
             Some((18446744073709551615, 0))
         ));
         assert!(!is_trimmed(b"5-1", Some((5, 1))));
+    }
+
+    #[test]
+    fn steps_fit_the_time_left() {
+        // Unknown cost: COUNT.
+        assert_eq!(step_entries(100, 500_000, 0), 100);
+        // 5 µs per entry, 500 µs left: 100; 200 µs left: 40; never above COUNT, never 0.
+        assert_eq!(step_entries(1000, 500_000, 5_000), 100);
+        assert_eq!(step_entries(100, 200_000, 5_000), 40);
+        assert_eq!(step_entries(10, 500_000, 5_000), 10);
+        assert_eq!(step_entries(100, 0, 5_000), 1);
+        assert_eq!(next_entry_ns(0, 400_000, 100), 4_000);
+        assert_eq!(next_entry_ns(4_000, 800_000, 100), 5_000);
+        assert_eq!(next_entry_ns(4_000, 0, 0), 3_000);
     }
 
     #[test]

@@ -84,6 +84,9 @@ pub struct Runtime {
     pub due_ms: u64,
     /// µs spent in the steps of the pass in progress.
     pub pass_us: i64,
+    /// Recent cost of handling one entry in a step, ns (0 = not measured yet); sizes steps to the
+    /// time left ([`crate::planner::step_entries`]).
+    pub entry_ns: u64,
     /// Counters since load.
     pub counters: Counters,
     /// What the last step found wrong, for `RECLAIM.STATS` (`None` = nothing).
@@ -170,7 +173,9 @@ pub fn reset(db: i32, stream: &[u8], group: &[u8]) {
     };
     let due = now_ms();
     let mut r = lock();
-    let Registry { runtimes, queue, .. } = &mut *r;
+    let Registry {
+        runtimes, queue, ..
+    } = &mut *r;
     if let Some(rt) = runtimes.get_mut(&id) {
         queue.remove(&(rt.due_ms, id.clone()));
         rt.cursor = None;
@@ -230,6 +235,16 @@ pub fn mark_stream(stream: &[u8]) {
     }
 }
 
+/// Forgets what passes learnt about every PEL (checked delivery counts, when entries can be
+/// stale): the next pass of each policy is a full one or a scan. Called when the server becomes a
+/// primary again.
+pub fn forget_learnt() {
+    for rt in lock().runtimes.values_mut() {
+        rt.counts_checked_at = None;
+        rt.stale_not_before_ms = 0;
+    }
+}
+
 /// The state of a policy, if known.
 pub fn get(id: &PolicyId) -> Option<Runtime> {
     lock().runtimes.get(id).cloned()
@@ -239,7 +254,9 @@ pub fn get(id: &PolicyId) -> Option<Runtime> {
 /// Ignored when the policy was removed meanwhile.
 pub fn put(id: &PolicyId, rt: Runtime) {
     let mut r = lock();
-    let Registry { runtimes, queue, .. } = &mut *r;
+    let Registry {
+        runtimes, queue, ..
+    } = &mut *r;
     if let Some(old) = runtimes.get_mut(id) {
         queue.remove(&(old.due_ms, id.clone()));
         queue.insert((rt.due_ms, id.clone()));
@@ -288,7 +305,9 @@ pub fn swap_db(a: i32, b: i32) {
 pub fn wake(db: i32, stream: &[u8]) {
     let now = now_ms();
     let mut r = lock();
-    let Registry { runtimes, queue, .. } = &mut *r;
+    let Registry {
+        runtimes, queue, ..
+    } = &mut *r;
     for (id, rt) in runtimes.iter_mut() {
         if id.db != db || id.stream != stream {
             continue;
@@ -316,7 +335,9 @@ pub fn ids_in_db(db: i32) -> Vec<PolicyId> {
 /// Forgets every policy of database `db` (-1: all databases), as FLUSHDB / FLUSHALL remove them.
 pub fn forget_db(db: i32) {
     let mut r = lock();
-    let Registry { runtimes, queue, .. } = &mut *r;
+    let Registry {
+        runtimes, queue, ..
+    } = &mut *r;
     runtimes.retain(|id, _| db != -1 && id.db != db);
     queue.retain(|(_, id)| db != -1 && id.db != db);
     reindex(&mut r);

@@ -218,6 +218,8 @@ pub fn apply(rt: &mut Runtime, out: &Outcome, us: i64, policy: &Policy, now: u64
 
 /// Whether the event-loop hook is subscribed (it is, while a backlog exists).
 static DRAINING: AtomicBool = AtomicBool::new(false);
+/// Whether a tick found this server a replica since it last swept as a primary.
+static WAS_REPLICA: AtomicBool = AtomicBool::new(false);
 /// Whether some policy was due again right after the last slice of work.
 static BACKLOG: AtomicBool = AtomicBool::new(false);
 
@@ -353,7 +355,15 @@ fn wake() {
 /// whether a policy is still due (a backlog). Counts a skip (only when `count_skips`, i.e. from
 /// the timer) when sweeping is off on this server.
 fn run_slice(ctx: &Context, count_skips: bool) -> bool {
-    if let Some(why) = blocked(ctx) {
+    let why = blocked(ctx);
+    // Back to primary after being a replica (failover, REPLICAOF NO ONE): what the passes learnt
+    // before may not hold for the PELs the new role brings.
+    if why == Some("replica") {
+        WAS_REPLICA.store(true, Ordering::Relaxed);
+    } else if why.is_none() && WAS_REPLICA.swap(false, Ordering::Relaxed) {
+        registry::forget_learnt();
+    }
+    if let Some(why) = why {
         if count_skips {
             match why {
                 "replica" => metrics::SKIPPED_REPLICA.add(1),
@@ -365,6 +375,7 @@ fn run_slice(ctx: &Context, count_skips: bool) -> bool {
         return false;
     }
     let start = Instant::now();
+    let cpu_start = metrics::thread_cpu_us();
     let deadline = start + Duration::from_micros(config::tick_budget_us() as u64);
     let now = registry::now_ms();
     let db_before = ffi::selected_db(ctx);
@@ -380,7 +391,7 @@ fn run_slice(ctx: &Context, count_skips: bool) -> bool {
         // A step always reads its page and runs its first batch: do not start one that would
         // likely end past the budget (predicted from the step just done).
         let after = Instant::now();
-        if after + (after - t0) / 2 >= deadline {
+        if after + (after - t0) >= deadline {
             break;
         }
     }
@@ -394,6 +405,7 @@ fn run_slice(ctx: &Context, count_skips: bool) -> bool {
         let us = start.elapsed().as_micros() as u64;
         metrics::LAST_TICK_US.set(us);
         metrics::MAX_TICK_US.max(us);
+        metrics::MAX_TICK_CPU_US.max(metrics::thread_cpu_us().saturating_sub(cpu_start));
         if us >= 1000 {
             ffi::latency_sample(b"reclaim-tick\0", (us / 1000) as i64);
         }
@@ -418,6 +430,11 @@ fn visit(ctx: &Context, id: &PolicyId, rt: &mut Runtime, now: u64, deadline: Ins
             p
         }
     };
+    // At most COUNT entries, and no more than are likely to be handled in the time left (at the
+    // policy's recent cost per entry): a step stopped by the deadline half-way through its page
+    // reads the rest of it again next time.
+    let left_ns = deadline.saturating_duration_since(t0).as_nanos() as u64;
+    let max = planner::step_entries(policy.count, left_ns, rt.entry_ns);
     let out = match pass.kind {
         PassKind::Full => sweep::step(
             ctx,
@@ -425,7 +442,7 @@ fn visit(ctx: &Context, id: &PolicyId, rt: &mut Runtime, now: u64, deadline: Ins
             &id.group,
             &policy,
             rt.cursor.as_deref(),
-            policy.count,
+            max,
             Some(deadline),
         ),
         PassKind::Scan | PassKind::TrimOnly => sweep::step_windowed(
@@ -437,10 +454,14 @@ fn visit(ctx: &Context, id: &PolicyId, rt: &mut Runtime, now: u64, deadline: Ins
             rt.width,
             pass.horizon.threshold_ms,
             pass.kind == PassKind::TrimOnly,
-            policy.count,
+            max,
             Some(deadline),
         ),
     };
-    apply(rt, &out, t0.elapsed().as_micros() as i64, &policy, now);
+    let took = t0.elapsed();
+    if out.examined > 0 {
+        rt.entry_ns = planner::next_entry_ns(rt.entry_ns, took.as_nanos() as u64, out.examined);
+    }
+    apply(rt, &out, took.as_micros() as i64, &policy, now);
     true
 }

@@ -95,14 +95,26 @@ mod tests {
 
     #[test]
     fn xreadgroup_touches_history_reads_only() {
-        assert_eq!(t("XREADGROUP GROUP g c STREAMS a b > >"), Vec::<String>::new());
+        assert_eq!(
+            t("XREADGROUP GROUP g c STREAMS a b > >"),
+            Vec::<String>::new()
+        );
         assert_eq!(t("XREADGROUP GROUP g c COUNT 10 STREAMS a b 0 >"), ["a"]);
-        assert_eq!(t("xreadgroup group g c block 0 noack streams a b 0-0 5-1"), ["a", "b"]);
+        assert_eq!(
+            t("xreadgroup group g c block 0 noack streams a b 0-0 5-1"),
+            ["a", "b"]
+        );
         // Group and consumer names that read like options are skipped as names.
         assert_eq!(t("XREADGROUP GROUP STREAMS COUNT STREAMS s 0"), ["s"]);
         // Malformed: Redis rejects these, nothing is touched.
-        assert_eq!(t("XREADGROUP GROUP g c STREAMS a b 0"), Vec::<String>::new());
-        assert_eq!(t("XREADGROUP GROUP g c BOGUS STREAMS a 0"), Vec::<String>::new());
+        assert_eq!(
+            t("XREADGROUP GROUP g c STREAMS a b 0"),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            t("XREADGROUP GROUP g c BOGUS STREAMS a 0"),
+            Vec::<String>::new()
+        );
         assert_eq!(t("XREADGROUP STREAMS"), Vec::<String>::new());
     }
 }
