@@ -110,6 +110,9 @@ struct Registry {
     runtimes: HashMap<PolicyId, Runtime>,
     /// Stream name -> its policies (in any database), for [`mark_stream`].
     by_stream: HashMap<Vec<u8>, Vec<PolicyId>>,
+    /// Streams marked by a command within the last [`EXEC_REMARK_MS`] (monotonic ms of the last
+    /// mark): marked again at every `EXEC` ([`mark_on_exec`]).
+    recent: HashMap<Vec<u8>, u64>,
     /// (due_ms, id): the visiting order. Stale pairs (due not equal to the runtime's) are skipped.
     queue: BTreeSet<(u64, PolicyId)>,
 }
@@ -118,6 +121,7 @@ lazy_static! {
     static ref REGISTRY: Mutex<Registry> = Mutex::new(Registry {
         runtimes: HashMap::new(),
         by_stream: HashMap::new(),
+        recent: HashMap::new(),
         queue: BTreeSet::new()
     });
     static ref EPOCH: Instant = Instant::now();
@@ -222,17 +226,49 @@ fn reindex(r: &mut Registry) {
 /// O(policies of that stream name).
 pub fn mark_stream(stream: &[u8]) {
     let mut r = lock();
+    if bump(&mut r, stream) {
+        r.recent.insert(stream.to_vec(), now_ms());
+    }
+}
+
+/// How long (ms) a marked stream is marked again at every `EXEC`.
+pub const EXEC_REMARK_MS: u64 = 10_000;
+
+/// Called for every `EXEC`: a command queued in `MULTI` was seen (and its stream marked) when it
+/// was queued, but it runs now, and a pass may have completed in between. So every stream marked
+/// within the last [`EXEC_REMARK_MS`] is marked again (whichever client's transaction this is).
+/// O(such streams); nothing when there are none.
+pub fn mark_on_exec() {
+    let mut r = lock();
+    if r.recent.is_empty() {
+        return;
+    }
+    let now = now_ms();
+    r.recent
+        .retain(|_, at| now.saturating_sub(*at) < EXEC_REMARK_MS);
+    let streams: Vec<Vec<u8>> = r.recent.keys().cloned().collect();
+    for s in streams {
+        bump(&mut r, &s);
+    }
+}
+
+/// Bumps the mark of every policy of `stream`; whether it has any.
+fn bump(r: &mut Registry, stream: &[u8]) -> bool {
     let Registry {
         runtimes,
         by_stream,
         ..
-    } = &mut *r;
-    for id in by_stream.get(stream).into_iter().flatten() {
+    } = r;
+    let Some(ids) = by_stream.get(stream) else {
+        return false;
+    };
+    for id in ids {
         if let Some(rt) = runtimes.get_mut(id) {
             rt.mark = rt.mark.wrapping_add(1);
             rt.stale_not_before_ms = 0;
         }
     }
+    true
 }
 
 /// Forgets what passes learnt about every PEL (checked delivery counts, when entries can be

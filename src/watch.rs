@@ -10,7 +10,15 @@
 //!
 //! The module's command filter ([`crate::timer::on_client_command`]) passes every client command
 //! here (also those run by Lua scripts, functions, and other modules' `RM_Call`), and marks the
-//! streams named ([`crate::registry::mark_stream`]).
+//! streams named ([`crate::registry::mark_stream`]). A command queued in `MULTI` passes the
+//! filter when it is queued, not when `EXEC` runs it: every `EXEC` marks the recently marked
+//! streams again ([`is_exec`]).
+
+/// Whether a command named `name` (any case) is `EXEC`: the commands it runs were seen when they
+/// were queued, so the streams marked recently are marked again (`registry::mark_on_exec`).
+pub fn is_exec(name: &[u8]) -> bool {
+    name.eq_ignore_ascii_case(b"exec")
+}
 
 /// Whether a command named `name` (any case) may need [`touched_streams`]: a cheap test for the
 /// hot path, where every command of every client passes.
@@ -81,9 +89,10 @@ mod tests {
         for n in ["XCLAIM", "xautoclaim", "XReadGroup"] {
             assert!(may_touch(n.as_bytes()), "{n}");
         }
-        for n in ["XREAD", "XACK", "XADD", "GET", "XCLAIMS", ""] {
+        for n in ["XREAD", "XACK", "XADD", "GET", "XCLAIMS", "", "EXEC"] {
             assert!(!may_touch(n.as_bytes()), "{n}");
         }
+        assert!(is_exec(b"exec") && is_exec(b"EXEC") && !is_exec(b"EXECS"));
     }
 
     #[test]

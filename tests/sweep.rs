@@ -1353,8 +1353,15 @@ fn aging_entries_are_claimed_although_scans_were_skipped() {
     });
     let pel = pel_state(&mut c, "a", "g");
     assert_eq!(pel.len(), 50);
-    assert!(pel.iter().all(|(_, o, n)| o == "reclaim" && *n == 2), "{pel:?}");
-    assert_eq!(stat(&mut c, "a", "g", "full-passes"), Some(0), "MAX-DELIVERIES 0");
+    assert!(
+        pel.iter().all(|(_, o, n)| o == "reclaim" && *n == 2),
+        "{pel:?}"
+    );
+    assert_eq!(
+        stat(&mut c, "a", "g", "full-passes"),
+        Some(0),
+        "MAX-DELIVERIES 0"
+    );
     assert!(info(&mut c, "scans_skipped") >= 2);
 }
 
@@ -1483,4 +1490,57 @@ fn stream_renamed_over_a_policy_stream_is_scanned_at_once() {
         pel_state(&mut c, "r", "g"),
         [one("1-0", "c9", 1), one("2-0", "reclaim", 2)]
     );
+}
+
+/// A history read queued in MULTI passes the command filter when it is queued; a full pass may
+/// complete before EXEC runs it. EXEC marks the stream again, so the next pass pages every entry
+/// and finds the count over the limit while the entry is fresh.
+#[test]
+fn history_read_inside_multi_is_seen_at_exec() {
+    let s = Server::new();
+    let mut c = s.conn();
+    group(&mut c, "m", "g");
+    add(&mut c, "m", "1-0", &[("job", "poison")]);
+    deliver(&mut c, "m", "g", "c1", None);
+    set_policy(
+        &mut c,
+        "m",
+        "g",
+        &[
+            "MIN-IDLE",
+            "600000",
+            "MAX-DELIVERIES",
+            "2",
+            "DLQ",
+            "m:dlq",
+            "INTERVAL",
+            "50",
+        ],
+    );
+    wait_skips(&mut c, "m", "g", 1);
+    let mut tx = s.conn();
+    let _: () = q(&mut tx, &["MULTI"]);
+    for _ in 0..2 {
+        let queued: String = q(
+            &mut tx,
+            &["XREADGROUP", "GROUP", "g", "c1", "STREAMS", "m", "0"],
+        );
+        assert_eq!(queued, "QUEUED");
+    }
+    // The marks made at queueing bring a full pass, which finds the count still at 1.
+    let full = stat(&mut c, "m", "g", "full-passes").unwrap();
+    wait_for(20, "a full pass after the queued history reads", || {
+        (stat(&mut c, "m", "g", "full-passes").unwrap() > full).then_some(())
+    });
+    wait_skips(&mut c, "m", "g", 1);
+    assert_eq!(pel_state(&mut c, "m", "g"), [one("1-0", "c1", 1)]);
+    let _: Value = q(&mut tx, &["EXEC"]); // count 3 > 2, fresh
+    wait_for(20, "the over-delivered entry in the DLQ", || {
+        (xlen(&mut c, "m:dlq") == 1).then_some(())
+    });
+    assert_eq!(
+        entries(&mut c, "m:dlq")[0].1,
+        dlq_fields(&[("job", "poison")], "m", "g", "1-0", "c1", 3)
+    );
+    assert_eq!(pel_total(&mut c, "m", "g"), 0);
 }
