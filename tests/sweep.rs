@@ -1407,19 +1407,16 @@ fn client_xclaim_with_idle_ends_a_skip() {
     );
 }
 
-/// With MAX-DELIVERIES, the first pass pages every entry; later passes skip or scan; a history
-/// read from a script marks the stream, so the next pass pages again and dead-letters the entry
-/// over the limit while it is fresh.
-#[test]
-fn history_read_from_a_script_brings_back_a_full_pass() {
-    let s = Server::new();
-    let mut c = s.conn();
-    group(&mut c, "f", "g");
-    add(&mut c, "f", "1-0", &[("job", "poison")]);
-    deliver(&mut c, "f", "g", "c1", None);
+/// Stream `k` with one entry `1-0` (`job poison`) delivered once to `c1`, and a policy
+/// `MIN-IDLE 600000 MAX-DELIVERIES 2 DLQ <k>:dlq INTERVAL 50`: nothing is stale for 10 minutes.
+fn poison_under_max_2(c: &mut Connection, k: &str) {
+    group(c, k, "g");
+    add(c, k, "1-0", &[("job", "poison")]);
+    deliver(c, k, "g", "c1", None);
+    let dlq = format!("{k}:dlq");
     set_policy(
-        &mut c,
-        "f",
+        c,
+        k,
         "g",
         &[
             "MIN-IDLE",
@@ -1427,24 +1424,40 @@ fn history_read_from_a_script_brings_back_a_full_pass() {
             "MAX-DELIVERIES",
             "2",
             "DLQ",
-            "f:dlq",
+            &dlq,
             "INTERVAL",
             "50",
         ],
     );
+}
+
+/// Waits until [`poison_under_max_2`]'s entry, delivered 3 times, is in the DLQ and acknowledged.
+fn wait_poison_dead_lettered(c: &mut Connection, k: &str) {
+    let dlq = format!("{k}:dlq");
+    wait_for(20, "the over-delivered entry in the DLQ", || {
+        (xlen(c, &dlq) == 1).then_some(())
+    });
+    assert_eq!(
+        entries(c, &dlq)[0].1,
+        dlq_fields(&[("job", "poison")], k, "g", "1-0", "c1", 3)
+    );
+    assert_eq!(pel_total(c, k, "g"), 0);
+}
+
+/// With MAX-DELIVERIES, the first pass pages every entry; later passes skip or scan; a history
+/// read from a script marks the stream, so the next pass pages again and dead-letters the entry
+/// over the limit while it is fresh.
+#[test]
+fn history_read_from_a_script_brings_back_a_full_pass() {
+    let s = Server::new();
+    let mut c = s.conn();
+    poison_under_max_2(&mut c, "f");
     wait_skips(&mut c, "f", "g", 2);
     assert_eq!(stat(&mut c, "f", "g", "full-passes"), Some(1));
     let reread = "return redis.call('XREADGROUP', 'GROUP', 'g', 'c1', 'STREAMS', KEYS[1], '0')";
     let _: Value = q(&mut c, &["EVAL", reread, "1", "f"]);
     let _: Value = q(&mut c, &["EVAL", reread, "1", "f"]); // count 3 > 2, fresh
-    wait_for(20, "the over-delivered entry in the DLQ", || {
-        (xlen(&mut c, "f:dlq") == 1).then_some(())
-    });
-    assert_eq!(
-        entries(&mut c, "f:dlq")[0].1,
-        dlq_fields(&[("job", "poison")], "f", "g", "1-0", "c1", 3)
-    );
-    assert_eq!(pel_total(&mut c, "f", "g"), 0);
+    wait_poison_dead_lettered(&mut c, "f");
     assert!(stat(&mut c, "f", "g", "full-passes").unwrap() >= 2);
 }
 
@@ -1499,24 +1512,7 @@ fn stream_renamed_over_a_policy_stream_is_scanned_at_once() {
 fn history_read_inside_multi_is_seen_at_exec() {
     let s = Server::new();
     let mut c = s.conn();
-    group(&mut c, "m", "g");
-    add(&mut c, "m", "1-0", &[("job", "poison")]);
-    deliver(&mut c, "m", "g", "c1", None);
-    set_policy(
-        &mut c,
-        "m",
-        "g",
-        &[
-            "MIN-IDLE",
-            "600000",
-            "MAX-DELIVERIES",
-            "2",
-            "DLQ",
-            "m:dlq",
-            "INTERVAL",
-            "50",
-        ],
-    );
+    poison_under_max_2(&mut c, "m");
     wait_skips(&mut c, "m", "g", 1);
     let mut tx = s.conn();
     let _: () = q(&mut tx, &["MULTI"]);
@@ -1535,12 +1531,5 @@ fn history_read_inside_multi_is_seen_at_exec() {
     wait_skips(&mut c, "m", "g", 1);
     assert_eq!(pel_state(&mut c, "m", "g"), [one("1-0", "c1", 1)]);
     let _: Value = q(&mut tx, &["EXEC"]); // count 3 > 2, fresh
-    wait_for(20, "the over-delivered entry in the DLQ", || {
-        (xlen(&mut c, "m:dlq") == 1).then_some(())
-    });
-    assert_eq!(
-        entries(&mut c, "m:dlq")[0].1,
-        dlq_fields(&[("job", "poison")], "m", "g", "1-0", "c1", 3)
-    );
-    assert_eq!(pel_total(&mut c, "m", "g"), 0);
+    wait_poison_dead_lettered(&mut c, "m");
 }
