@@ -36,6 +36,23 @@ fn ok(con: &mut Connection, c: &redis::Cmd) -> Value {
         .unwrap_or_else(|e| panic!("command {:?} failed: {e}", c.get_packed_command()))
 }
 
+/// The fields of `RECLAIM.STATS`, in order (docs/commands.md).
+const STATS_FIELDS: [&str; 13] = [
+    "passes",
+    "claimed",
+    "dead-lettered",
+    "deleted",
+    "oom-skips",
+    "errors",
+    "last-pass-ms",
+    "last-pass-us",
+    "full-passes",
+    "scans-skipped",
+    "stale-not-before",
+    "cursor",
+    "status",
+];
+
 /// A bulk string value.
 fn bs(s: &[u8]) -> Value {
     Value::BulkString(s.to_vec())
@@ -445,24 +462,7 @@ fn policy_replies_resp3() {
         panic!("STATS in RESP3 is not a map: {st:?}");
     };
     let names: Vec<String> = m.iter().map(|(k, _)| text(k)).collect();
-    assert_eq!(
-        names,
-        [
-            "passes",
-            "claimed",
-            "dead-lettered",
-            "deleted",
-            "oom-skips",
-            "errors",
-            "last-pass-ms",
-            "last-pass-us",
-            "full-passes",
-            "scans-skipped",
-            "stale-not-before",
-            "cursor",
-            "status"
-        ]
-    );
+    assert_eq!(names, STATS_FIELDS);
     assert_eq!(str_field(&st, "cursor"), "0-0");
     assert_eq!(str_field(&st, "status"), "waiting: stream does not exist");
 }
@@ -545,24 +545,7 @@ fn sweep_and_stats_replies_resp2() {
     assert_eq!(int_field(&st, "errors"), 0);
     assert_eq!(info_field(&mut c, "reclaim_claimed"), 2);
     let names: Vec<String> = pairs(&st).into_iter().map(|(k, _)| k).collect();
-    assert_eq!(
-        names,
-        [
-            "passes",
-            "claimed",
-            "dead-lettered",
-            "deleted",
-            "oom-skips",
-            "errors",
-            "last-pass-ms",
-            "last-pass-us",
-            "full-passes",
-            "scans-skipped",
-            "stale-not-before",
-            "cursor",
-            "status"
-        ]
-    );
+    assert_eq!(names, STATS_FIELDS);
 }
 
 // ---------------------------------------------------------------------------------------------
