@@ -184,7 +184,7 @@ fn sweep_cmd(ctx: &Context, args: &[RedisString]) -> Handler {
     let mut rt = Runtime::default();
     loop {
         let max = p.count.min(remaining);
-        let out = sweep::step(ctx, stream, group, &p, cursor.as_deref(), max, None);
+        let out = sweep::step(ctx, stream, group, &p, None, cursor.as_deref(), max, None);
         claimed += out.claimed;
         dead += out.dead_lettered;
         deleted += out.deleted;
@@ -258,7 +258,8 @@ fn status(ctx: &Context, stream: &[u8], group: &[u8], p: &Policy, rt: &Runtime) 
 /// `RECLAIM.STATS key group` -> map `passes`, `claimed`, `dead-lettered`, `deleted`,
 /// `oom-skips`, `errors`, `last-pass-ms` (ms since the epoch, 0 = none yet), `last-pass-us`
 /// (duration of the last complete pass), `full-passes` (passes that paged every entry to check
-/// delivery counts), `scans-skipped` (passes that only purged trimmed entries), `stale-not-before`
+/// delivery counts), `scans-skipped` (passes that only purged trimmed entries), `consumer-checks`
+/// (consumers' own PELs paged after a command that could raise their counts), `stale-not-before`
 /// (ms since the epoch before which no pending entry can be stale, 0 = unknown), `cursor`
 /// (`0-0` at the head of the PEL), `status`.
 /// Counters are since the module was loaded on this server. Errors: no policy.
@@ -283,6 +284,7 @@ fn stats(ctx: &Context, args: &[RedisString]) -> Handler {
         ("last-pass-us", Owned::Int(c.last_pass_us)),
         ("full-passes", Owned::Int(c.full_passes as i64)),
         ("scans-skipped", Owned::Int(c.scans_skipped as i64)),
+        ("consumer-checks", Owned::Int(c.consumer_checks as i64)),
         ("stale-not-before", Owned::Int(rt.stale_not_before_ms)),
         (
             "cursor",

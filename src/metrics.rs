@@ -50,6 +50,8 @@ pub static PASSES: Counter = Counter::new();
 pub static FULL_PASSES: Counter = Counter::new();
 /// Complete passes that only purged trimmed entries (no entry could be stale yet).
 pub static SCANS_SKIPPED: Counter = Counter::new();
+/// Consumers' PELs paged to check delivery counts after a command that could raise them.
+pub static CONSUMER_CHECKS: Counter = Counter::new();
 /// Entries claimed.
 pub static CLAIMED: Counter = Counter::new();
 /// Entries dead-lettered.
@@ -85,6 +87,7 @@ pub fn fields() -> Vec<(&'static str, u64)> {
         ("passes", PASSES.get()),
         ("full_passes", FULL_PASSES.get()),
         ("scans_skipped", SCANS_SKIPPED.get()),
+        ("consumer_checks", CONSUMER_CHECKS.get()),
         ("claimed", CLAIMED.get()),
         ("dead_lettered", DEAD_LETTERED.get()),
         ("deleted", DELETED.get()),

@@ -139,8 +139,9 @@ pub fn next_width(width: u128, took_us: u64) -> u128 {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PassKind {
     /// Page every pending entry (`XPENDING key group start + COUNT`): needed with
-    /// `MAX-DELIVERIES` above 0 until a pass has seen every delivery count since the last client
-    /// command that could raise one, because an entry over the limit is dead-lettered while fresh.
+    /// `MAX-DELIVERIES` above 0 when any consumer's delivery counts may have risen unseen (after
+    /// SET, a load, a promotion, a new PEL), because an entry over the limit is dead-lettered
+    /// while fresh.
     Full,
     /// Scan ID windows with `XPENDING ... IDLE threshold`: only entries idle for at least the
     /// threshold (at most `MIN-IDLE`) are copied out of the server.
@@ -150,8 +151,8 @@ pub enum PassKind {
     TrimOnly,
 }
 
-/// Decides a new pass's kind. `counts_checked`: a complete full pass has seen every delivery count
-/// since the last command that could raise one; `now_ms` and `stale_not_before_ms` are wall-clock
+/// Decides a new pass's kind. `counts_checked`: every delivery count is known to be within the
+/// limit, but maybe those of some consumers, which the pass checks first (`registry::Unchecked`); `now_ms` and `stale_not_before_ms` are wall-clock
 /// ms (the clock Redis computes idle times with, `mstime()`); `stale_not_before_ms` 0 = unknown.
 pub fn pass_kind(
     policy: &Policy,
@@ -207,7 +208,7 @@ impl Fresh {
 /// Idle times only grow, one ms per ms, and only a delivery resets them: `XREADGROUP` and the
 /// module's own claims set them to 0; only a client's `XCLAIM ... IDLE/TIME` (or a key arriving
 /// with RESTORE, RENAME, MOVE, COPY) can set an older one, and the module watches for those (see
-/// `registry::mark_stream`). So if every entry a pass scanned from `start_ms` on had an idle
+/// `registry::touch`). So if every entry a pass scanned from `start_ms` on had an idle
 /// time below `I`, none can be stale before `start_ms + MIN-IDLE - I`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Horizon {

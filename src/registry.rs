@@ -55,15 +55,39 @@ pub struct Counters {
     /// Complete passes that only purged trimmed entries, because no pending entry could be stale
     /// yet ([`PassKind::TrimOnly`]).
     pub scans_skipped: u64,
+    /// Consumers' own PELs paged to check delivery counts after a client command that could
+    /// raise them ([`touch`]).
+    pub consumer_checks: u64,
 }
 
+/// Whose delivery counts may have risen since a pass last checked them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unchecked {
+    /// Anyone's: the next pass pages the whole PEL ([`PassKind::Full`]).
+    All,
+    /// These consumers' (none: every count is known to be within the limit).
+    Consumers(BTreeSet<Vec<u8>>),
+}
+
+impl Default for Unchecked {
+    fn default() -> Self {
+        Unchecked::All
+    }
+}
+
+/// Most consumers tracked in [`Unchecked::Consumers`]; past it, [`Unchecked::All`].
+pub const MAX_UNCHECKED: usize = 64;
+
 /// The pass in progress of a policy.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Pass {
     /// What the pass does, decided when it started.
     pub kind: PassKind,
-    /// [`Runtime::mark`] when the pass started.
-    pub mark: u64,
+    /// Consumers whose own PELs are paged first (delivery counts check), in order; the one being
+    /// paged is the first.
+    pub check: Vec<Vec<u8>>,
+    /// [`Runtime::idle_mark`] when the pass started.
+    pub idle_mark: u64,
     /// How far ahead of `MIN-IDLE` (ms) its scans look: their `IDLE` threshold is `MIN-IDLE`
     /// minus this.
     pub lookahead_ms: i64,
@@ -91,12 +115,11 @@ pub struct Runtime {
     pub counters: Counters,
     /// What the last step found wrong, for `RECLAIM.STATS` (`None` = nothing).
     pub problem: Option<crate::sweep::Stop>,
-    /// Bumped by every client command that may raise a delivery count or set an idle time on the
-    /// stream ([`mark_stream`], [`wake`]).
-    pub mark: u64,
-    /// [`Runtime::mark`] when the last complete full pass that left nothing over-delivered
-    /// started: if it is still the mark, every delivery count is known to be within the limit.
-    pub counts_checked_at: Option<u64>,
+    /// Bumped by every client command that may set an older idle time (`XCLAIM ... IDLE/TIME`)
+    /// and whenever the PEL may be a new one ([`touch`], [`wake`]).
+    pub idle_mark: u64,
+    /// Whose delivery counts may have risen since a pass checked them ([`touch`]).
+    pub unchecked: Unchecked,
     /// The pass in progress (`None` between passes).
     pub pass: Option<Pass>,
     /// How far ahead (ms) the next scan looks; `None` = [`crate::planner::first_lookahead`].
@@ -108,11 +131,12 @@ pub struct Runtime {
 
 struct Registry {
     runtimes: HashMap<PolicyId, Runtime>,
-    /// Stream name -> its policies (in any database), for [`mark_stream`].
+    /// Stream name -> its policies (in any database), for [`touch`].
     by_stream: HashMap<Vec<u8>, Vec<PolicyId>>,
-    /// Streams marked by a command within the last [`EXEC_REMARK_MS`] (monotonic ms of the last
-    /// mark): marked again at every `EXEC` ([`mark_on_exec`]).
-    recent: HashMap<Vec<u8>, u64>,
+    /// Touches ([`touch`]) of the last [`EXEC_REMARK_MS`]: (stream, group, consumer) -> (monotonic
+    /// ms of the last one, whether one set idle times). Made again at every `EXEC`
+    /// ([`touch_on_exec`]).
+    recent: HashMap<(Vec<u8>, Vec<u8>, Vec<u8>), (u64, bool)>,
     /// (due_ms, id): the visiting order. Stale pairs (due not equal to the runtime's) are skipped.
     queue: BTreeSet<(u64, PolicyId)>,
 }
@@ -187,7 +211,7 @@ pub fn reset(db: i32, stream: &[u8], group: &[u8]) {
         rt.problem = None;
         // The policy may have changed: nothing learnt under the old one holds.
         rt.pass = None;
-        rt.counts_checked_at = None;
+        rt.unchecked = Unchecked::All;
         rt.lookahead_ms = None;
         rt.stale_not_before_ms = 0;
         rt.due_ms = due;
@@ -220,55 +244,74 @@ fn reindex(r: &mut Registry) {
     }
 }
 
-/// Notes that a client command may have raised delivery counts or set idle times in stream
-/// `stream` (in any database: the command filter that calls this does not know which): the next
-/// pass of each of its policies scans (no skip), and with `MAX-DELIVERIES` pages every entry.
-/// O(policies of that stream name).
-pub fn mark_stream(stream: &[u8]) {
+/// Notes that a client command may have raised the delivery counts of `consumer`'s entries in
+/// (`stream`, `group`), and with `sets_idle` set older idle times (see [`crate::watch`]), in any
+/// database (the command filter that calls this does not know which): the next pass of that
+/// policy checks the consumer's entries first (with `MAX-DELIVERIES`), and with `sets_idle` scans
+/// without skipping. O(policies of that stream name).
+pub fn touch(stream: &[u8], group: &[u8], consumer: &[u8], sets_idle: bool) {
     let mut r = lock();
-    if bump(&mut r, stream) {
-        r.recent.insert(stream.to_vec(), now_ms());
+    if apply_touch(&mut r, stream, group, consumer, sets_idle) {
+        let key = (stream.to_vec(), group.to_vec(), consumer.to_vec());
+        let now = now_ms();
+        let e = r.recent.entry(key).or_insert((now, false));
+        *e = (now, e.1 || sets_idle);
     }
 }
 
-/// How long (ms) a marked stream is marked again at every `EXEC`.
+/// How long (ms) a touch is made again at every `EXEC`.
 pub const EXEC_REMARK_MS: u64 = 10_000;
 
-/// Called for every `EXEC`: a command queued in `MULTI` was seen (and its stream marked) when it
-/// was queued, but it runs now, and a pass may have completed in between. So every stream marked
-/// within the last [`EXEC_REMARK_MS`] is marked again (whichever client's transaction this is).
-/// O(such streams); nothing when there are none.
-pub fn mark_on_exec() {
+/// Called for every `EXEC`: a command queued in `MULTI` was seen (and its touch noted) when it
+/// was queued, but it runs now, and a pass may have completed in between. So every touch of the
+/// last [`EXEC_REMARK_MS`] is made again (whichever client's transaction this is). O(such
+/// touches); nothing when there are none.
+pub fn touch_on_exec() {
     let mut r = lock();
     if r.recent.is_empty() {
         return;
     }
     let now = now_ms();
     r.recent
-        .retain(|_, at| now.saturating_sub(*at) < EXEC_REMARK_MS);
-    let streams: Vec<Vec<u8>> = r.recent.keys().cloned().collect();
-    for s in streams {
-        bump(&mut r, &s);
+        .retain(|_, (at, _)| now.saturating_sub(*at) < EXEC_REMARK_MS);
+    let touches: Vec<((Vec<u8>, Vec<u8>, Vec<u8>), bool)> = r
+        .recent
+        .iter()
+        .map(|(k, (_, idle))| (k.clone(), *idle))
+        .collect();
+    for ((stream, group, consumer), idle) in touches {
+        apply_touch(&mut r, &stream, &group, &consumer, idle);
     }
 }
 
-/// Bumps the mark of every policy of `stream`; whether it has any.
-fn bump(r: &mut Registry, stream: &[u8]) -> bool {
+/// Applies a touch to every policy of (stream, group); whether there is any.
+fn apply_touch(r: &mut Registry, stream: &[u8], group: &[u8], consumer: &[u8], idle: bool) -> bool {
     let Registry {
         runtimes,
         by_stream,
         ..
     } = r;
-    let Some(ids) = by_stream.get(stream) else {
-        return false;
-    };
-    for id in ids {
-        if let Some(rt) = runtimes.get_mut(id) {
-            rt.mark = rt.mark.wrapping_add(1);
+    let mut any = false;
+    for id in by_stream.get(stream).into_iter().flatten() {
+        if id.group != group {
+            continue;
+        }
+        let Some(rt) = runtimes.get_mut(id) else {
+            continue;
+        };
+        any = true;
+        if let Unchecked::Consumers(set) = &mut rt.unchecked {
+            set.insert(consumer.to_vec());
+            if set.len() > MAX_UNCHECKED {
+                rt.unchecked = Unchecked::All;
+            }
+        }
+        if idle {
+            rt.idle_mark = rt.idle_mark.wrapping_add(1);
             rt.stale_not_before_ms = 0;
         }
     }
-    true
+    any
 }
 
 /// Forgets what passes learnt about every PEL (checked delivery counts, when entries can be
@@ -276,7 +319,8 @@ fn bump(r: &mut Registry, stream: &[u8]) -> bool {
 /// primary again.
 pub fn forget_learnt() {
     for rt in lock().runtimes.values_mut() {
-        rt.counts_checked_at = None;
+        rt.unchecked = Unchecked::All;
+        rt.idle_mark = rt.idle_mark.wrapping_add(1);
         rt.stale_not_before_ms = 0;
     }
 }
@@ -336,8 +380,8 @@ pub fn swap_db(a: i32, b: i32) {
 }
 
 /// Called when the stream or one of its groups appears (keyspace events `xgroup-create`,
-/// `rename_to`, `restore`...): the PEL may be a new one, so nothing learnt about it holds
-/// ([`mark_stream`]), and every waiting policy of (db, stream) is due now. O(policies).
+/// `rename_to`, `restore`...): the PEL may be a new one, so nothing learnt about it holds, and
+/// every waiting policy of (db, stream) is due now. O(policies).
 pub fn wake(db: i32, stream: &[u8]) {
     let now = now_ms();
     let mut r = lock();
@@ -348,7 +392,8 @@ pub fn wake(db: i32, stream: &[u8]) {
         if id.db != db || id.stream != stream {
             continue;
         }
-        rt.mark = rt.mark.wrapping_add(1);
+        rt.idle_mark = rt.idle_mark.wrapping_add(1);
+        rt.unchecked = Unchecked::All;
         rt.stale_not_before_ms = 0;
         if rt.problem.is_some() && rt.due_ms > now {
             queue.remove(&(rt.due_ms, id.clone()));

@@ -154,6 +154,7 @@ fn read_page(
     ctx: &Context,
     stream: &[u8],
     group: &[u8],
+    consumer: Option<&[u8]>,
     cursor: Option<&[u8]>,
     max: i64,
 ) -> Result<Vec<Pending>, Stop> {
@@ -161,7 +162,7 @@ fn read_page(
         None => b"-".to_vec(),
         Some(c) => [b"(", c].concat(),
     };
-    read_range(ctx, stream, group, None, &start, b"+", max)
+    read_consumer_range(ctx, stream, group, None, &start, b"+", max, consumer)
 }
 
 /// `XPENDING key group [IDLE min-idle] start end count`, parsed.
@@ -174,6 +175,23 @@ fn read_range(
     end: &[u8],
     max: i64,
 ) -> Result<Vec<Pending>, Stop> {
+    read_consumer_range(ctx, stream, group, idle, start, end, max, None)
+}
+
+/// `XPENDING key group [IDLE min-idle] start end count [consumer]`, parsed: with a consumer,
+/// only its own PEL is read (Redis keeps one per consumer), at a cost that depends on its size
+/// only.
+#[allow(clippy::too_many_arguments)]
+fn read_consumer_range(
+    ctx: &Context,
+    stream: &[u8],
+    group: &[u8],
+    idle: Option<i64>,
+    start: &[u8],
+    end: &[u8],
+    max: i64,
+    consumer: Option<&[u8]>,
+) -> Result<Vec<Pending>, Stop> {
     let count = max.to_string();
     let idle_s = idle.map(|i| i.to_string());
     let mut args: Vec<&[u8]> = vec![stream, group];
@@ -182,6 +200,9 @@ fn read_range(
         args.push(i.as_bytes());
     }
     args.extend_from_slice(&[start, end, count.as_bytes()]);
+    if let Some(c) = consumer {
+        args.push(c);
+    }
     let res: CallResult = ctx.call_ext("XPENDING", &read_opts(), &args[..]);
     let arr = match res {
         Ok(CallReply::Array(a)) => a,
@@ -464,14 +485,16 @@ fn run_batches(
 }
 
 /// Runs one step of `policy` on (stream, group) in the database selected in `ctx`: reads at most
-/// `max` pending entries after `cursor` and handles them, stopping early at `deadline` (checked
+/// `max` pending entries after `cursor` (of `consumer` only, when given) and handles them, stopping early at `deadline` (checked
 /// between batches; at least one batch always runs). Never panics on unexpected replies: they end
 /// the step with [`Stop::Error`].
+#[allow(clippy::too_many_arguments)]
 pub fn step(
     ctx: &Context,
     stream: &[u8],
     group: &[u8],
     policy: &Policy,
+    consumer: Option<&[u8]>,
     cursor: Option<&[u8]>,
     max: i64,
     deadline: Option<Instant>,
@@ -485,7 +508,7 @@ pub fn step(
         return out;
     }
     // One entry more than the step handles: whether it comes back tells if the pass is over.
-    let page = match read_page(ctx, stream, group, cursor, max.saturating_add(1)) {
+    let page = match read_page(ctx, stream, group, consumer, cursor, max.saturating_add(1)) {
         Ok(p) => p,
         Err(s) => {
             out.stop = Some(s);

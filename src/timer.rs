@@ -23,7 +23,7 @@ use crate::ffi;
 use crate::metrics;
 use crate::planner::{self, Horizon, PassKind};
 use crate::policy::Policy;
-use crate::registry::{self, Pass, PolicyId, Runtime};
+use crate::registry::{self, Pass, PolicyId, Runtime, Unchecked};
 use crate::store;
 use crate::sweep::{self, Outcome, Stop};
 use crate::watch;
@@ -96,8 +96,8 @@ fn epoch_ms() -> i64 {
 /// Starts a pass of `policy` at wall-clock ms `wall`: a full pass while delivery counts are
 /// unchecked (`MAX-DELIVERIES` above 0), a trim-only pass while no entry can be stale yet, a scan
 /// otherwise, looking `lookahead` ms ahead of `MIN-IDLE` (see [`planner::pass_kind`]).
-pub fn new_pass(policy: &Policy, rt: &Runtime, wall: i64) -> Pass {
-    let checked = rt.counts_checked_at == Some(rt.mark);
+pub fn new_pass(policy: &Policy, rt: &mut Runtime, wall: i64) -> Pass {
+    let checked = rt.unchecked != Unchecked::All;
     let kind = planner::pass_kind(policy, checked, wall, rt.stale_not_before_ms);
     let lookahead = rt
         .lookahead_ms
@@ -106,9 +106,18 @@ pub fn new_pass(policy: &Policy, rt: &Runtime, wall: i64) -> Pass {
         PassKind::Full => 0,
         _ => policy.min_idle_ms.saturating_sub(lookahead).max(1),
     };
+    // The counts this pass checks are checked from now on; touches during the pass add to a new
+    // set, for the next pass.
+    let taken = std::mem::replace(&mut rt.unchecked, Unchecked::Consumers(Default::default()));
+    let check = match (kind, taken) {
+        (PassKind::Full, _) | (_, Unchecked::All) => Vec::new(),
+        (_, Unchecked::Consumers(set)) if policy.max_deliveries > 0 => set.into_iter().collect(),
+        _ => Vec::new(),
+    };
     Pass {
         kind,
-        mark: rt.mark,
+        check,
+        idle_mark: rt.idle_mark,
         lookahead_ms: lookahead,
         horizon: Horizon::new(wall, threshold),
         left_some: false,
@@ -121,9 +130,12 @@ fn end_pass(rt: &mut Runtime, policy: &Policy) {
         return;
     };
     let c = &mut rt.counters;
-    // A client command during the pass may have changed what it saw; a stale entry left pending
-    // must be retried on the next pass.
-    let trusted = !p.left_some && rt.mark == p.mark;
+    // A stale or over-delivered entry left pending must be found again on the next pass; a
+    // client's `XCLAIM ... IDLE` during the pass may have made an entry stale behind it.
+    if p.left_some {
+        rt.unchecked = Unchecked::All;
+    }
+    let trusted = !p.left_some && rt.idle_mark == p.idle_mark;
     match p.kind {
         PassKind::TrimOnly => {
             c.scans_skipped += 1;
@@ -133,9 +145,6 @@ fn end_pass(rt: &mut Runtime, policy: &Policy) {
             if p.kind == PassKind::Full {
                 c.full_passes += 1;
                 metrics::FULL_PASSES.add(1);
-                if trusted {
-                    rt.counts_checked_at = Some(p.mark);
-                }
             } else {
                 rt.lookahead_ms = Some(planner::next_lookahead(
                     p.lookahead_ms,
@@ -150,6 +159,15 @@ fn end_pass(rt: &mut Runtime, policy: &Policy) {
             };
         }
     }
+}
+
+/// A pass that ends early (no stream, no group, an error): what it took to check is unchecked
+/// again, and nothing it saw is trusted.
+fn abort_pass(rt: &mut Runtime) {
+    if rt.pass.take().is_some() {
+        rt.unchecked = Unchecked::All;
+    }
+    rt.stale_not_before_ms = 0;
 }
 
 /// Folds one step's outcome into a policy's run-time state and the server-wide counters, and sets
@@ -195,8 +213,7 @@ pub fn apply(rt: &mut Runtime, out: &Outcome, us: i64, policy: &Policy, now: u64
             rt.problem = Some(s.clone());
             rt.cursor = None;
             rt.pass_us = 0;
-            rt.pass = None;
-            rt.stale_not_before_ms = 0;
+            abort_pass(rt);
             rt.due_ms = later;
         }
         None => {
@@ -310,7 +327,7 @@ static GAP_UNTIL_US: AtomicU64 = AtomicU64::new(0);
 /// Command filter (Redis `RM_RegisterCommandFilter`, with `NOSELF`; it sees every command of
 /// clients, Lua scripts, functions and other modules, not the module's own): counts them, so a
 /// drain knows whether it shares the server, and marks the streams whose delivery counts or idle
-/// times a command may change ([`crate::watch`], [`registry::mark_stream`]). For any other
+/// times a command may change ([`crate::watch`], [`registry::touch`]). For any other
 /// command it costs an atomic increment, one argument read and a length compare.
 pub unsafe extern "C" fn on_client_command(f: *mut raw::RedisModuleCommandFilterCtx) {
     CLIENT_COMMANDS.fetch_add(1, Ordering::Relaxed);
@@ -334,15 +351,15 @@ pub unsafe extern "C" fn on_client_command(f: *mut raw::RedisModuleCommandFilter
         }
         let name = arg(0);
         if watch::is_exec(name) {
-            registry::mark_on_exec();
+            registry::touch_on_exec();
             return;
         }
         if !watch::may_touch(name) {
             return;
         }
         let argv: Vec<&[u8]> = (0..argc).map(arg).collect();
-        for key in watch::touched_streams(&argv) {
-            registry::mark_stream(key);
+        for t in watch::touches(&argv) {
+            registry::touch(t.stream, t.group, t.consumer, t.sets_idle);
         }
     });
 }
@@ -432,30 +449,42 @@ fn visit(ctx: &Context, id: &PolicyId, rt: &mut Runtime, now: u64, deadline: Ins
         return false;
     };
     let t0 = Instant::now();
-    let pass = match rt.pass {
-        Some(p) => p,
-        None => {
-            let p = new_pass(&policy, rt, epoch_ms());
-            rt.pass = Some(p);
-            p
-        }
+    if rt.pass.is_none() {
+        let p = new_pass(&policy, rt, epoch_ms());
+        rt.pass = Some(p);
+    }
+    let Some(pass) = rt.pass.as_ref() else {
+        return true;
     };
     // At most COUNT entries, and no more than are likely to be handled in the time left (at the
     // policy's recent cost per entry): a step stopped by the deadline half-way through its page
     // reads the rest of it again next time.
     let left_ns = deadline.saturating_duration_since(t0).as_nanos() as u64;
     let max = planner::step_entries(policy.count, left_ns, rt.entry_ns);
-    let out = match pass.kind {
-        PassKind::Full => sweep::step(
+    let checking = pass.check.first().cloned();
+    let mut out = match (&checking, pass.kind) {
+        // First the consumers whose delivery counts may have risen: their own PELs, paged.
+        (Some(consumer), _) => sweep::step(
             ctx,
             &id.stream,
             &id.group,
             &policy,
+            Some(consumer),
             rt.cursor.as_deref(),
             max,
             Some(deadline),
         ),
-        PassKind::Scan | PassKind::TrimOnly => sweep::step_windowed(
+        (None, PassKind::Full) => sweep::step(
+            ctx,
+            &id.stream,
+            &id.group,
+            &policy,
+            None,
+            rt.cursor.as_deref(),
+            max,
+            Some(deadline),
+        ),
+        (None, PassKind::Scan | PassKind::TrimOnly) => sweep::step_windowed(
             ctx,
             &id.stream,
             &id.group,
@@ -468,6 +497,19 @@ fn visit(ctx: &Context, id: &PolicyId, rt: &mut Runtime, now: u64, deadline: Ins
             Some(deadline),
         ),
     };
+    if checking.is_some() {
+        // A consumer check does not teach the pass when entries go stale (it sees one consumer).
+        out.fresh = Default::default();
+        if out.pass_done {
+            // That consumer is done: the next step checks the next one, or starts the pass proper.
+            out.pass_done = false;
+            if let Some(p) = rt.pass.as_mut() {
+                p.check.remove(0);
+            }
+            rt.counters.consumer_checks += 1;
+            metrics::CONSUMER_CHECKS.add(1);
+        }
+    }
     let took = t0.elapsed();
     if out.examined > 0 {
         rt.entry_ns = planner::next_entry_ns(rt.entry_ns, took.as_nanos() as u64, out.examined);

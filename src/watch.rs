@@ -2,11 +2,12 @@
 //!
 //! A pass may conclude that no delivery count is over `MAX-DELIVERIES` and that no pending entry
 //! can be stale before some time (see [`crate::planner::Horizon`]). Only three commands can
-//! break that without the module doing it itself:
+//! break that without the module doing it itself, and each names the consumer that owns the
+//! entries it touched:
 //! - `XREADGROUP` with an ID other than `>` re-delivers a consumer's own pending entries (history):
-//!   delivery count + 1;
+//!   delivery count + 1, idle time 0;
 //! - `XCLAIM` adds a delivery (or sets `RETRYCOUNT`), and can set any idle time (`IDLE`, `TIME`);
-//! - `XAUTOCLAIM` adds a delivery.
+//! - `XAUTOCLAIM` adds a delivery, idle time 0.
 //!
 //! The module's command filter ([`crate::timer::on_client_command`]) passes every client command
 //! here (also those run by Lua scripts, functions, and other modules' `RM_Call`), and marks the
@@ -20,7 +21,7 @@ pub fn is_exec(name: &[u8]) -> bool {
     name.eq_ignore_ascii_case(b"exec")
 }
 
-/// Whether a command named `name` (any case) may need [`touched_streams`]: a cheap test for the
+/// Whether a command named `name` (any case) may need [`touches`]: a cheap test for the
 /// hot path, where every command of every client passes.
 pub fn may_touch(name: &[u8]) -> bool {
     matches!(name.len(), 6 | 10)
@@ -29,20 +30,52 @@ pub fn may_touch(name: &[u8]) -> bool {
             || name.eq_ignore_ascii_case(b"xreadgroup"))
 }
 
-/// The streams whose delivery counts or idle times command `argv` (name first) may change:
-/// the key of `XCLAIM` / `XAUTOCLAIM`; the keys of `XREADGROUP` read with an ID other than `>`.
-/// Arguments are parsed as Redis 7.0 `xreadCommand` does; a malformed command (which Redis will
-/// reject) touches nothing.
-pub fn touched_streams<'a>(argv: &[&'a [u8]]) -> Vec<&'a [u8]> {
+/// What one command may change in one consumer group: the delivery counts of `consumer`'s
+/// pending entries (each of the three commands leaves the entries it delivers or claims owned by
+/// the consumer it names), and with `sets_idle`, their idle times too.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Touch<'a> {
+    /// Stream key.
+    pub stream: &'a [u8],
+    /// Consumer group.
+    pub group: &'a [u8],
+    /// The consumer that owns the touched entries afterwards.
+    pub consumer: &'a [u8],
+    /// `XCLAIM ... IDLE ms` or `TIME ms`: idle times may now be anything. Otherwise a delivery only
+    /// resets them to 0, which cannot make an entry stale sooner.
+    pub sets_idle: bool,
+}
+
+/// What command `argv` (name first) may change: `XCLAIM key group consumer ...` and
+/// `XAUTOCLAIM key group consumer ...` touch `consumer`'s entries; `XREADGROUP GROUP group
+/// consumer ... STREAMS key... id...` touches `consumer`'s entries in each stream read with an ID
+/// other than `>`. Arguments are parsed as Redis 7.0 `xreadCommand` does; a malformed command
+/// (which Redis will reject) touches nothing.
+pub fn touches<'a>(argv: &[&'a [u8]]) -> Vec<Touch<'a>> {
     let Some(name) = argv.first() else {
         return Vec::new();
     };
-    if name.eq_ignore_ascii_case(b"xclaim") || name.eq_ignore_ascii_case(b"xautoclaim") {
-        return argv.get(1).map(|k| vec![*k]).unwrap_or_default();
+    let claim = name.eq_ignore_ascii_case(b"xclaim");
+    if claim || name.eq_ignore_ascii_case(b"xautoclaim") {
+        if argv.len() < 4 {
+            return Vec::new();
+        }
+        // XCLAIM's IDs come first and never read IDLE or TIME; XAUTOCLAIM has no such options.
+        let sets_idle = claim
+            && argv[4..]
+                .iter()
+                .any(|a| a.eq_ignore_ascii_case(b"IDLE") || a.eq_ignore_ascii_case(b"TIME"));
+        return vec![Touch {
+            stream: argv[1],
+            group: argv[2],
+            consumer: argv[3],
+            sets_idle,
+        }];
     }
     if !name.eq_ignore_ascii_case(b"xreadgroup") {
         return Vec::new();
     }
+    let mut who: Option<(&[u8], &[u8])> = None;
     let mut i = 1;
     while i < argv.len() {
         let more = argv.len() - i - 1;
@@ -50,11 +83,15 @@ pub fn touched_streams<'a>(argv: &[&'a [u8]]) -> Vec<&'a [u8]> {
         if (o.eq_ignore_ascii_case(b"BLOCK") || o.eq_ignore_ascii_case(b"COUNT")) && more > 0 {
             i += 2;
         } else if o.eq_ignore_ascii_case(b"GROUP") && more >= 2 {
+            who = Some((argv[i + 1], argv[i + 2]));
             i += 3;
         } else if o.eq_ignore_ascii_case(b"NOACK") {
             i += 1;
         } else if o.eq_ignore_ascii_case(b"STREAMS") && more > 0 {
             let rest = &argv[i + 1..];
+            let Some((group, consumer)) = who else {
+                return Vec::new();
+            };
             if rest.len() % 2 != 0 {
                 return Vec::new();
             }
@@ -63,7 +100,12 @@ pub fn touched_streams<'a>(argv: &[&'a [u8]]) -> Vec<&'a [u8]> {
                 .iter()
                 .zip(ids)
                 .filter(|(_, id)| **id != b">")
-                .map(|(k, _)| *k)
+                .map(|(k, _)| Touch {
+                    stream: k,
+                    group,
+                    consumer,
+                    sets_idle: false,
+                })
                 .collect();
         } else {
             return Vec::new();
@@ -76,11 +118,16 @@ pub fn touched_streams<'a>(argv: &[&'a [u8]]) -> Vec<&'a [u8]> {
 mod tests {
     use super::*;
 
+    /// The touches of a command given as words, as `stream/group/consumer[/idle]`.
     fn t(cmd: &str) -> Vec<String> {
         let argv: Vec<&[u8]> = cmd.split(' ').map(str::as_bytes).collect();
-        touched_streams(&argv)
+        touches(&argv)
             .into_iter()
-            .map(|k| String::from_utf8(k.to_vec()).unwrap())
+            .map(|t| {
+                let s = |b: &[u8]| String::from_utf8(b.to_vec()).unwrap();
+                let idle = if t.sets_idle { "/idle" } else { "" };
+                format!("{}/{}/{}{idle}", s(t.stream), s(t.group), s(t.consumer))
+            })
             .collect()
     }
 
@@ -96,10 +143,12 @@ mod tests {
     }
 
     #[test]
-    fn claims_touch_their_key() {
-        assert_eq!(t("XCLAIM s g c 0 1-0 JUSTID"), ["s"]);
-        assert_eq!(t("xautoclaim s g c 0 0"), ["s"]);
-        assert_eq!(t("XCLAIM"), Vec::<String>::new());
+    fn claims_touch_their_consumer() {
+        assert_eq!(t("XCLAIM s g c 0 1-0 JUSTID"), ["s/g/c"]);
+        assert_eq!(t("XCLAIM s g c 0 1-0 2-0 idle 5000"), ["s/g/c/idle"]);
+        assert_eq!(t("XCLAIM s g c 0 1-0 TIME 17 RETRYCOUNT 3"), ["s/g/c/idle"]);
+        assert_eq!(t("xautoclaim s g c 0 0 COUNT 10"), ["s/g/c"]);
+        assert_eq!(t("XCLAIM s g"), Vec::<String>::new());
     }
 
     #[test]
@@ -108,13 +157,19 @@ mod tests {
             t("XREADGROUP GROUP g c STREAMS a b > >"),
             Vec::<String>::new()
         );
-        assert_eq!(t("XREADGROUP GROUP g c COUNT 10 STREAMS a b 0 >"), ["a"]);
+        assert_eq!(
+            t("XREADGROUP GROUP g c COUNT 10 STREAMS a b 0 >"),
+            ["a/g/c"]
+        );
         assert_eq!(
             t("xreadgroup group g c block 0 noack streams a b 0-0 5-1"),
-            ["a", "b"]
+            ["a/g/c", "b/g/c"]
         );
-        // Group and consumer names that read like options are skipped as names.
-        assert_eq!(t("XREADGROUP GROUP STREAMS COUNT STREAMS s 0"), ["s"]);
+        // Group and consumer names that read like options are taken as names.
+        assert_eq!(
+            t("XREADGROUP GROUP STREAMS COUNT STREAMS s 0"),
+            ["s/STREAMS/COUNT"]
+        );
         // Malformed: Redis rejects these, nothing is touched.
         assert_eq!(
             t("XREADGROUP GROUP g c STREAMS a b 0"),
@@ -124,6 +179,6 @@ mod tests {
             t("XREADGROUP GROUP g c BOGUS STREAMS a 0"),
             Vec::<String>::new()
         );
-        assert_eq!(t("XREADGROUP STREAMS"), Vec::<String>::new());
+        assert_eq!(t("XREADGROUP STREAMS s 0"), Vec::<String>::new());
     }
 }

@@ -37,7 +37,7 @@ fn ok(con: &mut Connection, c: &redis::Cmd) -> Value {
 }
 
 /// The fields of `RECLAIM.STATS`, in order (docs/commands.md).
-const STATS_FIELDS: [&str; 13] = [
+const STATS_FIELDS: [&str; 14] = [
     "passes",
     "claimed",
     "dead-lettered",
@@ -48,6 +48,7 @@ const STATS_FIELDS: [&str; 13] = [
     "last-pass-us",
     "full-passes",
     "scans-skipped",
+    "consumer-checks",
     "stale-not-before",
     "cursor",
     "status",

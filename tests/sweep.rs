@@ -1445,8 +1445,8 @@ fn wait_poison_dead_lettered(c: &mut Connection, k: &str) {
 }
 
 /// With MAX-DELIVERIES, the first pass pages every entry; later passes skip or scan; a history
-/// read from a script marks the stream, so the next pass pages again and dead-letters the entry
-/// over the limit while it is fresh.
+/// read from a script is seen, so the next pass pages the reading consumer's entries and
+/// dead-letters the one over the limit while it is fresh.
 #[test]
 fn history_read_from_a_script_brings_back_a_full_pass() {
     let s = Server::new();
@@ -1454,11 +1454,14 @@ fn history_read_from_a_script_brings_back_a_full_pass() {
     poison_under_max_2(&mut c, "f");
     wait_skips(&mut c, "f", "g", 2);
     assert_eq!(stat(&mut c, "f", "g", "full-passes"), Some(1));
+    assert_eq!(stat(&mut c, "f", "g", "consumer-checks"), Some(0));
     let reread = "return redis.call('XREADGROUP', 'GROUP', 'g', 'c1', 'STREAMS', KEYS[1], '0')";
     let _: Value = q(&mut c, &["EVAL", reread, "1", "f"]);
     let _: Value = q(&mut c, &["EVAL", reread, "1", "f"]); // count 3 > 2, fresh
     wait_poison_dead_lettered(&mut c, "f");
-    assert!(stat(&mut c, "f", "g", "full-passes").unwrap() >= 2);
+    // Found by paging c1's own entries, not the whole PEL again.
+    assert!(stat(&mut c, "f", "g", "consumer-checks").unwrap() >= 1);
+    assert_eq!(stat(&mut c, "f", "g", "full-passes"), Some(1));
 }
 
 /// Passes that skip their scan still purge entries trimmed from the stream.
@@ -1505,9 +1508,9 @@ fn stream_renamed_over_a_policy_stream_is_scanned_at_once() {
     );
 }
 
-/// A history read queued in MULTI passes the command filter when it is queued; a full pass may
-/// complete before EXEC runs it. EXEC marks the stream again, so the next pass pages every entry
-/// and finds the count over the limit while the entry is fresh.
+/// A history read queued in MULTI passes the command filter when it is queued; the check of the
+/// consumer's entries may complete before EXEC runs it. EXEC makes the touch again, so the next
+/// pass checks again and finds the count over the limit while the entry is fresh.
 #[test]
 fn history_read_inside_multi_is_seen_at_exec() {
     let s = Server::new();
@@ -1523,13 +1526,53 @@ fn history_read_inside_multi_is_seen_at_exec() {
         );
         assert_eq!(queued, "QUEUED");
     }
-    // The marks made at queueing bring a full pass, which finds the count still at 1.
-    let full = stat(&mut c, "m", "g", "full-passes").unwrap();
-    wait_for(20, "a full pass after the queued history reads", || {
-        (stat(&mut c, "m", "g", "full-passes").unwrap() > full).then_some(())
+    // The touches seen at queueing bring a check of c1's entries, which finds the count still 1.
+    let checks = stat(&mut c, "m", "g", "consumer-checks").unwrap();
+    wait_for(20, "a check of c1 after the queued history reads", || {
+        (stat(&mut c, "m", "g", "consumer-checks").unwrap() > checks).then_some(())
     });
     wait_skips(&mut c, "m", "g", 1);
     assert_eq!(pel_state(&mut c, "m", "g"), [one("1-0", "c1", 1)]);
     let _: Value = q(&mut tx, &["EXEC"]); // count 3 > 2, fresh
     wait_poison_dead_lettered(&mut c, "m");
+}
+
+/// The README's recovery worker reads the claimant's history in a loop. That touches only the
+/// claimant's entries: passes check them, and go on skipping their scans of everyone else's.
+#[test]
+fn recovery_worker_history_reads_cost_a_consumer_check_not_a_full_pass() {
+    let s = Server::new();
+    let mut c = s.conn();
+    group(&mut c, "w", "g");
+    add_range(&mut c, "w", 1, 1000);
+    deliver(&mut c, "w", "g", "c1", None);
+    set_policy(
+        &mut c,
+        "w",
+        "g",
+        &[
+            "MIN-IDLE",
+            "600000",
+            "MAX-DELIVERIES",
+            "3",
+            "DLQ",
+            "w:dlq",
+            "INTERVAL",
+            "50",
+        ],
+    );
+    wait_skips(&mut c, "w", "g", 1);
+    let skipped = stat(&mut c, "w", "g", "scans-skipped").unwrap();
+    for _ in 0..3 {
+        reread_history(&mut c, "w", "g", "reclaim");
+        let checks = stat(&mut c, "w", "g", "consumer-checks").unwrap();
+        wait_for(20, "a check of the claimant's entries", || {
+            (stat(&mut c, "w", "g", "consumer-checks").unwrap() > checks).then_some(())
+        });
+    }
+    wait_skips(&mut c, "w", "g", 1);
+    assert_eq!(stat(&mut c, "w", "g", "full-passes"), Some(1));
+    assert!(stat(&mut c, "w", "g", "scans-skipped").unwrap() >= skipped + 4);
+    assert!(stat(&mut c, "w", "g", "stale-not-before").unwrap() > server_ms(&mut c));
+    assert_eq!(pel_total(&mut c, "w", "g"), 1000);
 }
