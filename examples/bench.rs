@@ -2423,8 +2423,8 @@ fn report(
             "A PEL of N entries delivered once and fresh. A pass is one of three kinds (docs/design.md, \
              \"Passes\"): a **scan** of ID windows with `XPENDING ... IDLE` (fresh entries are not copied \
              out), a **full** pass that pages every entry to check delivery counts (with \
-             `MAX-DELIVERIES` above 0: the first pass after SET, load or promotion, and the first after \
-             a client's history read or XCLAIM), and a **trim-only** pass when no pending entry can be \
+             `MAX-DELIVERIES` above 0: the first pass after SET, load or promotion; after a client's \
+             history read or XCLAIM only that consumer's own entries are paged), and a **trim-only** pass when no pending entry can be \
              stale yet (a scan saw nothing idle for more than `MIN-IDLE / 2`). \
              `RECLAIM.POLICY SET` (`MIN-IDLE 3600000`) is sent {FRESH_PASSES} times per policy (each \
              starts a new pass at once) and `last-pass-us` read after each pass; the trim-only pass is \
@@ -2485,8 +2485,8 @@ fn report(
                  due when it can first be stale, so a PEL with always some entry within one INTERVAL \
                  of going stale is scanned at every INTERVAL (the *if every pass* column). With \
                  `MAX-DELIVERIES` above 0 the same holds once a full pass has checked the delivery \
-                 counts; consumers that re-read their history (`XREADGROUP ... 0`) at every INTERVAL \
-                 make every pass a full one.\n"
+                 counts; a consumer that re-reads its history (`XREADGROUP ... 0`, like the README's \
+                 recovery worker) adds a page through its own entries to the next pass.\n"
             );
         }
     }
