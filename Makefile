@@ -20,7 +20,8 @@ build: deps ## Build the module (target/release/libredis_reclaim.so)
 	cargo build --release
 
 run: build ## Start redis-server on 127.0.0.1:6379 with the module (PORT=... to change)
-	redis-server redis.conf.example --port $(PORT)
+	@mkdir -p target/run && cp redis.conf.example target/run/redis.conf
+	redis-server target/run/redis.conf --port $(PORT)
 
 test: build ## Unit tests + integration tests against real redis-server processes
 	cargo test --release -- --test-threads=2

@@ -37,8 +37,9 @@ type Allocator = std::alloc::System;
 const ALLOCATOR: Allocator = std::alloc::System;
 
 /// Keyspace events on policy keys that bring a policy to a new (db, key): RENAME, MOVE, COPY,
-/// RESTORE; and on streams, the events that end a policy's wait (`xgroup-create`, ...). DEL and
-/// the like need nothing (the sweeper drops what it cannot find); FLUSHDB is `on_flush`.
+/// RESTORE; that take it away: DEL (also UNLINK), expiry, eviction, and the source side of RENAME
+/// and MOVE; and on streams, the events that end a policy's wait (`xgroup-create`, ...). FLUSHDB
+/// is `on_flush`. For any other event, a few byte compares.
 unsafe extern "C" fn on_generic_event(
     ctx: *mut raw::RedisModuleCtx,
     _type: c_int,
@@ -47,21 +48,35 @@ unsafe extern "C" fn on_generic_event(
 ) -> c_int {
     ffi::guard("keyspace event", || {
         let ev = unsafe { std::ffi::CStr::from_ptr(event) }.to_bytes();
-        if !matches!(
+        let gone = matches!(
             ev,
-            b"rename_to"
-                | b"move_to"
-                | b"copy_to"
-                | b"restore"
-                | b"xgroup-create"
-                | b"xgroup-setid"
-        ) {
+            b"del" | b"expired" | b"evicted" | b"rename_from" | b"move_from"
+        );
+        if !gone
+            && !matches!(
+                ev,
+                b"rename_to"
+                    | b"move_to"
+                    | b"copy_to"
+                    | b"restore"
+                    | b"xgroup-create"
+                    | b"xgroup-setid"
+            )
+        {
             return;
         }
         let mut len = 0usize;
         let p = unsafe { raw::RedisModule_StringPtrLen.unwrap()(key, &mut len) };
         let name = unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) };
         let context = Context::new(ctx);
+        if gone {
+            // A policy key left this (db, name): its policies stop counting at once (INFO
+            // reclaim_policies), not only when the sweeper next looks for them.
+            if let Some(stream) = keys::stream_of_policy_key(name) {
+                registry::forget_stream(ffi::selected_db(&context), &stream);
+            }
+            return;
+        }
         if !name.starts_with(keys::POLICY_KEY_PREFIX) {
             // A stream (or its group) appeared: policies waiting for it start on the next tick.
             registry::wake(ffi::selected_db(&context), name);
@@ -179,7 +194,10 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     unsafe {
         if raw::RedisModule_SubscribeToKeyspaceEvents.unwrap()(
             ctx.ctx,
-            raw::REDISMODULE_NOTIFY_GENERIC | raw::REDISMODULE_NOTIFY_STREAM,
+            raw::REDISMODULE_NOTIFY_GENERIC
+                | raw::REDISMODULE_NOTIFY_STREAM
+                | raw::REDISMODULE_NOTIFY_EXPIRED
+                | raw::REDISMODULE_NOTIFY_EVICTED,
             Some(on_generic_event),
         ) != raw::REDISMODULE_OK as c_int
         {

@@ -276,14 +276,21 @@ pub fn next_lookahead(ms: i64, watched: u64, policy: &Policy) -> i64 {
     }
 }
 
+/// The cost per entry a policy's first step assumes, ns: about a dead-letter move, the dearest
+/// kind of entry, so that a first step with a large `COUNT` stays within the budget.
+pub const FIRST_ENTRY_NS: u64 = 10_000;
+
 /// How many entries a step may read: `COUNT`, but no more than are likely to be handled in the
-/// `left_ns` ns left of the tick at `entry_ns` ns each (0 = unknown: `COUNT`); at least 1.
+/// `left_ns` ns left of the tick at `entry_ns` ns each (0 = not measured yet:
+/// [`FIRST_ENTRY_NS`]); at least 1.
 pub fn step_entries(count: i64, left_ns: u64, entry_ns: u64) -> i64 {
     let count = count.max(1);
-    if entry_ns == 0 {
-        return count;
-    }
-    let fit = (left_ns / entry_ns).min(i64::MAX as u64) as i64;
+    let per = if entry_ns == 0 {
+        FIRST_ENTRY_NS
+    } else {
+        entry_ns
+    };
+    let fit = (left_ns / per).min(i64::MAX as u64) as i64;
     fit.clamp(1, count)
 }
 
@@ -488,8 +495,9 @@ mod tests {
 
     #[test]
     fn steps_fit_the_time_left() {
-        // Unknown cost: COUNT.
-        assert_eq!(step_entries(100, 500_000, 0), 100);
+        // Unknown cost: as if 10 µs each (a COUNT of 10000 would take ms).
+        assert_eq!(step_entries(100, 500_000, 0), 50);
+        assert_eq!(step_entries(10_000, 500_000, 0), 50);
         // 5 µs per entry, 500 µs left: 100; 200 µs left: 40; never above COUNT, never 0.
         assert_eq!(step_entries(1000, 500_000, 5_000), 100);
         assert_eq!(step_entries(100, 200_000, 5_000), 40);

@@ -233,6 +233,18 @@ pub fn remove(id: &PolicyId) {
     }
 }
 
+/// Forgets every policy of (db, stream): its policy key is gone. O(policies of that stream name).
+pub fn forget_stream(db: i32, stream: &[u8]) {
+    let ids: Vec<PolicyId> = lock()
+        .by_stream
+        .get(stream)
+        .map(|v| v.iter().filter(|id| id.db == db).cloned().collect())
+        .unwrap_or_default();
+    for id in &ids {
+        remove(id);
+    }
+}
+
 /// Rebuilds the stream-name index after databases changed wholesale.
 fn reindex(r: &mut Registry) {
     r.by_stream.clear();

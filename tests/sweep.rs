@@ -1576,3 +1576,32 @@ fn recovery_worker_history_reads_cost_a_consumer_check_not_a_full_pass() {
     assert!(stat(&mut c, "w", "g", "stale-not-before").unwrap() > server_ms(&mut c));
     assert_eq!(pel_total(&mut c, "w", "g"), 1000);
 }
+
+/// A policy key deleted, expired or moved away by hand stops counting at once.
+#[test]
+fn policy_key_removed_by_hand_is_forgotten_at_once() {
+    let s = Server::new();
+    let mut c = s.conn();
+    for k in ["pa", "pb", "pc"] {
+        group(&mut c, k, "g");
+        set_policy(&mut c, k, "g", &["INTERVAL", HOUR]);
+    }
+    assert_eq!(info(&mut c, "policies"), 3);
+    let keys: Vec<String> = q(&mut c, &["KEYS", "reclaim:policy:*"]);
+    let key_of = |k: &str| -> String {
+        keys.iter()
+            .find(|p| p.ends_with(&format!(":{k}")))
+            .cloned()
+            .unwrap_or_else(|| panic!("no policy key for {k} in {keys:?}"))
+    };
+    let _: i64 = q(&mut c, &["DEL", &key_of("pa")]);
+    assert_eq!(info(&mut c, "policies"), 2);
+    let _: i64 = q(&mut c, &["MOVE", &key_of("pb"), "1"]);
+    assert_eq!(info(&mut c, "policies"), 2, "pb's policy now lives in db 1");
+    let _: i64 = q(&mut c, &["PEXPIRE", &key_of("pc"), "1"]);
+    wait_for(20, "the expired policy forgotten", || {
+        (info(&mut c, "policies") == 1).then_some(())
+    });
+    assert!(stat(&mut c, "pa", "g", "passes").is_none());
+    assert!(stat(&mut c, "pc", "g", "passes").is_none());
+}
