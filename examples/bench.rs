@@ -1776,6 +1776,7 @@ fn repro_command() -> String {
         "BENCH_POLICIES",
         "BENCH_CPU_WINDOW_S",
         "BENCH_REPS",
+        "BENCH_SECTIONS",
         "REDIS_SERVER",
         "RECLAIM_MODULE",
     ] {
