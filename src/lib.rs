@@ -48,6 +48,16 @@ unsafe extern "C" fn on_generic_event(
 ) -> c_int {
     ffi::guard("keyspace event", || {
         let ev = unsafe { std::ffi::CStr::from_ptr(event) }.to_bytes();
+        on_key_event(ctx, ev, key);
+        if matches!(ev, b"move_to" | b"copy_to") {
+            timer::restore_caller_db(&Context::new(ctx));
+        }
+    });
+    raw::REDISMODULE_OK as c_int
+}
+
+fn on_key_event(ctx: *mut raw::RedisModuleCtx, ev: &[u8], key: *mut raw::RedisModuleString) {
+    {
         let gone = matches!(
             ev,
             b"del" | b"expired" | b"evicted" | b"rename_from" | b"move_from"
@@ -96,8 +106,7 @@ unsafe extern "C" fn on_generic_event(
                 registry::register(db, &set.stream, g);
             }
         }
-    });
-    raw::REDISMODULE_OK as c_int
+    }
 }
 
 /// SWAPDB moves policies between databases (server event `SwapDB`, Redis 6.0+).

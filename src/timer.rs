@@ -350,6 +350,10 @@ pub unsafe extern "C" fn on_client_command(f: *mut raw::RedisModuleCommandFilter
             return;
         }
         let name = arg(0);
+        if watch::names_another_db(name) {
+            remember_caller_db(f);
+            return;
+        }
         if watch::is_exec(name) {
             registry::touch_on_exec();
             return;
@@ -365,6 +369,44 @@ pub unsafe extern "C" fn on_client_command(f: *mut raw::RedisModuleCommandFilter
 }
 
 unsafe extern "C" fn noop(_data: *mut c_void) {}
+
+/// The database (+ 1; 0 = none) of the client running the current `MOVE` or `COPY`, for
+/// [`restore_caller_db`].
+static CALLER_DB: AtomicU64 = AtomicU64::new(0);
+
+/// Notes the caller's database before a `MOVE` or `COPY` runs (Redis 7.2+ / Valkey
+/// `RM_CommandFilterGetClientId` and `RM_GetClientInfoById`; nothing on 7.0, which does not need
+/// it).
+unsafe fn remember_caller_db(f: *mut raw::RedisModuleCommandFilterCtx) {
+    CALLER_DB.store(0, Ordering::Relaxed);
+    let (Some(get_id), Some(get_info)) = (
+        raw::RedisModule_CommandFilterGetClientId,
+        raw::RedisModule_GetClientInfoById,
+    ) else {
+        return;
+    };
+    let id = get_id(f);
+    let mut info: raw::RedisModuleClientInfo = std::mem::zeroed();
+    info.version = 1;
+    if get_info((&mut info as *mut raw::RedisModuleClientInfo).cast(), id)
+        == raw::REDISMODULE_OK as c_int
+    {
+        CALLER_DB.store(info.db as u64 + 1, Ordering::Relaxed);
+    }
+}
+
+/// Called at the end of the `move_to` and `copy_to` keyspace events: selects the caller's database
+/// again. Valkey 8.1 runs module keyspace callbacks on the client that ran the command and selects
+/// the event's database on it without restoring it (valkey-io/valkey#1819, fixed by #4024), so
+/// after `MOVE key 1` or `COPY a b DB 1` that client was left in database 1 whenever a module
+/// subscribed to generic events. On Redis the callback's client is a temporary one, and this
+/// changes nothing.
+pub fn restore_caller_db(ctx: &Context) {
+    let db = CALLER_DB.swap(0, Ordering::Relaxed);
+    if db > 0 {
+        ffi::select_db(ctx, (db - 1) as i32);
+    }
+}
 
 /// Keeps the event loop from sleeping until the next timer: schedules an empty one-shot callback
 /// (Redis 7.0 `RM_EventLoopAddOneShot`, which writes to the module pipe the loop polls).

@@ -1605,3 +1605,35 @@ fn policy_key_removed_by_hand_is_forgotten_at_once() {
     assert!(stat(&mut c, "pa", "g", "passes").is_none());
     assert!(stat(&mut c, "pc", "g", "passes").is_none());
 }
+
+/// `MOVE` and `COPY ... DB` leave the caller in its own database. Valkey 8.1 selects the event's
+/// database on the calling client for a module's keyspace callback and does not restore it
+/// (valkey-io/valkey#1819, fixed by #4024): the module selects the caller's database again.
+#[test]
+fn move_and_copy_leave_the_caller_in_its_database() {
+    let s = Server::new();
+    let mut c = s.conn();
+    let db = |c: &mut Connection| -> String {
+        let info: String = q(c, &["CLIENT", "INFO"]);
+        info.split(' ')
+            .find_map(|f| f.strip_prefix("db="))
+            .unwrap_or_default()
+            .to_string()
+    };
+    let _: () = q(&mut c, &["SET", "plain", "1"]);
+    let _: i64 = q(&mut c, &["MOVE", "plain", "1"]);
+    assert_eq!(db(&mut c), "0");
+    let _: () = q(&mut c, &["SET", "plain2", "1"]);
+    let _: i64 = q(&mut c, &["COPY", "plain2", "copied", "DB", "2"]);
+    assert_eq!(db(&mut c), "0");
+    // A policy key, which the module's handler follows into its new database.
+    group(&mut c, "mv", "g");
+    set_policy(&mut c, "mv", "g", &["INTERVAL", HOUR]);
+    let keys: Vec<String> = q(&mut c, &["KEYS", "reclaim:policy:*"]);
+    let _: i64 = q(&mut c, &["MOVE", &keys[0], "4"]);
+    assert_eq!(db(&mut c), "0");
+    let _: () = q(&mut c, &["SELECT", "5"]);
+    let _: () = q(&mut c, &["SET", "x", "1"]);
+    let _: i64 = q(&mut c, &["MOVE", "x", "0"]);
+    assert_eq!(db(&mut c), "5");
+}
