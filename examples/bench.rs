@@ -2260,26 +2260,23 @@ fn report(
             }
             let _ = writeln!(o, " {target} |");
         }
-        let _ = write!(o, "| module claims, busy time only / (5) |");
-        for s in &res.sizes {
-            let r = s
-                .get("6")
-                .and_then(|r| r.busy_rate())
-                .zip(s.get("5").map(|r| r.rate()))
-                .map(|(a, b)| a / b);
-            let _ = write!(o, " {} |", ratio_str(r));
+        let busy = [
+            ("module claims, busy time only / (5)", "6", "5"),
+            ("module dead-letter, busy time only / (4)", "6d", "4"),
+        ];
+        for (label, module, other) in busy {
+            let _ = write!(o, "| {label} |");
+            for s in &res.sizes {
+                let r = s
+                    .get(module)
+                    .and_then(|r| r.busy_rate())
+                    .zip(s.get(other).map(|r| r.rate()))
+                    .map(|(a, b)| a / b);
+                let _ = write!(o, " {} |", ratio_str(r));
+            }
+            let _ = writeln!(o, " |");
         }
-        let _ = writeln!(o, " |");
-        let _ = write!(o, "| module dead-letter, busy time only / (4) |");
-        for s in &res.sizes {
-            let r = s
-                .get("6d")
-                .and_then(|r| r.busy_rate())
-                .zip(s.get("4").map(|r| r.rate()))
-                .map(|(a, b)| a / b);
-            let _ = write!(o, " {} |", ratio_str(r));
-        }
-        let _ = writeln!(o, " |\n");
+        let _ = writeln!(o);
         let _ = writeln!(
             o,
             "Per-entry costs at the largest size: {}.\n",

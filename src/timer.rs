@@ -109,9 +109,11 @@ pub fn new_pass(policy: &Policy, rt: &mut Runtime, wall: i64) -> Pass {
     // The counts this pass checks are checked from now on; touches during the pass add to a new
     // set, for the next pass.
     let taken = std::mem::replace(&mut rt.unchecked, Unchecked::Consumers(Default::default()));
-    let check = match (kind, taken) {
-        (PassKind::Full, _) | (_, Unchecked::All) => Vec::new(),
-        (_, Unchecked::Consumers(set)) if policy.max_deliveries > 0 => set.into_iter().collect(),
+    // A full pass checks everyone anyway; without MAX-DELIVERIES counts do not matter.
+    let check = match taken {
+        Unchecked::Consumers(set) if kind != PassKind::Full && policy.max_deliveries > 0 => {
+            set.into_iter().collect()
+        }
         _ => Vec::new(),
     };
     Pass {
