@@ -23,6 +23,43 @@ pub const MIN_TICK_BUDGET_US: i64 = 50;
 /// Largest `reclaim.tick-budget-us`.
 pub const MAX_TICK_BUDGET_US: i64 = 100_000;
 
+/// Name of the `reclaim.tick-interval-ms` config (without the module prefix).
+pub const TICK_INTERVAL: &str = "tick-interval-ms";
+/// Name of the `reclaim.tick-budget-us` config (without the module prefix).
+pub const TICK_BUDGET: &str = "tick-budget-us";
+
+/// One numeric config: name (without `reclaim.`), its variable, default, min, max.
+pub struct Numeric {
+    /// Name, as in `CONFIG SET reclaim.<name>` and on the `loadmodule` line.
+    pub name: &'static str,
+    /// The variable Redis sets.
+    pub var: &'static AtomicI64,
+    /// Value when not configured.
+    pub default: i64,
+    /// Smallest accepted value.
+    pub min: i64,
+    /// Largest accepted value.
+    pub max: i64,
+}
+
+/// Every config of the module, registered in this order.
+pub const NUMERIC: [Numeric; 2] = [
+    Numeric {
+        name: TICK_INTERVAL,
+        var: &TICK_INTERVAL_MS,
+        default: DEFAULT_TICK_INTERVAL_MS,
+        min: MIN_TICK_INTERVAL_MS,
+        max: MAX_TICK_INTERVAL_MS,
+    },
+    Numeric {
+        name: TICK_BUDGET,
+        var: &TICK_BUDGET_US,
+        default: DEFAULT_TICK_BUDGET_US,
+        min: MIN_TICK_BUDGET_US,
+        max: MAX_TICK_BUDGET_US,
+    },
+];
+
 /// Current tick interval, ms.
 pub fn tick_interval_ms() -> i64 {
     TICK_INTERVAL_MS

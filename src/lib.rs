@@ -22,19 +22,18 @@ pub mod watch;
 
 use std::os::raw::{c_char, c_int, c_void};
 
-use redis_module::configuration::ConfigurationFlags;
-use redis_module::{raw, redis_module, Context, RedisString, Status};
+use redis_module::configuration::{
+    get_i64_default_config_value, register_i64_configuration, ConfigurationFlags,
+};
+use redis_module::{raw, Context, RedisString, Status};
 
 use crate::store::POLICY_TYPE;
 
+/// Every allocation of the module goes through Redis's allocator (`RM_Alloc`), so `INFO memory`
+/// and `maxmemory` count it. Unit tests run without Redis and use the system allocator.
 #[cfg(not(test))]
-type Allocator = redis_module::alloc::RedisAlloc;
-#[cfg(not(test))]
-const ALLOCATOR: Allocator = redis_module::alloc::RedisAlloc;
-#[cfg(test)]
-type Allocator = std::alloc::System;
-#[cfg(test)]
-const ALLOCATOR: Allocator = std::alloc::System;
+#[global_allocator]
+static ALLOCATOR: redis_module::alloc::RedisAlloc = redis_module::alloc::RedisAlloc;
 
 /// Keyspace events on policy keys that bring a policy to a new (db, key): RENAME, MOVE, COPY,
 /// RESTORE; that take it away: DEL (also UNLINK), expiry, eviction, and the source side of RENAME
@@ -139,6 +138,52 @@ unsafe extern "C" fn on_flush(
     });
 }
 
+/// Loads (server event `Loading`, Redis 6.0+): policies read during a load are registered when it
+/// ends well, and dropped when it fails ([`registry::load_ended`]).
+unsafe extern "C" fn on_loading(
+    ctx: *mut raw::RedisModuleCtx,
+    _e: raw::RedisModuleEvent,
+    sub: u64,
+    _data: *mut c_void,
+) {
+    ffi::guard("loading event", || match sub {
+        raw::REDISMODULE_SUBEVENT_LOADING_RDB_START
+        | raw::REDISMODULE_SUBEVENT_LOADING_AOF_START
+        | raw::REDISMODULE_SUBEVENT_LOADING_REPL_START => registry::load_started(false),
+        raw::REDISMODULE_SUBEVENT_LOADING_ENDED => {
+            if let Some(load) = registry::take_load() {
+                store::register_loaded(&Context::new(ctx), load);
+            }
+        }
+        raw::REDISMODULE_SUBEVENT_LOADING_FAILED => drop(registry::take_load()),
+        _ => {}
+    });
+}
+
+/// Diskless `swapdb` syncs on a replica (server event `ReplAsyncLoad`, Redis 7.0+): the sync loads
+/// into temporary databases while the old ones keep serving; the policies it read replace the old
+/// ones only when the server swaps the databases in (COMPLETED), and are dropped when it throws
+/// them away (ABORTED).
+unsafe extern "C" fn on_async_load(
+    ctx: *mut raw::RedisModuleCtx,
+    _e: raw::RedisModuleEvent,
+    sub: u64,
+    _data: *mut c_void,
+) {
+    ffi::guard("async-load event", || match sub {
+        raw::REDISMODULE_SUBEVENT_REPL_ASYNC_LOAD_STARTED => registry::load_started(true),
+        raw::REDISMODULE_SUBEVENT_REPL_ASYNC_LOAD_COMPLETED => {
+            // The old databases, and every policy in them, are gone.
+            registry::forget_db(-1);
+            if let Some(load) = registry::take_load() {
+                store::register_loaded(&Context::new(ctx), load);
+            }
+        }
+        raw::REDISMODULE_SUBEVENT_REPL_ASYNC_LOAD_ABORTED => drop(registry::take_load()),
+        _ => {}
+    });
+}
+
 unsafe extern "C" fn on_info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
     ffi::guard("INFO", || unsafe {
         // NULL: the module's default section, `# reclaim`, fields prefixed `reclaim_`.
@@ -160,12 +205,17 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
         return Status::Err;
     }
     // Loadmodule arguments: `name value` pairs of known configs, nothing else.
+    let known = || -> String {
+        let names: Vec<&str> = config::NUMERIC.iter().map(|c| c.name).collect();
+        names.join(", ")
+    };
     for pair in args.chunks(2) {
         let name = pair[0].as_slice();
-        if name != b"tick-interval-ms" && name != b"tick-budget-us" {
+        if !config::NUMERIC.iter().any(|c| c.name.as_bytes() == name) {
             ctx.log_warning(&format!(
-                "reclaim: unknown module argument '{}' (known: tick-interval-ms, tick-budget-us)",
-                policy::printable(name)
+                "reclaim: unknown module argument '{}' (known: {})",
+                policy::printable(name),
+                known()
             ));
             return Status::Err;
         }
@@ -178,28 +228,26 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
         }
     }
     // Loadmodule arguments become config defaults, which Redis does not range-check.
-    for (name, v, lo, hi) in [
-        (
-            "tick-interval-ms",
-            config::TICK_INTERVAL_MS.load(std::sync::atomic::Ordering::Relaxed),
-            config::MIN_TICK_INTERVAL_MS,
-            config::MAX_TICK_INTERVAL_MS,
-        ),
-        (
-            "tick-budget-us",
-            config::TICK_BUDGET_US.load(std::sync::atomic::Ordering::Relaxed),
-            config::MIN_TICK_BUDGET_US,
-            config::MAX_TICK_BUDGET_US,
-        ),
-    ] {
-        if !(lo..=hi).contains(&v) {
-            ctx.log_warning(&format!("reclaim: {name} {v} is out of range ({lo}..{hi})"));
+    for c in &config::NUMERIC {
+        let v = c.var.load(std::sync::atomic::Ordering::Relaxed);
+        if !(c.min..=c.max).contains(&v) {
+            ctx.log_warning(&format!(
+                "reclaim: {} {v} is out of range ({}..{})",
+                c.name, c.min, c.max
+            ));
             return Status::Err;
         }
     }
     if !commands::register(ctx) {
         return Status::Err;
     }
+    // The policy type's rdb_load handles read errors, and loads into a temporary database (a
+    // diskless `swapdb` sync) register nothing until the server swaps it in: without these,
+    // Redis refuses diskless load on a replica whenever this module is loaded.
+    ctx.set_module_options(
+        redis_module::raw::ModuleOptions::HANDLE_IO_ERRORS
+            | redis_module::raw::ModuleOptions::HANDLE_REPL_ASYNC_LOAD,
+    );
     unsafe {
         if raw::RedisModule_SubscribeToKeyspaceEvents.unwrap()(
             ctx.ctx,
@@ -223,6 +271,16 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
             dataver: 1,
         };
         raw::RedisModule_SubscribeToServerEvent.unwrap()(ctx.ctx, flush, Some(on_flush));
+        for (id, cb) in [
+            (
+                raw::REDISMODULE_EVENT_LOADING,
+                on_loading as unsafe extern "C" fn(_, _, _, _),
+            ),
+            (raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD, on_async_load),
+        ] {
+            let ev = raw::RedisModuleEvent { id, dataver: 1 };
+            raw::RedisModule_SubscribeToServerEvent.unwrap()(ctx.ctx, ev, Some(cb));
+        }
         raw::RedisModule_RegisterInfoFunc.unwrap()(ctx.ctx, Some(on_info));
         let filter = raw::RedisModule_RegisterCommandFilter.unwrap()(
             ctx.ctx,
@@ -242,20 +300,65 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     Status::Ok
 }
 
-redis_module! {
-    name: "reclaim",
-    version: 1,
-    allocator: (Allocator, ALLOCATOR),
-    data_types: [POLICY_TYPE],
-    init: init,
-    configurations: [
-        i64: [
-            ["tick-interval-ms", &config::TICK_INTERVAL_MS, config::DEFAULT_TICK_INTERVAL_MS, config::MIN_TICK_INTERVAL_MS, config::MAX_TICK_INTERVAL_MS, ConfigurationFlags::DEFAULT, None],
-            ["tick-budget-us", &config::TICK_BUDGET_US, config::DEFAULT_TICK_BUDGET_US, config::MIN_TICK_BUDGET_US, config::MAX_TICK_BUDGET_US, ConfigurationFlags::DEFAULT, None],
-        ],
-        string: [],
-        bool: [],
-        enum: [],
-        module_args_as_configuration: true,
-    ]
+/// The module's entry point, called by Redis on `loadmodule` / `MODULE LOAD`: initialises the
+/// module API, creates the policy data type, registers the configs (`loadmodule` arguments are
+/// their defaults) and loads their configured values (`RM_LoadConfigs`, Redis 7.0), then runs
+/// [`init`]. It does what the `redis_module!` macro of the redis-module crate does for this
+/// module, without the crate's defrag registration, which registers nothing here but logs
+/// `Skip register defrag callbacks ...` as a warning at every start on servers before Redis 7.4.
+///
+/// # Safety
+/// Called by Redis only, with its module context and arguments.
+#[no_mangle]
+#[allow(non_snake_case)]
+pub unsafe extern "C" fn RedisModule_OnLoad(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+) -> c_int {
+    let err = Status::Err as c_int;
+    let init_api = unsafe {
+        raw::Export_RedisModule_Init(
+            ctx,
+            c"reclaim".as_ptr(),
+            1,
+            raw::REDISMODULE_APIVER_1 as c_int,
+        )
+    };
+    if init_api == err {
+        return err;
+    }
+    let context = Context::new(ctx);
+    // The crate's context-free logging needs it.
+    let _ = redis_module::MODULE_CONTEXT.set_context(&context);
+    let args = redis_module::decode_args(ctx, argv, argc);
+    if POLICY_TYPE.create_data_type(ctx).is_err() {
+        return err;
+    }
+    for c in &config::NUMERIC {
+        let default = match get_i64_default_config_value(&args, c.name, c.default) {
+            Ok(v) => v,
+            Err(e) => {
+                context.log_warning(&format!(
+                    "reclaim: module argument {} must be an integer ({e})",
+                    c.name
+                ));
+                return err;
+            }
+        };
+        register_i64_configuration(
+            &context,
+            c.name,
+            c.var,
+            default,
+            c.min,
+            c.max,
+            ConfigurationFlags::DEFAULT,
+            None,
+        );
+    }
+    if let Some(load_configs) = unsafe { raw::RedisModule_LoadConfigs } {
+        unsafe { load_configs(ctx) };
+    }
+    init(&context, &args) as c_int
 }

@@ -139,6 +139,10 @@ struct Registry {
     recent: HashMap<(Vec<u8>, Vec<u8>, Vec<u8>), (u64, bool)>,
     /// (due_ms, id): the visiting order. Stale pairs (due not equal to the runtime's) are skipped.
     queue: BTreeSet<(u64, PolicyId)>,
+    /// Policies read by `rdb_load` during the load in progress (`None`: no load): registered only
+    /// when the load ends well (see [`take_load`]), so a load that fails or is thrown away (a
+    /// diskless `swapdb` sync into temporary databases) leaves nothing behind.
+    loading: Option<Load>,
 }
 
 lazy_static! {
@@ -146,7 +150,8 @@ lazy_static! {
         runtimes: HashMap::new(),
         by_stream: HashMap::new(),
         recent: HashMap::new(),
-        queue: BTreeSet::new()
+        queue: BTreeSet::new(),
+        loading: None,
     });
     static ref EPOCH: Instant = Instant::now();
 }
@@ -434,6 +439,55 @@ pub fn forget_db(db: i32) {
     runtimes.retain(|id, _| db != -1 && id.db != db);
     queue.retain(|(_, id)| db != -1 && id.db != db);
     reindex(&mut r);
+}
+
+/// The policies `rdb_load` read during the load in progress, waiting for it to end well.
+#[derive(Debug, Default)]
+pub struct Load {
+    /// (db, stream, group) as `rdb_load` saw them.
+    pub ids: Vec<PolicyId>,
+    /// The load goes into temporary databases (a diskless `swapdb` sync). Redis before 7.4 gives
+    /// `rdb_load` database 0 for every value loaded into them (redis#12947), so the databases
+    /// in `ids` cannot be trusted.
+    pub into_temp_db: bool,
+}
+
+/// A load begins (server events `Loading` ..._START, and `ReplAsyncLoad` STARTED with
+/// `into_temp_db`, Redis 7.0+): from now until [`take_load`], policies read by `rdb_load` are
+/// only noted ([`loaded`]). A `swapdb` sync fires both events: the first one counts.
+pub fn load_started(into_temp_db: bool) {
+    let mut r = lock();
+    if r.loading.is_none() {
+        r.loading = Some(Load {
+            ids: Vec::new(),
+            into_temp_db,
+        });
+    }
+}
+
+/// `rdb_load` read the policies of `stream` for these groups in database `db`. During a load they
+/// wait for its end; otherwise (a `RESTORE`, whose keyspace event registers them) nothing is kept.
+pub fn loaded<'a>(db: i32, stream: &[u8], groups: impl Iterator<Item = &'a Vec<u8>>) {
+    let mut r = lock();
+    if let Some(l) = r.loading.as_mut() {
+        l.ids.extend(groups.map(|g| PolicyId {
+            db,
+            stream: stream.to_vec(),
+            group: g.clone(),
+        }));
+    }
+}
+
+/// Ends the load in progress and returns what it read (`None`: no load was in progress). The
+/// caller registers them when the load ended well, and drops them otherwise (the server empties
+/// half-loaded databases, or keeps the old ones of a `swapdb` sync).
+pub fn take_load() -> Option<Load> {
+    lock().loading.take()
+}
+
+/// Policies noted by the load in progress, not registered yet (0 when no load is in progress).
+pub fn loading_len() -> usize {
+    lock().loading.as_ref().map_or(0, |l| l.ids.len())
 }
 
 /// Number of known policies (all databases).

@@ -7,9 +7,15 @@
 //! stream leaves them in place: they wait for the stream to come back. An RDB that holds policy
 //! keys needs the module loaded to be read (as for any module data type).
 //!
-//! Each loaded value registers its policies with [`crate::registry`] (`rdb_load`, Redis
-//! `RM_GetDbIdFromIO`, 7.0), so finding policies after a restart, full sync or `RESTORE` costs
-//! nothing per unrelated key.
+//! Each value loaded during a load (restart, full sync, `DEBUG RELOAD`) notes its policies with
+//! [`crate::registry::loaded`] (`rdb_load`, Redis `RM_GetDbIdFromIO`, 7.0); they are registered when
+//! the load ends well, so finding policies costs nothing per unrelated key, and a load that fails
+//! or is thrown away leaves nothing behind. A `RESTORE` registers through its keyspace event.
+//!
+//! `rdb_load` handles read errors (the module declares `REDISMODULE_OPTIONS_HANDLE_IO_ERRORS`, which
+//! lets a replica load a sync straight from the socket): every read is checked
+//! (`RM_IsIOError`), and on the first error, or a value that is not a valid policy, it returns NULL
+//! with everything it read dropped.
 
 use std::collections::BTreeMap;
 use std::ffi::CString;
@@ -138,6 +144,35 @@ pub fn delete(ctx: &Context, stream: &[u8], group: &[u8]) -> bool {
     removed
 }
 
+/// Registers the policies a load read ([`registry::take_load`]), once it ended well. A load into
+/// temporary databases (a `swapdb` sync) may have named the wrong database (Redis before 7.4), so
+/// each stream it read is looked up in every database instead: O(streams x databases) key
+/// lookups, once per sync. Leaves database `ctx` had selected as it was.
+pub fn register_loaded(ctx: &Context, load: registry::Load) {
+    if !load.into_temp_db {
+        for id in load.ids {
+            registry::register(id.db, &id.stream, &id.group);
+        }
+        return;
+    }
+    let mut streams: Vec<Vec<u8>> = load.ids.into_iter().map(|id| id.stream).collect();
+    streams.sort_unstable();
+    streams.dedup();
+    let before = crate::ffi::selected_db(ctx);
+    let mut db = 0;
+    while crate::ffi::select_db(ctx, db) {
+        for stream in &streams {
+            if let Found::Set(set) = read(ctx, stream) {
+                for g in set.groups.keys() {
+                    registry::register(db, stream, g);
+                }
+            }
+        }
+        db += 1;
+    }
+    crate::ffi::select_db(ctx, before);
+}
+
 fn load_bytes(rdb: *mut raw::RedisModuleIO) -> Option<Vec<u8>> {
     raw::load_string_buffer(rdb)
         .ok()
@@ -165,17 +200,22 @@ fn load_set(rdb: *mut raw::RedisModuleIO) -> Option<PolicySet> {
         let claimant = load_bytes(rdb)?;
         let count = load_i64(rdb)?;
         let interval_ms = load_i64(rdb)?;
-        groups.insert(
-            group,
-            Policy {
-                min_idle_ms,
-                max_deliveries,
-                dlq,
-                claimant,
-                count,
-                interval_ms,
-            },
-        );
+        let p = Policy {
+            min_idle_ms,
+            max_deliveries,
+            dlq,
+            claimant,
+            count,
+            interval_ms,
+        };
+        // Only a policy that `RECLAIM.POLICY SET` would accept is good.
+        let args = p.to_args();
+        let a: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+        if crate::policy::parse_set_options(&stream, &a).as_ref() != Ok(&p) {
+            crate::ffi::log_warning("reclaim: a policy value in the RDB is not a valid policy");
+            return None;
+        }
+        groups.insert(group, p);
     }
     Some(PolicySet { stream, groups })
 }
@@ -192,9 +232,9 @@ unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *m
             return std::ptr::null_mut();
         };
         let db = unsafe { raw::RedisModule_GetDbIdFromIO.map(|f| f(rdb)).unwrap_or(0) };
-        for g in set.groups.keys() {
-            registry::register(db, &set.stream, g);
-        }
+        // Registered when the load ends well, not now: the value may belong to a temporary
+        // database that the server throws away (a diskless `swapdb` sync that fails).
+        registry::loaded(db, &set.stream, set.groups.keys());
         Box::into_raw(Box::new(set)).cast::<c_void>()
     })
     .unwrap_or(std::ptr::null_mut())

@@ -1795,6 +1795,16 @@ fn start_refused(args: &[&str]) -> Result<(), String> {
 }
 
 #[test]
+fn a_clean_start_logs_no_module_warning() {
+    // Warning-level lines are marked `#` in the log; the module's are prefixed `<reclaim>`.
+    let s = Server::new();
+    let log = s.log();
+    assert!(log.contains("<reclaim> Created new data type"), "{log}");
+    let warnings: Vec<&str> = log.lines().filter(|l| l.contains(" # <reclaim>")).collect();
+    assert_eq!(warnings, Vec::<&str>::new());
+}
+
+#[test]
 fn out_of_range_configs_at_startup_are_refused() {
     let cases: &[&[&str]] = &[
         // Command-line configs (validated by Redis).

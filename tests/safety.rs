@@ -336,6 +336,10 @@ fn failover_hands_sweeping_to_the_new_primary() {
     set_deliveries(&mut c, b"jobs", b"g", b"dead2", &b, 3);
 
     let rport = r.port.to_string();
+    // FAILOVER TO needs the replica online on the primary's side, which happens at its first
+    // REPLCONF ACK (up to a second after its link is up); WAIT returns once it has acknowledged.
+    let acked: i64 = q(&mut c, &["WAIT", "1", "10000"]);
+    assert_eq!(acked, 1, "the replica acknowledged");
     let _: () = q(&mut c, &["FAILOVER", "TO", "127.0.0.1", &rport]);
     wait_for(20, "the failover to complete", || {
         let old = info(&mut c, "replication");

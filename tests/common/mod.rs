@@ -206,6 +206,20 @@ impl Server {
         }
     }
 
+    /// Kills the server and its forked children (a BGSAVE or a sync in progress, which a forked
+    /// child may be sending to a replica itself) with SIGKILL.
+    pub fn kill_with_children(&mut self) {
+        if let Some(c) = self.child.as_ref() {
+            let pid = c.id();
+            let list = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+                .unwrap_or_default();
+            for child in list.split_whitespace() {
+                let _ = Command::new("kill").arg("-9").arg(child).status();
+            }
+        }
+        self.kill();
+    }
+
     /// Stops the server with `SHUTDOWN` (saving according to its config) and waits for it.
     pub fn shutdown(&mut self) {
         if let Some(mut c) = self.child.take() {
