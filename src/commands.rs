@@ -1,20 +1,22 @@
-//! Command handlers: parse into typed values, act through [`crate::store`] / [`crate::sweep`],
-//! reply. Registration (flags, arity, key specs) is in [`register`]; syntax and replies are
-//! documented in docs/commands.md.
+//! Command handlers, thin: parse into typed values, act through [`crate::store`],
+//! [`crate::registry`] and [`crate::sweep`], reply. Each returns `Result<Reply, ReclaimError>`;
+//! [`crate::ffi::run_command`] sends either. Registration (flags, arity, key specs) is the table
+//! [`COMMANDS`]; syntax and replies are documented in docs/commands.md.
 
 use std::os::raw::c_int;
 
 use redis_module::{raw, Context, ContextFlags, RedisString};
 
+use crate::clock::epoch_ms;
 use crate::error::{self, ReclaimError};
-use crate::ffi::{self, Owned, Reply, Spec};
+use crate::ffi::{self, CmdResult, CommandSpec, Reply, Spec};
+use crate::metrics::Stat;
 use crate::policy::{self, Policy};
-use crate::registry::{self, PolicyId, Runtime};
+use crate::registry::{self, PolicyId};
+use crate::runtime::{count_step, Runtime};
+use crate::scheduler;
 use crate::store;
-use crate::sweep::{self, Stop};
-use crate::timer;
-
-type Handler = Result<Reply, String>;
+use crate::sweep::{self, Stop, Target};
 
 const KEY_RW: u32 = raw::REDISMODULE_CMD_KEY_RW;
 const KEY_RO: u32 = raw::REDISMODULE_CMD_KEY_RO;
@@ -27,21 +29,17 @@ fn slices(args: &[RedisString]) -> Vec<&[u8]> {
     args.iter().map(|a| a.as_slice()).collect()
 }
 
-fn err(e: ReclaimError) -> String {
-    e.to_string()
-}
-
-fn policy_map(p: &Policy) -> Vec<(&'static str, Owned)> {
+fn policy_map(p: &Policy) -> Vec<(&'static str, Reply)> {
     vec![
-        ("min-idle", Owned::Int(p.min_idle_ms)),
-        ("max-deliveries", Owned::Int(p.max_deliveries)),
+        ("min-idle", Reply::Int(p.min_idle_ms)),
+        ("max-deliveries", Reply::Int(p.max_deliveries)),
         (
             "dlq",
-            p.dlq.clone().map(Owned::Bytes).unwrap_or(Owned::Null),
+            p.dlq.clone().map(Reply::Bytes).unwrap_or(Reply::Null),
         ),
-        ("claimant", Owned::Bytes(p.claimant.clone())),
-        ("count", Owned::Int(p.count)),
-        ("interval", Owned::Int(p.interval_ms)),
+        ("claimant", Reply::Bytes(p.claimant.clone())),
+        ("count", Reply::Int(p.count)),
+        ("interval", Reply::Int(p.interval_ms)),
     ]
 }
 
@@ -50,7 +48,7 @@ fn policy_map(p: &Policy) -> Vec<(&'static str, Owned)> {
 /// restarts its pass. Propagated to replicas and the AOF as the same command with every option
 /// explicit. Errors: see [`policy::parse_set_options`], plus WRONGTYPE when the key or the DLQ
 /// exists and is not a stream (not checked when the command comes from the primary or the AOF).
-fn policy_set(ctx: &Context, args: &[RedisString]) -> Handler {
+fn policy_set(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let a = slices(args);
     if ffi::is_keys_request(ctx) {
         ffi::key_at(ctx, 2, KEY_RW | UPDATE);
@@ -60,7 +58,7 @@ fn policy_set(ctx: &Context, args: &[RedisString]) -> Handler {
         return Ok(Reply::Done);
     }
     let (stream, group) = (a[2], a[3]);
-    let p = policy::parse_set_options(stream, &a[4..]).map_err(err)?;
+    let p = policy::parse_set_options(stream, &a[4..])?;
     let from_primary = ctx
         .get_flags()
         .intersects(ContextFlags::REPLICATED | ContextFlags::LOADING);
@@ -79,46 +77,34 @@ fn policy_set(ctx: &Context, args: &[RedisString]) -> Handler {
     registry::reset(ffi::selected_db(ctx), stream, group);
     let r: Vec<&[u8]> = repl.iter().map(|v| v.as_slice()).collect();
     ctx.replicate("RECLAIM.POLICY", &r[..]);
-    Ok(Reply::Value(Owned::Status("OK")))
+    Ok(Reply::Status("OK"))
 }
 
 /// `RECLAIM.POLICY GET key group` -> the policy as a map (`min-idle`, `max-deliveries`, `dlq`,
 /// `claimant`, `count`, `interval`), or nil.
-fn policy_get(ctx: &Context, args: &[RedisString]) -> Handler {
-    if ffi::is_keys_request(ctx) {
-        ffi::key_at(ctx, 2, KEY_RO | ACCESS);
-        return Ok(Reply::Done);
-    }
+fn policy_get(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let a = slices(args);
-    Ok(Reply::Value(match store::get(ctx, a[2], a[3]) {
-        Some(p) => Owned::Map(policy_map(&p)),
-        None => Owned::Null,
-    }))
+    Ok(match store::get(ctx, a[2], a[3]) {
+        Some(p) => Reply::Map(policy_map(&p)),
+        None => Reply::Null,
+    })
 }
 
 /// `RECLAIM.POLICY DEL key group` -> 1 when a policy was removed, else 0. Propagated verbatim
 /// when it removed something.
-fn policy_del(ctx: &Context, args: &[RedisString]) -> Handler {
-    if ffi::is_keys_request(ctx) {
-        ffi::key_at(ctx, 2, KEY_RW | DELETE);
-        return Ok(Reply::Done);
-    }
+fn policy_del(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let a = slices(args);
     let removed = store::delete(ctx, a[2], a[3]);
     if removed {
-        registry::remove(&PolicyId {
-            db: ffi::selected_db(ctx),
-            stream: a[2].to_vec(),
-            group: a[3].to_vec(),
-        });
+        registry::remove(&PolicyId::new(ffi::selected_db(ctx), a[2], a[3]));
         ctx.replicate_verbatim();
     }
-    Ok(Reply::Value(Owned::Int(removed as i64)))
+    Ok(Reply::Int(removed as i64))
 }
 
 /// `RECLAIM.POLICY LIST` -> one map per policy of the selected database (`key`, `group`, then the
 /// fields of GET), ordered by key then group. O(policies of all databases).
-fn policy_list(ctx: &Context, _args: &[RedisString]) -> Handler {
+fn policy_list(ctx: &Context, _args: &[RedisString]) -> CmdResult {
     let db = ffi::selected_db(ctx);
     let mut ids = registry::ids_in_db(db);
     ids.sort();
@@ -126,32 +112,27 @@ fn policy_list(ctx: &Context, _args: &[RedisString]) -> Handler {
     for id in ids {
         if let Some(p) = store::get(ctx, &id.stream, &id.group) {
             let mut m = vec![
-                ("key", Owned::Bytes(id.stream.clone())),
-                ("group", Owned::Bytes(id.group.clone())),
+                ("key", Reply::Bytes(id.stream.clone())),
+                ("group", Reply::Bytes(id.group.clone())),
             ];
             m.extend(policy_map(&p));
-            out.push(Owned::Map(m));
+            out.push(Reply::Map(m));
         }
     }
-    Ok(Reply::Value(Owned::Array(out)))
+    Ok(Reply::Array(out))
 }
 
+/// The policy of (stream, group) in the selected database, registered if the registry did not
+/// know it; [`error::NO_POLICY`] when there is none.
 fn policy_or_error(
     ctx: &Context,
     stream: &[u8],
     group: &[u8],
-) -> Result<(PolicyId, Policy), String> {
-    let p = store::get(ctx, stream, group).ok_or_else(|| error::NO_POLICY.to_string())?;
+) -> Result<(PolicyId, Policy), ReclaimError> {
+    let p = store::get(ctx, stream, group).ok_or(ReclaimError::Static(error::NO_POLICY))?;
     let db = ffi::selected_db(ctx);
     registry::register(db, stream, group);
-    Ok((
-        PolicyId {
-            db,
-            stream: stream.to_vec(),
-            group: group.to_vec(),
-        },
-        p,
-    ))
+    Ok((PolicyId::new(db, stream, group), p))
 }
 
 /// `RECLAIM.SWEEP key group [LIMIT n]` -> map `claimed`, `dead-lettered`, `deleted`: one complete
@@ -160,14 +141,10 @@ fn policy_or_error(
 /// reach replicas and the AOF as one MULTI/EXEC. Zeros while the stream or group does not exist.
 /// Errors: no policy, LIMIT not a positive integer, WRONGTYPE (stream or DLQ), NOPERM when the
 /// caller may not write the DLQ.
-fn sweep_cmd(ctx: &Context, args: &[RedisString]) -> Handler {
-    if ffi::is_keys_request(ctx) {
-        ffi::key_at(ctx, 1, KEY_RW | UPDATE);
-        return Ok(Reply::Done);
-    }
+fn sweep_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let a = slices(args);
     let (stream, group) = (a[1], a[2]);
-    let limit = policy::parse_sweep_options(&a[3..]).map_err(err)?;
+    let limit = policy::parse_sweep_options(&a[3..])?;
     let (id, p) = policy_or_error(ctx, stream, group)?;
     if let Some(d) = &p.dlq {
         if !ffi::may_write_key(ctx, d) {
@@ -177,58 +154,54 @@ fn sweep_cmd(ctx: &Context, args: &[RedisString]) -> Handler {
             return Err(error::WRONGTYPE_DLQ.into());
         }
     }
+    let target = Target {
+        ctx,
+        stream,
+        group,
+        policy: &p,
+    };
     let mut remaining = limit.unwrap_or(i64::MAX);
     let mut cursor: Option<Vec<u8>> = None;
     let (mut claimed, mut dead, mut deleted) = (0u64, 0u64, 0u64);
     let t0 = std::time::Instant::now();
-    let mut rt = Runtime::default();
     loop {
         let max = p.count.min(remaining);
-        let out = sweep::step(ctx, stream, group, &p, None, cursor.as_deref(), max, None);
+        let out = sweep::step_page(&target, None, cursor.as_deref(), max, None);
         claimed += out.claimed;
         dead += out.dead_lettered;
         deleted += out.deleted;
         remaining -= out.examined as i64;
-        let now = registry::now_ms();
-        timer::apply(&mut rt, &out, 0, &p, now);
+        registry::update(&id, |rt| count_step(&mut rt.counters, &out));
         match &out.stop {
-            Some(Stop::WrongTypeStream) => {
-                registry::update(&id, |r| r.counters.errors += 1);
-                return Err(error::WRONGTYPE_STREAM.into());
-            }
+            Some(Stop::WrongTypeStream) => return Err(error::WRONGTYPE_STREAM.into()),
             Some(_) => break,
             None => {}
         }
-        if out.pass_done || remaining <= 0 {
+        if out.pass_done {
+            let us = t0.elapsed().as_micros() as i64;
+            registry::update(&id, |rt| {
+                rt.counters.add(Stat::Passes, 1);
+                rt.counters.last_pass_ms = epoch_ms();
+                rt.counters.last_pass_us = us;
+            });
+            break;
+        }
+        if remaining <= 0 {
             break;
         }
         cursor = out.cursor;
     }
-    let pass_us = t0.elapsed().as_micros() as i64;
-    let c = rt.counters;
-    registry::update(&id, |r| {
-        r.counters.claimed += c.claimed;
-        r.counters.dead_lettered += c.dead_lettered;
-        r.counters.deleted += c.deleted;
-        r.counters.oom_skips += c.oom_skips;
-        r.counters.errors += c.errors;
-        if c.passes > 0 {
-            r.counters.passes += c.passes;
-            r.counters.last_pass_ms = c.last_pass_ms;
-            r.counters.last_pass_us = pass_us;
-        }
-    });
-    Ok(Reply::Value(Owned::Map(vec![
-        ("claimed", Owned::Int(claimed as i64)),
-        ("dead-lettered", Owned::Int(dead as i64)),
-        ("deleted", Owned::Int(deleted as i64)),
-    ])))
+    Ok(Reply::Map(vec![
+        ("claimed", Reply::Int(claimed as i64)),
+        ("dead-lettered", Reply::Int(dead as i64)),
+        ("deleted", Reply::Int(deleted as i64)),
+    ]))
 }
 
 /// The `status` field of `RECLAIM.STATS`, checked live.
 fn status(ctx: &Context, stream: &[u8], group: &[u8], p: &Policy, rt: &Runtime) -> String {
-    if let Some(b) = timer::blocked(ctx) {
-        return b.to_string();
+    if let Some(b) = scheduler::blocked(ctx) {
+        return b.status().to_string();
     }
     if let Some(s) = sweep::check_stream(ctx, stream) {
         return s.status();
@@ -263,40 +236,37 @@ fn status(ctx: &Context, stream: &[u8], group: &[u8], p: &Policy, rt: &Runtime) 
 /// (ms since the epoch before which no pending entry can be stale, 0 = unknown), `cursor`
 /// (`0-0` at the head of the PEL), `status`.
 /// Counters are since the module was loaded on this server. Errors: no policy.
-fn stats(ctx: &Context, args: &[RedisString]) -> Handler {
-    if ffi::is_keys_request(ctx) {
-        ffi::key_at(ctx, 1, KEY_RO | ACCESS);
-        return Ok(Reply::Done);
-    }
+fn stats(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let a = slices(args);
     let (id, p) = policy_or_error(ctx, a[1], a[2])?;
     let rt = registry::get(&id).unwrap_or_default();
     let st = status(ctx, a[1], a[2], &p, &rt);
     let c = &rt.counters;
-    Ok(Reply::Value(Owned::Map(vec![
-        ("passes", Owned::Int(c.passes as i64)),
-        ("claimed", Owned::Int(c.claimed as i64)),
-        ("dead-lettered", Owned::Int(c.dead_lettered as i64)),
-        ("deleted", Owned::Int(c.deleted as i64)),
-        ("oom-skips", Owned::Int(c.oom_skips as i64)),
-        ("errors", Owned::Int(c.errors as i64)),
-        ("last-pass-ms", Owned::Int(c.last_pass_ms)),
-        ("last-pass-us", Owned::Int(c.last_pass_us)),
-        ("full-passes", Owned::Int(c.full_passes as i64)),
-        ("scans-skipped", Owned::Int(c.scans_skipped as i64)),
-        ("consumer-checks", Owned::Int(c.consumer_checks as i64)),
-        ("stale-not-before", Owned::Int(rt.stale_not_before_ms)),
+    let n = |s: Stat| (s.stats_name(), Reply::Int(c.get(s) as i64));
+    Ok(Reply::Map(vec![
+        n(Stat::Passes),
+        n(Stat::Claimed),
+        n(Stat::DeadLettered),
+        n(Stat::Deleted),
+        n(Stat::OomSkips),
+        n(Stat::Errors),
+        ("last-pass-ms", Reply::Int(c.last_pass_ms)),
+        ("last-pass-us", Reply::Int(c.last_pass_us)),
+        n(Stat::FullPasses),
+        n(Stat::ScansSkipped),
+        n(Stat::ConsumerChecks),
+        ("stale-not-before", Reply::Int(rt.stale_not_before_ms)),
         (
             "cursor",
-            Owned::Bytes(rt.cursor.clone().unwrap_or_else(|| b"0-0".to_vec())),
+            Reply::Bytes(rt.cursor.clone().unwrap_or_else(|| b"0-0".to_vec())),
         ),
-        ("status", Owned::Bytes(st.into_bytes())),
-    ])))
+        ("status", Reply::Bytes(st.into_bytes())),
+    ]))
 }
 
 /// `RECLAIM.POLICY HELP` -> the subcommands, one line each (the Redis convention for container
 /// commands, as `XINFO HELP`).
-fn policy_help(_ctx: &Context, _args: &[RedisString]) -> Handler {
+fn policy_help(_ctx: &Context, _args: &[RedisString]) -> CmdResult {
     let lines: &[&str] = &[
         "RECLAIM.POLICY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
         "SET <key> <group> [MIN-IDLE <ms>] [MAX-DELIVERIES <n>] [DLQ <dlq-key>] [CLAIMANT <consumer>] [COUNT <n>] [INTERVAL <ms>]",
@@ -310,9 +280,9 @@ fn policy_help(_ctx: &Context, _args: &[RedisString]) -> Handler {
         "HELP",
         "    Print this help.",
     ];
-    Ok(Reply::Value(Owned::Array(
-        lines.iter().map(|l| Owned::Status(l)).collect(),
-    )))
+    Ok(Reply::Array(
+        lines.iter().map(|l| Reply::Status(l)).collect(),
+    ))
 }
 
 macro_rules! entry {
@@ -335,99 +305,102 @@ entry!(c_policy_help, "RECLAIM.POLICY HELP", policy_help);
 entry!(c_sweep, "RECLAIM.SWEEP", sweep_cmd);
 entry!(c_stats, "RECLAIM.STATS", stats);
 
-/// Registers every command with its flags, arity and key specs. `false` if Redis refused one.
-pub fn register(ctx: &Context) -> bool {
-    let p = Some("reclaim.policy");
-    ffi::register(
-        ctx,
-        None,
-        "reclaim.policy",
-        None,
-        "",
-        0,
-        -2,
-        "Manage reclaim policies",
-        "O(1)",
-        &[],
-    ) && ffi::register(
-        ctx,
-        p,
-        "set",
-        Some(c_policy_set),
-        "write deny-oom getkeys-api",
-        2,
-        -4,
-        "Set the reclaim policy of a stream's consumer group",
-        "O(log N) with N policies of the stream",
-        &[
+/// Every command of the module, registered in this order (a container before its subcommands).
+pub const COMMANDS: &[CommandSpec] = &[
+    CommandSpec {
+        parent: None,
+        name: "reclaim.policy",
+        func: None,
+        flags: "",
+        first_key: 0,
+        arity: -2,
+        summary: "Manage reclaim policies",
+        complexity: "O(1)",
+        keys: &[],
+    },
+    CommandSpec {
+        parent: Some("reclaim.policy"),
+        name: "set",
+        func: Some(c_policy_set),
+        flags: "write deny-oom getkeys-api",
+        first_key: 2,
+        arity: -4,
+        summary: "Set the reclaim policy of a stream's consumer group",
+        complexity: "O(log N) with N policies of the stream",
+        keys: &[
             Spec::Index(2, KEY_RW | UPDATE),
             Spec::Callback(KEY_RW | INSERT),
         ],
-    ) && ffi::register(
-        ctx,
-        p,
-        "get",
-        Some(c_policy_get),
-        "readonly",
-        2,
-        4,
-        "Get a reclaim policy",
-        "O(1)",
-        &[Spec::Index(2, KEY_RO | ACCESS)],
-    ) && ffi::register(
-        ctx,
-        p,
-        "del",
-        Some(c_policy_del),
-        "write",
-        2,
-        4,
-        "Delete a reclaim policy",
-        "O(1)",
-        &[Spec::Index(2, KEY_RW | DELETE)],
-    ) && ffi::register(
-        ctx,
-        p,
-        "list",
-        Some(c_policy_list),
-        "readonly",
-        0,
-        2,
-        "List the reclaim policies of the selected database",
-        "O(P) with P policies",
-        &[],
-    ) && ffi::register(
-        ctx,
-        p,
-        "help",
-        Some(c_policy_help),
-        "readonly fast",
-        0,
-        2,
-        "Show helpful text about the different subcommands",
-        "O(1)",
-        &[],
-    ) && ffi::register(
-        ctx,
-        None,
-        "reclaim.sweep",
-        Some(c_sweep),
-        "write deny-oom",
-        1,
-        -3,
-        "Run one reclaim pass over a consumer group's PEL now",
-        "O(N) with N pending entries of the group (or LIMIT)",
-        &[Spec::Index(1, KEY_RW | UPDATE)],
-    ) && ffi::register(
-        ctx,
-        None,
-        "reclaim.stats",
-        Some(c_stats),
-        "readonly",
-        1,
-        3,
-        "Counters and status of a reclaim policy",
-        "O(1)",
-        &[Spec::Index(1, KEY_RO | ACCESS)],
-    )
+    },
+    CommandSpec {
+        parent: Some("reclaim.policy"),
+        name: "get",
+        func: Some(c_policy_get),
+        flags: "readonly",
+        first_key: 2,
+        arity: 4,
+        summary: "Get a reclaim policy",
+        complexity: "O(1)",
+        keys: &[Spec::Index(2, KEY_RO | ACCESS)],
+    },
+    CommandSpec {
+        parent: Some("reclaim.policy"),
+        name: "del",
+        func: Some(c_policy_del),
+        flags: "write",
+        first_key: 2,
+        arity: 4,
+        summary: "Delete a reclaim policy",
+        complexity: "O(1)",
+        keys: &[Spec::Index(2, KEY_RW | DELETE)],
+    },
+    CommandSpec {
+        parent: Some("reclaim.policy"),
+        name: "list",
+        func: Some(c_policy_list),
+        flags: "readonly",
+        first_key: 0,
+        arity: 2,
+        summary: "List the reclaim policies of the selected database",
+        complexity: "O(P) with P policies",
+        keys: &[],
+    },
+    CommandSpec {
+        parent: Some("reclaim.policy"),
+        name: "help",
+        func: Some(c_policy_help),
+        flags: "readonly fast",
+        first_key: 0,
+        arity: 2,
+        summary: "Show helpful text about the different subcommands",
+        complexity: "O(1)",
+        keys: &[],
+    },
+    CommandSpec {
+        parent: None,
+        name: "reclaim.sweep",
+        func: Some(c_sweep),
+        flags: "write deny-oom",
+        first_key: 1,
+        arity: -3,
+        summary: "Run one reclaim pass over a consumer group's PEL now",
+        complexity: "O(N) with N pending entries of the group (or LIMIT)",
+        keys: &[Spec::Index(1, KEY_RW | UPDATE)],
+    },
+    CommandSpec {
+        parent: None,
+        name: "reclaim.stats",
+        func: Some(c_stats),
+        flags: "readonly",
+        first_key: 1,
+        arity: 3,
+        summary: "Counters and status of a reclaim policy",
+        complexity: "O(1)",
+        keys: &[Spec::Index(1, KEY_RO | ACCESS)],
+    },
+];
+
+/// Registers every command of [`COMMANDS`]. `false` if Redis refused one.
+pub fn register(ctx: &Context) -> bool {
+    COMMANDS.iter().all(|c| ffi::register(ctx, c))
 }

@@ -29,7 +29,8 @@ pub const POLICY_KEY_TAKEN: &str =
 /// Any panic caught at the FFI boundary (a bug: the server keeps running, the log has details).
 pub const INTERNAL: &str = "ERR internal error in the reclaim module (see the server log)";
 
-/// Everything a command can answer with instead of a result. `Display` gives the exact wire text.
+/// Everything a command can answer with instead of a result: the one error type of every command
+/// handler. `Display` gives the exact wire text; [`crate::ffi::run_command`] sends it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReclaimError {
     /// An option name that is not known for this command. Carries the option as typed.
@@ -57,9 +58,10 @@ impl fmt::Display for ReclaimError {
     }
 }
 
-impl From<ReclaimError> for redis_module::RedisError {
-    fn from(e: ReclaimError) -> Self {
-        redis_module::RedisError::String(e.to_string())
+impl From<&'static str> for ReclaimError {
+    /// One of the fixed messages above.
+    fn from(s: &'static str) -> Self {
+        ReclaimError::Static(s)
     }
 }
 

@@ -10,7 +10,7 @@ use std::ptr;
 
 use redis_module::{raw, Context, RedisString};
 
-use crate::error;
+use crate::error::{self, ReclaimError};
 
 /// Whether the server offers every module API this module calls without checking (Redis 7.0+).
 /// Checked once in `RedisModule_OnLoad`: the module refuses to load otherwise, so the
@@ -79,41 +79,44 @@ pub fn log_warning(msg: &str) {
     redis_module::logging::log_warning(msg);
 }
 
-/// One value of a reply built by [`reply`].
-pub enum Val<'a> {
+/// What a command replies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
     /// Integer reply.
     Int(i64),
     /// Bulk string reply (binary-safe).
-    Bytes(&'a [u8]),
+    Bytes(Vec<u8>),
     /// Null reply (`nil` in RESP2, `_` in RESP3).
     Null,
     /// Field/value map (RESP3 map, flat array in RESP2), in the given order.
-    Map(Vec<(&'static str, Val<'a>)>),
+    Map(Vec<(&'static str, Reply)>),
     /// Array reply.
-    Array(Vec<Val<'a>>),
+    Array(Vec<Reply>),
     /// Simple status reply (`+OK`).
-    Status(&'a str),
+    Status(&'static str),
+    /// Nothing to send: the handler answered a getkeys request instead.
+    Done,
 }
 
 /// Writes `v` as the reply of the command running in `ctx`.
-pub fn reply(ctx: &Context, v: &Val) {
+pub fn reply(ctx: &Context, v: &Reply) {
     let c = ctx.ctx;
     unsafe {
         match v {
-            Val::Int(i) => {
+            Reply::Int(i) => {
                 raw::RedisModule_ReplyWithLongLong.unwrap()(c, *i);
             }
-            Val::Bytes(b) => {
+            Reply::Bytes(b) => {
                 raw::RedisModule_ReplyWithStringBuffer.unwrap()(
                     c,
                     b.as_ptr().cast::<c_char>(),
                     b.len(),
                 );
             }
-            Val::Null => {
+            Reply::Null => {
                 raw::RedisModule_ReplyWithNull.unwrap()(c);
             }
-            Val::Map(pairs) => {
+            Reply::Map(pairs) => {
                 raw::RedisModule_ReplyWithMap.unwrap()(c, pairs.len() as _);
                 for (k, val) in pairs {
                     raw::RedisModule_ReplyWithStringBuffer.unwrap()(
@@ -124,39 +127,43 @@ pub fn reply(ctx: &Context, v: &Val) {
                     reply(ctx, val);
                 }
             }
-            Val::Array(items) => {
+            Reply::Array(items) => {
                 raw::RedisModule_ReplyWithArray.unwrap()(c, items.len() as _);
                 for it in items {
                     reply(ctx, it);
                 }
             }
-            Val::Status(s) => {
+            Reply::Status(s) => {
                 ctx.reply_simple_string(s);
             }
+            Reply::Done => {}
         }
     }
 }
 
-/// What a command handler returns: a reply value, or an error (its `Display` is the wire text).
-pub type CmdResult<'a> = Result<Val<'a>, String>;
+/// What a command handler returns.
+pub type CmdResult = Result<Reply, ReclaimError>;
+
+/// A command handler: the arguments (the command name first) in, a reply or an error out.
+pub type Handler = fn(&Context, &[RedisString]) -> CmdResult;
 
 /// The body of every registered command: decodes argv, runs `handler` under [`guard`] and
-/// replies. A panic replies [`error::INTERNAL`] and leaves the server running.
+/// replies (an error with its exact wire text). A panic replies [`error::INTERNAL`] and leaves
+/// the server running.
 pub fn run_command(
     ctx: *mut raw::RedisModuleCtx,
     argv: *mut *mut raw::RedisModuleString,
     argc: c_int,
     name: &str,
-    handler: fn(&Context, &[RedisString]) -> Result<Reply, String>,
+    handler: Handler,
 ) -> c_int {
     let context = Context::new(ctx);
     let out = guard(name, || {
         let args = redis_module::decode_args(ctx, argv, argc);
         match handler(&context, &args) {
-            Ok(Reply::Done) => {}
-            Ok(Reply::Value(v)) => reply(&context, &v.as_val()),
+            Ok(v) => reply(&context, &v),
             Err(e) => {
-                context.reply_error_string(&e);
+                context.reply_error_string(&e.to_string());
             }
         }
     });
@@ -164,43 +171,6 @@ pub fn run_command(
         context.reply_error_string(error::INTERNAL);
     }
     raw::REDISMODULE_OK as c_int
-}
-
-/// An owned reply value (so handlers can build replies from data they own).
-pub enum Owned {
-    /// Integer.
-    Int(i64),
-    /// Bulk string.
-    Bytes(Vec<u8>),
-    /// Null.
-    Null,
-    /// Ordered field/value map.
-    Map(Vec<(&'static str, Owned)>),
-    /// Array.
-    Array(Vec<Owned>),
-    /// Simple status string (`+OK`).
-    Status(&'static str),
-}
-
-impl Owned {
-    fn as_val(&self) -> Val<'_> {
-        match self {
-            Owned::Int(i) => Val::Int(*i),
-            Owned::Bytes(b) => Val::Bytes(b),
-            Owned::Null => Val::Null,
-            Owned::Map(m) => Val::Map(m.iter().map(|(k, v)| (*k, v.as_val())).collect()),
-            Owned::Array(a) => Val::Array(a.iter().map(|v| v.as_val()).collect()),
-            Owned::Status(s) => Val::Status(s),
-        }
-    }
-}
-
-/// What a handler asks [`run_command`] to send.
-pub enum Reply {
-    /// The handler already replied (status replies, getkeys requests).
-    Done,
-    /// Send this value.
-    Value(Owned),
 }
 
 /// A key spec for [`set_command_info`]: the key at a fixed argv index (`Index`) or found by the
@@ -212,111 +182,130 @@ pub enum Spec {
     Callback(u32),
 }
 
-/// Registers command `name` (or subcommand `name` of `parent` when given) with `func`, `flags`,
-/// arity, summary and key specs (Redis 7.0 `RM_CreateCommand`/`RM_CreateSubcommand` +
-/// `RM_SetCommandInfo`). Returns `false` (after logging) when Redis refuses it.
-#[allow(clippy::too_many_arguments)]
-pub fn register(
-    ctx: &Context,
-    parent: Option<&str>,
-    name: &str,
-    func: raw::RedisModuleCmdFunc,
-    flags: &str,
-    first_key: i32,
-    arity: i32,
-    summary: &str,
-    complexity: &str,
-    specs: &[Spec],
-) -> bool {
-    let (Ok(cname), Ok(cflags), Ok(csummary), Ok(ccomplexity), Ok(since)) = (
-        CString::new(name),
-        CString::new(flags),
-        CString::new(summary),
-        CString::new(complexity),
-        CString::new("0.1.0"),
-    ) else {
-        return false;
+/// One command as the module registers it (Redis 7.0 `RM_CreateCommand` /
+/// `RM_CreateSubcommand` + `RM_SetCommandInfo`).
+pub struct CommandSpec {
+    /// The container command, for a subcommand (`reclaim.policy`).
+    pub parent: Option<&'static str>,
+    /// Command (or subcommand) name, lower case.
+    pub name: &'static str,
+    /// The entry point (`None` for a container command).
+    pub func: raw::RedisModuleCmdFunc,
+    /// Command flags (`write deny-oom`, `readonly`...).
+    pub flags: &'static str,
+    /// argv index of the first key (0: no key; then first = last, step 1).
+    pub first_key: i32,
+    /// Arity as Redis counts it (negative: at least that many).
+    pub arity: i32,
+    /// `COMMAND DOCS` summary.
+    pub summary: &'static str,
+    /// `COMMAND DOCS` complexity.
+    pub complexity: &'static str,
+    /// Key specs.
+    pub keys: &'static [Spec],
+}
+
+/// The version a command appeared in, for `COMMAND DOCS`.
+const SINCE: &str = "0.1.0";
+
+/// Creates the command (or subcommand) of `c`; its handle, or `None` after logging.
+unsafe fn create(ctx: &Context, c: &CommandSpec) -> Option<*mut raw::RedisModuleCommand> {
+    let (Ok(name), Ok(flags)) = (CString::new(c.name), CString::new(c.flags)) else {
+        return None;
     };
-    let (last, step) = if first_key > 0 {
-        (first_key, 1)
+    let (last, step) = if c.first_key > 0 {
+        (c.first_key, 1)
     } else {
         (0, 0)
     };
-    unsafe {
-        let cmd = match parent {
-            None => {
-                if raw::RedisModule_CreateCommand.unwrap()(
-                    ctx.ctx,
-                    cname.as_ptr(),
-                    func,
-                    cflags.as_ptr(),
-                    first_key,
+    let ok = raw::REDISMODULE_OK as c_int;
+    let full = match c.parent {
+        None => {
+            let rc = raw::RedisModule_CreateCommand.unwrap()(
+                ctx.ctx,
+                name.as_ptr(),
+                c.func,
+                flags.as_ptr(),
+                c.first_key,
+                last,
+                step,
+            );
+            (rc == ok).then(|| c.name.to_string())
+        }
+        Some(p) => {
+            let cp = CString::new(p).ok()?;
+            let pc = raw::RedisModule_GetCommand.unwrap()(ctx.ctx, cp.as_ptr());
+            let rc = (!pc.is_null()).then(|| {
+                raw::RedisModule_CreateSubcommand.unwrap()(
+                    pc,
+                    name.as_ptr(),
+                    c.func,
+                    flags.as_ptr(),
+                    c.first_key,
                     last,
                     step,
-                ) != raw::REDISMODULE_OK as c_int
-                {
-                    log_warning(&format!("reclaim: cannot create command {name}"));
-                    return false;
-                }
-                raw::RedisModule_GetCommand.unwrap()(ctx.ctx, cname.as_ptr())
-            }
-            Some(p) => {
-                let Ok(cp) = CString::new(p) else {
-                    return false;
-                };
-                let pc = raw::RedisModule_GetCommand.unwrap()(ctx.ctx, cp.as_ptr());
-                if pc.is_null()
-                    || raw::RedisModule_CreateSubcommand.unwrap()(
-                        pc,
-                        cname.as_ptr(),
-                        func,
-                        cflags.as_ptr(),
-                        first_key,
-                        last,
-                        step,
-                    ) != raw::REDISMODULE_OK as c_int
-                {
-                    log_warning(&format!("reclaim: cannot create subcommand {p}|{name}"));
-                    return false;
-                }
-                let full = CString::new(format!("{p}|{name}")).unwrap_or_default();
-                raw::RedisModule_GetCommand.unwrap()(ctx.ctx, full.as_ptr())
-            }
-        };
-        if cmd.is_null() {
-            log_warning(&format!(
-                "reclaim: cannot find command {name} after creating it"
-            ));
-            return false;
+                )
+            });
+            (rc == Some(ok)).then(|| format!("{p}|{}", c.name))
         }
-        let mut ks: Vec<raw::RedisModuleCommandKeySpec> = specs
-            .iter()
-            .map(|s| {
-                let mut k: raw::RedisModuleCommandKeySpec = std::mem::zeroed();
-                match s {
-                    Spec::Index(pos, fl) => {
-                        k.flags = *fl as u64;
-                        k.begin_search_type =
-                            raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
-                        k.bs.index.pos = *pos;
-                        k.find_keys_type =
-                            raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
-                        k.fk.range.lastkey = 0;
-                        k.fk.range.keystep = 1;
-                        k.fk.range.limit = 0;
-                    }
-                    Spec::Callback(fl) => {
-                        k.flags = (*fl | raw::REDISMODULE_CMD_KEY_VARIABLE_FLAGS) as u64;
-                        k.begin_search_type =
-                            raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_UNKNOWN;
-                        k.find_keys_type =
-                            raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_UNKNOWN;
-                    }
+    };
+    let Some(full) = full else {
+        log_warning(&format!("reclaim: cannot create command {}", c.name));
+        return None;
+    };
+    let cfull = CString::new(full).ok()?;
+    let cmd = raw::RedisModule_GetCommand.unwrap()(ctx.ctx, cfull.as_ptr());
+    (!cmd.is_null()).then_some(cmd)
+}
+
+/// The key specs of `specs` in the layout `RM_SetCommandInfo` takes, zero-terminated.
+unsafe fn key_specs(specs: &[Spec]) -> Vec<raw::RedisModuleCommandKeySpec> {
+    let mut ks: Vec<raw::RedisModuleCommandKeySpec> = specs
+        .iter()
+        .map(|s| {
+            let mut k: raw::RedisModuleCommandKeySpec = std::mem::zeroed();
+            match s {
+                Spec::Index(pos, fl) => {
+                    k.flags = *fl as u64;
+                    k.begin_search_type =
+                        raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
+                    k.bs.index.pos = *pos;
+                    k.find_keys_type =
+                        raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
+                    k.fk.range.lastkey = 0;
+                    k.fk.range.keystep = 1;
+                    k.fk.range.limit = 0;
                 }
-                k
-            })
-            .collect();
-        ks.push(std::mem::zeroed()); // terminator
+                Spec::Callback(fl) => {
+                    k.flags = (*fl | raw::REDISMODULE_CMD_KEY_VARIABLE_FLAGS) as u64;
+                    k.begin_search_type =
+                        raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_UNKNOWN;
+                    k.find_keys_type =
+                        raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_UNKNOWN;
+                }
+            }
+            k
+        })
+        .collect();
+    ks.push(std::mem::zeroed()); // terminator
+    ks
+}
+
+/// Registers the command of `c` with its flags, arity, summary and key specs. Returns `false`
+/// (after logging) when Redis refuses it.
+pub fn register(ctx: &Context, c: &CommandSpec) -> bool {
+    let (Ok(summary), Ok(complexity), Ok(since)) = (
+        CString::new(c.summary),
+        CString::new(c.complexity),
+        CString::new(SINCE),
+    ) else {
+        return false;
+    };
+    unsafe {
+        let Some(cmd) = create(ctx, c) else {
+            return false;
+        };
+        let mut ks = key_specs(c.keys);
         let version = raw::RedisModuleCommandInfoVersion {
             version: 1,
             sizeof_historyentry: std::mem::size_of::<raw::RedisModuleCommandHistoryEntry>(),
@@ -325,13 +314,13 @@ pub fn register(
         };
         let mut info = raw::RedisModuleCommandInfo {
             version: &version,
-            summary: csummary.as_ptr(),
-            complexity: ccomplexity.as_ptr(),
+            summary: summary.as_ptr(),
+            complexity: complexity.as_ptr(),
             since: since.as_ptr(),
             history: ptr::null_mut(),
             tips: ptr::null(),
-            arity,
-            key_specs: if specs.is_empty() {
+            arity: c.arity,
+            key_specs: if c.keys.is_empty() {
                 ptr::null_mut()
             } else {
                 ks.as_mut_ptr()
@@ -340,7 +329,7 @@ pub fn register(
         };
         if raw::RedisModule_SetCommandInfo.unwrap()(cmd, &mut info) != raw::REDISMODULE_OK as c_int
         {
-            log_warning(&format!("reclaim: cannot set command info of {name}"));
+            log_warning(&format!("reclaim: cannot set command info of {}", c.name));
             return false;
         }
     }

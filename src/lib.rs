@@ -2,25 +2,29 @@
 //! entries inside redis-server and moves poison entries to a dead-letter stream atomically.
 //!
 //! This file only registers things: the policy data type, configs, commands, events, the INFO
-//! section and the sweep timer. See docs/design.md for how the pieces fit.
+//! section and the sweep timer. docs/design.md opens with a map of the modules.
 
 #![allow(clippy::missing_safety_doc)]
 
+pub mod alloc;
+pub mod clock;
 pub mod commands;
 pub mod config;
 pub mod error;
 pub mod ffi;
+pub mod hooks;
 pub mod keys;
 pub mod metrics;
 pub mod planner;
 pub mod policy;
 pub mod registry;
+pub mod runtime;
+pub mod scheduler;
 pub mod store;
 pub mod sweep;
-pub mod timer;
 pub mod watch;
 
-use std::os::raw::{c_char, c_int, c_void};
+use std::os::raw::c_int;
 
 use redis_module::configuration::{
     get_i64_default_config_value, register_i64_configuration, ConfigurationFlags,
@@ -30,172 +34,11 @@ use redis_module::{raw, Context, RedisString, Status};
 use crate::store::POLICY_TYPE;
 
 /// Every allocation of the module goes through Redis's allocator (`RM_Alloc`), so `INFO memory`
-/// and `maxmemory` count it. Unit tests run without Redis and use the system allocator.
+/// and `maxmemory` count it, and is counted for `INFO reclaim` ([`alloc`]). Unit tests run without
+/// Redis and use the system allocator.
 #[cfg(not(test))]
 #[global_allocator]
-static ALLOCATOR: redis_module::alloc::RedisAlloc = redis_module::alloc::RedisAlloc;
-
-/// Keyspace events on policy keys that bring a policy to a new (db, key): RENAME, MOVE, COPY,
-/// RESTORE; that take it away: DEL (also UNLINK), expiry, eviction, and the source side of RENAME
-/// and MOVE; and on streams, the events that end a policy's wait (`xgroup-create`, ...). FLUSHDB
-/// is `on_flush`. For any other event, a few byte compares.
-unsafe extern "C" fn on_generic_event(
-    ctx: *mut raw::RedisModuleCtx,
-    _type: c_int,
-    event: *const c_char,
-    key: *mut raw::RedisModuleString,
-) -> c_int {
-    ffi::guard("keyspace event", || {
-        let ev = unsafe { std::ffi::CStr::from_ptr(event) }.to_bytes();
-        on_key_event(ctx, ev, key);
-        if matches!(ev, b"move_to" | b"copy_to") {
-            timer::restore_caller_db(&Context::new(ctx));
-        }
-    });
-    raw::REDISMODULE_OK as c_int
-}
-
-fn on_key_event(ctx: *mut raw::RedisModuleCtx, ev: &[u8], key: *mut raw::RedisModuleString) {
-    {
-        let gone = matches!(
-            ev,
-            b"del" | b"expired" | b"evicted" | b"rename_from" | b"move_from"
-        );
-        if !gone
-            && !matches!(
-                ev,
-                b"rename_to"
-                    | b"move_to"
-                    | b"copy_to"
-                    | b"restore"
-                    | b"xgroup-create"
-                    | b"xgroup-setid"
-            )
-        {
-            return;
-        }
-        let mut len = 0usize;
-        let p = unsafe { raw::RedisModule_StringPtrLen.unwrap()(key, &mut len) };
-        let name = unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) };
-        let context = Context::new(ctx);
-        if gone {
-            // A policy key left this (db, name): its policies stop counting at once (INFO
-            // reclaim_policies), not only when the sweeper next looks for them.
-            if let Some(stream) = keys::stream_of_policy_key(name) {
-                registry::forget_stream(ffi::selected_db(&context), &stream);
-            }
-            return;
-        }
-        if !name.starts_with(keys::POLICY_KEY_PREFIX) {
-            // A stream (or its group) appeared: policies waiting for it start on the next tick.
-            registry::wake(ffi::selected_db(&context), name);
-            return;
-        }
-        // The policies belong to the stream the key is named after: after RENAME, MOVE, COPY or
-        // RESTORE under another stream's policy key name, the value follows its new name.
-        let Some(stream) = keys::stream_of_policy_key(name) else {
-            return;
-        };
-        let k = RedisString::create_from_slice(ctx, name);
-        let key = context.open_key_writable(&k);
-        if let Ok(Some(set)) = key.get_value::<store::PolicySet>(&POLICY_TYPE) {
-            set.stream = stream;
-            let db = ffi::selected_db(&context);
-            for g in set.groups.keys() {
-                registry::register(db, &set.stream, g);
-            }
-        }
-    }
-}
-
-/// SWAPDB moves policies between databases (server event `SwapDB`, Redis 6.0+).
-unsafe extern "C" fn on_swapdb(
-    _ctx: *mut raw::RedisModuleCtx,
-    _e: raw::RedisModuleEvent,
-    _sub: u64,
-    data: *mut c_void,
-) {
-    ffi::guard("swapdb event", || {
-        let info = unsafe { &*(data as *const raw::RedisModuleSwapDbInfo) };
-        registry::swap_db(info.dbnum_first, info.dbnum_second);
-    });
-}
-
-/// FLUSHDB / FLUSHALL (also the flush before a full sync): forget the policies of the flushed
-/// database(s) (server event `FlushDB`, Redis 6.0+). Policies loaded afterwards register again.
-unsafe extern "C" fn on_flush(
-    _ctx: *mut raw::RedisModuleCtx,
-    _e: raw::RedisModuleEvent,
-    sub: u64,
-    data: *mut c_void,
-) {
-    ffi::guard("flushdb event", || {
-        if sub != raw::REDISMODULE_SUBEVENT_FLUSHDB_START {
-            return;
-        }
-        let info = unsafe { &*(data as *const raw::RedisModuleFlushInfo) };
-        registry::forget_db(info.dbnum);
-    });
-}
-
-/// Loads (server event `Loading`, Redis 6.0+): policies read during a load are registered when it
-/// ends well, and dropped when it fails ([`registry::load_ended`]).
-unsafe extern "C" fn on_loading(
-    ctx: *mut raw::RedisModuleCtx,
-    _e: raw::RedisModuleEvent,
-    sub: u64,
-    _data: *mut c_void,
-) {
-    ffi::guard("loading event", || match sub {
-        raw::REDISMODULE_SUBEVENT_LOADING_RDB_START
-        | raw::REDISMODULE_SUBEVENT_LOADING_AOF_START
-        | raw::REDISMODULE_SUBEVENT_LOADING_REPL_START => registry::load_started(false),
-        raw::REDISMODULE_SUBEVENT_LOADING_ENDED => {
-            if let Some(load) = registry::take_load() {
-                store::register_loaded(&Context::new(ctx), load);
-            }
-        }
-        raw::REDISMODULE_SUBEVENT_LOADING_FAILED => drop(registry::take_load()),
-        _ => {}
-    });
-}
-
-/// Diskless `swapdb` syncs on a replica (server event `ReplAsyncLoad`, Redis 7.0+): the sync loads
-/// into temporary databases while the old ones keep serving; the policies it read replace the old
-/// ones only when the server swaps the databases in (COMPLETED), and are dropped when it throws
-/// them away (ABORTED).
-unsafe extern "C" fn on_async_load(
-    ctx: *mut raw::RedisModuleCtx,
-    _e: raw::RedisModuleEvent,
-    sub: u64,
-    _data: *mut c_void,
-) {
-    ffi::guard("async-load event", || match sub {
-        raw::REDISMODULE_SUBEVENT_REPL_ASYNC_LOAD_STARTED => registry::load_started(true),
-        raw::REDISMODULE_SUBEVENT_REPL_ASYNC_LOAD_COMPLETED => {
-            // The old databases, and every policy in them, are gone.
-            registry::forget_db(-1);
-            if let Some(load) = registry::take_load() {
-                store::register_loaded(&Context::new(ctx), load);
-            }
-        }
-        raw::REDISMODULE_SUBEVENT_REPL_ASYNC_LOAD_ABORTED => drop(registry::take_load()),
-        _ => {}
-    });
-}
-
-unsafe extern "C" fn on_info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
-    ffi::guard("INFO", || unsafe {
-        // NULL: the module's default section, `# reclaim`, fields prefixed `reclaim_`.
-        raw::RedisModule_InfoAddSection.unwrap()(ctx, std::ptr::null());
-        for (name, v) in metrics::fields() {
-            let Ok(n) = std::ffi::CString::new(name) else {
-                continue;
-            };
-            raw::RedisModule_InfoAddFieldULongLong.unwrap()(ctx, n.as_ptr(), v);
-        }
-    });
-}
+static ALLOCATOR: alloc::CountingAlloc = alloc::CountingAlloc;
 
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
     if let Some(f) = ffi::missing_api() {
@@ -245,59 +88,61 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     // diskless `swapdb` sync) register nothing until the server swaps it in: without these,
     // Redis refuses diskless load on a replica whenever this module is loaded.
     ctx.set_module_options(
-        redis_module::raw::ModuleOptions::HANDLE_IO_ERRORS
-            | redis_module::raw::ModuleOptions::HANDLE_REPL_ASYNC_LOAD,
+        raw::ModuleOptions::HANDLE_IO_ERRORS | raw::ModuleOptions::HANDLE_REPL_ASYNC_LOAD,
     );
+    if !subscribe(ctx) {
+        return Status::Err;
+    }
+    Status::Ok
+}
+
+/// Subscribes the hooks ([`hooks`], [`scheduler::on_cron`]): keyspace events, server events, the
+/// INFO section and the command filter. `false` (after logging) when Redis refuses one.
+fn subscribe(ctx: &Context) -> bool {
+    let server_events: [(u64, raw::RedisModuleEventCallback); 5] = [
+        (raw::REDISMODULE_EVENT_SWAPDB, Some(hooks::on_swapdb)),
+        (raw::REDISMODULE_EVENT_FLUSHDB, Some(hooks::on_flush)),
+        (raw::REDISMODULE_EVENT_LOADING, Some(hooks::on_loading)),
+        (
+            raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD,
+            Some(hooks::on_async_load),
+        ),
+        (raw::REDISMODULE_EVENT_CRON_LOOP, Some(scheduler::on_cron)),
+    ];
     unsafe {
+        let keyspace = raw::REDISMODULE_NOTIFY_GENERIC
+            | raw::REDISMODULE_NOTIFY_STREAM
+            | raw::REDISMODULE_NOTIFY_EXPIRED
+            | raw::REDISMODULE_NOTIFY_EVICTED;
+        let ok = raw::REDISMODULE_OK as c_int;
         if raw::RedisModule_SubscribeToKeyspaceEvents.unwrap()(
             ctx.ctx,
-            raw::REDISMODULE_NOTIFY_GENERIC
-                | raw::REDISMODULE_NOTIFY_STREAM
-                | raw::REDISMODULE_NOTIFY_EXPIRED
-                | raw::REDISMODULE_NOTIFY_EVICTED,
-            Some(on_generic_event),
-        ) != raw::REDISMODULE_OK as c_int
+            keyspace,
+            Some(hooks::on_keyspace_event),
+        ) != ok
         {
             ctx.log_warning("reclaim: cannot subscribe to keyspace events");
-            return Status::Err;
+            return false;
         }
-        let swap = raw::RedisModuleEvent {
-            id: raw::REDISMODULE_EVENT_SWAPDB,
-            dataver: 1,
-        };
-        raw::RedisModule_SubscribeToServerEvent.unwrap()(ctx.ctx, swap, Some(on_swapdb));
-        let flush = raw::RedisModuleEvent {
-            id: raw::REDISMODULE_EVENT_FLUSHDB,
-            dataver: 1,
-        };
-        raw::RedisModule_SubscribeToServerEvent.unwrap()(ctx.ctx, flush, Some(on_flush));
-        for (id, cb) in [
-            (
-                raw::REDISMODULE_EVENT_LOADING,
-                on_loading as unsafe extern "C" fn(_, _, _, _),
-            ),
-            (raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD, on_async_load),
-        ] {
+        for (id, cb) in server_events {
             let ev = raw::RedisModuleEvent { id, dataver: 1 };
-            raw::RedisModule_SubscribeToServerEvent.unwrap()(ctx.ctx, ev, Some(cb));
+            if raw::RedisModule_SubscribeToServerEvent.unwrap()(ctx.ctx, ev, cb) != ok {
+                ctx.log_warning(&format!("reclaim: cannot subscribe to server event {id}"));
+                return false;
+            }
         }
-        raw::RedisModule_RegisterInfoFunc.unwrap()(ctx.ctx, Some(on_info));
+        raw::RedisModule_RegisterInfoFunc.unwrap()(ctx.ctx, Some(hooks::on_info));
         let filter = raw::RedisModule_RegisterCommandFilter.unwrap()(
             ctx.ctx,
-            Some(timer::on_client_command),
+            Some(hooks::on_client_command),
             raw::REDISMODULE_CMDFILTER_NOSELF as c_int,
         );
         if filter.is_null() {
             ctx.log_warning("reclaim: could not register the command filter");
-            return Status::Err;
+            return false;
         }
-        let cron = raw::RedisModuleEvent {
-            id: raw::REDISMODULE_EVENT_CRON_LOOP,
-            dataver: 1,
-        };
-        raw::RedisModule_SubscribeToServerEvent.unwrap()(ctx.ctx, cron, Some(timer::on_cron));
     }
-    Status::Ok
+    true
 }
 
 /// The module's entry point, called by Redis on `loadmodule` / `MODULE LOAD`: initialises the

@@ -1,13 +1,17 @@
-//! Server-wide counters, published as the `reclaim` section of `INFO` (`INFO reclaim`).
-//! Per-policy counters are in [`crate::registry`] and `RECLAIM.STATS`.
+//! Server-wide counters, published as the `reclaim` section of `INFO` (`INFO reclaim`), and the
+//! per-policy counters ([`Counters`]) whose every increment also feeds the server-wide total.
+//!
+//! Everything here is a leaf: it calls no other module of the crate.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// One counter.
+#[derive(Default)]
 pub struct Counter(AtomicU64);
 
 impl Counter {
-    const fn new() -> Self {
+    /// A counter at 0.
+    pub const fn new() -> Self {
         Counter(AtomicU64::new(0))
     }
     /// Adds `n`.
@@ -28,6 +32,117 @@ impl Counter {
     }
 }
 
+/// What each policy counts (`RECLAIM.STATS`) and the server sums over all policies
+/// (`INFO reclaim`, which keeps the sums when policies go).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stat {
+    /// Complete passes over the PEL.
+    Passes,
+    /// Complete passes that paged every pending entry to check delivery counts.
+    FullPasses,
+    /// Complete passes that only purged trimmed entries (no entry could be stale yet).
+    ScansSkipped,
+    /// Consumers' own PELs paged to check delivery counts after a command that could raise them.
+    ConsumerChecks,
+    /// Entries claimed for the claimant.
+    Claimed,
+    /// Entries moved to the DLQ (appended and acknowledged).
+    DeadLettered,
+    /// Pending entries whose stream entry was gone, removed from the PEL.
+    Deleted,
+    /// Dead-letter moves skipped because the server was out of memory (retried later).
+    OomSkips,
+    /// Steps that failed (wrong key type, unexpected replies).
+    Errors,
+}
+
+impl Stat {
+    /// Every stat, in `INFO reclaim` order.
+    pub const ALL: [Stat; 9] = [
+        Stat::Passes,
+        Stat::FullPasses,
+        Stat::ScansSkipped,
+        Stat::ConsumerChecks,
+        Stat::Claimed,
+        Stat::DeadLettered,
+        Stat::Deleted,
+        Stat::OomSkips,
+        Stat::Errors,
+    ];
+
+    /// The field name in `INFO reclaim` (after `reclaim_`).
+    pub fn info_name(self) -> &'static str {
+        match self {
+            Stat::Passes => "passes",
+            Stat::FullPasses => "full_passes",
+            Stat::ScansSkipped => "scans_skipped",
+            Stat::ConsumerChecks => "consumer_checks",
+            Stat::Claimed => "claimed",
+            Stat::DeadLettered => "dead_lettered",
+            Stat::Deleted => "deleted",
+            Stat::OomSkips => "oom_skips",
+            Stat::Errors => "errors",
+        }
+    }
+
+    /// The field name in `RECLAIM.STATS`.
+    pub fn stats_name(self) -> &'static str {
+        match self {
+            Stat::Passes => "passes",
+            Stat::FullPasses => "full-passes",
+            Stat::ScansSkipped => "scans-skipped",
+            Stat::ConsumerChecks => "consumer-checks",
+            Stat::Claimed => "claimed",
+            Stat::DeadLettered => "dead-lettered",
+            Stat::Deleted => "deleted",
+            Stat::OomSkips => "oom-skips",
+            Stat::Errors => "errors",
+        }
+    }
+}
+
+/// The server-wide sum of each [`Stat`], indexed by `Stat as usize`.
+static TOTALS: [Counter; 9] = [
+    Counter::new(),
+    Counter::new(),
+    Counter::new(),
+    Counter::new(),
+    Counter::new(),
+    Counter::new(),
+    Counter::new(),
+    Counter::new(),
+    Counter::new(),
+];
+
+/// The server-wide sum of `s`.
+pub fn total(s: Stat) -> u64 {
+    TOTALS[s as usize].get()
+}
+
+/// Counters of one policy since the module was loaded on this server (`RECLAIM.STATS`). Every
+/// [`Counters::add`] also adds to the server-wide total of `INFO reclaim`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Counters {
+    counts: [u64; 9],
+    /// Wall-clock time (ms since the epoch) when the last complete pass ended; 0 = never.
+    pub last_pass_ms: i64,
+    /// Time spent in the steps of the last complete pass, in µs.
+    pub last_pass_us: i64,
+}
+
+impl Counters {
+    /// Adds `n` to `s`, here and in the server-wide total.
+    pub fn add(&mut self, s: Stat, n: u64) {
+        self.counts[s as usize] += n;
+        TOTALS[s as usize].add(n);
+    }
+
+    /// The policy's count of `s`.
+    pub fn get(&self, s: Stat) -> u64 {
+        self.counts[s as usize]
+    }
+}
+
 /// Timer ticks that did sweep work (or looked for it).
 pub static TICKS: Counter = Counter::new();
 /// Event-loop slices that did sweep work while a backlog was draining.
@@ -44,24 +159,6 @@ pub static SKIPPED_PAUSED: Counter = Counter::new();
 pub static SKIPPED_OOM: Counter = Counter::new();
 /// Steps run (timer and RECLAIM.SWEEP).
 pub static STEPS: Counter = Counter::new();
-/// Complete passes.
-pub static PASSES: Counter = Counter::new();
-/// Complete passes that paged every pending entry to check delivery counts.
-pub static FULL_PASSES: Counter = Counter::new();
-/// Complete passes that only purged trimmed entries (no entry could be stale yet).
-pub static SCANS_SKIPPED: Counter = Counter::new();
-/// Consumers' PELs paged to check delivery counts after a command that could raise them.
-pub static CONSUMER_CHECKS: Counter = Counter::new();
-/// Entries claimed.
-pub static CLAIMED: Counter = Counter::new();
-/// Entries dead-lettered.
-pub static DEAD_LETTERED: Counter = Counter::new();
-/// Deleted entries removed from PELs.
-pub static DELETED: Counter = Counter::new();
-/// Dead-letter moves skipped for OOM.
-pub static OOM_SKIPS: Counter = Counter::new();
-/// Steps that ended in an error.
-pub static ERRORS: Counter = Counter::new();
 /// Duration of the last tick or slice that did work, µs.
 pub static LAST_TICK_US: Counter = Counter::new();
 /// Longest tick or slice since load, µs.
@@ -69,13 +166,17 @@ pub static MAX_TICK_US: Counter = Counter::new();
 /// Most CPU time the main thread spent in one tick or slice since load, µs: unlike
 /// [`MAX_TICK_US`] (wall time), it leaves out the time the OS did not run the server.
 pub static MAX_TICK_CPU_US: Counter = Counter::new();
+/// Times a policy's tracking of consumers passed a bound and fell back to checking everyone
+/// (see `runtime::MAX_TRACKED`).
+pub static TRACKING_OVERFLOWS: Counter = Counter::new();
 /// Panics caught at the FFI boundary (should stay 0; each one is logged).
 pub static PANICS: Counter = Counter::new();
 
-/// Name/value pairs of the `INFO reclaim` section, in order.
-pub fn fields() -> Vec<(&'static str, u64)> {
-    vec![
-        ("policies", crate::registry::len() as u64),
+/// Name/value pairs of the `INFO reclaim` section, in order; `state` are the figures about the
+/// module's state now (policies, memory), which come first.
+pub fn fields(state: &[(&'static str, u64)]) -> Vec<(&'static str, u64)> {
+    let mut f = state.to_vec();
+    f.extend([
         ("ticks", TICKS.get()),
         ("slices", SLICES.get()),
         ("slice_gaps", GAPS.get()),
@@ -84,20 +185,16 @@ pub fn fields() -> Vec<(&'static str, u64)> {
         ("ticks_skipped_paused", SKIPPED_PAUSED.get()),
         ("ticks_skipped_oom", SKIPPED_OOM.get()),
         ("steps", STEPS.get()),
-        ("passes", PASSES.get()),
-        ("full_passes", FULL_PASSES.get()),
-        ("scans_skipped", SCANS_SKIPPED.get()),
-        ("consumer_checks", CONSUMER_CHECKS.get()),
-        ("claimed", CLAIMED.get()),
-        ("dead_lettered", DEAD_LETTERED.get()),
-        ("deleted", DELETED.get()),
-        ("oom_skips", OOM_SKIPS.get()),
-        ("errors", ERRORS.get()),
+    ]);
+    f.extend(Stat::ALL.iter().map(|s| (s.info_name(), total(*s))));
+    f.extend([
         ("last_tick_us", LAST_TICK_US.get()),
         ("max_tick_us", MAX_TICK_US.get()),
         ("max_tick_cpu_us", MAX_TICK_CPU_US.get()),
+        ("tracking_overflows", TRACKING_OVERFLOWS.get()),
         ("panics", PANICS.get()),
-    ]
+    ]);
+    f
 }
 
 /// CPU time the calling thread has used, µs (`CLOCK_THREAD_CPUTIME_ID`; 0 if unavailable).
@@ -114,4 +211,23 @@ pub fn thread_cpu_us() -> u64 {
     (ts.tv_sec as u64)
         .saturating_mul(1_000_000)
         .saturating_add(ts.tv_nsec as u64 / 1000)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policy_counts_feed_the_totals() {
+        let mut a = Counters::default();
+        let mut b = Counters::default();
+        let before = total(Stat::Claimed);
+        a.add(Stat::Claimed, 3);
+        b.add(Stat::Claimed, 4);
+        assert_eq!((a.get(Stat::Claimed), b.get(Stat::Claimed)), (3, 4));
+        assert!(total(Stat::Claimed) >= before + 7);
+        let names: Vec<&str> = fields(&[("policies", 2)]).iter().map(|f| f.0).collect();
+        assert_eq!(names[0], "policies");
+        assert!(names.contains(&"dead_lettered") && names.contains(&"max_tick_cpu_us"));
+    }
 }

@@ -1,23 +1,29 @@
-//! The in-memory index of policies and their run-time state (cursor, schedule, counters).
+//! The in-memory index of policies: which (db, stream, group) to visit and when, and each one's
+//! run-time state ([`Runtime`]).
 //!
 //! The authoritative policy is always the key in the keyspace ([`crate::store`]); this index only
-//! says which (db, stream, group) to visit and when, and keeps the counters `RECLAIM.STATS`
-//! reports (since the module was loaded). Entries are added by `RECLAIM.POLICY SET` (also when it
-//! arrives from the primary or the AOF), by `rdb_load` of a policy key (restart, full sync,
-//! RESTORE), and by keyspace events for RENAME/MOVE/COPY of policy keys. FLUSHDB/FLUSHALL (also
-//! the flush before a full sync) drop a database's entries ([`forget_db`]); any other entry whose
-//! policy is gone is dropped the next time the sweeper visits it.
+//! schedules work and keeps what passes learnt and counted. Entries are added by
+//! `RECLAIM.POLICY SET` (also when it arrives from the primary or the AOF), by a load that ended
+//! well ([`take_load`]), and by keyspace events for RENAME/MOVE/COPY/RESTORE of policy keys. They
+//! go with their policy key (DEL, expiry, eviction, FLUSHDB/FLUSHALL, the flush before a full
+//! sync), or the next time the sweeper finds their policy gone.
+//!
+//! Bounds: one [`Runtime`] per policy that exists, each with bounded sets
+//! ([`crate::runtime::MAX_TRACKED`]); the indexes here hold one small entry per policy; touches
+//! expire after [`crate::runtime::EXEC_REMARK_MS`] ([`prune_touches`], run by the timer); a load's
+//! staging list lives only while the load does. Maps give memory back when they empty.
 //!
 //! Everything runs on the Redis main thread; the mutex only satisfies Rust's rules for statics and
 //! is never held while calling into Redis.
 
 use std::collections::{BTreeSet, HashMap};
+use std::hash::Hash;
 use std::sync::{Mutex, MutexGuard};
-use std::time::Instant;
 
 use lazy_static::lazy_static;
 
-use crate::planner::{Horizon, PassKind};
+use crate::clock::now_ms;
+use crate::runtime::Runtime;
 
 /// A policy's identity: database, stream, consumer group.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -30,115 +36,37 @@ pub struct PolicyId {
     pub group: Vec<u8>,
 }
 
-/// Counters of one policy since the module was loaded (reported by `RECLAIM.STATS`).
-#[derive(Debug, Clone, Default)]
-pub struct Counters {
-    /// Complete passes over the PEL.
-    pub passes: u64,
-    /// Entries claimed for the claimant.
-    pub claimed: u64,
-    /// Entries moved to the DLQ (appended and acknowledged).
-    pub dead_lettered: u64,
-    /// Pending entries whose stream entry was gone, removed from the PEL.
-    pub deleted: u64,
-    /// Dead-letter moves skipped because the server was out of memory (retried later).
-    pub oom_skips: u64,
-    /// Steps that failed (wrong key type, unexpected replies).
-    pub errors: u64,
-    /// Wall-clock time (ms since the epoch) when the last complete pass ended; 0 = never.
-    pub last_pass_ms: i64,
-    /// Time spent in the steps of the last complete pass, in µs.
-    pub last_pass_us: i64,
-    /// Complete passes that paged every pending entry to check delivery counts
-    /// ([`PassKind::Full`]).
-    pub full_passes: u64,
-    /// Complete passes that only purged trimmed entries, because no pending entry could be stale
-    /// yet ([`PassKind::TrimOnly`]).
-    pub scans_skipped: u64,
-    /// Consumers' own PELs paged to check delivery counts after a client command that could
-    /// raise them ([`touch`]).
-    pub consumer_checks: u64,
-}
-
-/// Whose delivery counts may have risen since a pass last checked them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Unchecked {
-    /// Anyone's: the next pass pages the whole PEL ([`PassKind::Full`]).
-    All,
-    /// These consumers' (none: every count is known to be within the limit).
-    Consumers(BTreeSet<Vec<u8>>),
-}
-
-impl Default for Unchecked {
-    fn default() -> Self {
-        Unchecked::All
+impl PolicyId {
+    /// The policy of (`stream`, `group`) in database `db`.
+    pub fn new(db: i32, stream: &[u8], group: &[u8]) -> PolicyId {
+        PolicyId {
+            db,
+            stream: stream.to_vec(),
+            group: group.to_vec(),
+        }
     }
 }
 
-/// Most consumers tracked in [`Unchecked::Consumers`]; past it, [`Unchecked::All`].
-pub const MAX_UNCHECKED: usize = 64;
-
-/// The pass in progress of a policy.
-#[derive(Debug, Clone)]
-pub struct Pass {
-    /// What the pass does, decided when it started.
-    pub kind: PassKind,
-    /// Consumers whose own PELs are paged first (delivery counts check), in order; the one being
-    /// paged is the first.
-    pub check: Vec<Vec<u8>>,
-    /// [`Runtime::idle_mark`] when the pass started.
-    pub idle_mark: u64,
-    /// How far ahead of `MIN-IDLE` (ms) its scans look: their `IDLE` threshold is `MIN-IDLE`
-    /// minus this.
-    pub lookahead_ms: i64,
-    /// What the pass has seen so far, for the next pass's schedule.
-    pub horizon: Horizon,
-    /// A stale or over-delivered entry was left pending (DLQ of the wrong type, out of memory).
-    pub left_some: bool,
+/// The policies `rdb_load` read during the load in progress, waiting for it to end well.
+#[derive(Debug, Default)]
+pub struct Load {
+    /// (db, stream, group) as `rdb_load` saw them.
+    pub ids: Vec<PolicyId>,
+    /// The load goes into temporary databases (a diskless `swapdb` sync). Redis before 7.4 gives
+    /// `rdb_load` database 0 for every value loaded into them (redis#12947), so the databases
+    /// in `ids` cannot be trusted.
+    pub into_temp_db: bool,
 }
 
-/// Run-time state of one policy.
-#[derive(Debug, Clone, Default)]
-pub struct Runtime {
-    /// Last PEL entry handled in the current pass; `None` = the pass starts at the head of the PEL.
-    pub cursor: Option<Vec<u8>>,
-    /// ID-window width learned by windowed steps (0 = none yet).
-    pub width: u128,
-    /// Monotonic time (ms, see [`now_ms`]) at which the next step is due.
-    pub due_ms: u64,
-    /// µs spent in the steps of the pass in progress.
-    pub pass_us: i64,
-    /// Recent cost of handling one entry in a step, ns (0 = not measured yet); sizes steps to the
-    /// time left ([`crate::planner::step_entries`]).
-    pub entry_ns: u64,
-    /// Counters since load.
-    pub counters: Counters,
-    /// What the last step found wrong, for `RECLAIM.STATS` (`None` = nothing).
-    pub problem: Option<crate::sweep::Stop>,
-    /// Bumped by every client command that may set an older idle time (`XCLAIM ... IDLE/TIME`)
-    /// and whenever the PEL may be a new one ([`touch`], [`wake`]).
-    pub idle_mark: u64,
-    /// Whose delivery counts may have risen since a pass checked them ([`touch`]).
-    pub unchecked: Unchecked,
-    /// The pass in progress (`None` between passes).
-    pub pass: Option<Pass>,
-    /// How far ahead (ms) the next scan looks; `None` = [`crate::planner::first_lookahead`].
-    pub lookahead_ms: Option<i64>,
-    /// Wall-clock ms before which no pending entry can be stale (0 = unknown), from the last
-    /// complete pass ([`Horizon::stale_not_before_ms`]).
-    pub stale_not_before_ms: i64,
-}
-
+#[derive(Default)]
 struct Registry {
     runtimes: HashMap<PolicyId, Runtime>,
-    /// Stream name -> its policies (in any database), for [`touch`].
+    /// Stream name -> its policies (in any database), for touches and keyspace events.
     by_stream: HashMap<Vec<u8>, Vec<PolicyId>>,
-    /// Touches ([`touch`]) of the last [`EXEC_REMARK_MS`]: (stream, group, consumer) -> (monotonic
-    /// ms of the last one, whether one set idle times). Made again at every `EXEC`
-    /// ([`touch_on_exec`]).
-    recent: HashMap<(Vec<u8>, Vec<u8>, Vec<u8>), (u64, bool)>,
     /// (due_ms, id): the visiting order. Stale pairs (due not equal to the runtime's) are skipped.
     queue: BTreeSet<(u64, PolicyId)>,
+    /// Policies that remember recent touches ([`Runtime::recent`]), for `EXEC` and the pruning.
+    remembering: BTreeSet<PolicyId>,
     /// Policies read by `rdb_load` during the load in progress (`None`: no load): registered only
     /// when the load ends well (see [`take_load`]), so a load that fails or is thrown away (a
     /// diskless `swapdb` sync into temporary databases) leaves nothing behind.
@@ -146,37 +74,75 @@ struct Registry {
 }
 
 lazy_static! {
-    static ref REGISTRY: Mutex<Registry> = Mutex::new(Registry {
-        runtimes: HashMap::new(),
-        by_stream: HashMap::new(),
-        recent: HashMap::new(),
-        queue: BTreeSet::new(),
-        loading: None,
-    });
-    static ref EPOCH: Instant = Instant::now();
+    static ref REGISTRY: Mutex<Registry> = Mutex::new(Registry::default());
 }
 
 fn lock() -> MutexGuard<'static, Registry> {
     REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Monotonic microseconds since the module was loaded.
-pub fn now_us() -> u64 {
-    EPOCH.elapsed().as_micros() as u64
+/// Gives a map's memory back once it holds less than a quarter of what it has room for.
+fn shrink<K: Eq + Hash, V>(m: &mut HashMap<K, V>) {
+    if m.capacity() > 64 && m.len() * 4 < m.capacity() {
+        m.shrink_to(m.len() * 2);
+    }
 }
 
-/// Monotonic milliseconds since the module was loaded.
-pub fn now_ms() -> u64 {
-    EPOCH.elapsed().as_millis() as u64
+impl Registry {
+    fn remove(&mut self, id: &PolicyId) {
+        if let Some(rt) = self.runtimes.remove(id) {
+            self.queue.remove(&(rt.due_ms, id.clone()));
+            self.remembering.remove(id);
+            if let Some(ids) = self.by_stream.get_mut(&id.stream) {
+                ids.retain(|i| i != id);
+                if ids.is_empty() {
+                    self.by_stream.remove(&id.stream);
+                }
+            }
+            shrink(&mut self.runtimes);
+            shrink(&mut self.by_stream);
+        }
+    }
+
+    /// The policies of `stream` in database `db` (`None`: any database) and `group` (`None`:
+    /// any group).
+    fn ids_of(&self, db: Option<i32>, stream: &[u8], group: Option<&[u8]>) -> Vec<PolicyId> {
+        self.by_stream
+            .get(stream)
+            .into_iter()
+            .flatten()
+            .filter(|id| db.map_or(true, |d| d == id.db) && group.map_or(true, |g| g == id.group))
+            .cloned()
+            .collect()
+    }
+
+    /// Rebuilds the indexes after databases changed wholesale.
+    fn reindex(&mut self) {
+        self.by_stream.clear();
+        for id in self.runtimes.keys() {
+            self.by_stream
+                .entry(id.stream.clone())
+                .or_default()
+                .push(id.clone());
+        }
+        let runtimes = &self.runtimes;
+        self.remembering.retain(|id| runtimes.contains_key(id));
+        shrink(&mut self.runtimes);
+        shrink(&mut self.by_stream);
+    }
+
+    fn reschedule(&mut self, id: &PolicyId, due: u64) {
+        if let Some(rt) = self.runtimes.get_mut(id) {
+            self.queue.remove(&(rt.due_ms, id.clone()));
+            rt.due_ms = due;
+            self.queue.insert((due, id.clone()));
+        }
+    }
 }
 
 /// Adds (db, stream, group) if it is not known yet, due at once. Keeps the state of a known one.
 pub fn register(db: i32, stream: &[u8], group: &[u8]) {
-    let id = PolicyId {
-        db,
-        stream: stream.to_vec(),
-        group: group.to_vec(),
-    };
+    let id = PolicyId::new(db, stream, group);
     let mut r = lock();
     if r.runtimes.contains_key(&id) {
         return;
@@ -187,148 +153,124 @@ pub fn register(db: i32, stream: &[u8], group: &[u8]) {
         .entry(id.stream.clone())
         .or_default()
         .push(id.clone());
-    r.runtimes.insert(
-        id,
-        Runtime {
-            due_ms: due,
-            ..Runtime::default()
-        },
-    );
+    r.runtimes.insert(id, Runtime::new(due));
 }
 
-/// A policy was (re)set: its pass restarts from the head of the PEL on the next tick; counters stay.
+/// A policy was (re)set: its pass restarts from the head of the PEL on the next tick; counters
+/// stay ([`Runtime::reset`]).
 pub fn reset(db: i32, stream: &[u8], group: &[u8]) {
     register(db, stream, group);
-    let id = PolicyId {
-        db,
-        stream: stream.to_vec(),
-        group: group.to_vec(),
-    };
+    let id = PolicyId::new(db, stream, group);
     let due = now_ms();
     let mut r = lock();
-    let Registry {
-        runtimes, queue, ..
-    } = &mut *r;
-    if let Some(rt) = runtimes.get_mut(&id) {
-        queue.remove(&(rt.due_ms, id.clone()));
-        rt.cursor = None;
-        rt.pass_us = 0;
-        rt.problem = None;
-        // The policy may have changed: nothing learnt under the old one holds.
-        rt.pass = None;
-        rt.unchecked = Unchecked::All;
-        rt.lookahead_ms = None;
-        rt.stale_not_before_ms = 0;
-        rt.due_ms = due;
-        queue.insert((due, id));
+    if let Some(rt) = r.runtimes.get_mut(&id) {
+        let old = rt.due_ms;
+        rt.reset(due);
+        r.queue.remove(&(old, id.clone()));
+        r.queue.insert((due, id));
     }
 }
 
-/// Forgets a policy (its key or group entry is gone).
+/// Forgets a policy (its key or group entry is gone), and everything kept for it.
 pub fn remove(id: &PolicyId) {
-    let mut r = lock();
-    if let Some(rt) = r.runtimes.remove(id) {
-        r.queue.remove(&(rt.due_ms, id.clone()));
-        if let Some(ids) = r.by_stream.get_mut(&id.stream) {
-            ids.retain(|i| i != id);
-            if ids.is_empty() {
-                r.by_stream.remove(&id.stream);
-            }
-        }
-    }
+    lock().remove(id);
 }
 
 /// Forgets every policy of (db, stream): its policy key is gone. O(policies of that stream name).
 pub fn forget_stream(db: i32, stream: &[u8]) {
-    let ids: Vec<PolicyId> = lock()
-        .by_stream
-        .get(stream)
-        .map(|v| v.iter().filter(|id| id.db == db).cloned().collect())
-        .unwrap_or_default();
-    for id in &ids {
-        remove(id);
-    }
-}
-
-/// Rebuilds the stream-name index after databases changed wholesale.
-fn reindex(r: &mut Registry) {
-    r.by_stream.clear();
-    for id in r.runtimes.keys() {
-        r.by_stream
-            .entry(id.stream.clone())
-            .or_default()
-            .push(id.clone());
+    let mut r = lock();
+    for id in r.ids_of(Some(db), stream, None) {
+        r.remove(&id);
     }
 }
 
 /// Notes that a client command may have raised the delivery counts of `consumer`'s entries in
 /// (`stream`, `group`), and with `sets_idle` set older idle times (see [`crate::watch`]), in any
-/// database (the command filter that calls this does not know which): the next pass of that
-/// policy checks the consumer's entries first (with `MAX-DELIVERIES`), and with `sets_idle` scans
-/// without skipping. O(policies of that stream name).
+/// database (the command filter that calls this does not know which); see [`Runtime::touch`].
+/// O(policies of that stream name).
 pub fn touch(stream: &[u8], group: &[u8], consumer: &[u8], sets_idle: bool) {
+    let now = now_ms();
     let mut r = lock();
-    if apply_touch(&mut r, stream, group, consumer, sets_idle) {
-        let key = (stream.to_vec(), group.to_vec(), consumer.to_vec());
-        let now = now_ms();
-        let e = r.recent.entry(key).or_insert((now, false));
-        *e = (now, e.1 || sets_idle);
+    for id in r.ids_of(None, stream, Some(group)) {
+        if let Some(rt) = r.runtimes.get_mut(&id) {
+            rt.touch(consumer, sets_idle, true, now);
+            r.remembering.insert(id);
+        }
     }
 }
 
-/// How long (ms) a touch is made again at every `EXEC`.
-pub const EXEC_REMARK_MS: u64 = 10_000;
-
-/// Called for every `EXEC`: a command queued in `MULTI` was seen (and its touch noted) when it
-/// was queued, but it runs now, and a pass may have completed in between. So every touch of the
-/// last [`EXEC_REMARK_MS`] is made again (whichever client's transaction this is). O(such
-/// touches); nothing when there are none.
+/// Called for every `EXEC`: every policy makes its touches of the last few seconds again
+/// ([`Runtime::remark`]), whichever client's transaction this is. Nothing when none remembers any.
 pub fn touch_on_exec() {
     let mut r = lock();
-    if r.recent.is_empty() {
+    if r.remembering.is_empty() {
         return;
     }
     let now = now_ms();
-    r.recent
-        .retain(|_, (at, _)| now.saturating_sub(*at) < EXEC_REMARK_MS);
-    let touches: Vec<((Vec<u8>, Vec<u8>, Vec<u8>), bool)> = r
-        .recent
-        .iter()
-        .map(|(k, (_, idle))| (k.clone(), *idle))
-        .collect();
-    for ((stream, group, consumer), idle) in touches {
-        apply_touch(&mut r, &stream, &group, &consumer, idle);
+    let Registry {
+        runtimes,
+        remembering,
+        ..
+    } = &mut *r;
+    remembering.retain(|id| {
+        runtimes.get_mut(id).is_some_and(|rt| {
+            rt.remark(now);
+            !rt.recent.is_empty()
+        })
+    });
+}
+
+/// Forgets expired touches (called by the timer, about once a second).
+pub fn prune_touches() {
+    let mut r = lock();
+    if r.remembering.is_empty() {
+        return;
+    }
+    let now = now_ms();
+    let Registry {
+        runtimes,
+        remembering,
+        ..
+    } = &mut *r;
+    remembering.retain(|id| runtimes.get_mut(id).is_some_and(|rt| rt.prune(now)));
+}
+
+/// The stream (db, `stream`), its groups or its consumers went away (DEL, RENAME, XGROUP
+/// DESTROY): its policies forget what they tracked ([`Runtime::forget_tracking`]).
+pub fn forget_tracking(db: i32, stream: &[u8]) {
+    let mut r = lock();
+    for id in r.ids_of(Some(db), stream, None) {
+        if let Some(rt) = r.runtimes.get_mut(&id) {
+            rt.forget_tracking();
+        }
+        r.remembering.remove(&id);
     }
 }
 
-/// Applies a touch to every policy of (stream, group); whether there is any.
-fn apply_touch(r: &mut Registry, stream: &[u8], group: &[u8], consumer: &[u8], idle: bool) -> bool {
-    let Registry {
-        runtimes,
-        by_stream,
-        ..
-    } = r;
-    let mut any = false;
-    for id in by_stream.get(stream).into_iter().flatten() {
-        if id.group != group {
-            continue;
-        }
-        let Some(rt) = runtimes.get_mut(id) else {
-            continue;
-        };
-        any = true;
-        if let Unchecked::Consumers(set) = &mut rt.unchecked {
-            set.insert(consumer.to_vec());
-            if set.len() > MAX_UNCHECKED {
-                rt.unchecked = Unchecked::All;
-            }
-        }
-        if idle {
-            rt.idle_mark = rt.idle_mark.wrapping_add(1);
-            rt.stale_not_before_ms = 0;
+/// The consumers of (db, `stream`)'s policies that they track, as (group, consumer) pairs, for
+/// [`forget_idle_consumers`].
+pub fn tracked(db: i32, stream: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let r = lock();
+    let mut out = Vec::new();
+    for id in r.ids_of(Some(db), stream, None) {
+        if let Some(crate::runtime::Unchecked::Consumers(set)) =
+            r.runtimes.get(&id).map(|rt| &rt.unchecked)
+        {
+            out.extend(set.iter().map(|c| (id.group.clone(), c.clone())));
         }
     }
-    any
+    out
+}
+
+/// Consumers were deleted from (db, `stream`): its policies stop tracking the consumers in
+/// `idle` (group, consumer), which have no pending entry left to check.
+pub fn forget_idle_consumers(db: i32, stream: &[u8], idle: &[(Vec<u8>, Vec<u8>)]) {
+    let mut r = lock();
+    for id in r.ids_of(Some(db), stream, None) {
+        if let Some(rt) = r.runtimes.get_mut(&id) {
+            rt.forget_idle_consumers(|c| !idle.iter().any(|(g, n)| *g == id.group && n == c));
+        }
+    }
 }
 
 /// Forgets what passes learnt about every PEL (checked delivery counts, when entries can be
@@ -336,9 +278,7 @@ fn apply_touch(r: &mut Registry, stream: &[u8], group: &[u8], consumer: &[u8], i
 /// primary again.
 pub fn forget_learnt() {
     for rt in lock().runtimes.values_mut() {
-        rt.unchecked = Unchecked::All;
-        rt.idle_mark = rt.idle_mark.wrapping_add(1);
-        rt.stale_not_before_ms = 0;
+        rt.forget_learnt();
     }
 }
 
@@ -361,7 +301,7 @@ pub fn put(id: &PolicyId, rt: Runtime) {
     }
 }
 
-/// Adds to a policy's counters without touching its schedule (used by `RECLAIM.SWEEP`).
+/// Changes a policy's state without touching its schedule (used by `RECLAIM.SWEEP`).
 pub fn update(id: &PolicyId, f: impl FnOnce(&mut Runtime)) {
     if let Some(rt) = lock().runtimes.get_mut(id) {
         f(rt);
@@ -384,6 +324,7 @@ pub fn swap_db(a: i32, b: i32) {
     let mut r = lock();
     let old: Vec<(PolicyId, Runtime)> = r.runtimes.drain().collect();
     r.queue.clear();
+    r.remembering.clear();
     for (mut id, rt) in old {
         if id.db == a {
             id.db = b;
@@ -391,31 +332,27 @@ pub fn swap_db(a: i32, b: i32) {
             id.db = a;
         }
         r.queue.insert((rt.due_ms, id.clone()));
+        if !rt.recent.is_empty() {
+            r.remembering.insert(id.clone());
+        }
         r.runtimes.insert(id, rt);
     }
-    reindex(&mut r);
+    r.reindex();
 }
 
 /// Called when the stream or one of its groups appears (keyspace events `xgroup-create`,
 /// `rename_to`, `restore`...): the PEL may be a new one, so nothing learnt about it holds, and
-/// every waiting policy of (db, stream) is due now. O(policies).
+/// every waiting policy of (db, stream) is due now. O(policies of that stream name).
 pub fn wake(db: i32, stream: &[u8]) {
     let now = now_ms();
     let mut r = lock();
-    let Registry {
-        runtimes, queue, ..
-    } = &mut *r;
-    for (id, rt) in runtimes.iter_mut() {
-        if id.db != db || id.stream != stream {
+    for id in r.ids_of(Some(db), stream, None) {
+        let Some(rt) = r.runtimes.get_mut(&id) else {
             continue;
-        }
-        rt.idle_mark = rt.idle_mark.wrapping_add(1);
-        rt.unchecked = Unchecked::All;
-        rt.stale_not_before_ms = 0;
+        };
+        rt.forget_learnt();
         if rt.problem.is_some() && rt.due_ms > now {
-            queue.remove(&(rt.due_ms, id.clone()));
-            rt.due_ms = now;
-            queue.insert((now, id.clone()));
+            r.reschedule(&id, now);
         }
     }
 }
@@ -438,18 +375,22 @@ pub fn forget_db(db: i32) {
     } = &mut *r;
     runtimes.retain(|id, _| db != -1 && id.db != db);
     queue.retain(|(_, id)| db != -1 && id.db != db);
-    reindex(&mut r);
+    r.reindex();
 }
 
-/// The policies `rdb_load` read during the load in progress, waiting for it to end well.
-#[derive(Debug, Default)]
-pub struct Load {
-    /// (db, stream, group) as `rdb_load` saw them.
-    pub ids: Vec<PolicyId>,
-    /// The load goes into temporary databases (a diskless `swapdb` sync). Redis before 7.4 gives
-    /// `rdb_load` database 0 for every value loaded into them (redis#12947), so the databases
-    /// in `ids` cannot be trusted.
-    pub into_temp_db: bool,
+/// Number of known policies (all databases).
+pub fn len() -> usize {
+    lock().runtimes.len()
+}
+
+/// Consumers tracked by all policies now (unchecked ones and recent touches; see
+/// [`Runtime::tracked_consumers`]). O(policies).
+pub fn tracked_consumers() -> usize {
+    lock()
+        .runtimes
+        .values()
+        .map(Runtime::tracked_consumers)
+        .sum()
 }
 
 /// A load begins (server events `Loading` ..._START, and `ReplAsyncLoad` STARTED with
@@ -470,11 +411,7 @@ pub fn load_started(into_temp_db: bool) {
 pub fn loaded<'a>(db: i32, stream: &[u8], groups: impl Iterator<Item = &'a Vec<u8>>) {
     let mut r = lock();
     if let Some(l) = r.loading.as_mut() {
-        l.ids.extend(groups.map(|g| PolicyId {
-            db,
-            stream: stream.to_vec(),
-            group: g.clone(),
-        }));
+        l.ids.extend(groups.map(|g| PolicyId::new(db, stream, g)));
     }
 }
 
@@ -485,16 +422,6 @@ pub fn take_load() -> Option<Load> {
     lock().loading.take()
 }
 
-/// Policies noted by the load in progress, not registered yet (0 when no load is in progress).
-pub fn loading_len() -> usize {
-    lock().loading.as_ref().map_or(0, |l| l.ids.len())
-}
-
-/// Number of known policies (all databases).
-pub fn len() -> usize {
-    lock().runtimes.len()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -503,11 +430,7 @@ mod tests {
     fn schedule_and_swap() {
         register(0, b"s-reg", b"g");
         register(0, b"s-reg", b"g"); // idempotent
-        let id = PolicyId {
-            db: 0,
-            stream: b"s-reg".to_vec(),
-            group: b"g".to_vec(),
-        };
+        let id = PolicyId::new(0, b"s-reg", b"g");
         let mut rt = get(&id).unwrap();
         rt.due_ms = u64::MAX - 1;
         rt.cursor = Some(b"5-0".to_vec());
@@ -524,5 +447,23 @@ mod tests {
         assert_eq!(get(&moved).unwrap().cursor, None);
         remove(&moved);
         assert!(get(&moved).is_none());
+    }
+
+    #[test]
+    fn touches_are_owned_by_their_policy_and_expire() {
+        register(2, b"s-touch", b"g");
+        let id = PolicyId::new(2, b"s-touch", b"g");
+        update(&id, |rt| rt.unchecked = Default::default());
+        // A fresh policy checks everyone: touches are only remembered for EXEC.
+        for i in 0..1000 {
+            touch(b"s-touch", b"g", format!("c{i}").as_bytes(), false);
+        }
+        let rt = get(&id).unwrap();
+        assert!(rt.tracked_consumers() <= 2 * crate::runtime::MAX_TRACKED);
+        remove(&id);
+        assert!(!lock().remembering.contains(&id));
+        // Touches of streams without a policy keep nothing.
+        touch(b"no-policy", b"g", b"c", false);
+        assert!(lock().by_stream.get(&b"no-policy"[..]).is_none());
     }
 }

@@ -130,6 +130,19 @@ fn error_stop(e: &[u8]) -> Stop {
     }
 }
 
+/// What a step works on: the database selected in `ctx`, the stream and group of a policy, and
+/// the policy. Every Redis call of the executor goes through it.
+pub struct Target<'a> {
+    /// The context whose selected database holds the stream.
+    pub ctx: &'a Context,
+    /// Stream key.
+    pub stream: &'a [u8],
+    /// Consumer group.
+    pub group: &'a [u8],
+    /// The policy's rules.
+    pub policy: &'a Policy,
+}
+
 /// Checks the stream key: `None` when it is a stream, the stop reason otherwise.
 pub fn check_stream(ctx: &Context, stream: &[u8]) -> Option<Stop> {
     let name = RedisString::create_from_slice(ctx.ctx, stream);
@@ -149,232 +162,161 @@ pub fn is_non_stream(ctx: &Context, key: &[u8]) -> bool {
     )
 }
 
-/// Reads up to `max` pending entries after `cursor`.
-fn read_page(
-    ctx: &Context,
-    stream: &[u8],
-    group: &[u8],
-    consumer: Option<&[u8]>,
-    cursor: Option<&[u8]>,
-    max: i64,
-) -> Result<Vec<Pending>, Stop> {
-    let start: Vec<u8> = match cursor {
-        None => b"-".to_vec(),
-        Some(c) => [b"(", c].concat(),
-    };
-    read_consumer_range(ctx, stream, group, None, &start, b"+", max, consumer)
-}
-
-/// `XPENDING key group [IDLE min-idle] start end count`, parsed.
-fn read_range(
-    ctx: &Context,
-    stream: &[u8],
-    group: &[u8],
+/// One `XPENDING key group [IDLE min-idle] start end count [consumer]` query (Redis 6.2+
+/// extended form). With a consumer, only its own PEL is read (Redis keeps one per consumer), at a
+/// cost that depends on its size only.
+struct Query<'a> {
     idle: Option<i64>,
-    start: &[u8],
-    end: &[u8],
-    max: i64,
-) -> Result<Vec<Pending>, Stop> {
-    read_consumer_range(ctx, stream, group, idle, start, end, max, None)
+    start: &'a [u8],
+    end: &'a [u8],
+    count: i64,
+    consumer: Option<&'a [u8]>,
 }
 
-/// `XPENDING key group [IDLE min-idle] start end count [consumer]`, parsed: with a consumer,
-/// only its own PEL is read (Redis keeps one per consumer), at a cost that depends on its size
-/// only.
-#[allow(clippy::too_many_arguments)]
-fn read_consumer_range(
-    ctx: &Context,
-    stream: &[u8],
-    group: &[u8],
-    idle: Option<i64>,
-    start: &[u8],
-    end: &[u8],
-    max: i64,
-    consumer: Option<&[u8]>,
-) -> Result<Vec<Pending>, Stop> {
-    let count = max.to_string();
-    let idle_s = idle.map(|i| i.to_string());
-    let mut args: Vec<&[u8]> = vec![stream, group];
-    if let Some(i) = &idle_s {
-        args.push(b"IDLE");
-        args.push(i.as_bytes());
-    }
-    args.extend_from_slice(&[start, end, count.as_bytes()]);
-    if let Some(c) = consumer {
-        args.push(c);
-    }
-    let res: CallResult = ctx.call_ext("XPENDING", &read_opts(), &args[..]);
-    let arr = match res {
-        Ok(CallReply::Array(a)) => a,
-        Err(e) => return Err(error_stop(e.as_bytes())),
-        Ok(_) => return Err(Stop::Error("unexpected XPENDING reply".into())),
-    };
-    let mut out = Vec::with_capacity(arr.len());
-    for item in arr.iter() {
-        let Ok(CallReply::Array(e)) = item else {
-            return Err(Stop::Error("unexpected XPENDING entry".into()));
-        };
-        let (Some(id), Some(consumer), Some(idle_ms), Some(deliveries)) = (
-            e.get(0).as_ref().and_then(bytes),
-            e.get(1).as_ref().and_then(bytes),
-            e.get(2).as_ref().and_then(int),
-            e.get(3).as_ref().and_then(int),
-        ) else {
-            return Err(Stop::Error("unexpected XPENDING entry".into()));
-        };
-        out.push(Pending {
-            id,
-            consumer,
-            idle_ms,
-            deliveries,
-        });
-    }
-    Ok(out)
-}
-
-fn claim(
-    ctx: &Context,
-    stream: &[u8],
-    group: &[u8],
-    p: &Policy,
-    ids: &[Vec<u8>],
-    rc: Option<i64>,
-    out: &mut Outcome,
-) -> Result<(), Stop> {
-    let min_idle = p.min_idle_ms.to_string();
-    let rcs = rc.map(|n| n.to_string());
-    let mut args: Vec<&[u8]> = vec![stream, group, &p.claimant, min_idle.as_bytes()];
-    args.extend(ids.iter().map(|i| i.as_slice()));
-    if let Some(r) = &rcs {
-        args.push(b"RETRYCOUNT");
-        args.push(r.as_bytes());
-    }
-    args.push(b"JUSTID");
-    let res: CallResult = ctx.call_ext("XCLAIM", &write_opts(), &args[..]);
-    match res {
-        Ok(CallReply::Array(a)) => {
-            let n = a.len() as u64;
-            out.claimed += n;
-            out.deleted += (ids.len() as u64).saturating_sub(n);
-            Ok(())
+impl Target<'_> {
+    /// Runs `q`, parsed.
+    fn pending(&self, q: Query) -> Result<Vec<Pending>, Stop> {
+        let count = q.count.to_string();
+        let idle_s = q.idle.map(|i| i.to_string());
+        let mut args: Vec<&[u8]> = vec![self.stream, self.group];
+        if let Some(i) = &idle_s {
+            args.push(b"IDLE");
+            args.push(i.as_bytes());
         }
-        Err(e) => Err(error_stop(e.as_bytes())),
-        Ok(_) => Err(Stop::Error("unexpected XCLAIM reply".into())),
+        args.extend_from_slice(&[q.start, q.end, count.as_bytes()]);
+        if let Some(c) = q.consumer {
+            args.push(c);
+        }
+        let res: CallResult = self.ctx.call_ext("XPENDING", &read_opts(), &args[..]);
+        let arr = match res {
+            Ok(CallReply::Array(a)) => a,
+            Err(e) => return Err(error_stop(e.as_bytes())),
+            Ok(_) => return Err(Stop::Error("unexpected XPENDING reply".into())),
+        };
+        let bad = || Stop::Error("unexpected XPENDING entry".into());
+        let mut out = Vec::with_capacity(arr.len());
+        for item in arr.iter() {
+            let Ok(CallReply::Array(e)) = item else {
+                return Err(bad());
+            };
+            let (Some(id), Some(consumer), Some(idle_ms), Some(deliveries)) = (
+                e.get(0).as_ref().and_then(bytes),
+                e.get(1).as_ref().and_then(bytes),
+                e.get(2).as_ref().and_then(int),
+                e.get(3).as_ref().and_then(int),
+            ) else {
+                return Err(bad());
+            };
+            out.push(Pending {
+                id,
+                consumer,
+                idle_ms,
+                deliveries,
+            });
+        }
+        Ok(out)
     }
-}
 
-/// The ID of the stream's first entry (`XRANGE key - + COUNT 1`), `None` when it is empty.
-fn first_id(ctx: &Context, stream: &[u8]) -> Result<Option<(u64, u64)>, Stop> {
-    edge_id(ctx, stream, "XRANGE", b"-", b"+")
-}
+    /// `XCLAIM key group claimant min-idle id... [RETRYCOUNT n] JUSTID`: claims that XCLAIM
+    /// itself finds gone from the stream are counted as `deleted`.
+    fn claim(&self, ids: &[Vec<u8>], rc: Option<i64>, out: &mut Outcome) -> Result<(), Stop> {
+        let p = self.policy;
+        let min_idle = p.min_idle_ms.to_string();
+        let rcs = rc.map(|n| n.to_string());
+        let mut args: Vec<&[u8]> = vec![self.stream, self.group, &p.claimant, min_idle.as_bytes()];
+        args.extend(ids.iter().map(|i| i.as_slice()));
+        if let Some(r) = &rcs {
+            args.push(b"RETRYCOUNT");
+            args.push(r.as_bytes());
+        }
+        args.push(b"JUSTID");
+        let res: CallResult = self.ctx.call_ext("XCLAIM", &write_opts(), &args[..]);
+        match res {
+            Ok(CallReply::Array(a)) => {
+                let n = a.len() as u64;
+                out.claimed += n;
+                out.deleted += (ids.len() as u64).saturating_sub(n);
+                Ok(())
+            }
+            Err(e) => Err(error_stop(e.as_bytes())),
+            Ok(_) => Err(Stop::Error("unexpected XCLAIM reply".into())),
+        }
+    }
 
-/// The ID of the stream's last entry (`XREVRANGE key + - COUNT 1`), `None` when it is empty.
-fn last_id(ctx: &Context, stream: &[u8]) -> Result<Option<(u64, u64)>, Stop> {
-    edge_id(ctx, stream, "XREVRANGE", b"+", b"-")
-}
+    /// The ID of the stream's first entry (`XRANGE key - + COUNT 1`), `None` when it is empty.
+    fn first_id(&self) -> Result<Option<(u64, u64)>, Stop> {
+        self.edge_id("XRANGE", b"-", b"+")
+    }
 
-fn edge_id(
-    ctx: &Context,
-    stream: &[u8],
-    cmd: &str,
-    from: &[u8],
-    to: &[u8],
-) -> Result<Option<(u64, u64)>, Stop> {
-    let args: [&[u8]; 5] = [stream, from, to, b"COUNT", b"1"];
-    let res: CallResult = ctx.call_ext(cmd, &read_opts(), &args[..]);
-    match res {
-        Ok(CallReply::Array(a)) => match a.get(0) {
-            None => Ok(None),
-            Some(Ok(CallReply::Array(e))) => match e.get(0).as_ref().and_then(bytes) {
-                Some(id) => Ok(planner::parse_id(&id)),
-                None => Err(Stop::Error("unexpected XRANGE entry".into())),
+    /// The ID of the stream's last entry (`XREVRANGE key + - COUNT 1`), `None` when it is empty.
+    fn last_id(&self) -> Result<Option<(u64, u64)>, Stop> {
+        self.edge_id("XREVRANGE", b"+", b"-")
+    }
+
+    fn edge_id(&self, cmd: &str, from: &[u8], to: &[u8]) -> Result<Option<(u64, u64)>, Stop> {
+        let args: [&[u8]; 5] = [self.stream, from, to, b"COUNT", b"1"];
+        let res: CallResult = self.ctx.call_ext(cmd, &read_opts(), &args[..]);
+        let bad = || Stop::Error("unexpected XRANGE entry".into());
+        match res {
+            Ok(CallReply::Array(a)) => match a.get(0) {
+                None => Ok(None),
+                Some(Ok(CallReply::Array(e))) => match e.get(0).as_ref().and_then(bytes) {
+                    Some(id) => Ok(planner::parse_id(&id)),
+                    None => Err(bad()),
+                },
+                Some(_) => Err(bad()),
             },
-            Some(_) => Err(Stop::Error("unexpected XRANGE entry".into())),
-        },
-        Err(e) => Err(error_stop(e.as_bytes())),
-        Ok(_) => Err(Stop::Error("unexpected XRANGE reply".into())),
-    }
-}
-
-/// Removes trimmed entries from the PEL with one XACK (propagated as is).
-fn purge(
-    ctx: &Context,
-    stream: &[u8],
-    group: &[u8],
-    ids: &[Vec<u8>],
-    out: &mut Outcome,
-) -> Result<(), Stop> {
-    let refs: Vec<&[u8]> = ids.iter().map(|i| i.as_slice()).collect();
-    out.deleted += ack(ctx, stream, group, &refs)?.max(0) as u64;
-    Ok(())
-}
-
-fn ack(ctx: &Context, stream: &[u8], group: &[u8], ids: &[&[u8]]) -> Result<i64, Stop> {
-    let mut args: Vec<&[u8]> = Vec::with_capacity(ids.len() + 2);
-    args.push(stream);
-    args.push(group);
-    args.extend_from_slice(ids);
-    let res: CallResult = ctx.call_ext("XACK", &write_opts(), &args[..]);
-    match res {
-        Ok(CallReply::I64(i)) => Ok(i.to_i64()),
-        Err(e) => Err(error_stop(e.as_bytes())),
-        Ok(_) => Err(Stop::Error("unexpected XACK reply".into())),
-    }
-}
-
-fn out_of_memory(ctx: &Context) -> bool {
-    ctx.get_flags().contains(ContextFlags::OOM)
-}
-
-/// Pending entries handled per XCLAIM, XACK or dead-letter batch: bounds one call's time.
-pub const BATCH: usize = 32;
-
-/// Reads the fields of entry `id` of `stream` (Redis `RM_StreamIteratorStart` over `[id, id]`),
-/// `None` when the entry is gone.
-fn entry_fields(ctx: &Context, stream: &RedisString, id: &[u8]) -> Option<Vec<Vec<u8>>> {
-    let (ms, seq) = planner::parse_id(id)?;
-    let key = ctx.open_key(stream);
-    let sid = redis_module::raw::RedisModuleStreamID { ms, seq };
-    let mut it = key
-        .get_stream_range_iterator(Some(sid), Some(sid), false, false)
-        .ok()?;
-    let rec = it.next()?;
-    let mut f = Vec::with_capacity(rec.fields.len() * 2);
-    for (k, v) in &rec.fields {
-        f.push(k.as_slice().to_vec());
-        f.push(v.as_slice().to_vec());
-    }
-    Some(f)
-}
-
-/// Moves over-delivered entries to the DLQ: for each, in order, `XADD dlq * fields... reclaim-*`
-/// (entries gone from the stream are only dropped from the PEL); then one `XACK` of exactly the
-/// entries whose append succeeded. Stops at the first failed append (DLQ of the wrong type, out
-/// of memory): that entry and the ones after it stay pending, untouched.
-fn dead_letter(
-    ctx: &Context,
-    stream: &[u8],
-    group: &[u8],
-    dlq: &[u8],
-    entries: &[Pending],
-    out: &mut Outcome,
-) -> Result<(), Stop> {
-    let sname = RedisString::create_from_slice(ctx.ctx, stream);
-    let mut moved: Vec<&[u8]> = Vec::with_capacity(entries.len());
-    let mut gone: Vec<&[u8]> = Vec::new();
-    let mut failure = None;
-    for (k, e) in entries.iter().enumerate() {
-        // Before copying the body: a large entry could itself push memory over the limit. Every
-        // move of the batch not done counts as skipped.
-        if out_of_memory(ctx) {
-            out.oom_skips += (entries.len() - k) as u64;
-            failure = Some(Stop::Oom);
-            break;
+            Err(e) => Err(error_stop(e.as_bytes())),
+            Ok(_) => Err(Stop::Error("unexpected XRANGE reply".into())),
         }
-        let Some(fields) = entry_fields(ctx, &sname, &e.id) else {
-            gone.push(&e.id);
-            continue;
-        };
+    }
+
+    /// Removes trimmed entries from the PEL with one XACK (propagated as is), counted as
+    /// `deleted`.
+    fn purge(&self, ids: &[Vec<u8>], out: &mut Outcome) -> Result<(), Stop> {
+        let refs: Vec<&[u8]> = ids.iter().map(|i| i.as_slice()).collect();
+        out.deleted += self.ack(&refs)?.max(0) as u64;
+        Ok(())
+    }
+
+    fn ack(&self, ids: &[&[u8]]) -> Result<i64, Stop> {
+        let mut args: Vec<&[u8]> = Vec::with_capacity(ids.len() + 2);
+        args.push(self.stream);
+        args.push(self.group);
+        args.extend_from_slice(ids);
+        let res: CallResult = self.ctx.call_ext("XACK", &write_opts(), &args[..]);
+        match res {
+            Ok(CallReply::I64(i)) => Ok(i.to_i64()),
+            Err(e) => Err(error_stop(e.as_bytes())),
+            Ok(_) => Err(Stop::Error("unexpected XACK reply".into())),
+        }
+    }
+
+    fn out_of_memory(&self) -> bool {
+        self.ctx.get_flags().contains(ContextFlags::OOM)
+    }
+
+    /// Reads the fields of entry `id` (Redis `RM_StreamIteratorStart` over `[id, id]`), `None`
+    /// when the entry is gone.
+    fn entry_fields(&self, stream: &RedisString, id: &[u8]) -> Option<Vec<Vec<u8>>> {
+        let (ms, seq) = planner::parse_id(id)?;
+        let key = self.ctx.open_key(stream);
+        let sid = redis_module::raw::RedisModuleStreamID { ms, seq };
+        let mut it = key
+            .get_stream_range_iterator(Some(sid), Some(sid), false, false)
+            .ok()?;
+        let rec = it.next()?;
+        let mut f = Vec::with_capacity(rec.fields.len() * 2);
+        for (k, v) in &rec.fields {
+            f.push(k.as_slice().to_vec());
+            f.push(v.as_slice().to_vec());
+        }
+        Some(f)
+    }
+
+    /// Appends entry `e` (with `fields`) to `dlq` with the `reclaim-*` fields: `Ok` when the
+    /// append succeeded, the reason it did not otherwise.
+    fn append_dead_letter(&self, dlq: &[u8], e: &Pending, fields: &[Vec<u8>]) -> Result<(), Stop> {
         let deliveries = (e.deliveries as u64).to_string();
         let mut xadd: Vec<&[u8]> = Vec::with_capacity(fields.len() + 12);
         xadd.push(dlq);
@@ -382,9 +324,9 @@ fn dead_letter(
         xadd.extend(fields.iter().map(|f| f.as_slice()));
         xadd.extend_from_slice(&[
             b"reclaim-stream",
-            stream,
+            self.stream,
             b"reclaim-group",
-            group,
+            self.group,
             b"reclaim-id",
             &e.id,
             b"reclaim-consumer",
@@ -392,243 +334,297 @@ fn dead_letter(
             b"reclaim-deliveries",
             deliveries.as_bytes(),
         ]);
-        let res: CallResult = ctx.call_ext("XADD", &append_opts(), &xadd[..]);
+        let res: CallResult = self.ctx.call_ext("XADD", &append_opts(), &xadd[..]);
         match res {
-            Ok(CallReply::String(_)) => moved.push(&e.id),
+            Ok(CallReply::String(_)) => Ok(()),
             Err(err) => {
                 let b = err.as_bytes();
-                failure = Some(if b.starts_with(b"WRONGTYPE") {
+                Err(if b.starts_with(b"WRONGTYPE") {
                     Stop::WrongTypeDlq
                 } else if b.starts_with(b"OOM") {
-                    out.oom_skips += (entries.len() - k) as u64;
                     Stop::Oom
                 } else {
                     Stop::Error(crate::policy::printable(b))
-                });
-                break;
+                })
             }
-            Ok(_) => {
-                failure = Some(Stop::Error("unexpected XADD reply".into()));
-                break;
-            }
+            Ok(_) => Err(Stop::Error("unexpected XADD reply".into())),
         }
     }
-    // The appends are done: their acknowledgement follows in the same callback (one MULTI/EXEC).
-    // XACK cannot find an entry already acknowledged here (nothing else runs in between); if it
-    // ever did, the DLQ entry is kept (at-least-once) and still counted.
-    if !moved.is_empty() {
-        let n = ack(ctx, stream, group, &moved)?;
-        if n < moved.len() as i64 {
-            crate::ffi::log_warning(
-                "reclaim: XACK after a DLQ append found an entry already acknowledged",
-            );
-        }
-        out.dead_lettered += moved.len() as u64;
-    }
-    if !gone.is_empty() {
-        out.deleted += ack(ctx, stream, group, &gone)?.max(0) as u64;
-    }
-    match failure {
-        Some(f) => Err(f),
-        None => Ok(()),
-    }
-}
 
-/// Runs `batches` in order, advancing `out.cursor` past each one done. Checks `deadline` before
-/// every batch but the first, and does not start one that would likely end past it (as long as
-/// the batch before took). A DLQ of the wrong type or a lack of memory skips the dead-letter
-/// moves (noted in `out.problem`) and goes on; any other failure ends the step (`out.stop`).
-/// Returns whether every batch ran.
-fn run_batches(
-    ctx: &Context,
-    stream: &[u8],
-    group: &[u8],
-    policy: &Policy,
-    batches: &[Batch],
-    deadline: Option<Instant>,
-    out: &mut Outcome,
-) -> bool {
-    let mut last = std::time::Duration::ZERO;
-    for (i, b) in batches.iter().enumerate() {
-        // Not a batch that would likely end past the deadline (predicted from the one before).
-        let t0 = Instant::now();
-        if i > 0 && deadline.is_some_and(|d| t0 + last >= d) {
-            out.stop = Some(Stop::Deadline);
-            return false;
-        }
-        let r = match b {
-            Batch::Skip(..) => Ok(()),
-            Batch::Purge(ids) => purge(ctx, stream, group, ids, out),
-            Batch::Claim { ids, retrycount } => {
-                claim(ctx, stream, group, policy, ids, *retrycount, out)
+    /// Moves over-delivered entries to the DLQ: for each, in order, `XADD dlq * fields...
+    /// reclaim-*` (entries gone from the stream are only dropped from the PEL); then one `XACK` of
+    /// exactly the entries whose append succeeded. Stops at the first failed append (DLQ of the
+    /// wrong type, out of memory): that entry and the ones after it stay pending, untouched.
+    fn dead_letter(&self, dlq: &[u8], entries: &[Pending], out: &mut Outcome) -> Result<(), Stop> {
+        let sname = RedisString::create_from_slice(self.ctx.ctx, self.stream);
+        let mut moved: Vec<&[u8]> = Vec::with_capacity(entries.len());
+        let mut gone: Vec<&[u8]> = Vec::new();
+        let mut failure = None;
+        for (k, e) in entries.iter().enumerate() {
+            // Before copying the body: a large entry could itself push memory over the limit.
+            // Every move of the batch not done counts as skipped.
+            if self.out_of_memory() {
+                out.oom_skips += (entries.len() - k) as u64;
+                failure = Some(Stop::Oom);
+                break;
             }
-            Batch::DeadLetter(entries) => match &policy.dlq {
-                Some(d) => dead_letter(ctx, stream, group, d, entries, out),
+            let Some(fields) = self.entry_fields(&sname, &e.id) else {
+                gone.push(&e.id);
+                continue;
+            };
+            match self.append_dead_letter(dlq, e, &fields) {
+                Ok(()) => moved.push(&e.id),
+                Err(f) => {
+                    if f == Stop::Oom {
+                        out.oom_skips += (entries.len() - k) as u64;
+                    }
+                    failure = Some(f);
+                    break;
+                }
+            }
+        }
+        // The appends are done: their acknowledgement follows in the same callback (one
+        // MULTI/EXEC). XACK cannot find an entry already acknowledged here (nothing else runs in
+        // between); if it ever did, the DLQ entry is kept (at-least-once) and still counted.
+        if !moved.is_empty() {
+            let n = self.ack(&moved)?;
+            if n < moved.len() as i64 {
+                crate::ffi::log_warning(
+                    "reclaim: XACK after a DLQ append found an entry already acknowledged",
+                );
+            }
+            out.dead_lettered += moved.len() as u64;
+        }
+        if !gone.is_empty() {
+            out.deleted += self.ack(&gone)?.max(0) as u64;
+        }
+        match failure {
+            Some(f) => Err(f),
+            None => Ok(()),
+        }
+    }
+
+    fn run(&self, b: &Batch, out: &mut Outcome) -> Result<(), Stop> {
+        match b {
+            Batch::Skip(..) => Ok(()),
+            Batch::Purge(ids) => self.purge(ids, out),
+            Batch::Claim { ids, retrycount } => self.claim(ids, *retrycount, out),
+            Batch::DeadLetter(entries) => match &self.policy.dlq {
+                Some(d) => self.dead_letter(d, entries, out),
                 None => Ok(()),
             },
-        };
-        match r {
-            Ok(()) => {}
-            Err(s @ (Stop::WrongTypeDlq | Stop::Oom)) => out.problem = Some(s),
-            Err(s) => {
-                out.stop = Some(s);
+        }
+    }
+
+    /// Runs `batches` in order, advancing `out.cursor` past each one done. Checks `deadline`
+    /// before every batch but the first, and does not start one that would likely end past it
+    /// (as long as the batch before took). A DLQ of the wrong type or a lack of memory skips the
+    /// dead-letter moves (noted in `out.problem`) and goes on; any other failure ends the step
+    /// (`out.stop`). Returns whether every batch ran.
+    fn run_batches(&self, batches: &[Batch], deadline: Option<Instant>, out: &mut Outcome) -> bool {
+        let mut last = std::time::Duration::ZERO;
+        for (i, b) in batches.iter().enumerate() {
+            // Not a batch that would likely end past the deadline (predicted from the one before).
+            let t0 = Instant::now();
+            if i > 0 && deadline.is_some_and(|d| t0 + last >= d) {
+                out.stop = Some(Stop::Deadline);
                 return false;
             }
+            match self.run(b, out) {
+                Ok(()) => {}
+                Err(s @ (Stop::WrongTypeDlq | Stop::Oom)) => out.problem = Some(s),
+                Err(s) => {
+                    out.stop = Some(s);
+                    return false;
+                }
+            }
+            out.examined += b.len();
+            out.cursor = Some(planner::last_id(b).to_vec());
+            if !matches!(b, Batch::Skip(..)) {
+                last = t0.elapsed();
+            }
         }
-        out.examined += b.len();
-        out.cursor = Some(planner::last_id(b).to_vec());
-        if !matches!(b, Batch::Skip(..)) {
-            last = t0.elapsed();
-        }
+        true
     }
-    true
+
+    /// Plans `page` and runs its batches; `first` is the stream's first entry ID.
+    fn handle(
+        &self,
+        page: &[Pending],
+        first: Option<(u64, u64)>,
+        deadline: Option<Instant>,
+        out: &mut Outcome,
+    ) -> bool {
+        out.fresh.observe(page, self.policy);
+        let batches = planner::plan(page, self.policy, BATCH, first);
+        self.run_batches(&batches, deadline, out)
+    }
 }
 
-/// Runs one step of `policy` on (stream, group) in the database selected in `ctx`: reads at most
-/// `max` pending entries after `cursor` (of `consumer` only, when given) and handles them, stopping early at `deadline` (checked
-/// between batches; at least one batch always runs). Never panics on unexpected replies: they end
-/// the step with [`Stop::Error`].
-#[allow(clippy::too_many_arguments)]
-pub fn step(
-    ctx: &Context,
-    stream: &[u8],
-    group: &[u8],
-    policy: &Policy,
-    consumer: Option<&[u8]>,
-    cursor: Option<&[u8]>,
-    max: i64,
-    deadline: Option<Instant>,
-) -> Outcome {
-    let mut out = Outcome {
-        cursor: cursor.map(|c| c.to_vec()),
-        ..Outcome::default()
-    };
-    if let Some(s) = check_stream(ctx, stream) {
-        out.stop = Some(s);
-        return out;
-    }
-    // One entry more than the step handles: whether it comes back tells if the pass is over.
-    let page = match read_page(ctx, stream, group, consumer, cursor, max.saturating_add(1)) {
-        Ok(p) => p,
-        Err(s) => {
-            out.stop = Some(s);
-            return out;
-        }
-    };
-    let first = match first_id(ctx, stream) {
-        Ok(f) => f,
-        Err(s) => {
-            out.stop = Some(s);
-            return out;
-        }
-    };
-    let has_more = page.len() as i64 > max;
-    let page = &page[..page.len().min(max.max(0) as usize)];
-    out.fresh.observe(page, policy);
-    let batches = planner::plan(page, policy, BATCH, first);
-    if !run_batches(ctx, stream, group, policy, &batches, deadline, &mut out) {
-        return out;
-    }
-    if !has_more {
-        out.pass_done = true;
-        out.cursor = None;
-    }
-    out
-}
+/// Pending entries handled per XCLAIM, XACK or dead-letter batch: bounds one call's time.
+pub const BATCH: usize = 32;
 
-/// Runs one step of a scan pass ([`planner::PassKind::Scan`]), or of a trim-only pass when
-/// `trim_only`, where fresh entries need not be copied out of the server:
-/// 1. trimmed entries (below the stream's first entry) are read with `XPENDING key group - (first
-///    count` and purged, at most `max` per step; a trim-only pass ends when none is left;
-/// 2. otherwise one ID window after `cursor` is scanned with `XPENDING key group IDLE threshold
-///    start end count` (Redis 6.2+), which returns only entries idle for at least `threshold_ms`
-///    (at most `MIN-IDLE`) at a fraction of the cost of paging; stale ones are claimed or
-///    dead-lettered, the others only noted (`fresh`). A window's width adapts
-///    to the PEL's density so that one scan takes about [`planner::WINDOW_TARGET_US`]; the last
-///    window ends at `+`.
-///
-/// `width` is the width learned so far (0 = start small). Same guarantees as [`step`].
-#[allow(clippy::too_many_arguments)]
-pub fn step_windowed(
-    ctx: &Context,
-    stream: &[u8],
-    group: &[u8],
-    policy: &Policy,
+/// Runs `body` on a fresh outcome (cursor and width as given), turning an early `Err` (the stream
+/// is gone, a reply could not be read) into the outcome's `stop`.
+fn stepping(
     cursor: Option<&[u8]>,
     width: u128,
-    threshold_ms: i64,
-    trim_only: bool,
-    max: i64,
-    deadline: Option<Instant>,
+    body: impl FnOnce(&mut Outcome) -> Result<(), Stop>,
 ) -> Outcome {
     let mut out = Outcome {
         cursor: cursor.map(|c| c.to_vec()),
         width,
         ..Outcome::default()
     };
-    if let Some(s) = check_stream(ctx, stream) {
+    if let Err(s) = body(&mut out) {
         out.stop = Some(s);
-        return out;
     }
-    let bounds = first_id(ctx, stream).and_then(|f| Ok((f, last_id(ctx, stream)?)));
-    let (first, last) = match bounds {
-        Ok(b) => b,
-        Err(s) => {
-            out.stop = Some(s);
-            return out;
+    out
+}
+
+/// Runs one step of a full pass ([`planner::PassKind::Full`]), or of a consumer check when
+/// `consumer` is given, on `t`: reads at most `max` pending entries after `cursor` (of `consumer`
+/// only, when given) and handles them, stopping early at `deadline` (checked between batches; at
+/// least one batch always runs). Never panics on unexpected replies: they end the step with
+/// [`Stop::Error`].
+pub fn step_page(
+    t: &Target,
+    consumer: Option<&[u8]>,
+    cursor: Option<&[u8]>,
+    max: i64,
+    deadline: impl Into<Option<Instant>>,
+) -> Outcome {
+    let deadline = deadline.into();
+    stepping(cursor, 0, |out| {
+        if let Some(s) = check_stream(t.ctx, t.stream) {
+            return Err(s);
         }
-    };
-    // 1. Trimmed entries, whatever their idle time.
+        let start: Vec<u8> = match cursor {
+            None => b"-".to_vec(),
+            Some(c) => [b"(", c].concat(),
+        };
+        // One entry more than the step handles: whether it comes back tells if the pass is over.
+        let page = t.pending(Query {
+            idle: None,
+            start: &start,
+            end: b"+",
+            count: max.saturating_add(1),
+            consumer,
+        })?;
+        let first = t.first_id()?;
+        let has_more = page.len() as i64 > max;
+        let page = &page[..page.len().min(max.max(0) as usize)];
+        if t.handle(page, first, deadline, out) && !has_more {
+            out.pass_done = true;
+            out.cursor = None;
+        }
+        Ok(())
+    })
+}
+
+/// Where a scan step starts, and what it learnt so far.
+pub struct Window<'a> {
+    /// Last ID handled (`None`: the head of the PEL).
+    pub cursor: Option<&'a [u8]>,
+    /// The ID-window width learned so far (0 = start small).
+    pub width: u128,
+    /// The `IDLE` threshold of the scan, ms (at most `MIN-IDLE`).
+    pub threshold_ms: i64,
+    /// Only purge trimmed entries ([`planner::PassKind::TrimOnly`]).
+    pub trim_only: bool,
+}
+
+/// Runs one step of a scan pass ([`planner::PassKind::Scan`]), or of a trim-only pass, on `t`,
+/// where fresh entries need not be copied out of the server:
+/// 1. trimmed entries (below the stream's first entry) are read with `XPENDING key group - (first
+///    count` and purged, at most `max` per step; a trim-only pass ends when none is left;
+/// 2. otherwise one ID window after the cursor is scanned with `XPENDING key group IDLE threshold
+///    start end count` (Redis 6.2+), which returns only entries idle for at least the threshold
+///    at a fraction of the cost of paging; stale ones are claimed or dead-lettered, the others
+///    only noted (`fresh`). A window's width adapts to the PEL's density so that one scan takes
+///    about [`planner::WINDOW_TARGET_US`]; the last window ends at `+`.
+///
+/// Same guarantees as [`step_page`].
+pub fn step_scan(t: &Target, w: Window, max: i64, deadline: impl Into<Option<Instant>>) -> Outcome {
+    let deadline = deadline.into();
+    stepping(w.cursor, w.width, |out| {
+        if let Some(s) = check_stream(t.ctx, t.stream) {
+            return Err(s);
+        }
+        let (first, last) = (t.first_id()?, t.last_id()?);
+        if purge_trimmed(t, first, max, out)? {
+            return Ok(());
+        }
+        if w.trim_only {
+            out.pass_done = true;
+            out.cursor = None;
+            return Ok(());
+        }
+        scan_window(t, &w, first, last, max, deadline, out)
+    })
+}
+
+/// Step 1 of [`step_scan`]: purges up to `max` entries trimmed from the stream (below `first`,
+/// whatever their idle time). Whether there were any.
+fn purge_trimmed(
+    t: &Target,
+    first: Option<(u64, u64)>,
+    max: i64,
+    out: &mut Outcome,
+) -> Result<bool, Stop> {
     let below: Vec<u8> = match first {
         Some(f) => format!("({}-{}", f.0, f.1).into_bytes(),
         None => b"+".to_vec(),
     };
-    let trimmed = match read_range(ctx, stream, group, None, b"-", &below, max) {
-        Ok(t) => t,
-        Err(s) => {
-            out.stop = Some(s);
-            return out;
-        }
-    };
-    if !trimmed.is_empty() {
-        let ids: Vec<Vec<u8>> = trimmed.into_iter().map(|p| p.id).collect();
-        if let Err(s) = purge(ctx, stream, group, &ids, &mut out) {
-            out.stop = Some(s);
-        } else {
-            out.examined += ids.len() as u64;
-        }
-        return out;
+    let trimmed = t.pending(Query {
+        idle: None,
+        start: b"-",
+        end: &below,
+        count: max,
+        consumer: None,
+    })?;
+    if trimmed.is_empty() {
+        return Ok(false);
     }
-    if trim_only {
-        out.pass_done = true;
-        out.cursor = None;
-        return out;
-    }
-    // 2. One window.
+    let ids: Vec<Vec<u8>> = trimmed.into_iter().map(|p| p.id).collect();
+    t.purge(&ids, out)?;
+    out.examined += ids.len() as u64;
+    Ok(true)
+}
+
+/// Step 2 of [`step_scan`]: one ID window after the cursor.
+fn scan_window(
+    t: &Target,
+    w: &Window,
+    first: Option<(u64, u64)>,
+    last: Option<(u64, u64)>,
+    max: i64,
+    deadline: Option<Instant>,
+    out: &mut Outcome,
+) -> Result<(), Stop> {
     // The window starts at the next pending entry after the cursor (an O(log n) lookup), so empty
     // stretches of ID space cost nothing and every window holds at least one entry: a pass always
     // progresses, however slow the server and however narrow the window.
-    let after: Vec<u8> = match cursor {
+    let after: Vec<u8> = match w.cursor {
         Some(c) => [b"(", c].concat(),
         None => b"-".to_vec(),
     };
-    let next = match read_range(ctx, stream, group, None, &after, b"+", 1) {
-        Ok(n) => n,
-        Err(s) => {
-            out.stop = Some(s);
-            return out;
-        }
-    };
+    let next = t.pending(Query {
+        idle: None,
+        start: &after,
+        end: b"+",
+        count: 1,
+        consumer: None,
+    })?;
     let Some(next) = next.into_iter().next() else {
         out.pass_done = true;
         out.cursor = None;
-        return out;
+        return Ok(());
     };
     let start_v = planner::parse_id(&next.id).map(planner::id_value);
-    let start = next.id.clone();
     let end_v = match (start_v, last) {
         (Some(sv), Some(l)) => {
-            planner::window_end(sv, width.max(planner::FIRST_WINDOW), planner::id_value(l))
+            planner::window_end(sv, w.width.max(planner::FIRST_WINDOW), planner::id_value(l))
         }
         _ => None,
     };
@@ -636,33 +632,19 @@ pub fn step_windowed(
         .map(|e| planner::id_text(e).into_bytes())
         .unwrap_or_else(|| b"+".to_vec());
     let t0 = Instant::now();
-    let threshold = threshold_ms.clamp(1, policy.min_idle_ms.max(1));
-    let page = match read_range(
-        ctx,
-        stream,
-        group,
-        Some(threshold),
-        &start,
-        &end,
-        max.saturating_add(1),
-    ) {
-        Ok(p) => p,
-        Err(s) => {
-            out.stop = Some(s);
-            return out;
-        }
-    };
+    let page = t.pending(Query {
+        idle: Some(w.threshold_ms.clamp(1, t.policy.min_idle_ms.max(1))),
+        start: &next.id,
+        end: &end,
+        count: max.saturating_add(1),
+        consumer: None,
+    })?;
     let scanned_all = page.len() as i64 <= max;
     if scanned_all {
-        out.width = planner::next_width(width, t0.elapsed().as_micros() as u64);
+        out.width = planner::next_width(w.width, t0.elapsed().as_micros() as u64);
     }
     let page = &page[..page.len().min(max.max(0) as usize)];
-    out.fresh.observe(page, policy);
-    let batches = planner::plan(page, policy, BATCH, first);
-    if !run_batches(ctx, stream, group, policy, &batches, deadline, &mut out) {
-        return out;
-    }
-    if scanned_all {
+    if t.handle(page, first, deadline, out) && scanned_all {
         match end_v {
             Some(e) => out.cursor = Some(planner::id_text(e).into_bytes()),
             None => {
@@ -671,5 +653,5 @@ pub fn step_windowed(
             }
         }
     }
-    out
+    Ok(())
 }

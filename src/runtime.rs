@@ -1,0 +1,523 @@
+//! One policy's run-time state, in one place: its schedule, cursor, counters, the pass in
+//! progress and what passes learnt, and what client commands may have undone since (touches).
+//! Also the pass state machine ([`Runtime::start_pass`], [`Runtime::apply`]).
+//!
+//! Pure: no Redis calls. [`crate::registry`] owns every `Runtime` (one per policy it knows) and
+//! frees it with its policy; every collection here is bounded (see [`MAX_TRACKED`],
+//! [`MAX_TRACKED_BYTES`]), whatever the number of consumers that ever touched the stream.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::metrics::{self, Counters, Stat};
+use crate::planner::{self, Horizon, PassKind};
+use crate::policy::Policy;
+use crate::sweep::{Outcome, Stop};
+
+/// Most consumers one policy tracks in each of its sets ([`Unchecked::Consumers`], the recent
+/// touches): past it the policy falls back to checking everyone (a full pass, counted in
+/// `INFO reclaim_tracking_overflows`).
+pub const MAX_TRACKED: usize = 64;
+
+/// Most bytes of consumer names one policy tracks in each of its sets; past it, as for
+/// [`MAX_TRACKED`].
+pub const MAX_TRACKED_BYTES: usize = 16 * 1024;
+
+/// How long (ms) a touch is made again at every `EXEC` (a command queued in `MULTI` is seen when
+/// it is queued, and runs at `EXEC`).
+pub const EXEC_REMARK_MS: u64 = 10_000;
+
+/// Whose delivery counts may have risen since a pass last checked them.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Unchecked {
+    /// Anyone's: the next pass pages the whole PEL ([`PassKind::Full`]).
+    #[default]
+    All,
+    /// These consumers' (none: every count is known to be within the limit).
+    Consumers(Names),
+}
+
+/// A bounded set of consumer names: at most [`MAX_TRACKED`] names and [`MAX_TRACKED_BYTES`]
+/// bytes of them.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Names {
+    set: BTreeSet<Vec<u8>>,
+    bytes: usize,
+}
+
+impl Names {
+    /// Adds `name`; `false` when that would pass a bound (the set is then unchanged).
+    fn insert(&mut self, name: &[u8]) -> bool {
+        if self.set.contains(name) {
+            return true;
+        }
+        if self.set.len() >= MAX_TRACKED || self.bytes + name.len() > MAX_TRACKED_BYTES {
+            return false;
+        }
+        self.bytes += name.len();
+        self.set.insert(name.to_vec());
+        true
+    }
+
+    /// Keeps the names `keep` accepts.
+    fn retain(&mut self, mut keep: impl FnMut(&[u8]) -> bool) {
+        let mut bytes = 0;
+        self.set.retain(|n| {
+            let k = keep(n);
+            if k {
+                bytes += n.len();
+            }
+            k
+        });
+        self.bytes = bytes;
+    }
+
+    /// How many names.
+    pub fn len(&self) -> usize {
+        self.set.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty()
+    }
+
+    /// The names, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &Vec<u8>> {
+        self.set.iter()
+    }
+}
+
+/// The touches of the last [`EXEC_REMARK_MS`], made again at every `EXEC`: consumer -> (monotonic
+/// ms of the last one, whether one set idle times). When a bound is passed, one marker stands for
+/// every consumer instead, until it expires.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Recent {
+    by_consumer: BTreeMap<Vec<u8>, (u64, bool)>,
+    bytes: usize,
+    /// Every consumer was touched (a bound was passed): (ms of the last touch, sets idle).
+    everyone: Option<(u64, bool)>,
+}
+
+impl Recent {
+    /// Whether nothing is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.by_consumer.is_empty() && self.everyone.is_none()
+    }
+
+    /// How many consumers are remembered.
+    pub fn len(&self) -> usize {
+        self.by_consumer.len()
+    }
+
+    /// Notes a touch of `consumer` at `now`; `false` when it passed a bound.
+    fn note(&mut self, consumer: &[u8], sets_idle: bool, now: u64) -> bool {
+        if let Some((at, idle)) = self.everyone.as_mut() {
+            *at = now;
+            *idle |= sets_idle;
+            return true;
+        }
+        if let Some((at, idle)) = self.by_consumer.get_mut(consumer) {
+            *at = now;
+            *idle |= sets_idle;
+            return true;
+        }
+        if self.by_consumer.len() >= MAX_TRACKED || self.bytes + consumer.len() > MAX_TRACKED_BYTES
+        {
+            let idle = sets_idle || self.by_consumer.values().any(|v| v.1);
+            self.by_consumer.clear();
+            self.bytes = 0;
+            self.everyone = Some((now, idle));
+            return false;
+        }
+        self.bytes += consumer.len();
+        self.by_consumer.insert(consumer.to_vec(), (now, sets_idle));
+        true
+    }
+
+    /// Forgets the touches older than [`EXEC_REMARK_MS`] at `now`.
+    fn prune(&mut self, now: u64) {
+        let fresh = |at: u64| now.saturating_sub(at) < EXEC_REMARK_MS;
+        if self.everyone.is_some_and(|(at, _)| !fresh(at)) {
+            self.everyone = None;
+        }
+        let mut bytes = 0;
+        self.by_consumer.retain(|c, (at, _)| {
+            let k = fresh(*at);
+            if k {
+                bytes += c.len();
+            }
+            k
+        });
+        self.bytes = bytes;
+    }
+}
+
+/// The pass in progress of a policy.
+#[derive(Debug, Clone)]
+pub struct Pass {
+    /// What the pass does, decided when it started.
+    pub kind: PassKind,
+    /// Consumers whose own PELs are paged first (delivery counts check), in order; the one being
+    /// paged is the first.
+    pub check: Vec<Vec<u8>>,
+    /// [`Runtime::idle_mark`] when the pass started.
+    pub idle_mark: u64,
+    /// How far ahead of `MIN-IDLE` (ms) its scans look: their `IDLE` threshold is `MIN-IDLE`
+    /// minus this.
+    pub lookahead_ms: i64,
+    /// What the pass has seen so far, for the next pass's schedule.
+    pub horizon: Horizon,
+    /// A stale or over-delivered entry was left pending (DLQ of the wrong type, out of memory).
+    pub left_some: bool,
+}
+
+/// Run-time state of one policy.
+#[derive(Debug, Clone, Default)]
+pub struct Runtime {
+    /// Last PEL entry handled in the current pass; `None` = the pass starts at the head of the PEL.
+    pub cursor: Option<Vec<u8>>,
+    /// ID-window width learned by windowed steps (0 = none yet).
+    pub width: u128,
+    /// Monotonic time (ms, [`crate::clock::now_ms`]) at which the next step is due.
+    pub due_ms: u64,
+    /// µs spent in the steps of the pass in progress.
+    pub pass_us: i64,
+    /// Recent cost of handling one entry in a step, ns (0 = not measured yet); sizes steps to the
+    /// time left ([`crate::planner::step_entries`]).
+    pub entry_ns: u64,
+    /// Counters since load.
+    pub counters: Counters,
+    /// What the last step found wrong, for `RECLAIM.STATS` (`None` = nothing).
+    pub problem: Option<Stop>,
+    /// Bumped by every client command that may set an older idle time (`XCLAIM ... IDLE/TIME`)
+    /// and whenever the PEL may be a new one ([`Runtime::touch`], [`Runtime::forget_learnt`]).
+    pub idle_mark: u64,
+    /// Whose delivery counts may have risen since a pass checked them ([`Runtime::touch`]).
+    pub unchecked: Unchecked,
+    /// Touches of the last [`EXEC_REMARK_MS`], made again at every `EXEC`.
+    pub recent: Recent,
+    /// The pass in progress (`None` between passes).
+    pub pass: Option<Pass>,
+    /// How far ahead (ms) the next scan looks; `None` = [`crate::planner::first_lookahead`].
+    pub lookahead_ms: Option<i64>,
+    /// Wall-clock ms before which no pending entry can be stale (0 = unknown), from the last
+    /// complete pass ([`Horizon::stale_not_before_ms`]).
+    pub stale_not_before_ms: i64,
+}
+
+impl Runtime {
+    /// A new policy's state, due at `due_ms`.
+    pub fn new(due_ms: u64) -> Runtime {
+        Runtime {
+            due_ms,
+            ..Runtime::default()
+        }
+    }
+
+    /// The policy was (re)set: the pass restarts from the head of the PEL, and nothing learnt
+    /// under the old policy holds; counters stay.
+    pub fn reset(&mut self, due_ms: u64) {
+        self.cursor = None;
+        self.pass_us = 0;
+        self.problem = None;
+        self.pass = None;
+        self.unchecked = Unchecked::All;
+        self.lookahead_ms = None;
+        self.stale_not_before_ms = 0;
+        self.due_ms = due_ms;
+    }
+
+    /// A client command may have raised the delivery counts of `consumer`'s entries, and with
+    /// `sets_idle` set older idle times: the next pass checks that consumer's entries first (with
+    /// `MAX-DELIVERIES`), and with `sets_idle` scans without skipping. With `remember`, the touch
+    /// is also noted for [`Runtime::remark`] at `now`.
+    pub fn touch(&mut self, consumer: &[u8], sets_idle: bool, remember: bool, now: u64) {
+        if let Unchecked::Consumers(set) = &mut self.unchecked {
+            if !set.insert(consumer) {
+                self.unchecked = Unchecked::All;
+                metrics::TRACKING_OVERFLOWS.add(1);
+            }
+        }
+        if sets_idle {
+            self.idle_mark = self.idle_mark.wrapping_add(1);
+            self.stale_not_before_ms = 0;
+        }
+        if remember && !self.recent.note(consumer, sets_idle, now) {
+            metrics::TRACKING_OVERFLOWS.add(1);
+        }
+    }
+
+    /// Called at every `EXEC`: makes every touch of the last [`EXEC_REMARK_MS`] again (a command
+    /// queued in `MULTI` was seen when it was queued, and a pass may have completed since).
+    pub fn remark(&mut self, now: u64) {
+        self.recent.prune(now);
+        if let Some((_, idle)) = self.recent.everyone {
+            self.unchecked = Unchecked::All;
+            if idle {
+                self.idle_mark = self.idle_mark.wrapping_add(1);
+                self.stale_not_before_ms = 0;
+            }
+        }
+        let touches: Vec<(Vec<u8>, bool)> = self
+            .recent
+            .by_consumer
+            .iter()
+            .map(|(c, (_, idle))| (c.clone(), *idle))
+            .collect();
+        for (c, idle) in touches {
+            self.touch(&c, idle, false, now);
+        }
+    }
+
+    /// Forgets touches older than [`EXEC_REMARK_MS`] (called on a timer); whether any is left.
+    pub fn prune(&mut self, now: u64) -> bool {
+        self.recent.prune(now);
+        !self.recent.is_empty()
+    }
+
+    /// Forgets tracked consumers for which `has_pending` is false: with no pending entry, there
+    /// is no count to check (called when consumers are deleted).
+    pub fn forget_idle_consumers(&mut self, mut has_pending: impl FnMut(&[u8]) -> bool) {
+        if let Unchecked::Consumers(set) = &mut self.unchecked {
+            set.retain(&mut has_pending);
+        }
+    }
+
+    /// Consumers this policy tracks now (unchecked ones and recent touches).
+    pub fn tracked_consumers(&self) -> usize {
+        let unchecked = match &self.unchecked {
+            Unchecked::All => 0,
+            Unchecked::Consumers(s) => s.len(),
+        };
+        unchecked + self.recent.len()
+    }
+
+    /// Forgets what passes learnt (checked delivery counts, when entries can be stale): the PEL
+    /// may be a new one (the stream or group appeared, the server became a primary again).
+    pub fn forget_learnt(&mut self) {
+        self.unchecked = Unchecked::All;
+        self.idle_mark = self.idle_mark.wrapping_add(1);
+        self.stale_not_before_ms = 0;
+    }
+
+    /// The stream, its group or its consumers are gone (DEL, RENAME, XGROUP DESTROY): nothing
+    /// tracked about them is worth keeping.
+    pub fn forget_tracking(&mut self) {
+        self.unchecked = Unchecked::All;
+        self.recent = Recent::default();
+    }
+
+    /// Starts a pass of `policy` at wall-clock ms `wall`, unless one is in progress: a full pass
+    /// while delivery counts are unchecked (`MAX-DELIVERIES` above 0), a trim-only pass while no
+    /// entry can be stale yet, a scan otherwise (see [`planner::pass_kind`]).
+    pub fn start_pass(&mut self, policy: &Policy, wall: i64) {
+        if self.pass.is_some() {
+            return;
+        }
+        let checked = self.unchecked != Unchecked::All;
+        let kind = planner::pass_kind(policy, checked, wall, self.stale_not_before_ms);
+        let lookahead = self
+            .lookahead_ms
+            .unwrap_or_else(|| planner::first_lookahead(policy));
+        let threshold = match kind {
+            PassKind::Full => 0,
+            _ => policy.min_idle_ms.saturating_sub(lookahead).max(1),
+        };
+        // The counts this pass checks are checked from now on; touches during the pass add to a
+        // new set, for the next pass.
+        let taken = std::mem::replace(&mut self.unchecked, Unchecked::Consumers(Names::default()));
+        // A full pass checks everyone anyway; without MAX-DELIVERIES counts do not matter.
+        let check = match taken {
+            Unchecked::Consumers(set) if kind != PassKind::Full && policy.max_deliveries > 0 => {
+                set.set.into_iter().collect()
+            }
+            _ => Vec::new(),
+        };
+        self.pass = Some(Pass {
+            kind,
+            check,
+            idle_mark: self.idle_mark,
+            lookahead_ms: lookahead,
+            horizon: Horizon::new(wall, threshold),
+            left_some: false,
+        });
+    }
+
+    /// Ends the pass in progress: what it learnt sets the next passes' kind and lookahead.
+    fn end_pass(&mut self, policy: &Policy) {
+        let Some(p) = self.pass.take() else {
+            return;
+        };
+        // A stale or over-delivered entry left pending must be found again on the next pass; a
+        // client's `XCLAIM ... IDLE` during the pass may have made an entry stale behind it.
+        if p.left_some {
+            self.unchecked = Unchecked::All;
+        }
+        let trusted = !p.left_some && self.idle_mark == p.idle_mark;
+        match p.kind {
+            PassKind::TrimOnly => self.counters.add(Stat::ScansSkipped, 1),
+            PassKind::Full | PassKind::Scan => {
+                if p.kind == PassKind::Full {
+                    self.counters.add(Stat::FullPasses, 1);
+                } else {
+                    self.lookahead_ms = Some(planner::next_lookahead(
+                        p.lookahead_ms,
+                        p.horizon.fresh.watched,
+                        policy,
+                    ));
+                }
+                self.stale_not_before_ms = if trusted {
+                    p.horizon.stale_not_before_ms(policy.min_idle_ms)
+                } else {
+                    0
+                };
+            }
+        }
+    }
+
+    /// A pass that ends early (no stream, no group, an error): what it took to check is unchecked
+    /// again, and nothing it saw is trusted.
+    fn abort_pass(&mut self) {
+        if self.pass.take().is_some() {
+            self.unchecked = Unchecked::All;
+        }
+        self.stale_not_before_ms = 0;
+    }
+
+    /// A consumer check of the pass in progress ended (that consumer's PEL is done): the next
+    /// step checks the next one, or starts the pass proper.
+    pub fn consumer_checked(&mut self) {
+        if let Some(p) = self.pass.as_mut() {
+            if !p.check.is_empty() {
+                p.check.remove(0);
+            }
+        }
+        self.counters.add(Stat::ConsumerChecks, 1);
+    }
+
+    /// Folds one step's outcome into the state (counters, cursor, the pass in progress) and sets
+    /// when the policy is due next (`now` is monotonic ms, `wall` wall-clock ms). `us` is the
+    /// step's duration.
+    pub fn apply(&mut self, out: &Outcome, us: i64, policy: &Policy, now: u64, wall: i64) {
+        count_step(&mut self.counters, out);
+        self.pass_us += us;
+        self.cursor = out.cursor.clone();
+        self.width = out.width;
+        if let Some(p) = self.pass.as_mut() {
+            p.horizon.fresh.merge(&out.fresh);
+            p.left_some |= out.problem.is_some() || out.oom_skips > 0;
+            // A scan copying out too many fresh entries stops looking ahead for the rest of the
+            // pass.
+            let cap = planner::WATCH_PAGES.saturating_mul(policy.count.max(1) as u64);
+            if p.kind == PassKind::Scan && p.horizon.fresh.watched > cap {
+                p.horizon.threshold_ms = policy.min_idle_ms;
+            }
+        }
+        let later = now.saturating_add(policy.interval_ms as u64);
+        match &out.stop {
+            Some(Stop::Deadline) => {
+                self.problem = out.problem.clone();
+                self.due_ms = now;
+            }
+            Some(s) => {
+                self.problem = Some(s.clone());
+                self.cursor = None;
+                self.pass_us = 0;
+                self.abort_pass();
+                self.due_ms = later;
+            }
+            None => {
+                self.problem = out.problem.clone();
+                if out.pass_done {
+                    self.counters.add(Stat::Passes, 1);
+                    self.counters.last_pass_ms = wall;
+                    self.counters.last_pass_us = self.pass_us;
+                    self.end_pass(policy);
+                    self.pass_us = 0;
+                    self.due_ms = later;
+                } else {
+                    self.due_ms = now;
+                }
+            }
+        }
+    }
+}
+
+/// Counts what one step did (claims, moves, purges, skipped moves, errors) in `c` and the
+/// server-wide totals: the one place where a step's outcome becomes counters, for the timer's
+/// steps and `RECLAIM.SWEEP`'s alike.
+pub fn count_step(c: &mut Counters, out: &Outcome) {
+    metrics::STEPS.add(1);
+    c.add(Stat::Claimed, out.claimed);
+    c.add(Stat::DeadLettered, out.dead_lettered);
+    c.add(Stat::Deleted, out.deleted);
+    c.add(Stat::OomSkips, out.oom_skips);
+    let failed = matches!(out.problem, Some(Stop::WrongTypeDlq))
+        || matches!(out.stop, Some(Stop::Error(_) | Stop::WrongTypeStream));
+    if failed {
+        c.add(Stat::Errors, 1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tracking_is_bounded_and_falls_back_to_everyone() {
+        let mut rt = Runtime::new(0);
+        rt.unchecked = Unchecked::Consumers(Names::default());
+        for i in 0..MAX_TRACKED {
+            rt.touch(format!("c{i}").as_bytes(), false, true, 1);
+        }
+        assert_eq!(rt.tracked_consumers(), 2 * MAX_TRACKED);
+        rt.touch(b"one-more", false, true, 1);
+        assert_eq!(rt.unchecked, Unchecked::All);
+        assert!(rt.recent.everyone.is_some());
+        assert_eq!(rt.tracked_consumers(), 0);
+        // Long names pass the byte bound first.
+        let mut rt = Runtime::new(0);
+        rt.unchecked = Unchecked::Consumers(Names::default());
+        rt.touch(&vec![b'x'; MAX_TRACKED_BYTES], false, true, 1);
+        assert_eq!(rt.tracked_consumers(), 2);
+        rt.touch(b"y", false, true, 1);
+        assert_eq!(rt.unchecked, Unchecked::All);
+    }
+
+    #[test]
+    fn recent_touches_expire_and_are_made_again_at_exec() {
+        let mut rt = Runtime::new(0);
+        rt.unchecked = Unchecked::Consumers(Names::default());
+        rt.touch(b"a", false, true, 1_000);
+        rt.touch(b"b", true, true, 5_000);
+        // A pass takes the unchecked set.
+        let p = Policy {
+            max_deliveries: 3,
+            dlq: Some(b"d".to_vec()),
+            ..Policy::default()
+        };
+        rt.start_pass(&p, 0);
+        assert_eq!(rt.pass.as_ref().map(|p| p.check.len()), Some(2));
+        assert_eq!(rt.unchecked, Unchecked::Consumers(Names::default()));
+        // EXEC 10.5 s after the first touch: only b is made again.
+        let mark = rt.idle_mark;
+        rt.remark(11_500);
+        let Unchecked::Consumers(set) = &rt.unchecked else {
+            panic!("{:?}", rt.unchecked)
+        };
+        assert_eq!(set.iter().cloned().collect::<Vec<_>>(), vec![b"b".to_vec()]);
+        assert_eq!(rt.idle_mark, mark + 1);
+        assert!(!rt.prune(15_000));
+        assert_eq!(rt.recent, Recent::default());
+    }
+
+    #[test]
+    fn deleted_consumers_are_forgotten() {
+        let mut rt = Runtime::new(0);
+        rt.unchecked = Unchecked::Consumers(Names::default());
+        rt.touch(b"gone", false, false, 1);
+        rt.touch(b"busy", false, false, 1);
+        rt.forget_idle_consumers(|c| c == b"busy");
+        assert_eq!(rt.tracked_consumers(), 1);
+    }
+}

@@ -1,0 +1,365 @@
+//! When sweep work runs: one module timer (Redis `RM_CreateTimer`), re-armed every
+//! `reclaim.tick-interval-ms`, that runs due policies' steps within `reclaim.tick-budget-us`; and
+//! while a backlog exists, slices of the same size between event-loop iterations (server event
+//! `EventLoop`), leaving gaps to clients that are active.
+//!
+//! Guards, checked at the top of every tick and slice ([`blocked`]; each skip is counted in
+//! `INFO reclaim`):
+//! - only a primary sweeps (`REDISMODULE_CTX_FLAGS_MASTER`): a replica's state changes only
+//!   through its replication stream;
+//! - never while loading (RDB, AOF, full sync);
+//! - never while writes are paused (`RM_AvoidReplicaTraffic`: CLIENT PAUSE WRITE, FAILOVER). On
+//!   Redis 7.0 a timer write during a pause with AOF or replicas crashes the server;
+//! - never when out of memory (the live `REDISMODULE_CTX_FLAGS_OOM`, not the stale state RM_Call's
+//!   `M` flag reads in a timer).
+//!
+//! The timer is never stopped from inside its own callback: it simply re-arms itself.
+
+use std::os::raw::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use redis_module::{raw, Context, ContextFlags};
+
+use crate::clock::{epoch_ms, now_ms, now_us};
+use crate::config;
+use crate::ffi;
+use crate::metrics;
+use crate::planner::{self, PassKind};
+use crate::registry::{self, PolicyId};
+use crate::runtime::Runtime;
+use crate::store;
+use crate::sweep::{self, Target};
+
+/// Why sweeping is off on this server right now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Blocked {
+    /// The server is a replica.
+    Replica,
+    /// An RDB, AOF or full sync is loading.
+    Loading,
+    /// Writes are paused (CLIENT PAUSE WRITE, FAILOVER).
+    Paused,
+    /// The server is over `maxmemory`.
+    Oom,
+}
+
+impl Blocked {
+    /// The `status` text of `RECLAIM.STATS`.
+    pub fn status(self) -> &'static str {
+        match self {
+            Blocked::Replica => "replica",
+            Blocked::Loading => "loading",
+            Blocked::Paused => "paused",
+            Blocked::Oom => "oom",
+        }
+    }
+
+    fn skip_counter(self) -> &'static metrics::Counter {
+        match self {
+            Blocked::Replica => &metrics::SKIPPED_REPLICA,
+            Blocked::Loading => &metrics::SKIPPED_LOADING,
+            Blocked::Paused => &metrics::SKIPPED_PAUSED,
+            Blocked::Oom => &metrics::SKIPPED_OOM,
+        }
+    }
+}
+
+/// Why sweeping is off on this server right now, if it is.
+pub fn blocked(ctx: &Context) -> Option<Blocked> {
+    let flags = ctx.get_flags();
+    if !flags.contains(ContextFlags::MASTER) {
+        return Some(Blocked::Replica);
+    }
+    if flags.intersects(ContextFlags::LOADING | ContextFlags::ASYNC_LOADING) {
+        return Some(Blocked::Loading);
+    }
+    let paused = unsafe {
+        raw::RedisModule_AvoidReplicaTraffic
+            .map(|f| f() != 0)
+            .unwrap_or(false)
+    };
+    if paused {
+        return Some(Blocked::Paused);
+    }
+    if flags.contains(ContextFlags::OOM) {
+        return Some(Blocked::Oom);
+    }
+    None
+}
+
+/// Whether the tick timer exists (it re-arms itself from then on).
+static ARMED: AtomicBool = AtomicBool::new(false);
+
+/// Starts the tick timer on the first server cron after the module loaded (server event
+/// `CronLoop`), not in `RedisModule_OnLoad`: Redis refuses to unload a module with a pending timer,
+/// so a `MODULE LOADEX` whose configs are rejected after `OnLoad` could not be undone.
+pub unsafe extern "C" fn on_cron(
+    ctx: *mut raw::RedisModuleCtx,
+    _e: raw::RedisModuleEvent,
+    _sub: u64,
+    _data: *mut c_void,
+) {
+    if !ARMED.swap(true, Ordering::Relaxed) {
+        arm(ctx);
+    }
+}
+
+/// Arms the tick timer once more (`reclaim.tick-interval-ms` from now).
+fn arm(ctx: *mut raw::RedisModuleCtx) {
+    unsafe {
+        raw::RedisModule_CreateTimer.unwrap()(
+            ctx,
+            config::tick_interval_ms(),
+            Some(on_tick),
+            std::ptr::null_mut(),
+        );
+    }
+}
+
+extern "C" fn on_tick(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
+    let context = Context::new(ctx);
+    ffi::guard("sweep timer", || tick(&context));
+    arm(ctx);
+}
+
+/// Whether the event-loop hook is subscribed (it is, while a backlog exists).
+static DRAINING: AtomicBool = AtomicBool::new(false);
+/// Whether a tick found this server a replica since it last swept as a primary.
+static WAS_REPLICA: AtomicBool = AtomicBool::new(false);
+/// Whether some policy was due again right after the last slice of work.
+static BACKLOG: AtomicBool = AtomicBool::new(false);
+/// Monotonic ms of the last pruning of expired touches.
+static PRUNED_MS: AtomicU64 = AtomicU64::new(0);
+/// How often (ms) expired touches are pruned.
+const PRUNE_EVERY_MS: u64 = 1000;
+
+fn tick(ctx: &Context) {
+    let now = now_ms();
+    if now.saturating_sub(PRUNED_MS.load(Ordering::Relaxed)) >= PRUNE_EVERY_MS {
+        PRUNED_MS.store(now, Ordering::Relaxed);
+        registry::prune_touches();
+    }
+    // While the event-loop hook drains a backlog, it does the work: a tick slice on top would
+    // make a client wait two slices in a row.
+    let draining = DRAINING.load(Ordering::Relaxed)
+        && BACKLOG.load(Ordering::Relaxed)
+        && blocked(ctx).is_none();
+    let backlog = if draining {
+        true
+    } else {
+        registry::len() > 0 && run_slice(ctx, true)
+    };
+    BACKLOG.store(backlog, Ordering::Relaxed);
+    // Subscribe or unsubscribe the event-loop hook from here, never from inside the hook itself
+    // (the server is iterating its listeners while it fires the event).
+    if backlog != DRAINING.load(Ordering::Relaxed) {
+        let ev = raw::RedisModuleEvent {
+            id: raw::REDISMODULE_EVENT_EVENTLOOP,
+            dataver: 1,
+        };
+        let cb: raw::RedisModuleEventCallback = if backlog { Some(on_event_loop) } else { None };
+        let ok = unsafe {
+            raw::RedisModule_SubscribeToServerEvent
+                .map(|f| f(ctx.ctx, ev, cb) == raw::REDISMODULE_OK as c_int)
+        };
+        if ok == Some(true) {
+            DRAINING.store(backlog, Ordering::Relaxed);
+            if backlog {
+                wake();
+            }
+        }
+    }
+}
+
+/// The event-loop hook while a backlog exists (server event `EventLoop`, Redis 7.0+):
+/// - `AFTER_SLEEP`, right after each wake-up: one more slice of at most `reclaim.tick-budget-us`,
+///   before the clients' commands of this iteration, whose replies go out at the end of it: a
+///   command that arrives during a slice waits for that slice only;
+/// - `BEFORE_SLEEP`: keep the loop from sleeping ([`wake`]). It must be here, not in the slice:
+///   Redis writes the wake-up pipe only when its one-shot queue is empty, which it is only after
+///   the iteration's file events have run the previous one-shot.
+unsafe extern "C" fn on_event_loop(
+    ctx: *mut raw::RedisModuleCtx,
+    _e: raw::RedisModuleEvent,
+    sub: u64,
+    _data: *mut c_void,
+) {
+    if !BACKLOG.load(Ordering::Relaxed) {
+        return;
+    }
+    if sub == raw::REDISMODULE_SUBEVENT_EVENTLOOP_BEFORE_SLEEP {
+        wake();
+        return;
+    }
+    // Clients ran commands since the last slice: leave them a gap (as long as that slice, at most
+    // MAX_GAP_US) before the next one; the loop keeps turning meanwhile, serving them at once. An
+    // idle server drains back to back.
+    let now = now_us();
+    if CLIENT_COMMANDS.load(Ordering::Relaxed) != CMDS_AT_SLICE.load(Ordering::Relaxed)
+        && now < GAP_UNTIL_US.load(Ordering::Relaxed)
+    {
+        metrics::GAPS.add(1);
+        return;
+    }
+    let context = Context::new(ctx);
+    ffi::guard("event-loop slice", || {
+        BACKLOG.store(run_slice(&context, false), Ordering::Relaxed);
+    });
+    let end = now_us();
+    CMDS_AT_SLICE.store(CLIENT_COMMANDS.load(Ordering::Relaxed), Ordering::Relaxed);
+    GAP_UNTIL_US.store(end + (end - now).min(MAX_GAP_US), Ordering::Relaxed);
+}
+
+/// Longest gap left to active clients after a slice, µs: long enough for a client that sends its
+/// next command as soon as it has a reply (a loopback round trip), short enough that a drain keeps
+/// most of the main thread.
+const MAX_GAP_US: u64 = 250;
+
+/// Commands run by clients (not by this module), counted by the command filter
+/// ([`client_command`]).
+static CLIENT_COMMANDS: AtomicU64 = AtomicU64::new(0);
+/// [`CLIENT_COMMANDS`] when the last slice ended.
+static CMDS_AT_SLICE: AtomicU64 = AtomicU64::new(0);
+/// Monotonic µs before which no slice runs while clients are active.
+static GAP_UNTIL_US: AtomicU64 = AtomicU64::new(0);
+
+/// Counts a command run by a client: a drain then knows it shares the server.
+pub fn client_command() {
+    CLIENT_COMMANDS.fetch_add(1, Ordering::Relaxed);
+}
+
+unsafe extern "C" fn noop(_data: *mut c_void) {}
+
+/// Keeps the event loop from sleeping until the next timer: schedules an empty one-shot callback
+/// (Redis 7.0 `RM_EventLoopAddOneShot`, which writes to the module pipe the loop polls).
+fn wake() {
+    unsafe {
+        if let Some(f) = raw::RedisModule_EventLoopAddOneShot {
+            f(Some(noop), std::ptr::null_mut());
+        }
+    }
+}
+
+/// One slice of sweep work: due policies' steps until `reclaim.tick-budget-us` is used. Returns
+/// whether a policy is still due (a backlog). Counts a skip (only when `count_skips`, i.e. from
+/// the timer) when sweeping is off on this server.
+fn run_slice(ctx: &Context, count_skips: bool) -> bool {
+    let why = blocked(ctx);
+    // Back to primary after being a replica (failover, REPLICAOF NO ONE): what the passes learnt
+    // before may not hold for the PELs the new role brings.
+    if why == Some(Blocked::Replica) {
+        WAS_REPLICA.store(true, Ordering::Relaxed);
+    } else if why.is_none() && WAS_REPLICA.swap(false, Ordering::Relaxed) {
+        registry::forget_learnt();
+    }
+    if let Some(why) = why {
+        if count_skips {
+            why.skip_counter().add(1);
+        }
+        return false;
+    }
+    let start = Instant::now();
+    let cpu_start = metrics::thread_cpu_us();
+    // Steps and batches are sized and started from estimates (the cost of the ones before):
+    // aim at 7/8 of the budget, leaving the rest for estimates that come out short.
+    let deadline = start + Duration::from_micros(config::tick_budget_us() as u64 * 7 / 8);
+    let now = now_ms();
+    let db_before = ffi::selected_db(ctx);
+    let mut worked = false;
+    while let Some((id, mut rt)) = registry::next_due(now) {
+        worked = true;
+        let t0 = Instant::now();
+        if !visit(ctx, &id, &mut rt, now, deadline) {
+            registry::remove(&id);
+            continue;
+        }
+        registry::put(&id, rt);
+        // A step always reads its page and runs its first batch: do not start one that would
+        // likely end past the budget (predicted from the step just done).
+        let after = Instant::now();
+        if after + (after - t0) >= deadline {
+            break;
+        }
+    }
+    ffi::select_db(ctx, db_before);
+    if worked {
+        record_slice(count_skips, start, cpu_start);
+    }
+    registry::next_due(now_ms()).is_some()
+}
+
+/// Counts a tick (`timer`) or slice that did work, with its wall and CPU time; one longer than
+/// 1 ms is a `reclaim-tick` latency sample.
+fn record_slice(timer: bool, start: Instant, cpu_start: u64) {
+    if timer {
+        metrics::TICKS.add(1);
+    } else {
+        metrics::SLICES.add(1);
+    }
+    let us = start.elapsed().as_micros() as u64;
+    metrics::LAST_TICK_US.set(us);
+    metrics::MAX_TICK_US.max(us);
+    metrics::MAX_TICK_CPU_US.max(metrics::thread_cpu_us().saturating_sub(cpu_start));
+    if us >= 1000 {
+        ffi::latency_sample(b"reclaim-tick\0", (us / 1000) as i64);
+    }
+}
+
+/// Runs one step of policy `id`. Returns `false` when the policy no longer exists.
+fn visit(ctx: &Context, id: &PolicyId, rt: &mut Runtime, now: u64, deadline: Instant) -> bool {
+    if !ffi::select_db(ctx, id.db) {
+        return false;
+    }
+    let Some(policy) = store::get(ctx, &id.stream, &id.group) else {
+        return false;
+    };
+    let t0 = Instant::now();
+    rt.start_pass(&policy, epoch_ms());
+    let Some(pass) = rt.pass.as_ref() else {
+        return true;
+    };
+    // At most COUNT entries, and no more than are likely to be handled in the time left (at the
+    // policy's recent cost per entry): a step stopped by the deadline half-way through its page
+    // reads the rest of it again next time.
+    let left_ns = deadline.saturating_duration_since(t0).as_nanos() as u64;
+    let max = planner::step_entries(policy.count, left_ns, rt.entry_ns);
+    let target = Target {
+        ctx,
+        stream: &id.stream,
+        group: &id.group,
+        policy: &policy,
+    };
+    let checking = pass.check.first().cloned();
+    let cursor = rt.cursor.as_deref();
+    let mut out = match (&checking, pass.kind) {
+        // First the consumers whose delivery counts may have risen: their own PELs, paged.
+        (Some(consumer), _) => sweep::step_page(&target, Some(consumer), cursor, max, deadline),
+        (None, PassKind::Full) => sweep::step_page(&target, None, cursor, max, deadline),
+        (None, PassKind::Scan | PassKind::TrimOnly) => sweep::step_scan(
+            &target,
+            sweep::Window {
+                cursor,
+                width: rt.width,
+                threshold_ms: pass.horizon.threshold_ms,
+                trim_only: pass.kind == PassKind::TrimOnly,
+            },
+            max,
+            deadline,
+        ),
+    };
+    if checking.is_some() {
+        // A consumer check does not teach the pass when entries go stale (it sees one consumer).
+        out.fresh = Default::default();
+        if out.pass_done {
+            out.pass_done = false;
+            rt.consumer_checked();
+        }
+    }
+    let took = t0.elapsed();
+    if out.examined > 0 {
+        rt.entry_ns = planner::next_entry_ns(rt.entry_ns, took.as_nanos() as u64, out.examined);
+    }
+    rt.apply(&out, took.as_micros() as i64, &policy, now, epoch_ms());
+    true
+}
