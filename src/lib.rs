@@ -35,7 +35,7 @@ use crate::store::POLICY_TYPE;
 
 /// Every allocation of the module goes through Redis's allocator (`RM_Alloc`), so `INFO memory`
 /// and `maxmemory` count it, and is counted for `INFO reclaim` ([`alloc`]). Unit tests run without
-/// Redis and use the system allocator.
+/// Redis, with the system allocator (see `alloc`).
 #[cfg(not(test))]
 #[global_allocator]
 static ALLOCATOR: alloc::CountingAlloc = alloc::CountingAlloc;

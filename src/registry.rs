@@ -83,7 +83,7 @@ fn lock() -> MutexGuard<'static, Registry> {
 
 /// Gives a map's memory back once it holds less than a quarter of what it has room for.
 fn shrink<K: Eq + Hash, V>(m: &mut HashMap<K, V>) {
-    if m.capacity() > 64 && m.len() * 4 < m.capacity() {
+    if m.len() * 4 < m.capacity() {
         m.shrink_to(m.len() * 2);
     }
 }

@@ -308,18 +308,36 @@ unsafe extern "C" fn aof_rewrite(
     });
 }
 
+/// Entries of one B-tree node in `std::collections::BTreeMap` (its `CAPACITY`).
+const BTREE_NODE_ENTRIES: usize = 11;
+
+impl PolicySet {
+    /// The bytes this value holds on the heap, box included: what `MEMORY USAGE` reports for a
+    /// policy key (with the key name, which Redis adds). The groups' B-tree is counted as full
+    /// nodes of [`BTREE_NODE_ENTRIES`] entries, at least one, half full on average beyond.
+    pub fn heap_bytes(&self) -> usize {
+        let entry = std::mem::size_of::<Vec<u8>>() + std::mem::size_of::<Policy>();
+        let node = BTREE_NODE_ENTRIES * entry + 16;
+        let n = self.groups.len();
+        let nodes = if n == 0 {
+            0
+        } else {
+            1 + n.saturating_sub(BTREE_NODE_ENTRIES) * 2 / BTREE_NODE_ENTRIES
+        };
+        let names: usize = self
+            .groups
+            .iter()
+            .map(|(g, p)| {
+                g.capacity() + p.claimant.capacity() + p.dlq.as_ref().map_or(0, Vec::capacity)
+            })
+            .sum();
+        std::mem::size_of::<PolicySet>() + self.stream.capacity() + nodes * node + names
+    }
+}
+
 unsafe extern "C" fn mem_usage(value: *const c_void) -> usize {
     guard("mem_usage", || {
-        let set = unsafe { &*(value as *const PolicySet) };
-        let mut n = std::mem::size_of::<PolicySet>() + set.stream.len();
-        for (g, p) in &set.groups {
-            n += g.len()
-                + std::mem::size_of::<Policy>()
-                + p.claimant.len()
-                + p.dlq.as_ref().map_or(0, |d| d.len())
-                + 48;
-        }
-        n
+        unsafe { &*(value as *const PolicySet) }.heap_bytes()
     })
     .unwrap_or(0)
 }
@@ -360,4 +378,43 @@ unsafe extern "C" fn copy(
         Box::into_raw(Box::new(set.clone())).cast::<c_void>()
     })
     .unwrap_or(std::ptr::null_mut())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The heap bytes the calling thread allocates while building a value ([`crate::alloc`]'s
+    /// test allocator counts per thread), against what `MEMORY USAGE` would report.
+    fn measured(groups: usize, name_len: usize) -> (usize, usize) {
+        let before = crate::alloc::thread_bytes();
+        let mut set = Box::new(PolicySet {
+            stream: vec![b's'; name_len],
+            groups: BTreeMap::new(),
+        });
+        for i in 0..groups {
+            let mut g = format!("group-{i}").into_bytes();
+            g.resize(name_len.max(g.len()), b'g');
+            let p = Policy {
+                claimant: vec![b'c'; name_len],
+                dlq: Some(vec![b'd'; name_len]),
+                ..Policy::default()
+            };
+            set.groups.insert(g, p);
+        }
+        let real = (crate::alloc::thread_bytes() - before) as usize;
+        (real, set.heap_bytes())
+    }
+
+    #[test]
+    fn memory_usage_follows_the_heap() {
+        for (groups, len) in [(1, 8), (3, 8), (11, 8), (40, 16), (200, 8), (1, 10_000)] {
+            let (real, est) = measured(groups, len);
+            let ratio = est as f64 / real as f64;
+            assert!(
+                (0.75..=1.35).contains(&ratio),
+                "{groups} groups, names of {len}: heap {real}, estimate {est}"
+            );
+        }
+    }
 }

@@ -73,6 +73,8 @@ pub struct Server {
     pub port: u16,
     pub dir: tempfile::TempDir,
     pub args: Vec<String>,
+    /// Whether the server loads the module (see [`Server::start_without_module`]).
+    pub module: bool,
     child: Option<Child>,
 }
 
@@ -80,11 +82,21 @@ impl Server {
     /// Starts a server with the module and `extra` arguments (`--name value` pairs, as on the
     /// redis-server command line).
     pub fn start(extra: &[&str]) -> Server {
+        Server::launch(extra, true)
+    }
+
+    /// Starts a server without the module, for measuring what the server does on its own.
+    pub fn start_without_module(extra: &[&str]) -> Server {
+        Server::launch(extra, false)
+    }
+
+    fn launch(extra: &[&str], module: bool) -> Server {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut s = Server {
             port: 0,
             dir,
             args: extra.iter().map(|s| s.to_string()).collect(),
+            module,
             child: None,
         };
         // Another process (a client's or replica's outgoing connection takes an ephemeral port
@@ -124,10 +136,11 @@ impl Server {
             .arg("--logfile")
             .arg(&log)
             .arg("--save")
-            .arg("")
-            .arg("--loadmodule")
-            .arg(module_path())
-            .args(&self.args)
+            .arg("");
+        if self.module {
+            c.arg("--loadmodule").arg(module_path());
+        }
+        c.args(&self.args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
