@@ -36,6 +36,12 @@ pub fn used_bytes() -> u64 {
     USED.load(Ordering::Relaxed).max(0) as u64
 }
 
+/// Bytes the calling thread holds now (unit tests only).
+#[cfg(test)]
+pub fn thread_bytes() -> i64 {
+    counting_system::BYTES.with(|b| b.get())
+}
+
 /// Unit tests run without Redis: the system allocator, with a count of the bytes each thread
 /// holds ([`thread_bytes`]), so a test can measure what building a value allocates.
 #[cfg(test)]
@@ -66,10 +72,4 @@ mod counting_system {
 
     #[global_allocator]
     static ALLOCATOR: Counting = Counting;
-}
-
-/// Bytes the calling thread holds now (unit tests only).
-#[cfg(test)]
-pub fn thread_bytes() -> i64 {
-    counting_system::BYTES.with(|b| b.get())
 }
