@@ -173,7 +173,7 @@ pub fn run_command(
     raw::REDISMODULE_OK as c_int
 }
 
-/// A key spec for [`set_command_info`]: the key at a fixed argv index (`Index`) or found by the
+/// A key spec of a [`CommandSpec`]: the key at a fixed argv index (`Index`) or found by the
 /// command's getkeys callback (`Unknown`, with `VARIABLE_FLAGS`).
 pub enum Spec {
     /// `argv[pos]` is a key with these `REDISMODULE_CMD_KEY_*` flags.

@@ -26,7 +26,7 @@ unsafe fn bytes_of<'a>(s: *mut raw::RedisModuleString) -> &'a [u8] {
     unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }
 }
 
-/// Keyspace events (classes generic, stream, expired, evicted; see [`on_key_event`]). For an
+/// Keyspace events (classes generic, stream, expired, evicted; see `on_key_event`). For an
 /// event the module does not use, a few byte compares.
 pub unsafe extern "C" fn on_keyspace_event(
     ctx: *mut raw::RedisModuleCtx,

@@ -148,7 +148,7 @@ fn subscribe(ctx: &Context) -> bool {
 /// The module's entry point, called by Redis on `loadmodule` / `MODULE LOAD`: initialises the
 /// module API, creates the policy data type, registers the configs (`loadmodule` arguments are
 /// their defaults) and loads their configured values (`RM_LoadConfigs`, Redis 7.0), then runs
-/// [`init`]. It does what the `redis_module!` macro of the redis-module crate does for this
+/// `init`. It does what the `redis_module!` macro of the redis-module crate does for this
 /// module, without the crate's defrag registration, which registers nothing here but logs
 /// `Skip register defrag callbacks ...` as a warning at every start on servers before Redis 7.4.
 ///

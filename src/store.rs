@@ -314,7 +314,7 @@ const BTREE_NODE_ENTRIES: usize = 11;
 impl PolicySet {
     /// The bytes this value holds on the heap, box included: what `MEMORY USAGE` reports for a
     /// policy key (with the key name, which Redis adds). The groups' B-tree is counted as full
-    /// nodes of [`BTREE_NODE_ENTRIES`] entries, at least one, half full on average beyond.
+    /// nodes of `BTREE_NODE_ENTRIES` (11) entries, at least one, half full on average beyond.
     pub fn heap_bytes(&self) -> usize {
         let entry = std::mem::size_of::<Vec<u8>>() + std::mem::size_of::<Policy>();
         let node = BTREE_NODE_ENTRIES * entry + 16;

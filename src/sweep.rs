@@ -74,7 +74,7 @@ pub struct Outcome {
     pub oom_skips: u64,
     /// Where the next step starts (`None` = head of the PEL).
     pub cursor: Option<Vec<u8>>,
-    /// The ID-window width the next windowed step uses (see [`step_windowed`]; 0 = not learned).
+    /// The ID-window width the next windowed step uses (see [`step_scan`]; 0 = not learned).
     pub width: u128,
     /// The entries read that were not stale.
     pub fresh: planner::Fresh,

@@ -9,20 +9,20 @@
 //! - `XCLAIM` adds a delivery (or sets `RETRYCOUNT`), and can set any idle time (`IDLE`, `TIME`);
 //! - `XAUTOCLAIM` adds a delivery, idle time 0.
 //!
-//! The module's command filter ([`crate::timer::on_client_command`]) passes every client command
-//! here (also those run by Lua scripts, functions, and other modules' `RM_Call`), and marks the
-//! streams named ([`crate::registry::mark_stream`]). A command queued in `MULTI` passes the
-//! filter when it is queued, not when `EXEC` runs it: every `EXEC` marks the recently marked
-//! streams again ([`is_exec`]).
+//! The module's command filter ([`crate::hooks::on_client_command`]) passes every client command
+//! here (also those run by Lua scripts, functions, and other modules' `RM_Call`), and touches the
+//! consumers named ([`crate::registry::touch`]). A command queued in `MULTI` passes the filter
+//! when it is queued, not when `EXEC` runs it: every `EXEC` makes the recent touches again
+//! ([`is_exec`], [`crate::registry::touch_on_exec`]).
 
 /// Whether a command named `name` (any case) is `MOVE` or `COPY`, whose keyspace events name another
-/// database than the caller's (see `timer::restore_caller_db`).
+/// database than the caller's (see `hooks::restore_caller_db`).
 pub fn names_another_db(name: &[u8]) -> bool {
     name.eq_ignore_ascii_case(b"move") || name.eq_ignore_ascii_case(b"copy")
 }
 
 /// Whether a command named `name` (any case) is `EXEC`: the commands it runs were seen when they
-/// were queued, so the streams marked recently are marked again (`registry::mark_on_exec`).
+/// were queued, so the recent touches are made again (`registry::touch_on_exec`).
 pub fn is_exec(name: &[u8]) -> bool {
     name.eq_ignore_ascii_case(b"exec")
 }
