@@ -12,7 +12,11 @@ use std::process::{Command, Output};
 
 /// The ELF class of this machine's libraries (bindgen's build script runs here): 1 for 32-bit,
 /// 2 for 64-bit.
-const HOST_CLASS: u8 = if cfg!(target_pointer_width = "64") { 2 } else { 1 };
+const HOST_CLASS: u8 = if cfg!(target_pointer_width = "64") {
+    2
+} else {
+    1
+};
 
 /// The multiarch library directory of this machine, as Debian names it.
 const MULTIARCH: &str = if cfg!(target_arch = "aarch64") {
@@ -313,7 +317,10 @@ fn libclang_path_is_the_only_place_searched() {
     m.libclang_dev();
     let empty = m.path("/opt/empty");
     fs::create_dir_all(&empty).unwrap();
-    let out = m.run(&["--dry-run"], &[("LIBCLANG_PATH", empty.to_str().unwrap())]);
+    let out = m.run(
+        &["--dry-run"],
+        &[("LIBCLANG_PATH", empty.to_str().unwrap())],
+    );
     let (stdout, stderr) = texts(&out);
     assert!(!out.status.success(), "stdout: {stdout}");
     assert!(stderr.contains("LIBCLANG_PATH="), "stderr: {stderr}");
@@ -337,6 +344,10 @@ fn deps_root_never_installs() {
     m.command("apt-get", "echo apt-get ran; exit 1");
     let out = m.run(&[], &[]);
     let (stdout, stderr) = texts(&out);
-    assert_eq!(out.status.code(), Some(2), "stdout: {stdout}\nstderr: {stderr}");
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "stdout: {stdout}\nstderr: {stderr}"
+    );
     assert!(!stdout.contains("apt-get ran"));
 }
