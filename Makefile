@@ -1,5 +1,9 @@
 # redis-reclaim. `make help` lists the targets.
 PORT ?= 6379
+# The module, in cargo's target directory as cargo reports it: ./target, or CARGO_TARGET_DIR, or
+# build.target-dir in a cargo config (a shared target directory).
+TARGET_DIR := $(or $(shell cargo metadata --no-deps --format-version 1 2>/dev/null | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p'),$(CURDIR)/target)
+MODULE := $(TARGET_DIR)/release/libredis_reclaim.so
 # cargo, with `LIBCLANG_PATH=...` in front when bindgen must be told which libclang to load (several LLVM
 # versions installed, and the one it would pick has no clang headers: see scripts/deps.sh). Expanded each
 # time a recipe runs, so after `make deps` has installed what was missing.
@@ -19,11 +23,13 @@ help: ## List the targets
 deps: ## Install redis-server and libclang-dev when missing (apt-get as root; otherwise prints the command)
 	@scripts/deps.sh
 
-build: deps ## Build the module (target/release/libredis_reclaim.so)
+build: deps ## Build the module (target/release/libredis_reclaim.so, or under CARGO_TARGET_DIR)
 	$(CARGO_CMD) build --release
 
+# make run: a copy of redis.conf.example whose loadmodule line names $(MODULE) (where cargo built it).
 run: build ## Start redis-server on 127.0.0.1:6379 with the module (PORT=... to change)
-	@mkdir -p target/run && cp redis.conf.example target/run/redis.conf
+	@mkdir -p target/run
+	@MODULE='$(MODULE)' awk '$$1 == "loadmodule" { $$2 = ENVIRON["MODULE"] } 1' redis.conf.example >target/run/redis.conf
 	redis-server target/run/redis.conf --port $(PORT)
 
 test: build ## Unit tests + integration tests against real redis-server processes
