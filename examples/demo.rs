@@ -11,8 +11,9 @@
 //! The example re-executes itself to run each worker as its own OS process:
 //! `demo worker <port> <name> <log-file> [stall-after-ms]` and `demo recover <port> <name> <log-file>`.
 //!
-//! Environment: `REDIS_SERVER` (default `redis-server`), `RECLAIM_MODULE` (default
-//! `target/release/libredis_reclaim.so` under the crate directory).
+//! Environment: `REDIS_SERVER` (default `redis-server`), `RECLAIM_MODULE` (default: the
+//! `libredis_reclaim.so` of `cargo build --release`, in the target directory cargo built this
+//! example in).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::error::Error;
@@ -350,13 +351,18 @@ impl Server {
     fn start(dir: &Path) -> Res<Server> {
         let module = match std::env::var_os("RECLAIM_MODULE") {
             Some(p) => PathBuf::from(p),
-            None => {
-                Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/libredis_reclaim.so")
-            }
+            // Cargo builds an example into `<target dir>/<profile>/examples/`, and `cargo build
+            // --release` the module into `<target dir>/release/`, whatever the target dir is
+            // (`./target`, `CARGO_TARGET_DIR`, `build.target-dir`).
+            None => std::env::current_exe()?
+                .ancestors()
+                .nth(3)
+                .ok_or("the demo binary is not in <target dir>/<profile>/examples/")?
+                .join("release/libredis_reclaim.so"),
         };
         if !module.exists() {
             return Err(format!(
-                "module not found: {} (run `cargo build --release`, or set RECLAIM_MODULE)",
+                "module not found: {} (run `make demo`, or set RECLAIM_MODULE)",
                 module.display()
             )
             .into());

@@ -2,26 +2,41 @@
 //! temporary directories, always stopped (on drop, also when a test panics).
 //!
 //! `REDIS_SERVER` selects the server binary (default `redis-server` on PATH); `RECLAIM_MODULE` the
-//! module (default `target/release/libredis_reclaim.so`, built by `make test`).
+//! module (default: the `libredis_reclaim.so` of `cargo build --release` in the target directory
+//! cargo built the tests in, see [`module_path`]; `make test` builds it first).
 
 #![allow(dead_code)]
 
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub use redis::{cmd, Connection, Value};
 
-/// Path of the module under test.
+/// Path of the module under test: `RECLAIM_MODULE` when set, otherwise the one `cargo build
+/// --release` built, `<target dir>/release/libredis_reclaim.so`.
+///
+/// The target dir is `./target`, or `CARGO_TARGET_DIR`, or cargo's `build.target-dir` (a shared
+/// target directory), and cargo tells its tests none of these (nor does it build the cdylib for
+/// them: `make test` runs `cargo build --release` first). But it always puts an integration test
+/// binary in `<target dir>/<profile>/deps/` (`<target dir>/<triple>/<profile>/deps/` with
+/// `--target`, where the module is in `<target dir>/<triple>/release/`), so the target dir is
+/// found from the test binary's own path: three directories up from `current_exe()`.
 pub fn module_path() -> PathBuf {
     if let Ok(p) = std::env::var("RECLAIM_MODULE") {
         return PathBuf::from(p);
     }
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/libredis_reclaim.so");
+    let exe = std::env::current_exe().expect("current_exe");
+    let target_dir = exe
+        .ancestors()
+        .nth(3)
+        .expect("the test binary is in <target dir>/<profile>/deps/");
+    let p = target_dir.join("release/libredis_reclaim.so");
     assert!(
         p.exists(),
-        "module not built: run `cargo build --release` (or `make test`) first: {}",
+        "module not built: {} (run `make test`, or `cargo build --release` first, or set \
+         RECLAIM_MODULE)",
         p.display()
     );
     p
