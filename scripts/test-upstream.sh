@@ -128,12 +128,15 @@ own_processes() {
   done
 }
 kill_leftovers() {
-  local pids
-  pids=$(own_processes | sort -u | tr '\n' ' ')
-  if [ -n "${pids// /}" ]; then
-    echo "killing processes the suite left running: $pids"
-    kill -9 $pids 2>/dev/null || true
-  fi
+  local pids i
+  for i in 1 2 3 4 5; do # a second or two for the ones on their way out
+    pids=$(own_processes | sort -u | tr '\n' ' ')
+    [ -n "${pids// /}" ] || return 0
+    sleep 0.5
+  done
+  echo "killing processes the suite left running:"
+  ps -o pid=,args= -p "${pids// /,}" | sed 's/^/  /' || true
+  kill -9 $pids 2>/dev/null || true
 }
 trap kill_leftovers EXIT
 
@@ -154,7 +157,7 @@ run_unit() {
   (cd "$TREE" && TERM=dumb ./runtest --single "$unit" --clients "$CLIENTS" --timeout "$TIMEOUT" \
     --durable --dump-logs --dont-clean "${extra[@]}" </dev/null >"$log" 2>&1) || true
   kill_leftovers >&2
-  servers=$(find "$TREE/tests/tmp" -mindepth 1 -maxdepth 1 -name 'server*' -type d | wc -l)
+  servers=$(find "$TREE/tests/tmp" -mindepth 2 -maxdepth 2 -path '*/server*/stdout' | wc -l)
   loaded=$(find "$TREE/tests/tmp" -mindepth 2 -maxdepth 2 -path '*/server*/stdout' \
     -exec grep -l -F "' loaded from $MODULE" {} + | wc -l)
   echo "$servers $loaded" >"$OUT/$unit-$mode.servers"
@@ -166,6 +169,9 @@ run_unit() {
 # --- Compare the two logs of a unit. Writes <unit>-report.txt; prints one line of counts:
 # plain_ok plain_err module_ok module_err regressions same_failures plain_finished module_finished.
 # A test is keyed by its name, with " (#n)" added to the n-th repeat of a name within a run.
+# Regressions: a test ok without the module and not ok with it (err, or not run because the run
+# stopped), and an error outside any test seen only with the module. Not counted: a test that fails
+# in both runs (listed), and one that fails only without the module (listed, flaky).
 compare_unit() {
   local unit=$1
   awk -v unit="$unit" -v report="$OUT/$unit-report.txt" -v plainlog="$OUT/$unit-plain.log" '
@@ -175,9 +181,13 @@ compare_unit() {
       st[run, k] = status
       if (status == "ok" || status == "err") count[run, status]++
     }
-    FNR == 1 { run = (FILENAME == plainlog) ? "plain" : "module" }
+    FNR == 1 { run = (FILENAME == plainlog) ? "plain" : "module"; outside = 0 }
     /^\[ok\]: /        { name = substr($0, 7); sub(/ \([0-9]+ ms\)$/, "", name); add(name, "ok"); next }
-    /^\[err\]: /       { name = substr($0, 8); sub(/ in tests\/[^ ]*\.tcl$/, "", name); add(name, "err"); next }
+    # "[err]: <test> in tests/<unit>.tcl", or, for an exception outside a test (--durable), its
+    # message cut by the runner and the whole message on the next line.
+    outside             { add("error outside a test: " $0, "err"); outside = 0; next }
+    /^\[err\]: .* in tests\/[^ ]*\.tcl$/ { name = substr($0, 8); sub(/ in tests\/[^ ]*\.tcl$/, "", name); add(name, "err"); next }
+    /^\[err\]: /       { outside = 1; next }
     /^\[skip\]: /      { add(substr($0, 9), "skip"); next }
     /^\[ignore\]: /    { name = substr($0, 11); sub(/: (Tag: .*|Not supported .*|large memory flag not provided)$/, "", name); add(name, "ignore"); next }
     /^\[exception\]: / { abort[run] = $0; next }
@@ -196,6 +206,8 @@ compare_unit() {
           same[++nsame] = k " (" (m == "" ? "not run" : m) " with the module)"
         } else if (p == "err" && m == "ok") {
           better[++nbetter] = k
+        } else if (p == "" && m == "err") {
+          reg[++nreg] = k " (err; not run without the module)"
         } else if (p == "" && m != "" && m != "skip" && m != "ignore") {
           unpaired[++nunpaired] = k " (" m " with the module; not run without it)"
         }
@@ -268,7 +280,7 @@ if [ ${#not_loaded[@]} -gt 0 ]; then
   exit 1
 fi
 if [ "$regressions" -gt 0 ]; then
-  echo "FAIL: $regressions test(s) pass without the module and not with it:" >&2
+  echo "FAIL: $regressions regression(s): ok without the module, not with it:" >&2
   for unit in "${UNITS[@]}"; do
     sed -n '/^passes without the module/,/^fails without/{/^  /s|^|  '"$unit"': |p}' "$OUT/$unit-report.txt" >&2
   done
