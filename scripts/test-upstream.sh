@@ -77,7 +77,7 @@ TREE=$CACHE/$SRC_PKG-$NOEPOCH
 # --- Fetch the source package once: apt-get source with its own sources list, lists and cache.
 fetch_source() {
   local apt=$CACHE/apt
-  rm -rf "$apt" "$TREE"
+  rm -rf "$apt" "$CACHE/$SRC_PKG"-* # a partial tree, or the suite of a version no longer installed
   mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial" "$apt/dl"
   # deb-src lines for the repositories that carry the installed version (the suite and component
   # the binary came from), or for every configured repository when none does.
@@ -130,13 +130,13 @@ own_processes() {
 kill_leftovers() {
   local pids i
   for i in 1 2 3 4 5; do # a second or two for the ones on their way out
-    pids=$(own_processes | sort -u | tr '\n' ' ')
-    [ -n "${pids// /}" ] || return 0
+    pids=$(own_processes | sort -u | paste -sd, -)
+    [ -n "$pids" ] || return 0
     sleep 0.5
   done
   echo "killing processes the suite left running:"
-  ps -o pid=,args= -p "${pids// /,}" | sed 's/^/  /' || true
-  kill -9 $pids 2>/dev/null || true
+  ps -o pid=,args= -p "$pids" | sed 's/^/  /' || true
+  kill -9 ${pids//,/ } 2>/dev/null || true
 }
 trap kill_leftovers EXIT
 
