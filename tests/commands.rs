@@ -2,8 +2,7 @@
 //! with its exact error text, binary-safe names, key extraction (`COMMAND GETKEYS`, `COMMAND INFO`,
 //! `COMMAND DOCS`), ACLs, module configs, the `INFO reclaim` section and commands on a replica.
 
-mod common;
-use common::*;
+use reclaim_testkit::*;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers

@@ -11,8 +11,7 @@
 //! Randomness comes from a seeded xorshift generator; the seed is printed, and
 //! `RECLAIM_CRASH_SEED=<seed>` replays the same choices (the timing of threads still varies).
 
-mod common;
-use common::*;
+use reclaim_testkit::*;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

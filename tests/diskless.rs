@@ -3,8 +3,7 @@
 //! straight from the socket; policies arrive whole, a sync that fails halfway leaves the replica's
 //! old policies (and nothing of the failed sync) behind, and a promoted replica sweeps.
 
-mod common;
-use common::*;
+use reclaim_testkit::*;
 
 const BIN_STREAM: &[u8] = b"bin\x00\xff\r\nstream";
 const BIN_GROUP: &[u8] = b"g\x00\xfe";

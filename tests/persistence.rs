@@ -1,8 +1,7 @@
 //! Persistence: policies in RDB and AOF (with and without RDB preamble, before and after a
 //! rewrite), the AOF shape of a dead-letter move, kill -9 consistency, FLUSHALL, DEL, SWAPDB.
 
-mod common;
-use common::*;
+use reclaim_testkit::*;
 
 const BIN_STREAM: &[u8] = b"bin\x00\xff\r\nstream";
 const BIN_GROUP: &[u8] = b"g\x00\xfe";

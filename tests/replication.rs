@@ -1,8 +1,7 @@
 //! Replication: policies reach replicas by full sync and by the replication stream, replicas
 //! never sweep, the primary's sweeps reach them exactly, a promoted replica takes over.
 
-mod common;
-use common::*;
+use reclaim_testkit::*;
 
 const BIN_STREAM: &[u8] = b"bin\x00\xff\r\nstream";
 const BIN_GROUP: &[u8] = b"g\x00\xfe";

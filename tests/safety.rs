@@ -8,8 +8,7 @@
 //! (see [`busy`]): the timer writes on every tick when the change happens. Waits poll a state or a
 //! progress counter (`reclaim_steps`, skipped ticks, passes), never a duration.
 
-mod common;
-use common::*;
+use reclaim_testkit::*;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};

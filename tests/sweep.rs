@@ -8,8 +8,7 @@
 //! (`XCLAIM ... IDLE ms RETRYCOUNT n JUSTID` sets idle and delivery count exactly) swept with
 //! RECLAIM.SWEEP under a policy whose timer pass is an hour away (`quiet_policy`).
 
-mod common;
-use common::*;
+use reclaim_testkit::*;
 
 #[test]
 fn dead_consumer_entries_go_to_the_claimant_with_count_2() {
