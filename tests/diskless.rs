@@ -5,11 +5,8 @@
 
 use reclaim_testkit::*;
 
-const BIN_STREAM: &[u8] = b"bin\x00\xff\r\nstream";
-const BIN_GROUP: &[u8] = b"g\x00\xfe";
-
 /// A primary that syncs over the socket at once (`repl-diskless-sync`, no delay).
-fn primary(extra: &[&str]) -> Server {
+fn diskless_primary(extra: &[&str]) -> Server {
     let mut args = vec![
         "--repl-diskless-sync",
         "yes",
@@ -66,7 +63,7 @@ fn assert_loaded_from_socket(r: &Server) {
 /// A primary with policies in two databases (binary names included) and, in database 0, an entry
 /// that a crashed consumer left pending.
 fn primary_with_policies() -> Server {
-    let p = primary(&[]);
+    let p = diskless_primary(&[]);
     let mut p0 = p.conn_db(0);
     let mut p3 = p.conn_db(3);
     set_policy(
@@ -124,7 +121,7 @@ fn replicas_load_policies_from_the_socket_and_sweep_after_promotion() {
 /// replica's load reads enough bytes between keys to serve clients meanwhile, see [`REPLICA`]).
 fn slow_primary(n: usize) -> Server {
     // Uncompressed, so that the 1 KB values reach the replica as they are written.
-    let p = primary(&["--rdb-key-save-delay", "5000", "--rdbcompression", "no"]);
+    let p = diskless_primary(&["--rdb-key-save-delay", "5000", "--rdbcompression", "no"]);
     let mut con = p.conn();
     for i in 0..n {
         let s = format!("slow:{i}");

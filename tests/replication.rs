@@ -3,9 +3,6 @@
 
 use reclaim_testkit::*;
 
-const BIN_STREAM: &[u8] = b"bin\x00\xff\r\nstream";
-const BIN_GROUP: &[u8] = b"g\x00\xfe";
-
 /// A primary that starts a full sync at once (no diskless-sync delay).
 fn primary() -> Server {
     Server::start(&[
@@ -24,11 +21,6 @@ fn digest(con: &mut Connection) -> String {
 fn wait_replicas(con: &mut Connection) {
     let n: i64 = cmd("WAIT").arg(1).arg(5000).query(con).expect("WAIT");
     assert_eq!(n, 1, "WAIT 1 5000: the replica did not acknowledge");
-}
-
-fn sorted(mut v: Vec<(Vec<u8>, Vec<u8>, PolicyView)>) -> Vec<(Vec<u8>, Vec<u8>, PolicyView)> {
-    v.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
-    v
 }
 
 fn pause_writes(con: &mut Connection) {
@@ -81,11 +73,11 @@ fn replica_gets_policies_from_full_sync_and_from_the_stream() {
     assert_eq!(get_policy(&mut r0, BIN_STREAM, BIN_GROUP), Some(a2.clone()));
     assert_eq!(get_policy(&mut r3, b"orders", b"audit"), Some(d.clone()));
     assert_eq!(get_policy(&mut r3, b"orders", b"workers"), Some(b.clone()));
-    let want0 = sorted(vec![
+    let want0 = sorted(&[
         (b"orders".to_vec(), b"workers".to_vec(), c.clone()),
         (BIN_STREAM.to_vec(), BIN_GROUP.to_vec(), a2.clone()),
     ]);
-    let want3 = sorted(vec![
+    let want3 = sorted(&[
         (b"orders".to_vec(), b"audit".to_vec(), d.clone()),
         (b"orders".to_vec(), b"workers".to_vec(), b.clone()),
     ]);

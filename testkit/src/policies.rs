@@ -5,7 +5,7 @@ use redis::{cmd, Connection, Value};
 use crate::replies::{bytes_of, pairs};
 
 /// A reclaim policy as `RECLAIM.POLICY GET` reports it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct PolicyView {
     pub min_idle: i64,
     pub max_deliveries: i64,
@@ -113,6 +113,14 @@ pub fn set_policy(con: &mut Connection, stream: &[u8], group: &[u8], p: &PolicyV
         matches!(&r, Value::Okay) || matches!(&r, Value::SimpleString(s) if s == "OK"),
         "{r:?}"
     );
+}
+
+/// `RECLAIM.POLICY SET s g opts...`, options given as words (only those given; the module's
+/// defaults for the others).
+pub fn set_policy_opts(c: &mut Connection, s: &str, g: &str, opts: &[&str]) {
+    let mut a = vec!["RECLAIM.POLICY", "SET", s, g];
+    a.extend_from_slice(opts);
+    let _: () = crate::words::q(c, &a);
 }
 
 /// `RECLAIM.POLICY GET stream group`.

@@ -2,6 +2,11 @@
 
 use redis::{cmd, Connection, Value};
 
+/// A stream name with a NUL, non-UTF-8 bytes and CRLF: binary safety end to end.
+pub const BIN_STREAM: &[u8] = b"bin\x00\xff\r\nstream";
+/// A group name with a NUL and a non-UTF-8 byte.
+pub const BIN_GROUP: &[u8] = b"g\x00\xfe";
+
 /// One pending entry as XPENDING reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pend {
@@ -69,8 +74,8 @@ pub fn entry_field(e: &Entry, field: &str) -> Vec<u8> {
         .unwrap_or_else(|| panic!("no field {field} in entry {e:?}"))
 }
 
-/// `XLEN key`.
-pub fn xlen(con: &mut Connection, key: &[u8]) -> i64 {
+/// `XLEN key` (a `&str`, `&[u8]` or byte-string key).
+pub fn xlen(con: &mut Connection, key: impl redis::ToRedisArgs) -> i64 {
     cmd("XLEN").arg(key).query(con).expect("XLEN")
 }
 
@@ -170,4 +175,28 @@ pub fn ensure_group(con: &mut Connection, key: &[u8], group: &[u8]) {
     if let Err(e) = r {
         assert_eq!(e.code(), Some("BUSYGROUP"), "XGROUP CREATE: {e}");
     }
+}
+
+/// The number of pending entries of a group (XPENDING summary form).
+pub fn pel_total(c: &mut Connection, s: &str, g: &str) -> i64 {
+    let v: Vec<Value> = crate::words::q(c, &["XPENDING", s, g]);
+    redis::from_redis_value(v[0].clone()).unwrap()
+}
+
+/// One stream entry as text: ID and its field/value pairs in stored order.
+pub type TextEntry = (String, Vec<(String, String)>);
+
+/// `XRANGE k - +` as text, fields in their stored order.
+pub fn xrange_text(c: &mut Connection, k: &str) -> Vec<TextEntry> {
+    let raw: Vec<(String, Vec<String>)> = crate::words::q(c, &["XRANGE", k, "-", "+"]);
+    raw.into_iter()
+        .map(|(id, flat)| {
+            assert_eq!(flat.len() % 2, 0, "odd field list in {k} {id}: {flat:?}");
+            let f = flat
+                .chunks(2)
+                .map(|p| (p[0].clone(), p[1].clone()))
+                .collect();
+            (id, f)
+        })
+        .collect()
 }
