@@ -59,7 +59,7 @@ fn bs(s: &[u8]) -> Value {
 }
 
 /// The text of a bulk or simple string reply.
-fn text(v: &Value) -> String {
+fn string_reply(v: &Value) -> String {
     match v {
         Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
         Value::SimpleString(s) => s.clone(),
@@ -441,7 +441,7 @@ fn policy_replies_resp3() {
     let Value::Map(m) = &st else {
         panic!("STATS in RESP3 is not a map: {st:?}");
     };
-    let names: Vec<String> = m.iter().map(|(k, _)| text(k)).collect();
+    let names: Vec<String> = m.iter().map(|(k, _)| string_reply(k)).collect();
     assert_eq!(names, STATS_FIELDS);
     assert_eq!(str_field(&st, "cursor"), "0-0");
     assert_eq!(str_field(&st, "status"), "waiting: stream does not exist");
@@ -1201,9 +1201,9 @@ fn command_getkeys() {
             .iter()
             .map(|it| match it {
                 Value::Array(p) => (
-                    text(&p[0]),
+                    string_reply(&p[0]),
                     match &p[1] {
-                        Value::Array(f) => f.iter().map(text).collect(),
+                        Value::Array(f) => f.iter().map(string_reply).collect(),
                         other => panic!("flags: {other:?}"),
                     },
                 ),
@@ -1246,15 +1246,15 @@ fn entry_of(v: &Value) -> (String, i64, Vec<String>, Vec<Value>) {
         other => panic!("arity: {other:?}"),
     };
     let flags = match &e[2] {
-        Value::Array(f) => f.iter().map(text).collect(),
-        Value::Set(f) => f.iter().map(text).collect(),
+        Value::Array(f) => f.iter().map(string_reply).collect(),
+        Value::Set(f) => f.iter().map(string_reply).collect(),
         other => panic!("flags: {other:?}"),
     };
     let subs = match e.get(9) {
         Some(Value::Array(s)) => s.clone(),
         _ => vec![],
     };
-    (text(&e[0]), arity, flags, subs)
+    (string_reply(&e[0]), arity, flags, subs)
 }
 
 #[test]
@@ -1703,7 +1703,7 @@ fn configs_from_the_command_line_and_loadmodule_args() {
     // Redis 8 lists its built-in modules too (vectorset), in no set order.
     let names: Vec<String> = mods
         .iter()
-        .map(|m| text(&pairs(m).into_iter().find(|(k, _)| k == "name").unwrap().1))
+        .map(|m| string_reply(&pairs(m).into_iter().find(|(k, _)| k == "name").unwrap().1))
         .collect();
     assert!(names.iter().any(|n| n == "reclaim"), "{names:?}");
     drop(c);

@@ -95,3 +95,46 @@ pub fn info_int(con: &mut Connection, section: &str, field: &str) -> i64 {
 pub fn reclaim_info(con: &mut Connection, name: &str) -> i64 {
     info_int(con, "reclaim", &format!("reclaim_{name}"))
 }
+
+/// The text of a string-like reply (bulk or simple string, OK, integer); `None` for anything else.
+pub fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        Value::SimpleString(s) => Some(s.clone()),
+        Value::Okay => Some("OK".into()),
+        Value::Int(i) => Some(i.to_string()),
+        _ => None,
+    }
+}
+
+/// A reply as a person reads it (`(nil)`, `[a, b]`, `{k: v}`), for timelines and logs.
+pub fn show(v: &Value) -> String {
+    match v {
+        Value::Nil => "(nil)".into(),
+        Value::Array(a) => format!("[{}]", a.iter().map(show).collect::<Vec<_>>().join(", ")),
+        Value::Map(m) => format!(
+            "{{{}}}",
+            m.iter()
+                .map(|(k, v)| format!("{}: {}", show(k), show(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        other => text(other).unwrap_or_else(|| format!("{other:?}")),
+    }
+}
+
+/// The elements of an array reply; empty for anything else.
+pub fn items(v: &Value) -> &[Value] {
+    match v {
+        Value::Array(a) => a,
+        _ => &[],
+    }
+}
+
+/// An integer reply, or a string reply that holds one; 0 for anything else.
+pub fn int_of(v: &Value) -> i64 {
+    match v {
+        Value::Int(i) => *i,
+        other => text(other).and_then(|t| t.parse().ok()).unwrap_or(0),
+    }
+}

@@ -154,14 +154,19 @@ impl Server {
         lines[lines.len().saturating_sub(n)..].join("\n")
     }
 
-    /// A new connection.
+    /// A new connection (replies within 60 s).
     pub fn conn(&self) -> Connection {
+        self.conn_with_read_timeout(Duration::from_secs(60))
+    }
+
+    /// A new connection whose replies may take up to `read` (the bench's long scripts).
+    pub fn conn_with_read_timeout(&self, read: Duration) -> Connection {
         let client =
             redis::Client::open(format!("redis://127.0.0.1:{}/", self.port)).expect("client");
         let con = client
             .get_connection_with_timeout(Duration::from_secs(10))
             .expect("connect");
-        con.set_read_timeout(Some(Duration::from_secs(60))).ok();
+        con.set_read_timeout(Some(read)).ok();
         con
     }
 
