@@ -1,7 +1,6 @@
 //! Sweep behaviour against a real server: claims, dead-letters, deletions, untouched entries,
 //! cursor coverage across ticks, missing and wrong-type keys, RECLAIM.SWEEP, and how sweep effects
-//! reach replicas and the AOF. The field cases (T01a..T11d of field-cases-1) are named where they
-//! are tested.
+//! reach replicas and the AOF.
 //!
 //! Timing: the tests use the timer with small INTERVALs and poll with `wait_for` for a state or a
 //! progress counter (passes, steps), never for a duration. Exact replies come from fixtures
@@ -194,7 +193,7 @@ fn dlq_fields(
 }
 
 // ---------------------------------------------------------------------------------------------
-// Poison messages (C09): dead-lettered exactly once, with their fields and provenance
+// Poison messages: dead-lettered exactly once, with their fields and provenance
 // ---------------------------------------------------------------------------------------------
 
 /// A handler that always fails and leaves the entry idle (it crashes): every pass that finds the
@@ -382,7 +381,8 @@ fn entries_below_min_idle_are_never_touched() {
 // The rules, one entry per case, through RECLAIM.SWEEP (exact replies)
 // ---------------------------------------------------------------------------------------------
 
-/// T03a, T03c, T09e, T01a/b, T01d: each kind of entry in one PEL, one sweep, separate counts.
+/// Each kind of entry (stale, at or over the delivery limit, stale or not, deleted, fresh) in one
+/// PEL, one sweep, separate counts.
 #[test]
 fn sweep_applies_each_rule_and_counts_separately() {
     let s = Server::new();
@@ -454,7 +454,7 @@ fn sweep_applies_each_rule_and_counts_separately() {
     assert_eq!(int_field(&st, "deleted"), 1, "{st:?}");
 }
 
-/// T01b by the timer: deleted + stale + count above the limit -> removed from the PEL, never DLQ.
+/// By the timer: deleted + stale + count above the limit -> removed from the PEL, never DLQ.
 #[test]
 fn deleted_entry_over_the_limit_is_dropped_not_dead_lettered() {
     let s = Server::new();
@@ -497,7 +497,7 @@ fn deleted_entry_over_the_limit_is_dropped_not_dead_lettered() {
     assert!(!exists(&mut c, "dlq2"));
 }
 
-/// T01a, T02b: a pending entry whose stream entry was deleted is purged from the PEL even while its
+/// A pending entry whose stream entry was deleted is purged from the PEL even while its
 /// idle time is below MIN-IDLE (as XAUTOCLAIM does): its body is gone, history reads skip it and
 /// never raise its count, so nothing else will ever clear it.
 #[test]
@@ -541,7 +541,7 @@ fn deleted_entries_are_purged_without_waiting_for_min_idle() {
     assert!(!exists(&mut c, "d:dlq"));
 }
 
-/// T02a, T05d: a big PEL whose stream was trimmed to nothing drains over many steps.
+/// A big PEL whose stream was trimmed to nothing drains over many steps.
 #[test]
 fn fully_trimmed_pel_of_20000_drains_across_ticks() {
     let s = Server::new();
@@ -584,10 +584,10 @@ fn fully_trimmed_pel_of_20000_drains_across_ticks() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Coverage of a big PEL, cursor, starvation (C04, C05)
+// Coverage of a big PEL, cursor, starvation
 // ---------------------------------------------------------------------------------------------
 
-/// T04a, T04b, T05a: 3000 stale entries, COUNT 10: one pass covers all of them, each exactly once
+/// 3000 stale entries, COUNT 10: one pass covers all of them, each exactly once
 /// (count 2), in bounded steps whose cursor carries over between ticks.
 #[test]
 fn pel_much_larger_than_count_is_covered_once_per_pass() {
@@ -635,7 +635,7 @@ fn pel_much_larger_than_count_is_covered_once_per_pass() {
     );
 }
 
-/// T04c: fresh entries at the head of the PEL (10 x COUNT of them) never starve a stale one behind.
+/// Fresh entries at the head of the PEL (10 x COUNT of them) never starve a stale one behind.
 #[test]
 fn stale_entry_behind_many_fresh_ones_is_reached() {
     let s = Server::new();
@@ -665,10 +665,10 @@ fn stale_entry_behind_many_fresh_ones_is_reached() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Counting (C03)
+// Counting
 // ---------------------------------------------------------------------------------------------
 
-/// T03a by the timer: count 2, stale, MAX 3 -> claimed for the claimant with count 3 (+1 exactly),
+/// By the timer: count 2, stale, MAX 3 -> claimed for the claimant with count 3 (+1 exactly),
 /// not dead-lettered, and left alone afterwards while it is fresh.
 #[test]
 fn claim_adds_exactly_one_delivery() {
@@ -707,7 +707,7 @@ fn claim_adds_exactly_one_delivery() {
     assert_eq!(int_field(&stats(&mut c, "s1", "g1"), "claimed"), 1);
 }
 
-/// T03d: a policy on (s, g1) never reads or changes the PEL of g2, even when g2's entries are stale
+/// A policy on (s, g1) never reads or changes the PEL of g2, even when g2's entries are stale
 /// and over the limit.
 #[test]
 fn policy_of_one_group_never_touches_another_group() {
@@ -801,10 +801,10 @@ fn max_deliveries_0_never_dead_letters() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Missing and wrong keys (C08, C10)
+// Missing and wrong keys
 // ---------------------------------------------------------------------------------------------
 
-/// T08a, T08b, T04d: a policy set before its stream and group exist waits without creating
+/// A policy set before its stream and group exist waits without creating
 /// anything, starts when the group appears, survives DEL of the stream and XGROUP DESTROY, and
 /// resumes from the head when they come back.
 #[test]
@@ -902,7 +902,7 @@ fn policy_waits_for_missing_stream_and_group() {
     );
 }
 
-/// T08c: a stream key of the wrong type is reported, counted as an error, and does not stop
+/// A stream key of the wrong type is reported, counted as an error, and does not stop
 /// other policies from being swept.
 #[test]
 fn wrong_type_stream_is_reported_and_others_still_swept() {
@@ -939,7 +939,7 @@ fn wrong_type_stream_is_reported_and_others_still_swept() {
     assert_eq!(v, "x");
 }
 
-/// T10a: the DLQ key holds a string: the over-limit entry stays pending exactly as it was (no XACK),
+/// The DLQ key holds a string: the over-limit entry stays pending exactly as it was (no XACK),
 /// the problem is reported and counted, other entries are still claimed; once the key is fixed, the
 /// entry is dead-lettered.
 #[test]
@@ -1004,7 +1004,7 @@ fn dlq_of_the_wrong_type_leaves_the_entry_pending() {
         dlq_fields(&[("f", "poison")], "s1", "g1", "1-0", "c1", 5)
     );
     assert_eq!(status(&mut c, "s1", "g1"), "active");
-    // T10a: each pass that could not append to the DLQ counts as an error.
+    // Each pass that could not append to the DLQ counts as an error.
     assert!(
         errors >= 1,
         "the failed DLQ appends are counted in `errors`: {st:?}"
@@ -1038,7 +1038,7 @@ fn sweep_limit_handles_at_most_n_entries() {
     let p = pel_state(&mut c, "l", "g");
     assert!(p.iter().all(|(_, o, n)| o == "reclaim" && *n == 2), "{p:?}");
 
-    // Deleted entries count against the limit too (T05a, T05d).
+    // Deleted entries count against the limit too.
     fixture(&mut c, "l", "g", "c1", &ids(1, 25), 120_000, 1);
     let _: i64 = q(&mut c, &["XTRIM", "l", "MAXLEN", "0"]);
     assert_eq!(sweep(&mut c, "l", "g", Some(10)), (0, 0, 10));
@@ -1056,10 +1056,10 @@ fn sweep_limit_handles_at_most_n_entries() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Replication and AOF of sweep effects (C11)
+// Replication and AOF of sweep effects
 // ---------------------------------------------------------------------------------------------
 
-/// T11a, T11b, T11c, T11d: a sweep's effects reach the replica and the AOF exactly (owners, counts,
+/// A sweep's effects reach the replica and the AOF exactly (owners, counts,
 /// DLQ entries with their IDs); the replica's own timer never sweeps.
 #[test]
 fn sweep_effects_replicate_and_survive_restart() {
