@@ -475,37 +475,14 @@ fn sweep_and_stats_replies_resp2() {
     );
 
     // The group exists, nothing pending: the timer's first pass completes.
-    let _: () = cmd("XGROUP")
-        .arg("CREATE")
-        .arg("s")
-        .arg("g")
-        .arg("$")
-        .arg("MKSTREAM")
-        .query(&mut c)
-        .unwrap();
+    create_group(&mut c, b"s", b"g");
     wait_for(10, "the first timer pass", || {
         (int_field(&stats(&mut c, "s", "g"), "passes") >= 1).then_some(())
     });
     assert_eq!(str_field(&stats(&mut c, "s", "g"), "status"), "active");
     // Two entries pending for c1; the next timer pass is 100 s away, so only SWEEP claims them.
-    for i in 0..2 {
-        let _: String = cmd("XADD")
-            .arg("s")
-            .arg("*")
-            .arg("n")
-            .arg(i)
-            .query(&mut c)
-            .unwrap();
-    }
-    let _: Value = cmd("XREADGROUP")
-        .arg("GROUP")
-        .arg("g")
-        .arg("c1")
-        .arg("STREAMS")
-        .arg("s")
-        .arg(">")
-        .query(&mut c)
-        .unwrap();
+    add_numbered(&mut c, "s", 2);
+    deliver(&mut c, "s", "g", "c1", None);
     let mut claimed = 0;
     wait_for(10, "RECLAIM.SWEEP to claim both entries", || {
         let r = ok(
@@ -856,14 +833,7 @@ fn sweep_and_stats_rejections() {
         WRONGTYPE
     );
     // The DLQ key turned into a string after the policy was set.
-    let _: () = cmd("XGROUP")
-        .arg("CREATE")
-        .arg("t")
-        .arg("g")
-        .arg("$")
-        .arg("MKSTREAM")
-        .query(&mut c)
-        .unwrap();
+    create_group(&mut c, b"t", b"g");
     set(
         &mut c,
         b"t",
@@ -1505,14 +1475,7 @@ fn acl_read_only_user() {
 fn acl_sweep_needs_write_access_to_the_dlq() {
     let s = Server::new();
     let mut admin = s.conn();
-    let _: () = cmd("XGROUP")
-        .arg("CREATE")
-        .arg("w:s")
-        .arg("g")
-        .arg("$")
-        .arg("MKSTREAM")
-        .query(&mut admin)
-        .unwrap();
+    create_group(&mut admin, b"w:s", b"g");
     // Entries delivered once are dead-lettered as soon as they are stale.
     set(
         &mut admin,
@@ -1534,22 +1497,8 @@ fn acl_sweep_needs_write_access_to_the_dlq() {
     wait_for(10, "the first timer pass", || {
         (int_field(&stats(&mut admin, "w:s", "g"), "passes") >= 1).then_some(())
     });
-    let _: String = cmd("XADD")
-        .arg("w:s")
-        .arg("*")
-        .arg("n")
-        .arg(1)
-        .query(&mut admin)
-        .unwrap();
-    let _: Value = cmd("XREADGROUP")
-        .arg("GROUP")
-        .arg("g")
-        .arg("c1")
-        .arg("STREAMS")
-        .arg("w:s")
-        .arg(">")
-        .query(&mut admin)
-        .unwrap();
+    let _: String = q(&mut admin, &["XADD", "w:s", "*", "n", "1"]);
+    deliver(&mut admin, "w:s", "g", "c1", None);
 
     acl(&mut admin, &["w", "on", "nopass", "~w:*", "+@all"]);
     acl(

@@ -51,16 +51,7 @@ fn busy(c: &mut Connection, s: &str, n: usize) -> Vec<String> {
         c,
         s,
         "g",
-        &[
-            "MIN-IDLE",
-            "1",
-            "MAX-DELIVERIES",
-            "1000000000",
-            "DLQ",
-            &dlq,
-            "INTERVAL",
-            "1",
-        ],
+        &format!("MIN-IDLE 1 MAX-DELIVERIES 1000000000 DLQ {dlq} INTERVAL 1"),
     );
     wait_for(20, &format!("the sweeper busy on {s}"), || {
         (stat(c, s, "g", "claimed") >= 2 * n as i64).then_some(())
@@ -98,16 +89,7 @@ fn client_pause_write_stops_sweeping_until_it_ends() {
         &mut c,
         "jobs",
         "g",
-        &[
-            "MIN-IDLE",
-            "200",
-            "MAX-DELIVERIES",
-            "3",
-            "DLQ",
-            "jobs:dlq",
-            "INTERVAL",
-            "20",
-        ],
+        "MIN-IDLE 200 MAX-DELIVERIES 3 DLQ jobs:dlq INTERVAL 20",
     );
     let ids = add_many(&mut c, "jobs", "j", 6);
     let poison = ids[..2].to_vec();
@@ -202,16 +184,7 @@ fn failover_hands_sweeping_to_the_new_primary() {
         &mut c,
         "jobs",
         "g",
-        &[
-            "MIN-IDLE",
-            "300",
-            "MAX-DELIVERIES",
-            "3",
-            "DLQ",
-            "jobs:dlq",
-            "INTERVAL",
-            "20",
-        ],
+        "MIN-IDLE 300 MAX-DELIVERIES 3 DLQ jobs:dlq INTERVAL 20",
     );
     // A: dead-lettered by the old primary before the failover.
     let a = add_many(&mut c, "jobs", "a", 3);
@@ -300,16 +273,7 @@ fn out_of_memory_leaves_over_delivered_entries_pending() {
         &mut c,
         "jobs",
         "g",
-        &[
-            "MIN-IDLE",
-            "100",
-            "MAX-DELIVERIES",
-            "3",
-            "DLQ",
-            "jobs:dlq",
-            "INTERVAL",
-            "20",
-        ],
+        "MIN-IDLE 100 MAX-DELIVERIES 3 DLQ jobs:dlq INTERVAL 20",
     );
     let ids = add_many(&mut c, "jobs", "j", 5);
     let poison = ids[..3].to_vec();
@@ -594,16 +558,7 @@ fn dlq_replaced_by_a_string_while_sweeping() {
         &mut c,
         "q",
         "g",
-        &[
-            "MIN-IDLE",
-            "1",
-            "MAX-DELIVERIES",
-            "3",
-            "DLQ",
-            "q:dlq",
-            "INTERVAL",
-            "1",
-        ],
+        "MIN-IDLE 1 MAX-DELIVERIES 3 DLQ q:dlq INTERVAL 1",
     );
     wait_for(10, "dead-letter moves started", || {
         (xlen(&mut c, b"q:dlq") > 0).then_some(())
@@ -687,7 +642,7 @@ fn flushall_while_sweeping() {
         (reclaim_info(&mut c0, "policies") == 0).then_some(())
     });
     // The timer keeps running (a probe policy steps) and recreates nothing.
-    set_policy_opts(&mut c0, "probe", "g", &["INTERVAL", "1"]);
+    set_policy_opts(&mut c0, "probe", "g", "INTERVAL 1");
     wait_steps(&mut c0, 5);
     let keys: Vec<String> = q(&mut c0, &["KEYS", "*"]);
     assert_eq!(keys, ["reclaim:policy:{probe}:probe"]);
@@ -747,16 +702,7 @@ fn numbers_at_the_i64_limits() {
         &mut c,
         "n",
         "g",
-        &[
-            "MIN-IDLE",
-            MAX,
-            "MAX-DELIVERIES",
-            MAX,
-            "DLQ",
-            "n:dlq",
-            "INTERVAL",
-            MAX,
-        ],
+        &format!("MIN-IDLE {MAX} MAX-DELIVERIES {MAX} DLQ n:dlq INTERVAL {MAX}"),
     );
     let got = get_policy(&mut c, b"n", b"g").unwrap();
     assert_eq!(
@@ -811,7 +757,7 @@ fn numbers_at_the_i64_limits() {
     ];
     assert_eq!(pending_raw(&mut c, b"n", b"g"), before);
     assert_eq!(stat(&mut c, "n", "g", "passes"), 2);
-    set_policy_opts(&mut c, "probe", "g", &["INTERVAL", "1"]);
+    set_policy_opts(&mut c, "probe", "g", "INTERVAL 1");
     wait_steps(&mut c, 5);
     assert_eq!(
         stat(&mut c, "n", "g", "passes"),
@@ -826,16 +772,7 @@ fn numbers_at_the_i64_limits() {
         &mut c,
         "n",
         "g",
-        &[
-            "MIN-IDLE",
-            "1",
-            "MAX-DELIVERIES",
-            MAX,
-            "DLQ",
-            "n:dlq",
-            "INTERVAL",
-            MAX,
-        ],
+        &format!("MIN-IDLE 1 MAX-DELIVERIES {MAX} DLQ n:dlq INTERVAL {MAX}"),
     );
     wait_for(10, "the pass at MIN-IDLE 1", || {
         (stat(&mut c, "n", "g", "passes") >= 3).then_some(())
@@ -888,16 +825,7 @@ fn one_megabyte_values_are_dead_lettered_intact() {
         &mut c,
         "m",
         "g",
-        &[
-            "MIN-IDLE",
-            "100",
-            "MAX-DELIVERIES",
-            "1",
-            "DLQ",
-            "m:dlq",
-            "INTERVAL",
-            "20",
-        ],
+        "MIN-IDLE 100 MAX-DELIVERIES 1 DLQ m:dlq INTERVAL 20",
     );
     let dlq = wait_for(10, "the 1 MB entry dead-lettered", || {
         let (pel, d) = pel_and_dlq(&mut c, "m", "g", "m:dlq");
@@ -1091,7 +1019,7 @@ fn a_million_pending_entries_are_all_claimed() {
     let build = t.elapsed();
 
     let t = Instant::now();
-    set_policy_opts(&mut c, "big", "g", &["MIN-IDLE", "10", "INTERVAL", "60000"]);
+    set_policy_opts(&mut c, "big", "g", "MIN-IDLE 10 INTERVAL 60000");
     let mut max_ping = Duration::ZERO;
     wait_for(120, "1,000,000 entries claimed", || {
         let p = Instant::now();

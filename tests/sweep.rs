@@ -13,43 +13,14 @@ use reclaim_testkit::*;
 fn dead_consumer_entries_go_to_the_claimant_with_count_2() {
     let s = Server::new();
     let mut c = s.conn();
-    let _: () = cmd("XGROUP")
-        .arg("CREATE")
-        .arg("orders")
-        .arg("workers")
-        .arg("$")
-        .arg("MKSTREAM")
-        .query(&mut c)
-        .unwrap();
-    for i in 0..5 {
-        let _: String = cmd("XADD")
-            .arg("orders")
-            .arg("*")
-            .arg("n")
-            .arg(i)
-            .query(&mut c)
-            .unwrap();
-    }
-    let _: Value = cmd("XREADGROUP")
-        .arg("GROUP")
-        .arg("workers")
-        .arg("c1")
-        .arg("STREAMS")
-        .arg("orders")
-        .arg(">")
-        .query(&mut c)
-        .unwrap();
+    run(
+        &mut c,
+        &["XGROUP", "CREATE", "orders", "workers", "$", "MKSTREAM"],
+    );
+    add_numbered(&mut c, "orders", 5);
+    deliver(&mut c, "orders", "workers", "c1", None);
     // The consumer "dies": it never acknowledges.
-    let _: () = cmd("RECLAIM.POLICY")
-        .arg("SET")
-        .arg("orders")
-        .arg("workers")
-        .arg("MIN-IDLE")
-        .arg(200)
-        .arg("INTERVAL")
-        .arg(50)
-        .query(&mut c)
-        .unwrap();
+    set_policy_opts(&mut c, "orders", "workers", "MIN-IDLE 200 INTERVAL 50");
     let p = wait_for(10, "all 5 entries claimed", || {
         let p = pending(&mut c, "orders", "workers");
         p.iter().all(|e| e.consumer == "reclaim").then_some(p)
@@ -98,16 +69,12 @@ fn ids(from: u64, to: u64) -> Vec<String> {
     (from..=to).map(|i| format!("{i}-0")).collect()
 }
 
-/// `XREADGROUP GROUP g consumer [COUNT n] STREAMS s >`: delivers new entries to `consumer`.
-fn deliver(c: &mut Connection, s: &str, g: &str, consumer: &str, count: Option<u64>) {
-    let n = count.map(|n| n.to_string());
-    let mut a = vec!["XREADGROUP", "GROUP", g, consumer];
-    if let Some(n) = &n {
-        a.push("COUNT");
-        a.push(n);
-    }
-    a.extend_from_slice(&["STREAMS", s, ">"]);
-    run(c, &a);
+/// A stream `s` whose group `g` (from the start) holds entries `1-0 ..= n-0`, every one delivered
+/// once to consumer `c1`, which never acknowledges.
+fn delivered_to_c1(c: &mut Connection, s: &str, g: &str, n: u64) {
+    group(c, s, g);
+    add_range(c, s, 1, n);
+    deliver(c, s, g, "c1", None);
 }
 
 /// `XREADGROUP GROUP g consumer STREAMS s 0`: the consumer re-reads its own pending history (each
@@ -213,16 +180,7 @@ fn failing_handler_that_goes_idle_is_dead_lettered_after_max_deliveries() {
         &mut c,
         "jobs",
         "g",
-        &[
-            "MIN-IDLE",
-            "100",
-            "MAX-DELIVERIES",
-            "3",
-            "DLQ",
-            "jobs:dlq",
-            "INTERVAL",
-            "50",
-        ],
+        "MIN-IDLE 100 MAX-DELIVERIES 3 DLQ jobs:dlq INTERVAL 50",
     );
     wait_for(20, "the poison entry in the DLQ", || {
         exists(&mut c, "jobs:dlq").then_some(())
@@ -271,16 +229,7 @@ fn failing_handler_that_rereads_history_is_dead_lettered_above_max_deliveries() 
         &mut c,
         "h",
         "g",
-        &[
-            "MIN-IDLE",
-            "60000",
-            "MAX-DELIVERIES",
-            "3",
-            "DLQ",
-            "h:dlq",
-            "INTERVAL",
-            "50",
-        ],
+        "MIN-IDLE 60000 MAX-DELIVERIES 3 DLQ h:dlq INTERVAL 50",
     );
     reread_history(&mut c, "h", "g", "c1");
     reread_history(&mut c, "h", "g", "c1");
@@ -329,25 +278,14 @@ fn failing_handler_that_rereads_history_is_dead_lettered_above_max_deliveries() 
 fn entries_below_min_idle_are_never_touched() {
     let s = Server::new();
     let mut c = s.conn();
-    group(&mut c, "w", "g");
-    add_range(&mut c, "w", 1, 3);
-    deliver(&mut c, "w", "g", "c1", None);
+    delivered_to_c1(&mut c, "w", "g", 3);
     // 3-0 sits at the limit, but its consumer is still on it.
     fix1(&mut c, "w", "g", "c1", "3-0", 0, 3);
     set_policy_opts(
         &mut c,
         "w",
         "g",
-        &[
-            "MIN-IDLE",
-            "60000",
-            "MAX-DELIVERIES",
-            "3",
-            "DLQ",
-            "w:dlq",
-            "INTERVAL",
-            "50",
-        ],
+        "MIN-IDLE 60000 MAX-DELIVERIES 3 DLQ w:dlq INTERVAL 50",
     );
     let before = pending(&mut c, "w", "g");
     wait_passes(&mut c, "w", "g", 4);
@@ -392,18 +330,7 @@ fn sweep_applies_each_rule_and_counts_separately() {
         &mut c,
         "t",
         "g",
-        &[
-            "MIN-IDLE",
-            "60000",
-            "MAX-DELIVERIES",
-            "3",
-            "DLQ",
-            "t:dlq",
-            "CLAIMANT",
-            "reaper",
-            "COUNT",
-            "3",
-        ],
+        "MIN-IDLE 60000 MAX-DELIVERIES 3 DLQ t:dlq CLAIMANT reaper COUNT 3",
     );
     add_range(&mut c, "t", 1, 8);
     deliver(&mut c, "t", "g", "c1", None);
@@ -459,16 +386,14 @@ fn sweep_applies_each_rule_and_counts_separately() {
 fn deleted_entry_over_the_limit_is_dropped_not_dead_lettered() {
     let s = Server::new();
     let mut c = s.conn();
-    group(&mut c, "s1", "g1");
-    add_range(&mut c, "s1", 1, 2);
-    deliver(&mut c, "s1", "g1", "c1", None);
+    delivered_to_c1(&mut c, "s1", "g1", 2);
     fix1(&mut c, "s1", "g1", "c1", "1-0", 120_000, 10);
     let _: i64 = q(&mut c, &["XDEL", "s1", "1-0"]);
     set_policy_opts(
         &mut c,
         "s1",
         "g1",
-        &["MIN-IDLE", "60000", "MAX-DELIVERIES", "3", "DLQ", "dlq1"],
+        "MIN-IDLE 60000 MAX-DELIVERIES 3 DLQ dlq1",
     );
     wait_for(10, "1-0 removed from the PEL", || {
         (pel_state(&mut c, "s1", "g1") == [one("2-0", "c1", 1)]).then_some(())
@@ -486,7 +411,7 @@ fn deleted_entry_over_the_limit_is_dropped_not_dead_lettered() {
         &mut c,
         "s2",
         "g1",
-        &["MIN-IDLE", "60000", "MAX-DELIVERIES", "3", "DLQ", "dlq2"],
+        "MIN-IDLE 60000 MAX-DELIVERIES 3 DLQ dlq2",
     );
     add_range(&mut c, "s2", 1, 1);
     deliver(&mut c, "s2", "g1", "c1", None);
@@ -504,9 +429,7 @@ fn deleted_entry_over_the_limit_is_dropped_not_dead_lettered() {
 fn deleted_entries_are_purged_without_waiting_for_min_idle() {
     let s = Server::new();
     let mut c = s.conn();
-    group(&mut c, "d", "g");
-    add_range(&mut c, "d", 1, 3);
-    deliver(&mut c, "d", "g", "c1", None);
+    delivered_to_c1(&mut c, "d", "g", 3);
     let _: i64 = q(&mut c, &["XDEL", "d", "1-0"]);
     let _: i64 = q(&mut c, &["XTRIM", "d", "MINID", "3"]); // removes 2-0
                                                            // A history read re-delivers 3-0 but skips the deleted ones: their counts stay 1.
@@ -523,16 +446,7 @@ fn deleted_entries_are_purged_without_waiting_for_min_idle() {
         &mut c,
         "d",
         "g",
-        &[
-            "MIN-IDLE",
-            "60000",
-            "MAX-DELIVERIES",
-            "3",
-            "DLQ",
-            "d:dlq",
-            "INTERVAL",
-            "50",
-        ],
+        "MIN-IDLE 60000 MAX-DELIVERIES 3 DLQ d:dlq INTERVAL 50",
     );
     wait_for(10, "the deleted entries purged from the PEL", || {
         (pel_state(&mut c, "d", "g") == [one("3-0", "c1", 2)]).then_some(())
@@ -546,9 +460,7 @@ fn deleted_entries_are_purged_without_waiting_for_min_idle() {
 fn fully_trimmed_pel_of_20000_drains_across_ticks() {
     let s = Server::new();
     let mut c = s.conn();
-    group(&mut c, "big", "g");
-    add_range(&mut c, "big", 1, 20_000);
-    deliver(&mut c, "big", "g", "c1", None);
+    delivered_to_c1(&mut c, "big", "g", 20_000);
     // Half of them are also over the delivery limit: deleted still wins over dead-lettering.
     fixture(&mut c, "big", "g", "c1", &ids(1, 10_000), 120_000, 10);
     assert_eq!(pel_total(&mut c, "big", "g"), 20_000);
@@ -558,16 +470,7 @@ fn fully_trimmed_pel_of_20000_drains_across_ticks() {
         &mut c,
         "big",
         "g",
-        &[
-            "MIN-IDLE",
-            "100",
-            "MAX-DELIVERIES",
-            "3",
-            "DLQ",
-            "big:dlq",
-            "INTERVAL",
-            "50",
-        ],
+        "MIN-IDLE 100 MAX-DELIVERIES 3 DLQ big:dlq INTERVAL 50",
     );
     wait_for(60, "the trimmed PEL drained", || {
         (pel_total(&mut c, "big", "g") == 0).then_some(())
@@ -596,16 +499,14 @@ fn pel_much_larger_than_count_is_covered_once_per_pass() {
     // One step per tick (the smallest budget), so a pass needs hundreds of ticks.
     let _: () = q(&mut c, &["CONFIG", "SET", "reclaim.tick-budget-us", "50"]);
     let _: () = q(&mut c, &["CONFIG", "SET", "reclaim.tick-interval-ms", "1"]);
-    group(&mut c, "many", "g");
-    add_range(&mut c, "many", 1, 3000);
-    deliver(&mut c, "many", "g", "c1", None);
+    delivered_to_c1(&mut c, "many", "g", 3000);
     fixture(&mut c, "many", "g", "c1", &ids(1, 3000), 120_000, 1);
     let steps0 = reclaim_info(&mut c, "steps");
     set_policy_opts(
         &mut c,
         "many",
         "g",
-        &["MIN-IDLE", "60000", "COUNT", "10", "INTERVAL", HOUR],
+        &format!("MIN-IDLE 60000 COUNT 10 INTERVAL {HOUR}"),
     );
     wait_for(60, "the first pass over 3000 entries", || {
         (stat(&mut c, "many", "g", "passes") >= 1).then_some(())
@@ -641,16 +542,9 @@ fn stale_entry_behind_many_fresh_ones_is_reached() {
     let s = Server::new();
     let mut c = s.conn();
     let _: () = q(&mut c, &["CONFIG", "SET", "reclaim.tick-budget-us", "50"]);
-    group(&mut c, "st", "g");
-    add_range(&mut c, "st", 1, 101);
-    deliver(&mut c, "st", "g", "c1", None);
+    delivered_to_c1(&mut c, "st", "g", 101);
     fix1(&mut c, "st", "g", "c1", "101-0", 120_000, 1);
-    set_policy_opts(
-        &mut c,
-        "st",
-        "g",
-        &["MIN-IDLE", "60000", "COUNT", "10", "INTERVAL", "50"],
-    );
+    set_policy_opts(&mut c, "st", "g", "MIN-IDLE 60000 COUNT 10 INTERVAL 50");
     wait_for(20, "101-0 claimed", || {
         let p = pel_state(&mut c, "st", "g");
         (p.last() == Some(&one("101-0", "reclaim", 2))).then_some(p)
@@ -674,26 +568,13 @@ fn stale_entry_behind_many_fresh_ones_is_reached() {
 fn claim_adds_exactly_one_delivery() {
     let s = Server::new();
     let mut c = s.conn();
-    group(&mut c, "s1", "g1");
-    add_range(&mut c, "s1", 1, 1);
-    deliver(&mut c, "s1", "g1", "c1", None);
+    delivered_to_c1(&mut c, "s1", "g1", 1);
     fix1(&mut c, "s1", "g1", "c1", "1-0", 120_000, 2);
     set_policy_opts(
         &mut c,
         "s1",
         "g1",
-        &[
-            "MIN-IDLE",
-            "60000",
-            "MAX-DELIVERIES",
-            "3",
-            "DLQ",
-            "dlq1",
-            "CLAIMANT",
-            "reaper",
-            "INTERVAL",
-            "50",
-        ],
+        "MIN-IDLE 60000 MAX-DELIVERIES 3 DLQ dlq1 CLAIMANT reaper INTERVAL 50",
     );
     wait_for(10, "1-0 claimed by reaper", || {
         (pel_state(&mut c, "s1", "g1") == [one("1-0", "reaper", 3)]).then_some(())
@@ -727,16 +608,7 @@ fn policy_of_one_group_never_touches_another_group() {
         &mut c,
         "s",
         "g1",
-        &[
-            "MIN-IDLE",
-            "60000",
-            "MAX-DELIVERIES",
-            "3",
-            "DLQ",
-            "s:dlq",
-            "INTERVAL",
-            "50",
-        ],
+        "MIN-IDLE 60000 MAX-DELIVERIES 3 DLQ s:dlq INTERVAL 50",
     );
     wait_for(10, "g1's entries claimed", || {
         let p = pel_state(&mut c, "s", "g1");
@@ -763,16 +635,14 @@ fn policy_of_one_group_never_touches_another_group() {
 fn max_deliveries_0_never_dead_letters() {
     let s = Server::new();
     let mut c = s.conn();
-    group(&mut c, "m", "g");
-    add_range(&mut c, "m", 1, 3);
-    deliver(&mut c, "m", "g", "c1", None);
+    delivered_to_c1(&mut c, "m", "g", 3);
     fix1(&mut c, "m", "g", "c1", "1-0", 120_000, 1_000_000);
     fix1(&mut c, "m", "g", "c1", "2-0", 0, 1_000_000);
     set_policy_opts(
         &mut c,
         "m",
         "g",
-        &["MIN-IDLE", "60000", "MAX-DELIVERIES", "0", "INTERVAL", "50"],
+        "MIN-IDLE 60000 MAX-DELIVERIES 0 INTERVAL 50",
     );
     wait_for(10, "stale entries claimed", || {
         let p = pel_state(&mut c, "m", "g");
@@ -815,16 +685,7 @@ fn policy_waits_for_missing_stream_and_group() {
         &mut c,
         "late",
         "g",
-        &[
-            "MIN-IDLE",
-            "60000",
-            "MAX-DELIVERIES",
-            "3",
-            "DLQ",
-            "late:dlq",
-            "INTERVAL",
-            "50",
-        ],
+        "MIN-IDLE 60000 MAX-DELIVERIES 3 DLQ late:dlq INTERVAL 50",
     );
     assert_eq!(
         status(&mut c, "late", "g"),
@@ -908,18 +769,11 @@ fn policy_waits_for_missing_stream_and_group() {
 fn wrong_type_stream_is_reported_and_others_still_swept() {
     let s = Server::new();
     let mut c = s.conn();
-    set_policy_opts(&mut c, "bad", "g", &["MIN-IDLE", "60000", "INTERVAL", "50"]);
+    set_policy_opts(&mut c, "bad", "g", "MIN-IDLE 60000 INTERVAL 50");
     let _: () = q(&mut c, &["SET", "bad", "x"]);
-    group(&mut c, "good", "g");
-    add_range(&mut c, "good", 1, 2);
-    deliver(&mut c, "good", "g", "c1", None);
+    delivered_to_c1(&mut c, "good", "g", 2);
     fixture(&mut c, "good", "g", "c1", &ids(1, 2), 120_000, 1);
-    set_policy_opts(
-        &mut c,
-        "good",
-        "g",
-        &["MIN-IDLE", "60000", "INTERVAL", "50"],
-    );
+    set_policy_opts(&mut c, "good", "g", "MIN-IDLE 60000 INTERVAL 50");
     wait_for(10, "good's entries claimed", || {
         (pel_state(&mut c, "good", "g") == [one("1-0", "reclaim", 2), one("2-0", "reclaim", 2)])
             .then_some(())
@@ -951,16 +805,7 @@ fn dlq_of_the_wrong_type_leaves_the_entry_pending() {
         &mut c,
         "s1",
         "g1",
-        &[
-            "MIN-IDLE",
-            "60000",
-            "MAX-DELIVERIES",
-            "3",
-            "DLQ",
-            "dlq1",
-            "INTERVAL",
-            "50",
-        ],
+        "MIN-IDLE 60000 MAX-DELIVERIES 3 DLQ dlq1 INTERVAL 50",
     );
     let _: () = q(&mut c, &["SET", "dlq1", "x"]);
     add(&mut c, "s1", "1-0", &[("f", "poison")]);
@@ -1020,7 +865,7 @@ fn sweep_limit_handles_at_most_n_entries() {
     let s = Server::new();
     let mut c = s.conn();
     group(&mut c, "l", "g");
-    quiet_policy(&mut c, "l", "g", &["MIN-IDLE", "60000", "COUNT", "5"]);
+    quiet_policy(&mut c, "l", "g", "MIN-IDLE 60000 COUNT 5");
     add_range(&mut c, "l", 1, 25);
     deliver(&mut c, "l", "g", "c1", None);
     fixture(&mut c, "l", "g", "c1", &ids(1, 25), 120_000, 1);
@@ -1081,16 +926,7 @@ fn sweep_effects_replicate_and_survive_restart() {
         &mut c,
         "s1",
         "g1",
-        &[
-            "MIN-IDLE",
-            "60000",
-            "MAX-DELIVERIES",
-            "3",
-            "DLQ",
-            "dlq1",
-            "INTERVAL",
-            "50",
-        ],
+        "MIN-IDLE 60000 MAX-DELIVERIES 3 DLQ dlq1 INTERVAL 50",
     );
     let want = [one("1-0", "reclaim", 2), one("3-0", "c1", 1)];
     wait_for(10, "the primary swept", || {
@@ -1140,9 +976,7 @@ fn sweep_effects_replicate_and_survive_restart() {
 fn windowed_scan_finds_scattered_stale_entries_and_purges_trimmed_ones() {
     let s = Server::new();
     let mut c = s.conn();
-    group(&mut c, "w", "g");
-    add_range(&mut c, "w", 1, 20_000);
-    deliver(&mut c, "w", "g", "c1", None);
+    delivered_to_c1(&mut c, "w", "g", 20_000);
     // Every 997th entry is stale; everything else stays fresh (idle far below MIN-IDLE).
     let stale: Vec<String> = (1..=20_000u64)
         .filter(|i| i % 997 == 0)
@@ -1155,7 +989,7 @@ fn windowed_scan_finds_scattered_stale_entries_and_purges_trimmed_ones() {
         &mut c,
         "w",
         "g",
-        &["MIN-IDLE", "300000", "COUNT", "10", "INTERVAL", "3600000"],
+        "MIN-IDLE 300000 COUNT 10 INTERVAL 3600000",
     );
     wait_passes(&mut c, "w", "g", 1);
     let pel = pel_state(&mut c, "w", "g");
@@ -1181,10 +1015,8 @@ fn windowed_scan_finds_scattered_stale_entries_and_purges_trimmed_ones() {
 fn renamed_policy_key_follows_its_new_name() {
     let s = Server::new();
     let mut c = s.conn();
-    set_policy_opts(&mut c, "a", "g", &["MIN-IDLE", "100000", "INTERVAL", "50"]);
-    group(&mut c, "b", "g");
-    add_range(&mut c, "b", 1, 3);
-    deliver(&mut c, "b", "g", "c1", None);
+    set_policy_opts(&mut c, "a", "g", "MIN-IDLE 100000 INTERVAL 50");
+    delivered_to_c1(&mut c, "b", "g", 3);
     fixture(&mut c, "b", "g", "c1", &ids(1, 3), 200_000, 1);
     run(
         &mut c,
@@ -1221,11 +1053,9 @@ fn server_ms(c: &mut Connection) -> i64 {
 fn aging_entries_are_claimed_although_scans_were_skipped() {
     let s = Server::new();
     let mut c = s.conn();
-    group(&mut c, "a", "g");
-    add_range(&mut c, "a", 1, 50);
-    deliver(&mut c, "a", "g", "c1", None);
+    delivered_to_c1(&mut c, "a", "g", 50);
     let delivered = server_ms(&mut c);
-    set_policy_opts(&mut c, "a", "g", &["MIN-IDLE", "1500", "INTERVAL", "50"]);
+    set_policy_opts(&mut c, "a", "g", "MIN-IDLE 1500 INTERVAL 50");
     wait_scans_skipped(&mut c, "a", "g", 2);
     // The first scan saw nothing idle for half of MIN-IDLE: nothing can be stale before its start
     // + 750 ms, and the module says so.
@@ -1255,10 +1085,8 @@ fn aging_entries_are_claimed_although_scans_were_skipped() {
 fn client_xclaim_with_idle_ends_a_skip() {
     let s = Server::new();
     let mut c = s.conn();
-    group(&mut c, "x", "g");
-    add_range(&mut c, "x", 1, 3);
-    deliver(&mut c, "x", "g", "c1", None);
-    set_policy_opts(&mut c, "x", "g", &["MIN-IDLE", "600000", "INTERVAL", "50"]);
+    delivered_to_c1(&mut c, "x", "g", 3);
+    set_policy_opts(&mut c, "x", "g", "MIN-IDLE 600000 INTERVAL 50");
     wait_scans_skipped(&mut c, "x", "g", 2);
     assert!(stat(&mut c, "x", "g", "stale-not-before") > server_ms(&mut c) + 200_000);
 
@@ -1302,16 +1130,7 @@ fn poison_under_max_2(c: &mut Connection, k: &str) {
         c,
         k,
         "g",
-        &[
-            "MIN-IDLE",
-            "600000",
-            "MAX-DELIVERIES",
-            "2",
-            "DLQ",
-            &dlq,
-            "INTERVAL",
-            "50",
-        ],
+        &format!("MIN-IDLE 600000 MAX-DELIVERIES 2 DLQ {dlq} INTERVAL 50"),
     );
 }
 
@@ -1353,10 +1172,8 @@ fn history_read_from_a_script_brings_back_a_full_pass() {
 fn skipped_scans_still_purge_trimmed_entries() {
     let s = Server::new();
     let mut c = s.conn();
-    group(&mut c, "t", "g");
-    add_range(&mut c, "t", 1, 20);
-    deliver(&mut c, "t", "g", "c1", None);
-    set_policy_opts(&mut c, "t", "g", &["MIN-IDLE", "600000", "INTERVAL", "50"]);
+    delivered_to_c1(&mut c, "t", "g", 20);
+    set_policy_opts(&mut c, "t", "g", "MIN-IDLE 600000 INTERVAL 50");
     wait_scans_skipped(&mut c, "t", "g", 2);
     run(&mut c, &["XTRIM", "t", "MINID", "11"]);
     wait_for(20, "the 10 trimmed entries purged", || {
@@ -1372,10 +1189,8 @@ fn skipped_scans_still_purge_trimmed_entries() {
 fn stream_renamed_over_a_policy_stream_is_scanned_at_once() {
     let s = Server::new();
     let mut c = s.conn();
-    group(&mut c, "r", "g");
-    add_range(&mut c, "r", 1, 3);
-    deliver(&mut c, "r", "g", "c1", None);
-    set_policy_opts(&mut c, "r", "g", &["MIN-IDLE", "600000", "INTERVAL", "50"]);
+    delivered_to_c1(&mut c, "r", "g", 3);
+    set_policy_opts(&mut c, "r", "g", "MIN-IDLE 600000 INTERVAL 50");
     wait_scans_skipped(&mut c, "r", "g", 2);
     // Another stream with a stale entry in the same group: made before the policy could see it.
     group(&mut c, "other", "g");
@@ -1427,23 +1242,12 @@ fn history_read_inside_multi_is_seen_at_exec() {
 fn recovery_worker_history_reads_cost_a_consumer_check_not_a_full_pass() {
     let s = Server::new();
     let mut c = s.conn();
-    group(&mut c, "w", "g");
-    add_range(&mut c, "w", 1, 1000);
-    deliver(&mut c, "w", "g", "c1", None);
+    delivered_to_c1(&mut c, "w", "g", 1000);
     set_policy_opts(
         &mut c,
         "w",
         "g",
-        &[
-            "MIN-IDLE",
-            "600000",
-            "MAX-DELIVERIES",
-            "3",
-            "DLQ",
-            "w:dlq",
-            "INTERVAL",
-            "50",
-        ],
+        "MIN-IDLE 600000 MAX-DELIVERIES 3 DLQ w:dlq INTERVAL 50",
     );
     wait_scans_skipped(&mut c, "w", "g", 1);
     let skipped = stat(&mut c, "w", "g", "scans-skipped");
@@ -1468,7 +1272,7 @@ fn policy_key_removed_by_hand_is_forgotten_at_once() {
     let mut c = s.conn();
     for k in ["pa", "pb", "pc"] {
         group(&mut c, k, "g");
-        set_policy_opts(&mut c, k, "g", &["INTERVAL", HOUR]);
+        set_policy_opts(&mut c, k, "g", &format!("INTERVAL {HOUR}"));
     }
     assert_eq!(reclaim_info(&mut c, "policies"), 3);
     let keys: Vec<String> = q(&mut c, &["KEYS", "reclaim:policy:*"]);
@@ -1516,7 +1320,7 @@ fn move_and_copy_leave_the_caller_in_its_database() {
     assert_eq!(db(&mut c), "0");
     // A policy key, which the module's handler follows into its new database.
     group(&mut c, "mv", "g");
-    set_policy_opts(&mut c, "mv", "g", &["INTERVAL", HOUR]);
+    set_policy_opts(&mut c, "mv", "g", &format!("INTERVAL {HOUR}"));
     let keys: Vec<String> = q(&mut c, &["KEYS", "reclaim:policy:*"]);
     let _: i64 = q(&mut c, &["MOVE", &keys[0], "4"]);
     assert_eq!(db(&mut c), "0");

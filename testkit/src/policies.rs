@@ -115,11 +115,12 @@ pub fn set_policy(con: &mut Connection, stream: &[u8], group: &[u8], p: &PolicyV
     );
 }
 
-/// `RECLAIM.POLICY SET s g opts...`, options given as words (only those given; the module's
-/// defaults for the others).
-pub fn set_policy_opts(c: &mut Connection, s: &str, g: &str, opts: &[&str]) {
+/// `RECLAIM.POLICY SET s g <opts>`, the options as one string of words separated by spaces
+/// (`"MIN-IDLE 100 DLQ jobs:dlq INTERVAL 50"`: only those given, the module's defaults for the
+/// others).
+pub fn set_policy_opts(c: &mut Connection, s: &str, g: &str, opts: &str) {
     let mut a = vec!["RECLAIM.POLICY", "SET", s, g];
-    a.extend_from_slice(opts);
+    a.extend(opts.split_whitespace());
     let _: () = crate::words::q(c, &a);
 }
 

@@ -64,12 +64,10 @@ pub const HOUR: &str = "3600000";
 
 /// Sets a policy whose timer pass runs once (on the group as it is now) and then not for an hour,
 /// and waits for that pass. Anything set up afterwards is left to RECLAIM.SWEEP, so the sweep's
-/// reply is exact. `opts` must not contain INTERVAL.
-pub fn quiet_policy(c: &mut Connection, s: &str, g: &str, opts: &[&str]) {
+/// reply is exact. `opts` (words, as for [`set_policy_opts`]) must not contain INTERVAL.
+pub fn quiet_policy(c: &mut Connection, s: &str, g: &str, opts: &str) {
     let before = try_stat(c, s, g, "passes").unwrap_or(0);
-    let mut o = opts.to_vec();
-    o.extend_from_slice(&["INTERVAL", HOUR]);
-    set_policy_opts(c, s, g, &o);
+    set_policy_opts(c, s, g, &format!("{opts} INTERVAL {HOUR}"));
     wait_for(10, "the policy's first (empty) pass", || {
         (stat(c, s, g, "passes") > before).then_some(())
     });

@@ -22,3 +22,22 @@ pub fn q<T: redis::FromRedisValue>(c: &mut Connection, args: &[&str]) -> T {
 pub fn exists(c: &mut Connection, k: &str) -> bool {
     q::<i64>(c, &["EXISTS", k]) == 1
 }
+
+/// Appends `n` entries `n 0`, `n 1`, ... to `s`, one `XADD s * n <i>` each; returns their IDs.
+pub fn add_numbered(c: &mut Connection, s: &str, n: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| q(c, &["XADD", s, "*", "n", &i.to_string()]))
+        .collect()
+}
+
+/// `XREADGROUP GROUP g consumer [COUNT n] STREAMS s >`: delivers new entries to `consumer`.
+pub fn deliver(c: &mut Connection, s: &str, g: &str, consumer: &str, count: Option<u64>) {
+    let n = count.map(|n| n.to_string());
+    let mut a = vec!["XREADGROUP", "GROUP", g, consumer];
+    if let Some(n) = &n {
+        a.push("COUNT");
+        a.push(n);
+    }
+    a.extend_from_slice(&["STREAMS", s, ">"]);
+    run(c, &a);
+}
