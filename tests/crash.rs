@@ -173,6 +173,13 @@ fn connect(port: u16, stop: &AtomicBool) -> Option<Connection> {
     }
 }
 
+/// After a broken connection: counts the disconnect in the ledger and connects again, as
+/// [`connect`] does (`None` once `stop` is set).
+fn reconnect(port: u16, stop: &AtomicBool, ledger: &Mutex<Ledger>) -> Option<Connection> {
+    ledger.lock().unwrap().disconnects += 1;
+    connect(port, stop)
+}
+
 /// What happened to one XACK.
 enum Ack {
     Done,
@@ -261,11 +268,10 @@ fn worker(
         let entries = match r {
             Ok(v) => read_entries(&v),
             Err(e) if is_disconnect(&e) => {
-                ledger.lock().unwrap().disconnects += 1;
-                match connect(port, stop) {
-                    Some(c) => con = c,
-                    None => return Exit::Stopped,
-                }
+                let Some(c) = reconnect(port, stop, ledger) else {
+                    return Exit::Stopped;
+                };
+                con = c;
                 continue;
             }
             Err(e) => panic!("{name}: XREADGROUP: {e}"),
@@ -324,11 +330,10 @@ fn recovery(port: u16, stop: &AtomicBool, ledger: &Mutex<Ledger>) {
         let entries = match r {
             Ok(v) => read_entries(&v),
             Err(e) if is_disconnect(&e) => {
-                ledger.lock().unwrap().disconnects += 1;
-                match connect(port, stop) {
-                    Some(c) => con = c,
-                    None => return,
-                }
+                let Some(c) = reconnect(port, stop, ledger) else {
+                    return;
+                };
+                con = c;
                 from = "0".to_string();
                 continue;
             }

@@ -104,11 +104,7 @@ fn replicas_load_policies_from_the_socket_and_sweep_after_promotion() {
     let r = p.replica(&["--repl-diskless-load", "swapdb"]);
     drop(p);
     let mut rc = r.conn();
-    let _: () = cmd("REPLICAOF")
-        .arg("NO")
-        .arg("ONE")
-        .query(&mut rc)
-        .expect("REPLICAOF NO ONE");
+    promote(&mut rc);
     let owner = wait_for(20, "the promoted replica to claim the entry", || {
         let p = pending_raw(&mut rc, b"jobs", b"g");
         (p.len() == 1 && p[0].1 == b"reclaim").then(|| p[0].clone())
@@ -179,11 +175,7 @@ fn aborted_sync_into_an_empty_replica_leaves_nothing() {
     let mut p = slow_primary(100);
     let r = Server::start(&[&REPLICA[..], &["--repl-diskless-load", "on-empty-db"]].concat());
     let mut rc = r.conn();
-    let _: () = cmd("REPLICAOF")
-        .arg("127.0.0.1")
-        .arg(p.port)
-        .query(&mut rc)
-        .expect("REPLICAOF");
+    replicaof(&mut rc, &p);
     abort_sync(&mut p, &r);
     assert_loaded_from_socket(&r);
     assert_eq!(all_policies(&r), Vec::new());
@@ -201,11 +193,7 @@ fn aborted_swapdb_sync_keeps_the_old_policies() {
     assert_eq!(all_policies(&r), want);
     let mut p = slow_primary(100);
     let mut rc = r.conn();
-    let _: () = cmd("REPLICAOF")
-        .arg("127.0.0.1")
-        .arg(p.port)
-        .query(&mut rc)
-        .expect("REPLICAOF");
+    replicaof(&mut rc, &p);
     abort_sync(&mut p, &r);
     assert_loaded_from_socket(&r);
     assert!(

@@ -570,7 +570,7 @@ fn kill_9_keeps_pel_and_dlq_consistent() {
     assert_eq!(xrange(&mut c, b"jobs:dlq"), dlq);
 
     // Promote it: sweeping resumes; kill -9 again at an arbitrary moment of it.
-    let _: () = cmd("REPLICAOF").arg("NO").arg("ONE").query(&mut c).unwrap();
+    promote(&mut c);
     let dlq_len = dlq.len() as i64;
     wait_for(10, "sweeping resumed after promotion", || {
         (xlen(&mut c, b"jobs:dlq") > dlq_len || pending_raw(&mut c, b"jobs", b"g").is_empty())
@@ -584,7 +584,7 @@ fn kill_9_keeps_pel_and_dlq_consistent() {
     assert_partition(&pel, &dlq, &ids);
 
     // Finish as a primary: every entry ends in the DLQ exactly once.
-    let _: () = cmd("REPLICAOF").arg("NO").arg("ONE").query(&mut c).unwrap();
+    promote(&mut c);
     let dlq = wait_for(15, "everything dead-lettered", || {
         let pel = pending_raw(&mut c, b"jobs", b"g");
         let d = xrange(&mut c, b"jobs:dlq");

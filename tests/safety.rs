@@ -59,6 +59,40 @@ fn busy(c: &mut Connection, s: &str, n: usize) -> Vec<String> {
     ids
 }
 
+/// A server of its own with [`busy`] on `stream` (`n` entries), and its connection.
+fn busy_server(stream: &str, n: usize) -> (Server, Connection) {
+    let s = Server::new();
+    let mut c = s.conn();
+    busy(&mut c, stream, n);
+    (s, c)
+}
+
+/// Waits (`what`) until group `g` of `jobs` holds exactly `claimed`, claimed once for `reclaim`
+/// (delivery count 2), and `jobs:dlq` exactly the `poison` entries, moved from consumer `dead`
+/// after 9 deliveries; the policy is still active. Returns the PEL and the DLQ entries.
+fn wait_claimed_and_dead_lettered(
+    c: &mut Connection,
+    what: &str,
+    claimed: &[String],
+    poison: &[String],
+) -> (Vec<PendRaw>, Vec<Entry>) {
+    let want: Vec<PendRaw> = claimed
+        .iter()
+        .map(|id| (id.clone(), b"reclaim".to_vec(), 2))
+        .collect();
+    let dlq = wait_for(10, what, || {
+        let (pel, d) = pel_and_dlq(c, "jobs", "g", "jobs:dlq");
+        (pel == want && d.len() == poison.len()).then_some(d)
+    });
+    assert_eq!(sorted(&dlq_ids(&dlq)), sorted(poison));
+    for e in &dlq {
+        assert_eq!(entry_field(e, "reclaim-consumer"), b"dead");
+        assert_eq!(entry_field(e, "reclaim-deliveries"), b"9");
+    }
+    assert_eq!(status(c, "jobs", "g"), "active");
+    (want, dlq)
+}
+
 /// `INFO replication` field `role`.
 fn role(c: &mut Connection) -> String {
     info(c, "replication")
@@ -95,18 +129,7 @@ fn client_pause_write_stops_sweeping_until_it_ends() {
     let poison = ids[..2].to_vec();
     // Delivered to a consumer that dies; two of them over the limit already; the pause starts in
     // the same transaction, before any tick can see them.
-    let mut tx = redis::pipe();
-    tx.atomic();
-    tx.add_command(read_group_cmd(b"jobs", b"g", b"dead"))
-        .ignore();
-    tx.add_command(set_deliveries_cmd(b"jobs", b"g", b"dead", &poison, 9))
-        .ignore();
-    tx.cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(1500)
-        .arg("WRITE")
-        .ignore();
-    let () = tx.query(&mut c).expect("transaction");
+    deliver_then_pause(&mut c, (b"jobs", b"g", b"dead"), &poison, 9, 1500);
 
     let before = pending_raw(&mut c, b"jobs", b"g");
     let steps = reclaim_info(&mut c, "steps");
@@ -145,20 +168,8 @@ fn client_pause_write_stops_sweeping_until_it_ends() {
     );
 
     // After the pause: claimed and dead-lettered, once each.
-    let want: Vec<PendRaw> = ids[2..]
-        .iter()
-        .map(|id| (id.clone(), b"reclaim".to_vec(), 2))
-        .collect();
-    let dlq = wait_for(10, "the sweep after the pause", || {
-        let (pel, d) = pel_and_dlq(&mut c, "jobs", "g", "jobs:dlq");
-        (pel == want && d.len() == 2).then_some(d)
-    });
-    assert_eq!(sorted(&dlq_ids(&dlq)), sorted(&poison));
-    for e in &dlq {
-        assert_eq!(entry_field(e, "reclaim-consumer"), b"dead");
-        assert_eq!(entry_field(e, "reclaim-deliveries"), b"9");
-    }
-    assert_eq!(status(&mut c, "jobs", "g"), "active");
+    let (want, dlq) =
+        wait_claimed_and_dead_lettered(&mut c, "the sweep after the pause", &ids[2..], &poison);
     healthy(&mut p, &mut c);
 
     // The replica holds exactly the primary's result (it did none of it itself).
@@ -223,18 +234,15 @@ fn failover_hands_sweeping_to_the_new_primary() {
     });
     let all: Vec<String> = a.iter().chain(&b).chain(&cc).cloned().collect();
     assert_partition(&[], &dlq, &all);
-    for e in &dlq {
-        let id = String::from_utf8(entry_field(e, "reclaim-id")).unwrap();
-        let (consumer, n): (&[u8], &[u8]) = if a.contains(&id) {
-            (b"dead", b"9")
-        } else if b.contains(&id) {
-            (b"dead2", b"3")
+    assert_provenance(&dlq, |id| {
+        if a.iter().any(|x| x == id) {
+            ("dead", "9")
+        } else if b.iter().any(|x| x == id) {
+            ("dead2", "3")
         } else {
-            (b"reclaim", b"3")
-        };
-        assert_eq!(entry_field(e, "reclaim-consumer"), consumer, "{e:?}");
-        assert_eq!(entry_field(e, "reclaim-deliveries"), n, "{e:?}");
-    }
+            ("reclaim", "3")
+        }
+    });
     assert_eq!(status(&mut rc, "jobs", "g"), "active");
     // C was claimed twice on the new primary (count 1 -> 2 -> 3), then dead-lettered there.
     assert_eq!(stat(&mut rc, "jobs", "g", "claimed"), 8);
@@ -311,20 +319,7 @@ fn out_of_memory_leaves_over_delivered_entries_pending() {
     healthy(&mut s, &mut c);
 
     let _: () = q(&mut c, &["CONFIG", "SET", "maxmemory", "0"]);
-    let want: Vec<PendRaw> = ids[3..]
-        .iter()
-        .map(|id| (id.clone(), b"reclaim".to_vec(), 2))
-        .collect();
-    let dlq = wait_for(10, "the moves once memory is back", || {
-        let (pel, d) = pel_and_dlq(&mut c, "jobs", "g", "jobs:dlq");
-        (pel == want && d.len() == 3).then_some(d)
-    });
-    assert_eq!(sorted(&dlq_ids(&dlq)), sorted(&poison));
-    for e in &dlq {
-        assert_eq!(entry_field(e, "reclaim-deliveries"), b"9");
-        assert_eq!(entry_field(e, "reclaim-consumer"), b"dead");
-    }
-    assert_eq!(status(&mut c, "jobs", "g"), "active");
+    wait_claimed_and_dead_lettered(&mut c, "the moves once memory is back", &ids[3..], &poison);
     healthy(&mut s, &mut c);
 }
 
@@ -424,9 +419,7 @@ fn memory_running_out_during_a_sweep_stops_moves_cleanly() {
 
 #[test]
 fn stream_deleted_while_sweeping() {
-    let mut s = Server::new();
-    let mut c = s.conn();
-    busy(&mut c, "s", 500);
+    let (mut s, mut c) = busy_server("s", 500);
     let n: i64 = q(&mut c, &["DEL", "s"]);
     assert_eq!(n, 1);
     assert_eq!(status(&mut c, "s", "g"), "waiting: stream does not exist");
@@ -441,9 +434,7 @@ fn stream_deleted_while_sweeping() {
 
 #[test]
 fn stream_renamed_while_sweeping() {
-    let mut s = Server::new();
-    let mut c = s.conn();
-    busy(&mut c, "r1", 500);
+    let (mut s, mut c) = busy_server("r1", 500);
     let pol = get_policy(&mut c, b"r1", b"g");
     let _: () = q(&mut c, &["RENAME", "r1", "r2"]);
     // The policy stays with the old name and waits for it; the renamed stream is left alone.
@@ -474,9 +465,7 @@ fn stream_renamed_while_sweeping() {
 
 #[test]
 fn stream_trimmed_to_nothing_while_sweeping() {
-    let mut s = Server::new();
-    let mut c = s.conn();
-    busy(&mut c, "t", 1000);
+    let (mut s, mut c) = busy_server("t", 1000);
     assert_eq!(stat(&mut c, "t", "g", "deleted"), 0);
     let n: i64 = q(&mut c, &["XTRIM", "t", "MAXLEN", "0"]);
     assert_eq!(n, 1000);
@@ -494,9 +483,7 @@ fn stream_trimmed_to_nothing_while_sweeping() {
 
 #[test]
 fn group_destroyed_while_sweeping() {
-    let mut s = Server::new();
-    let mut c = s.conn();
-    busy(&mut c, "d", 500);
+    let (mut s, mut c) = busy_server("d", 500);
     let n: i64 = q(&mut c, &["XGROUP", "DESTROY", "d", "g"]);
     assert_eq!(n, 1);
     assert_eq!(
@@ -518,9 +505,7 @@ fn group_destroyed_while_sweeping() {
 
 #[test]
 fn owner_deleted_while_sweeping() {
-    let mut s = Server::new();
-    let mut c = s.conn();
-    busy(&mut c, "o", 500);
+    let (mut s, mut c) = busy_server("o", 500);
     // Every entry belongs to the claimant now; deleting it drops them from the PEL.
     let n: i64 = q(&mut c, &["XGROUP", "DELCONSUMER", "o", "g", "reclaim"]);
     assert_eq!(n, 500);

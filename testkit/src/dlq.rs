@@ -52,6 +52,21 @@ pub fn assert_partition(pel: &[PendRaw], dlq: &[Entry], all: &[String]) {
     );
 }
 
+/// Checks where each DLQ entry came from: `provenance(source ID)` names the consumer it was moved
+/// from and its delivery count then (`reclaim-consumer`, `reclaim-deliveries`).
+pub fn assert_provenance(dlq: &[Entry], provenance: impl Fn(&str) -> (&'static str, &'static str)) {
+    for e in dlq {
+        let id = String::from_utf8(entry_field(e, "reclaim-id")).unwrap();
+        let (consumer, n) = provenance(&id);
+        assert_eq!(
+            entry_field(e, "reclaim-consumer"),
+            consumer.as_bytes(),
+            "{e:?}"
+        );
+        assert_eq!(entry_field(e, "reclaim-deliveries"), n.as_bytes(), "{e:?}");
+    }
+}
+
 /// The PEL of (s, g) and the entries of `dlq`, read atomically by a read-only script (it runs
 /// where MULTI would be refused: Redis 7.0 rejects queuing commands while out of memory).
 pub fn pel_and_dlq(c: &mut Connection, s: &str, g: &str, dlq: &str) -> (Vec<PendRaw>, Vec<Entry>) {

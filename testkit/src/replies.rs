@@ -27,22 +27,23 @@ pub fn pairs(v: &Value) -> Vec<(String, Value)> {
     }
 }
 
-/// One integer field of a field/value reply.
-pub fn int_field(v: &Value, name: &str) -> i64 {
+/// One field of a field/value reply (panics when it has none of that name).
+pub fn field(v: &Value, name: &str) -> Value {
     let (_, val) = pairs(v)
         .into_iter()
         .find(|(k, _)| k == name)
         .unwrap_or_else(|| panic!("no field {name} in {v:?}"));
-    redis::from_redis_value(val).expect("integer field")
+    val
+}
+
+/// One integer field of a field/value reply.
+pub fn int_field(v: &Value, name: &str) -> i64 {
+    redis::from_redis_value(field(v, name)).expect("integer field")
 }
 
 /// One string field of a field/value reply.
 pub fn str_field(v: &Value, name: &str) -> String {
-    let (_, val) = pairs(v)
-        .into_iter()
-        .find(|(k, _)| k == name)
-        .unwrap_or_else(|| panic!("no field {name} in {v:?}"));
-    redis::from_redis_value(val).expect("string field")
+    redis::from_redis_value(field(v, name)).expect("string field")
 }
 
 /// The bytes of a bulk/simple string reply.

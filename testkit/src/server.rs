@@ -161,8 +161,12 @@ impl Server {
 
     /// A new connection whose replies may take up to `read` (the bench's long scripts).
     pub fn conn_with_read_timeout(&self, read: Duration) -> Connection {
-        let client =
-            redis::Client::open(format!("redis://127.0.0.1:{}/", self.port)).expect("client");
+        self.open(&format!("redis://127.0.0.1:{}/", self.port), read)
+    }
+
+    /// A connection to `url`, connected within 10 s, replies within `read`.
+    fn open(&self, url: &str, read: Duration) -> Connection {
+        let client = redis::Client::open(url).expect("client");
         let con = client
             .get_connection_with_timeout(Duration::from_secs(10))
             .expect("connect");
@@ -258,14 +262,27 @@ impl Server {
 impl Server {
     /// A new connection with database `db` selected.
     pub fn conn_db(&self, db: i64) -> Connection {
-        let client =
-            redis::Client::open(format!("redis://127.0.0.1:{}/{db}", self.port)).expect("client");
-        let con = client
-            .get_connection_with_timeout(Duration::from_secs(10))
-            .expect("connect");
-        con.set_read_timeout(Some(Duration::from_secs(60))).ok();
-        con
+        let url = format!("redis://127.0.0.1:{}/{db}", self.port);
+        self.open(&url, Duration::from_secs(60))
     }
+}
+
+/// `REPLICAOF 127.0.0.1 <primary's port>`: the server of `con` becomes a replica of `primary`.
+pub fn replicaof(con: &mut Connection, primary: &Server) {
+    let _: () = cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(primary.port)
+        .query(con)
+        .expect("REPLICAOF");
+}
+
+/// `REPLICAOF NO ONE`: the server of `con` becomes a primary.
+pub fn promote(con: &mut Connection) {
+    let _: () = cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query(con)
+        .expect("REPLICAOF NO ONE");
 }
 
 impl Drop for Server {

@@ -18,12 +18,7 @@ pub struct Pend {
 
 /// `XPENDING key group - + 1000000` as a list.
 pub fn pending(con: &mut Connection, key: &str, group: &str) -> Vec<Pend> {
-    let v: Vec<(String, String, i64, i64)> = cmd("XPENDING")
-        .arg(key)
-        .arg(group)
-        .arg("-")
-        .arg("+")
-        .arg(1_000_000)
+    let v: Vec<(String, String, i64, i64)> = xpending_all(key.as_bytes(), group.as_bytes())
         .query(con)
         .expect("XPENDING");
     v.into_iter()
@@ -42,15 +37,16 @@ pub type PendRaw = (String, Vec<u8>, i64);
 
 /// `XPENDING key group - + 1000000` as (id, owner, count), binary-safe.
 pub fn pending_raw(con: &mut Connection, key: &[u8], group: &[u8]) -> Vec<PendRaw> {
-    let v: Vec<(String, Vec<u8>, i64, i64)> = cmd("XPENDING")
-        .arg(key)
-        .arg(group)
-        .arg("-")
-        .arg("+")
-        .arg(1_000_000)
-        .query(con)
-        .expect("XPENDING");
+    let v: Vec<(String, Vec<u8>, i64, i64)> =
+        xpending_all(key, group).query(con).expect("XPENDING");
     v.into_iter().map(|(id, c, _idle, n)| (id, c, n)).collect()
+}
+
+/// The command `XPENDING key group - + 1000000` (the extended form: every pending entry).
+fn xpending_all(key: &[u8], group: &[u8]) -> redis::Cmd {
+    let mut c = cmd("XPENDING");
+    c.arg(key).arg(group).arg("-").arg("+").arg(1_000_000);
+    c
 }
 
 /// One stream entry: (id, [field, value, ...]).
@@ -199,4 +195,28 @@ pub fn xrange_text(c: &mut Connection, k: &str) -> Vec<TextEntry> {
             (id, f)
         })
         .collect()
+}
+
+/// In one MULTI/EXEC: `consumer` reads every new entry of `key` in `group`, the delivery count of
+/// `over` becomes `count`, and writes are paused for `pause_ms` (`CLIENT PAUSE ms WRITE`), so no
+/// timer tick sees the entries before the pause.
+pub fn deliver_then_pause(
+    con: &mut Connection,
+    (key, group, consumer): (&[u8], &[u8], &[u8]),
+    over: &[String],
+    count: i64,
+    pause_ms: u64,
+) {
+    let mut tx = redis::pipe();
+    tx.atomic();
+    tx.add_command(read_group_cmd(key, group, consumer))
+        .ignore();
+    tx.add_command(set_deliveries_cmd(key, group, consumer, over, count))
+        .ignore();
+    tx.cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(pause_ms)
+        .arg("WRITE")
+        .ignore();
+    let () = tx.query(con).expect("transaction");
 }
