@@ -101,6 +101,10 @@ pub fn status_of(s: &HashMap<String, Value>) -> String {
     }
 }
 
+/// Section 3: per-pass costs of all-fresh PELs of each size (scan, trim-only and full passes),
+/// and one CPU window at the default INTERVAL for the largest.
+/// Long on purpose: one measurement from setup to reading, in the order it runs; splitting it
+/// would scatter what is timed and what is not.
 pub fn fresh(sizes: &[usize]) -> Res<(Vec<FreshRow>, Option<FreshWindow>)> {
     let big = sizes.iter().copied().max().unwrap_or(0);
     let mut rows = Vec::new();
@@ -262,6 +266,7 @@ pub fn target(o: &mut String, w: &FreshWindow, rows: &[FreshRow], missed: &mut V
 }
 
 /// Section 3 of the report.
+/// Long on purpose: its `writeln!`s follow the printed layout of one table or paragraph.
 pub fn report(o: &mut String, res: &Results) {
     let _ = writeln!(o, "## 3. Cost of passes when nothing is stale\n");
     let _ = writeln!(

@@ -136,8 +136,28 @@ pub struct Drain {
     pub check: String,
 }
 
+/// Starts the closed-loop client ([`load`]) against `port`: its stop flag, its time origin and its
+/// thread.
+fn start_load(
+    port: u16,
+) -> (
+    Arc<AtomicBool>,
+    Instant,
+    thread::JoinHandle<Res<Vec<Sample>>>,
+) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let origin = Instant::now();
+    let h = {
+        let stop = stop.clone();
+        thread::spawn(move || load(port, stop, origin))
+    };
+    (stop, origin, h)
+}
+
 /// Runs the load around a drain of (key, group) by the module, then the same load for the same
 /// duration with nothing to sweep.
+/// Long on purpose: one measurement from setup to reading, in the order it runs; splitting it
+/// would scatter what is timed and what is not.
 #[allow(clippy::too_many_arguments)]
 pub fn drain_with_load(
     srv: &Server,
@@ -157,12 +177,7 @@ pub fn drain_with_load(
     let done0 = info_int(con, "reclaim", metric);
 
     // The drain.
-    let stop = Arc::new(AtomicBool::new(false));
-    let origin = Instant::now();
-    let h = {
-        let (stop, port) = (stop.clone(), srv.port);
-        thread::spawn(move || load(port, stop, origin))
-    };
+    let (stop, origin, h) = start_load(srv.port);
     thread::sleep(lead);
     let t_set = origin.elapsed();
     let _: () = cmd("RECLAIM.POLICY")
@@ -252,12 +267,7 @@ pub fn drain_with_load(
     let span = Duration::from_micros(drain.to_us - drain.from_us);
 
     // The baseline: the same load and the same polling, for the same duration, nothing to sweep.
-    let stop = Arc::new(AtomicBool::new(false));
-    let origin = Instant::now();
-    let h = {
-        let (stop, port) = (stop.clone(), srv.port);
-        thread::spawn(move || load(port, stop, origin))
-    };
+    let (stop, origin, h) = start_load(srv.port);
     thread::sleep(lead);
     let b0 = origin.elapsed();
     while origin.elapsed() < b0 + span {
@@ -299,6 +309,10 @@ pub struct LatencyResult {
     pub drains: Vec<Drain>,
 }
 
+/// Section 2: a server with a stale PEL of `n`, a claims drain and a dead-letter drain under
+/// load, each with its baseline; writes `latency.csv` to `data_dir`.
+/// Long on purpose: one measurement from setup to reading, in the order it runs; splitting it
+/// would scatter what is timed and what is not.
 pub fn latency(n: usize, data_dir: &Path) -> Res<LatencyResult> {
     eprintln!("== latency during a drain, N = {n}");
     let srv = start_server()?;
@@ -482,6 +496,7 @@ pub fn report(o: &mut String, l: &LatencyResult) {
 }
 
 /// One drain against its baseline: the table, the module's counters, `LATENCY` output.
+/// Long on purpose: its `writeln!`s follow the printed layout of one table or paragraph.
 fn drain_paragraph(o: &mut String, l: &LatencyResult, d: &Drain) {
     let _ = writeln!(
     o,

@@ -18,6 +18,9 @@ pub struct PolicyRow {
 
 pub const PER_STREAM: usize = 100;
 
+/// Section 4: server CPU over `window` with each count of policies on all-fresh streams.
+/// Long on purpose: one measurement from setup to reading, in the order it runs; splitting it
+/// would scatter what is timed and what is not.
 pub fn policy_scaling(counts: &[usize], window: Duration) -> Res<Vec<PolicyRow>> {
     let max = counts.iter().copied().max().unwrap_or(0);
     eprintln!("== cost vs number of policies ({max} streams of {PER_STREAM} pending)");

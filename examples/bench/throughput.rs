@@ -387,7 +387,7 @@ pub const METHODS: [(&str, bool); 9] = [
 ];
 
 /// Runs method `tag` on group `group` (a PEL of `n` stale entries), checks the result, and frees
-/// the group and its DLQ.
+/// the group and its DLQ. Long on purpose: one `match` arm per method, each a few lines.
 pub fn one_method(con: &mut Connection, key: &str, n: usize, tag: &str, group: &str) -> Res<Run> {
     let dlq = format!("dlq:{group}");
     let idle = MODULE_MIN_IDLE.to_string();
@@ -649,6 +649,7 @@ pub fn report(o: &mut String, res: &Results, largest: Option<&SizeResult>) {
 }
 
 /// One size's table of runs, and what the module runs used.
+/// Long on purpose: its `writeln!`s follow the printed layout of one table or paragraph.
 fn size_table(o: &mut String, s: &SizeResult) {
     let _ = writeln!(
         o,
@@ -717,6 +718,7 @@ fn size_table(o: &mut String, s: &SizeResult) {
 }
 
 /// The ratios table, one column per size.
+/// Long on purpose: its `writeln!`s follow the printed layout of one table or paragraph.
 fn ratios(o: &mut String, res: &Results) {
     let _ = writeln!(o, "### Ratios (entries/s over entries/s)\n");
     let mut head = String::from("| ratio |");

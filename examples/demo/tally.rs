@@ -103,19 +103,7 @@ pub fn count(
 /// Prints the tally. One `println!` per line of the output, so it is long: that is the layout
 /// of the tally, kept in one place to read it as it is printed.
 pub fn print(t: &Tally, w: &Watch) {
-    let Tally {
-        produced,
-        logs,
-        times,
-        twice,
-        dlq,
-        pending,
-        lost,
-        lost_pending,
-        others_in_dlq,
-        st,
-        ..
-    } = t;
+    let (pending, lost_pending) = (t.pending, t.lost_pending);
     let Watch {
         poison,
         victim_held,
@@ -125,35 +113,37 @@ pub fn print(t: &Tally, w: &Watch) {
     println!();
     println!(
         "RECLAIM.STATS {STREAM} {GROUP}: passes={} claimed={} dead-lettered={} deleted={} errors={} status={}",
-        int_field(&st, "passes"),
-        int_field(&st, "claimed"),
-        int_field(&st, "dead-lettered"),
-        int_field(&st, "deleted"),
-        int_field(&st, "errors"),
-        str_field(&st, "status")
+        int_field(&t.st, "passes"),
+        int_field(&t.st, "claimed"),
+        int_field(&t.st, "dead-lettered"),
+        int_field(&t.st, "deleted"),
+        int_field(&t.st, "errors"),
+        str_field(&t.st, "status")
     );
     println!("final tally");
-    println!("  produced          {:>4}", produced.len());
+    println!("  produced          {:>4}", t.produced.len());
     println!(
         "  processed         {:>4}   unique IDs acknowledged ({})",
-        times.len(),
-        logs.iter()
+        t.times.len(),
+        t.logs
+            .iter()
             .map(|(n, ids)| format!("{n} {}", ids.len()))
             .collect::<Vec<_>>()
             .join(", ")
     );
     println!(
         "  processed twice   {:>4}   at-least-once duplicates{}",
-        twice.len(),
-        if twice.is_empty() {
+        t.twice.len(),
+        if t.twice.is_empty() {
             String::new()
         } else {
-            format!(": {}", short_list(&twice))
+            format!(": {}", short_list(&t.twice))
         }
     );
     let poison_desc = match (
         &poison,
-        dlq.iter()
+        t.dlq
+            .iter()
             .find(|e| e.field("reclaim-id") == poison.as_deref()),
     ) {
         (Some(p), Some(e)) => format!(
@@ -165,23 +155,23 @@ pub fn print(t: &Tally, w: &Watch) {
     };
     println!(
         "  dead-lettered     {:>4}   {poison_desc}{}",
-        dlq.len(),
-        if others_in_dlq.is_empty() {
+        t.dlq.len(),
+        if t.others_in_dlq.is_empty() {
             String::new()
         } else {
-            format!("; also: {}", short_list(&others_in_dlq))
+            format!("; also: {}", short_list(&t.others_in_dlq))
         }
     );
     println!("  still pending     {pending:>4}");
     println!(
         "  lost              {:>4}{}",
-        lost.len(),
-        if lost.is_empty() {
+        t.lost.len(),
+        if t.lost.is_empty() {
             String::new()
         } else {
             format!(
                 "   in no ack log and not in the DLQ ({lost_pending} of them still pending): {}",
-                short_list(&lost)
+                short_list(&t.lost)
             )
         }
     );

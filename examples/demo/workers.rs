@@ -97,6 +97,20 @@ pub fn child_args(args: &[String]) -> Res<(u16, String, PathBuf)> {
     Ok((args[2].parse()?, args[3].clone(), PathBuf::from(&args[4])))
 }
 
+/// What every worker process does first: reads its arguments, exits with the demo, connects and
+/// names its connection (`CLIENT SETNAME <name>`), opens its ack log for appending.
+fn start_child(args: &[String]) -> Res<(Connection, String, std::fs::File)> {
+    let (port, name, log_path) = child_args(args)?;
+    exit_with_parent();
+    let mut con = connect(port)?;
+    let _: () = cmd("CLIENT").arg("SETNAME").arg(&name).query(&mut con)?;
+    let log = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)?;
+    Ok((con, name, log))
+}
+
 /// Handles one entry: "process" it; a poison entry fails (no XACK, the caller moves on);
 /// otherwise XACK it and log its ID (one line, flushed). Returns whether it was acknowledged.
 pub fn handle(con: &mut Connection, log: &mut std::fs::File, e: &Entry) -> Res<bool> {
@@ -114,19 +128,12 @@ pub fn handle(con: &mut Connection, log: &mut std::fs::File, e: &Entry) -> Res<b
 /// With `stall-after-ms`, the first batch read after that time hangs halfway (after acking the
 /// first half), reporting `STALL <acked> <held>` on stdout, so that the SIGKILL lands mid-batch.
 pub fn worker_main(args: &[String]) -> Res<()> {
-    let (port, name, log_path) = child_args(args)?;
     let stall_after = args
         .get(5)
         .map(|s| s.parse::<u64>())
         .transpose()?
         .map(Duration::from_millis);
-    exit_with_parent();
-    let mut con = connect(port)?;
-    let _: () = cmd("CLIENT").arg("SETNAME").arg(&name).query(&mut con)?;
-    let mut log = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_path)?;
+    let (mut con, name, mut log) = start_child(args)?;
     let started = Instant::now();
     loop {
         let reply: Value = cmd("XREADGROUP")
@@ -166,14 +173,7 @@ pub fn worker_main(args: &[String]) -> Res<()> {
 /// The recovery worker: reads the claimant's history (entries the module claimed for it),
 /// processes and acknowledges them the same way; sleeps 100 ms when a read acknowledged nothing.
 pub fn recover_main(args: &[String]) -> Res<()> {
-    let (port, name, log_path) = child_args(args)?;
-    exit_with_parent();
-    let mut con = connect(port)?;
-    let _: () = cmd("CLIENT").arg("SETNAME").arg(&name).query(&mut con)?;
-    let mut log = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_path)?;
+    let (mut con, name, mut log) = start_child(args)?;
     loop {
         let reply: Value = cmd("XREADGROUP")
             .arg("GROUP")
