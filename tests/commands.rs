@@ -1553,13 +1553,6 @@ fn acl_sweep_needs_write_access_to_the_dlq() {
 // 6. Module configs
 // ---------------------------------------------------------------------------------------------
 
-fn config_get(con: &mut Connection, name: &str) -> String {
-    let v: Vec<String> = cmd("CONFIG").arg("GET").arg(name).query(con).unwrap();
-    assert_eq!(v.len(), 2, "CONFIG GET {name}: {v:?}");
-    assert_eq!(v[0], name);
-    v[1].clone()
-}
-
 #[test]
 fn config_get_and_set() {
     let s = Server::new();

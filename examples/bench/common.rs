@@ -51,18 +51,6 @@ pub fn field_int(s: &HashMap<String, Value>, name: &str) -> i64 {
     s.get(name).map(int_of).unwrap_or(0)
 }
 
-pub fn config_get(con: &mut Connection, name: &str) -> String {
-    let v: Value = cmd("CONFIG")
-        .arg("GET")
-        .arg(name)
-        .query(con)
-        .unwrap_or(Value::Nil);
-    match &v {
-        Value::Map(m) => m.first().and_then(|(_, v)| text(v)).unwrap_or_default(),
-        _ => items(&v).get(1).and_then(text).unwrap_or_default(),
-    }
-}
-
 /// `LATENCY LATEST` as printable lines.
 pub fn latency_latest(con: &mut Connection) -> Vec<String> {
     let v: Value = cmd("LATENCY")

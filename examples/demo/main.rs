@@ -79,7 +79,7 @@ fn main() -> ExitCode {
     }
     // `run` owns the server and the worker processes: they are stopped when it returns or
     // unwinds, before the exit code is reported.
-    match run() {
+    match run_demo() {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
         Err(e) => {
@@ -91,9 +91,9 @@ fn main() -> ExitCode {
 
 /// The demo: sets the scene, follows the timeline, stops the workers, prints the tally. It owns
 /// the server and the worker processes: they are stopped when it returns or unwinds.
-fn run() -> Res<bool> {
+fn run_demo() -> Res<bool> {
     let tl = Timeline(Instant::now());
-    let server = start_server(&tl)?;
+    let server = announced_server(&tl)?;
     let port = server.port;
     let mut con = server.conn();
     group_and_policy(&mut con, &tl)?;

@@ -4,7 +4,7 @@
 use super::*;
 
 /// The server with the module, announced on the timeline.
-pub fn start_server(tl: &Timeline) -> Res<Server> {
+pub fn announced_server(tl: &Timeline) -> Res<Server> {
     let server = Server::start(&["--appendonly", "no"]);
     let mut con = server.conn();
     let info: String = cmd("INFO").arg("server").query(&mut con)?;

@@ -24,7 +24,7 @@ pub struct Tally {
     /// How often each ID was acknowledged.
     times: BTreeMap<String, usize>,
     twice: Vec<String>,
-    dlq: Vec<Entry>,
+    dlq: Vec<Order>,
     pending: i64,
     lost: Vec<String>,
     lost_pending: usize,

@@ -112,7 +112,7 @@ pub fn pending_summary(con: &mut Connection) -> Res<(i64, BTreeMap<String, i64>)
 /// One pending entry: (id, owner, idle ms, deliveries).
 pub type PelEntry = (String, String, i64, i64);
 
-pub type Snapshot = (Vec<PelEntry>, Value, Vec<Entry>);
+pub type Snapshot = (Vec<PelEntry>, Value, Vec<Order>);
 
 pub fn snapshot(con: &mut Connection) -> Res<Snapshot> {
     let (p, st, d): (Value, Value, Value) = redis::pipe()
@@ -143,7 +143,7 @@ pub fn read_log(path: &Path) -> Vec<String> {
         .collect()
 }
 
-pub fn dlq_entries(con: &mut Connection) -> Res<Vec<Entry>> {
+pub fn dlq_entries(con: &mut Connection) -> Res<Vec<Order>> {
     let v: Value = cmd("XRANGE").arg(DLQ).arg("-").arg("+").query(con)?;
     Ok(entries(&v))
 }
@@ -296,7 +296,7 @@ impl Watch {
         con: &mut Connection,
         rlog: &Path,
         tl: Timeline,
-    ) -> Res<(Vec<PelEntry>, Vec<Entry>)> {
+    ) -> Res<(Vec<PelEntry>, Vec<Order>)> {
         // One MULTI/EXEC, so the PEL, the counters and the DLQ are seen at the same instant (the
         // module's timer never runs inside a transaction).
         let (now_pel, st, dlq) = snapshot(con)?;
@@ -407,7 +407,7 @@ impl Watch {
     }
 
     /// Nothing pending, and every produced ID in a worker's ack log or in the DLQ.
-    fn is_drained(&self, now_pel: &[PelEntry], dlq: &[Entry], workers: &[Proc]) -> bool {
+    fn is_drained(&self, now_pel: &[PelEntry], dlq: &[Order], workers: &[Proc]) -> bool {
         let Some(ids) = &self.produced else {
             return false;
         };

@@ -3,14 +3,14 @@
 
 use super::*;
 
-/// One stream entry.
+/// One stream entry (an order, or a dead-lettered order with its provenance in the DLQ).
 #[derive(Debug, Clone)]
-pub struct Entry {
+pub struct Order {
     pub id: String,
     pub fields: Vec<(String, String)>,
 }
 
-impl Entry {
+impl Order {
     pub fn field(&self, name: &str) -> Option<&str> {
         self.fields
             .iter()
@@ -33,7 +33,7 @@ impl Entry {
 
 /// An XRANGE-style list of entries. An entry whose fields are nil (deleted from the stream but
 /// still in a PEL, as XREADGROUP history reports it) gets no fields.
-pub fn entries(v: &Value) -> Vec<Entry> {
+pub fn entries(v: &Value) -> Vec<Order> {
     let Value::Array(items) = v else {
         return Vec::new();
     };
@@ -49,13 +49,13 @@ pub fn entries(v: &Value) -> Vec<Entry> {
                     .collect(),
                 _ => Vec::new(),
             };
-            Some(Entry { id, fields })
+            Some(Order { id, fields })
         })
         .collect()
 }
 
 /// The entries of an XREADGROUP reply (nil on timeout; RESP2 `[[key, entries]]` or RESP3 map).
-pub fn read_reply(v: &Value) -> Vec<Entry> {
+pub fn read_reply(v: &Value) -> Vec<Order> {
     match v {
         Value::Array(streams) => streams
             .iter()
@@ -113,7 +113,7 @@ fn start_child(args: &[String]) -> Res<(Connection, String, std::fs::File)> {
 
 /// Handles one entry: "process" it; a poison entry fails (no XACK, the caller moves on);
 /// otherwise XACK it and log its ID (one line, flushed). Returns whether it was acknowledged.
-pub fn handle(con: &mut Connection, log: &mut std::fs::File, e: &Entry) -> Res<bool> {
+pub fn handle(con: &mut Connection, log: &mut std::fs::File, e: &Order) -> Res<bool> {
     thread::sleep(Duration::from_millis(PROCESS_MS));
     if e.is_poison() {
         return Ok(false);

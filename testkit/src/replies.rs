@@ -139,3 +139,11 @@ pub fn int_of(v: &Value) -> i64 {
         other => text(other).and_then(|t| t.parse().ok()).unwrap_or(0),
     }
 }
+
+/// `CONFIG GET name`: the value of one config (panics unless the reply is exactly that config).
+pub fn config_get(con: &mut Connection, name: &str) -> String {
+    let v: Vec<String> = cmd("CONFIG").arg("GET").arg(name).query(con).unwrap();
+    assert_eq!(v.len(), 2, "CONFIG GET {name}: {v:?}");
+    assert_eq!(v[0], name);
+    v[1].clone()
+}
