@@ -70,7 +70,8 @@ pub fn assert_provenance(dlq: &[Entry], provenance: impl Fn(&str) -> (&'static s
 /// The PEL of (s, g) and the entries of `dlq`, read atomically by a read-only script (it runs
 /// where MULTI would be refused: Redis 7.0 rejects queuing commands while out of memory).
 pub fn pel_and_dlq(c: &mut Connection, s: &str, g: &str, dlq: &str) -> (Vec<PendRaw>, Vec<Entry>) {
-    let (pel, d): (Vec<(String, Vec<u8>, i64, i64)>, Vec<Entry>) = redis::cmd("EVAL")
+    type Reply = (Vec<(String, Vec<u8>, i64, i64)>, Vec<Entry>);
+    let (pel, d): Reply = redis::cmd("EVAL")
         .arg(
             "return {redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 1000000), \
              redis.call('XRANGE', KEYS[2], '-', '+')}",

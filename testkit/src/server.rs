@@ -77,7 +77,8 @@ impl Server {
         s
     }
 
-    /// Starts a server with the default test arguments.
+    /// Starts a server with the default test arguments. (No `Default`: this starts a process.)
+    #[allow(clippy::new_without_default)]
     pub fn new() -> Server {
         Server::start(&[])
     }
