@@ -111,6 +111,18 @@ fn start_child(args: &[String]) -> Res<(Connection, String, std::fs::File)> {
     Ok((con, name, log))
 }
 
+/// `XREADGROUP GROUP workers <name> COUNT 10 [BLOCK ms] STREAMS orders <from>`: a batch of new
+/// entries (`>`) or of the consumer's own history (`0`).
+fn read_batch(name: &str, block_ms: Option<u64>, from: &str) -> redis::Cmd {
+    let mut c = cmd("XREADGROUP");
+    c.arg("GROUP").arg(GROUP).arg(name).arg("COUNT").arg(10);
+    if let Some(ms) = block_ms {
+        c.arg("BLOCK").arg(ms);
+    }
+    c.arg("STREAMS").arg(STREAM).arg(from);
+    c
+}
+
 /// Handles one entry: "process" it; a poison entry fails (no XACK, the caller moves on);
 /// otherwise XACK it and log its ID (one line, flushed). Returns whether it was acknowledged.
 pub fn handle(con: &mut Connection, log: &mut std::fs::File, e: &Order) -> Res<bool> {
@@ -136,18 +148,7 @@ pub fn worker_main(args: &[String]) -> Res<()> {
     let (mut con, name, mut log) = start_child(args)?;
     let started = Instant::now();
     loop {
-        let reply: Value = cmd("XREADGROUP")
-            .arg("GROUP")
-            .arg(GROUP)
-            .arg(&name)
-            .arg("COUNT")
-            .arg(10)
-            .arg("BLOCK")
-            .arg(100)
-            .arg("STREAMS")
-            .arg(STREAM)
-            .arg(">")
-            .query(&mut con)?;
+        let reply: Value = read_batch(&name, Some(100), ">").query(&mut con)?;
         let batch = read_reply(&reply);
         if batch.is_empty() {
             continue;
@@ -175,16 +176,7 @@ pub fn worker_main(args: &[String]) -> Res<()> {
 pub fn recover_main(args: &[String]) -> Res<()> {
     let (mut con, name, mut log) = start_child(args)?;
     loop {
-        let reply: Value = cmd("XREADGROUP")
-            .arg("GROUP")
-            .arg(GROUP)
-            .arg(&name)
-            .arg("COUNT")
-            .arg(10)
-            .arg("STREAMS")
-            .arg(STREAM)
-            .arg("0")
-            .query(&mut con)?;
+        let reply: Value = read_batch(&name, None, "0").query(&mut con)?;
         let mut acked = 0;
         for e in read_reply(&reply) {
             if handle(&mut con, &mut log, &e)? {
