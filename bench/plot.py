@@ -1,4 +1,4 @@
-"""Plots the client latency time series written by `make bench` (examples/bench.rs).
+"""Plots the client latency time series written by `make bench` (examples/bench/).
 
 Usage: python3 bench/plot.py target/bench/latency.csv docs/bench-latency.png
 

@@ -2,8 +2,7 @@
 //! server (key specs), sweeps run in cluster mode, and a policy moves with its stream when its slot
 //! migrates (`MIGRATE` → `RESTORE` → `rdb_load` registers it on the new node).
 
-mod common;
-use common::*;
+use reclaim_testkit::*;
 
 /// A cluster node with the module (its `nodes.conf` in its own temporary directory).
 fn node() -> Server {

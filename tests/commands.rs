@@ -2,8 +2,7 @@
 //! with its exact error text, binary-safe names, key extraction (`COMMAND GETKEYS`, `COMMAND INFO`,
 //! `COMMAND DOCS`), ACLs, module configs, the `INFO reclaim` section and commands on a replica.
 
-mod common;
-use common::*;
+use reclaim_testkit::*;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -60,7 +59,7 @@ fn bs(s: &[u8]) -> Value {
 }
 
 /// The text of a bulk or simple string reply.
-fn text(v: &Value) -> String {
+fn string_reply(v: &Value) -> String {
     match v {
         Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
         Value::SimpleString(s) => s.clone(),
@@ -177,14 +176,6 @@ fn conn_as(s: &Server, user: &str) -> Connection {
     c
 }
 
-/// `XPENDING key group - + 1000000` as (id, owner, delivery count), binary-safe.
-fn xpending(con: &mut Connection, key: &[u8], group: &[u8]) -> Vec<(String, Vec<u8>, i64)> {
-    let v: Vec<(String, Vec<u8>, i64, i64)> = rc("XPENDING", &[key, group, b"-", b"+", b"1000000"])
-        .query(con)
-        .expect("XPENDING");
-    v.into_iter().map(|(id, c, _, n)| (id, c, n)).collect()
-}
-
 /// Creates `group` on a new stream `key` and has consumer `c1` read `n` new entries without
 /// acknowledging them.
 fn pending_for_c1(con: &mut Connection, key: &[u8], group: &[u8], n: usize) -> Vec<String> {
@@ -205,18 +196,6 @@ fn pending_for_c1(con: &mut Connection, key: &[u8], group: &[u8], n: usize) -> V
     .query(con)
     .expect("XREADGROUP");
     ids
-}
-
-fn info_field(con: &mut Connection, name: &str) -> i64 {
-    let text: String = cmd("INFO").arg("reclaim").query(con).expect("INFO reclaim");
-    text.lines()
-        .filter_map(|l| l.split_once(':'))
-        .find(|(k, _)| *k == name)
-        .unwrap_or_else(|| panic!("no {name} in INFO reclaim:\n{text}"))
-        .1
-        .trim()
-        .parse()
-        .unwrap_or_else(|_| panic!("{name} is not an integer:\n{text}"))
 }
 
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
@@ -462,7 +441,7 @@ fn policy_replies_resp3() {
     let Value::Map(m) = &st else {
         panic!("STATS in RESP3 is not a map: {st:?}");
     };
-    let names: Vec<String> = m.iter().map(|(k, _)| text(k)).collect();
+    let names: Vec<String> = m.iter().map(|(k, _)| string_reply(k)).collect();
     assert_eq!(names, STATS_FIELDS);
     assert_eq!(str_field(&st, "cursor"), "0-0");
     assert_eq!(str_field(&st, "status"), "waiting: stream does not exist");
@@ -496,37 +475,14 @@ fn sweep_and_stats_replies_resp2() {
     );
 
     // The group exists, nothing pending: the timer's first pass completes.
-    let _: () = cmd("XGROUP")
-        .arg("CREATE")
-        .arg("s")
-        .arg("g")
-        .arg("$")
-        .arg("MKSTREAM")
-        .query(&mut c)
-        .unwrap();
+    create_group(&mut c, b"s", b"g");
     wait_for(10, "the first timer pass", || {
         (int_field(&stats(&mut c, "s", "g"), "passes") >= 1).then_some(())
     });
     assert_eq!(str_field(&stats(&mut c, "s", "g"), "status"), "active");
     // Two entries pending for c1; the next timer pass is 100 s away, so only SWEEP claims them.
-    for i in 0..2 {
-        let _: String = cmd("XADD")
-            .arg("s")
-            .arg("*")
-            .arg("n")
-            .arg(i)
-            .query(&mut c)
-            .unwrap();
-    }
-    let _: Value = cmd("XREADGROUP")
-        .arg("GROUP")
-        .arg("g")
-        .arg("c1")
-        .arg("STREAMS")
-        .arg("s")
-        .arg(">")
-        .query(&mut c)
-        .unwrap();
+    add_numbered(&mut c, "s", 2);
+    deliver(&mut c, "s", "g", "c1", None);
     let mut claimed = 0;
     wait_for(10, "RECLAIM.SWEEP to claim both entries", || {
         let r = ok(
@@ -544,7 +500,7 @@ fn sweep_and_stats_replies_resp2() {
     let st = stats(&mut c, "s", "g");
     assert_eq!(int_field(&st, "claimed"), 2);
     assert_eq!(int_field(&st, "errors"), 0);
-    assert_eq!(info_field(&mut c, "reclaim_claimed"), 2);
+    assert_eq!(reclaim_info(&mut c, "claimed"), 2);
     let names: Vec<String> = pairs(&st).into_iter().map(|(k, _)| k).collect();
     assert_eq!(names, STATS_FIELDS);
 }
@@ -713,8 +669,8 @@ fn rejected_set_options_change_nothing() {
         }
         .list2(b"s", b"g")])
     );
-    assert_eq!(info_field(&mut c, "reclaim_policies"), 1);
-    assert_eq!(info_field(&mut c, "reclaim_panics"), 0);
+    assert_eq!(reclaim_info(&mut c, "policies"), 1);
+    assert_eq!(reclaim_info(&mut c, "panics"), 0);
 }
 
 #[test]
@@ -877,14 +833,7 @@ fn sweep_and_stats_rejections() {
         WRONGTYPE
     );
     // The DLQ key turned into a string after the policy was set.
-    let _: () = cmd("XGROUP")
-        .arg("CREATE")
-        .arg("t")
-        .arg("g")
-        .arg("$")
-        .arg("MKSTREAM")
-        .query(&mut c)
-        .unwrap();
+    create_group(&mut c, b"t", b"g");
     set(
         &mut c,
         b"t",
@@ -1063,7 +1012,7 @@ fn sweep_claims_for_a_binary_claimant() {
         ],
     );
     let p = wait_for(10, "the binary claimant to own every entry", || {
-        let p = xpending(&mut c, key, group);
+        let p = pending_raw(&mut c, key, group);
         p.iter().all(|e| e.1 == claimant).then_some(p)
     });
     assert_eq!(
@@ -1075,7 +1024,7 @@ fn sweep_claims_for_a_binary_claimant() {
     let st = ok(&mut c, &rc("RECLAIM.STATS", &[key, group]));
     assert_eq!(int_field(&st, "claimed"), 3);
     assert_eq!(int_field(&st, "errors"), 0);
-    assert_eq!(info_field(&mut c, "reclaim_claimed"), 3);
+    assert_eq!(reclaim_info(&mut c, "claimed"), 3);
     // XINFO CONSUMERS shows the binary consumer by its exact name.
     let consumers: Vec<Value> = rc("XINFO", &[b"CONSUMERS", key, group])
         .query(&mut c)
@@ -1222,9 +1171,9 @@ fn command_getkeys() {
             .iter()
             .map(|it| match it {
                 Value::Array(p) => (
-                    text(&p[0]),
+                    string_reply(&p[0]),
                     match &p[1] {
-                        Value::Array(f) => f.iter().map(text).collect(),
+                        Value::Array(f) => f.iter().map(string_reply).collect(),
                         other => panic!("flags: {other:?}"),
                     },
                 ),
@@ -1267,15 +1216,15 @@ fn entry_of(v: &Value) -> (String, i64, Vec<String>, Vec<Value>) {
         other => panic!("arity: {other:?}"),
     };
     let flags = match &e[2] {
-        Value::Array(f) => f.iter().map(text).collect(),
-        Value::Set(f) => f.iter().map(text).collect(),
+        Value::Array(f) => f.iter().map(string_reply).collect(),
+        Value::Set(f) => f.iter().map(string_reply).collect(),
         other => panic!("flags: {other:?}"),
     };
     let subs = match e.get(9) {
         Some(Value::Array(s)) => s.clone(),
         _ => vec![],
     };
-    (text(&e[0]), arity, flags, subs)
+    (string_reply(&e[0]), arity, flags, subs)
 }
 
 #[test]
@@ -1526,14 +1475,7 @@ fn acl_read_only_user() {
 fn acl_sweep_needs_write_access_to_the_dlq() {
     let s = Server::new();
     let mut admin = s.conn();
-    let _: () = cmd("XGROUP")
-        .arg("CREATE")
-        .arg("w:s")
-        .arg("g")
-        .arg("$")
-        .arg("MKSTREAM")
-        .query(&mut admin)
-        .unwrap();
+    create_group(&mut admin, b"w:s", b"g");
     // Entries delivered once are dead-lettered as soon as they are stale.
     set(
         &mut admin,
@@ -1555,22 +1497,8 @@ fn acl_sweep_needs_write_access_to_the_dlq() {
     wait_for(10, "the first timer pass", || {
         (int_field(&stats(&mut admin, "w:s", "g"), "passes") >= 1).then_some(())
     });
-    let _: String = cmd("XADD")
-        .arg("w:s")
-        .arg("*")
-        .arg("n")
-        .arg(1)
-        .query(&mut admin)
-        .unwrap();
-    let _: Value = cmd("XREADGROUP")
-        .arg("GROUP")
-        .arg("g")
-        .arg("c1")
-        .arg("STREAMS")
-        .arg("w:s")
-        .arg(">")
-        .query(&mut admin)
-        .unwrap();
+    let _: String = q(&mut admin, &["XADD", "w:s", "*", "n", "1"]);
+    deliver(&mut admin, "w:s", "g", "c1", None);
 
     acl(&mut admin, &["w", "on", "nopass", "~w:*", "+@all"]);
     acl(
@@ -1599,7 +1527,7 @@ fn acl_sweep_needs_write_access_to_the_dlq() {
         let _ = ok(con, &rc("RECLAIM.STATS", &[b"w:s", b"g"]));
     }
     // The refused sweeps did not touch the PEL or the DLQ.
-    let p = xpending(&mut admin, b"w:s", b"g");
+    let p = pending_raw(&mut admin, b"w:s", b"g");
     assert_eq!(p.len(), 1);
     assert_eq!(p[0].1, b"c1".to_vec());
     let n: i64 = cmd("XLEN").arg("d:dlq").query(&mut admin).unwrap();
@@ -1616,7 +1544,7 @@ fn acl_sweep_needs_write_access_to_the_dlq() {
         dead += int_field(&r, "dead-lettered");
         (dead == 1).then_some(())
     });
-    assert_eq!(xpending(&mut admin, b"w:s", b"g"), vec![]);
+    assert_eq!(pending_raw(&mut admin, b"w:s", b"g"), vec![]);
     let n: i64 = cmd("XLEN").arg("d:dlq").query(&mut admin).unwrap();
     assert_eq!(n, 1);
 }
@@ -1624,13 +1552,6 @@ fn acl_sweep_needs_write_access_to_the_dlq() {
 // ---------------------------------------------------------------------------------------------
 // 6. Module configs
 // ---------------------------------------------------------------------------------------------
-
-fn config_get(con: &mut Connection, name: &str) -> String {
-    let v: Vec<String> = cmd("CONFIG").arg("GET").arg(name).query(con).unwrap();
-    assert_eq!(v.len(), 2, "CONFIG GET {name}: {v:?}");
-    assert_eq!(v[0], name);
-    v[1].clone()
-}
 
 #[test]
 fn config_get_and_set() {
@@ -1696,7 +1617,7 @@ fn config_get_and_set() {
     let _ = pending_for_c1(&mut c, b"s", b"g", 2);
     set(&mut c, b"s", b"g", &[b"MIN-IDLE", b"1", b"INTERVAL", b"50"]);
     wait_for(10, "claims at tick-interval 25 ms", || {
-        let p = xpending(&mut c, b"s", b"g");
+        let p = pending_raw(&mut c, b"s", b"g");
         (p.len() == 2 && p.iter().all(|e| e.1 == b"reclaim")).then_some(())
     });
 }
@@ -1724,7 +1645,7 @@ fn configs_from_the_command_line_and_loadmodule_args() {
     // Redis 8 lists its built-in modules too (vectorset), in no set order.
     let names: Vec<String> = mods
         .iter()
-        .map(|m| text(&pairs(m).into_iter().find(|(k, _)| k == "name").unwrap().1))
+        .map(|m| string_reply(&pairs(m).into_iter().find(|(k, _)| k == "name").unwrap().1))
         .collect();
     assert!(names.iter().any(|n| n == "reclaim"), "{names:?}");
     drop(c);
@@ -1855,7 +1776,7 @@ fn info_section() {
         "reclaim_max_tick_us",
         "reclaim_panics",
     ] {
-        let _ = info_field(&mut c, f);
+        let _ = info_int(&mut c, "reclaim", f);
     }
     // Every line of the section is `reclaim_<name>:<integer>`.
     for l in &lines[1..] {
@@ -1870,38 +1791,38 @@ fn info_section() {
         "INFO everything lacks # reclaim"
     );
 
-    assert_eq!(info_field(&mut c, "reclaim_policies"), 0);
-    assert_eq!(info_field(&mut c, "reclaim_claimed"), 0);
-    assert_eq!(info_field(&mut c, "reclaim_dead_lettered"), 0);
-    assert_eq!(info_field(&mut c, "reclaim_deleted"), 0);
-    assert_eq!(info_field(&mut c, "reclaim_ticks_skipped_replica"), 0);
+    assert_eq!(reclaim_info(&mut c, "policies"), 0);
+    assert_eq!(reclaim_info(&mut c, "claimed"), 0);
+    assert_eq!(reclaim_info(&mut c, "dead_lettered"), 0);
+    assert_eq!(reclaim_info(&mut c, "deleted"), 0);
+    assert_eq!(reclaim_info(&mut c, "ticks_skipped_replica"), 0);
 
     set(&mut c, b"a", b"g", &[]);
     set(&mut c, b"a", b"h", &[]);
     set(&mut c, b"b", b"g", &[]);
-    assert_eq!(info_field(&mut c, "reclaim_policies"), 3);
+    assert_eq!(reclaim_info(&mut c, "policies"), 3);
     // Replacing is not adding.
     set(&mut c, b"a", b"g", &[b"COUNT", b"5"]);
-    assert_eq!(info_field(&mut c, "reclaim_policies"), 3);
+    assert_eq!(reclaim_info(&mut c, "policies"), 3);
     // A rejected SET adds nothing.
     let _ = set_err(&mut c, b"z", b"g", &[b"COUNT", b"0"]);
-    assert_eq!(info_field(&mut c, "reclaim_policies"), 3);
+    assert_eq!(reclaim_info(&mut c, "policies"), 3);
     // Policies of every database count.
     let mut c1 = s.conn();
     let _: () = cmd("SELECT").arg(1).query(&mut c1).unwrap();
     set(&mut c1, b"a", b"g", &[]);
-    assert_eq!(info_field(&mut c, "reclaim_policies"), 4);
+    assert_eq!(reclaim_info(&mut c, "policies"), 4);
     assert_eq!(ok(&mut c, &pol(&[b"DEL", b"a", b"h"])), Value::Int(1));
-    assert_eq!(info_field(&mut c, "reclaim_policies"), 3);
+    assert_eq!(reclaim_info(&mut c, "policies"), 3);
     assert_eq!(ok(&mut c, &pol(&[b"DEL", b"a", b"h"])), Value::Int(0));
-    assert_eq!(info_field(&mut c, "reclaim_policies"), 3);
+    assert_eq!(reclaim_info(&mut c, "policies"), 3);
     // FLUSHDB forgets the policies of its database.
     let _: () = cmd("FLUSHDB").query(&mut c1).unwrap();
-    assert_eq!(info_field(&mut c, "reclaim_policies"), 2);
+    assert_eq!(reclaim_info(&mut c, "policies"), 2);
     let _: () = cmd("FLUSHALL").query(&mut c).unwrap();
-    assert_eq!(info_field(&mut c, "reclaim_policies"), 0);
+    assert_eq!(reclaim_info(&mut c, "policies"), 0);
     assert_eq!(list(&mut c), Value::Array(vec![]));
-    assert_eq!(info_field(&mut c, "reclaim_panics"), 0);
+    assert_eq!(reclaim_info(&mut c, "panics"), 0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1992,11 +1913,11 @@ fn commands_on_a_replica() {
     assert_eq!(get(&mut rc_, b"new", b"g"), Value::Nil);
 
     // The replica counts its policies and its skipped ticks.
-    assert_eq!(info_field(&mut rc_, "reclaim_policies"), 2);
+    assert_eq!(reclaim_info(&mut rc_, "policies"), 2);
     wait_for(10, "ticks skipped on the replica", || {
-        (info_field(&mut rc_, "reclaim_ticks_skipped_replica") > 0).then_some(())
+        (reclaim_info(&mut rc_, "ticks_skipped_replica") > 0).then_some(())
     });
-    assert_eq!(info_field(&mut pc, "reclaim_ticks_skipped_replica"), 0);
+    assert_eq!(reclaim_info(&mut pc, "ticks_skipped_replica"), 0);
 
     // A DEL on the primary reaches the replica.
     assert_eq!(ok(&mut pc, &pol(&[b"DEL", b"s", b"g"])), Value::Int(1));
@@ -2011,7 +1932,7 @@ fn commands_on_a_replica() {
         error_of(&mut rc_, &rc("RECLAIM.STATS", &[b"s", b"g"])),
         NO_POLICY
     );
-    assert_eq!(info_field(&mut rc_, "reclaim_policies"), 1);
+    assert_eq!(reclaim_info(&mut rc_, "policies"), 1);
 
     // A policy in another database replicates to that database.
     let mut p1 = primary.conn();

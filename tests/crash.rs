@@ -11,8 +11,7 @@
 //! Randomness comes from a seeded xorshift generator; the seed is printed, and
 //! `RECLAIM_CRASH_SEED=<seed>` replays the same choices (the timing of threads still varies).
 
-mod common;
-use common::*;
+use reclaim_testkit::*;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -174,6 +173,13 @@ fn connect(port: u16, stop: &AtomicBool) -> Option<Connection> {
     }
 }
 
+/// After a broken connection: counts the disconnect in the ledger and connects again, as
+/// [`connect`] does (`None` once `stop` is set).
+fn reconnect(port: u16, stop: &AtomicBool, ledger: &Mutex<Ledger>) -> Option<Connection> {
+    ledger.lock().unwrap().disconnects += 1;
+    connect(port, stop)
+}
+
 /// What happened to one XACK.
 enum Ack {
     Done,
@@ -262,11 +268,10 @@ fn worker(
         let entries = match r {
             Ok(v) => read_entries(&v),
             Err(e) if is_disconnect(&e) => {
-                ledger.lock().unwrap().disconnects += 1;
-                match connect(port, stop) {
-                    Some(c) => con = c,
-                    None => return Exit::Stopped,
-                }
+                let Some(c) = reconnect(port, stop, ledger) else {
+                    return Exit::Stopped;
+                };
+                con = c;
                 continue;
             }
             Err(e) => panic!("{name}: XREADGROUP: {e}"),
@@ -325,11 +330,10 @@ fn recovery(port: u16, stop: &AtomicBool, ledger: &Mutex<Ledger>) {
         let entries = match r {
             Ok(v) => read_entries(&v),
             Err(e) if is_disconnect(&e) => {
-                ledger.lock().unwrap().disconnects += 1;
-                match connect(port, stop) {
-                    Some(c) => con = c,
-                    None => return,
-                }
+                let Some(c) = reconnect(port, stop, ledger) else {
+                    return;
+                };
+                con = c;
                 from = "0".to_string();
                 continue;
             }
@@ -454,48 +458,21 @@ fn dead_letters(entries: &[Entry]) -> Vec<Dead> {
         .collect()
 }
 
-/// PEL and DLQ read atomically (one MULTI/EXEC).
-fn snapshot(con: &mut Connection) -> (Vec<PendRaw>, Vec<Entry>) {
-    let (pel, dlq): (Vec<(String, Vec<u8>, i64, i64)>, Vec<Entry>) = redis::pipe()
-        .atomic()
-        .cmd("XPENDING")
-        .arg(STREAM)
-        .arg(GROUP)
-        .arg("-")
-        .arg("+")
-        .arg(1_000_000)
-        .cmd("XRANGE")
-        .arg(DLQ)
-        .arg("-")
-        .arg("+")
-        .query(con)
-        .expect("MULTI XPENDING XRANGE");
-    (
-        pel.into_iter().map(|(id, c, _, n)| (id, c, n)).collect(),
-        dlq,
-    )
-}
-
 /// The invariants that hold at any moment: no ID in the DLQ twice, no DLQ entry whose source is
-/// still pending (an append without its ack), no ID acked by a worker still pending or in the DLQ.
+/// still pending (an append without its ack) ([`assert_disjoint`]), no ID acked by a worker still
+/// pending or in the DLQ.
 fn check_partition(pel: &[PendRaw], dlq: &[Dead], acked: &BTreeSet<String>, when: &str) {
+    let dead: Vec<String> = dlq.iter().map(|d| d.id.clone()).collect();
+    assert_disjoint(
+        pel.iter().map(|p| p.0.as_str()),
+        &dead,
+        &format!("{when}: "),
+    );
     let pending: BTreeSet<&str> = pel.iter().map(|p| p.0.as_str()).collect();
-    let mut in_dlq = BTreeSet::new();
-    for d in dlq {
+    for d in &dead {
         assert!(
-            in_dlq.insert(d.id.as_str()),
-            "{when}: {} is in the DLQ twice",
-            d.id
-        );
-        assert!(
-            !pending.contains(d.id.as_str()),
-            "{when}: {} is in the DLQ and still pending (DLQ append without its XACK)",
-            d.id
-        );
-        assert!(
-            !acked.contains(&d.id),
-            "{when}: {} was acked by a worker (XACK returned 1) and is in the DLQ too",
-            d.id
+            !acked.contains(d),
+            "{when}: {d} was acked by a worker (XACK returned 1) and is in the DLQ too"
         );
     }
     for id in acked {
@@ -606,7 +583,7 @@ fn sigkill_during_processing_loses_nothing_and_duplicates_nothing() {
         s.restart();
         restarts_ms.push(r0.elapsed().as_millis());
         let mut c = s.conn();
-        let (pel, dlq) = snapshot(&mut c);
+        let (pel, dlq) = pel_and_dlq(&mut c, STREAM, GROUP, DLQ);
         check_partition(
             &pel,
             &dead_letters(&dlq),
@@ -637,13 +614,13 @@ fn sigkill_during_processing_loses_nothing_and_duplicates_nothing() {
     let elapsed = t0.elapsed();
 
     // The final state, and the same state again after one more SIGKILL.
-    let (pel, dlq_raw) = snapshot(&mut c);
+    let (pel, dlq_raw) = pel_and_dlq(&mut c, STREAM, GROUP, DLQ);
     drop(c);
     s.kill();
     s.restart();
     let mut c = s.conn();
     assert_eq!(
-        snapshot(&mut c),
+        pel_and_dlq(&mut c, STREAM, GROUP, DLQ),
         (pel.clone(), dlq_raw.clone()),
         "state after a last SIGKILL"
     );

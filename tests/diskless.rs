@@ -3,14 +3,10 @@
 //! straight from the socket; policies arrive whole, a sync that fails halfway leaves the replica's
 //! old policies (and nothing of the failed sync) behind, and a promoted replica sweeps.
 
-mod common;
-use common::*;
-
-const BIN_STREAM: &[u8] = b"bin\x00\xff\r\nstream";
-const BIN_GROUP: &[u8] = b"g\x00\xfe";
+use reclaim_testkit::*;
 
 /// A primary that syncs over the socket at once (`repl-diskless-sync`, no delay).
-fn primary(extra: &[&str]) -> Server {
+fn diskless_primary(extra: &[&str]) -> Server {
     let mut args = vec![
         "--repl-diskless-sync",
         "yes",
@@ -67,7 +63,7 @@ fn assert_loaded_from_socket(r: &Server) {
 /// A primary with policies in two databases (binary names included) and, in database 0, an entry
 /// that a crashed consumer left pending.
 fn primary_with_policies() -> Server {
-    let p = primary(&[]);
+    let p = diskless_primary(&[]);
     let mut p0 = p.conn_db(0);
     let mut p3 = p.conn_db(3);
     set_policy(
@@ -108,11 +104,7 @@ fn replicas_load_policies_from_the_socket_and_sweep_after_promotion() {
     let r = p.replica(&["--repl-diskless-load", "swapdb"]);
     drop(p);
     let mut rc = r.conn();
-    let _: () = cmd("REPLICAOF")
-        .arg("NO")
-        .arg("ONE")
-        .query(&mut rc)
-        .expect("REPLICAOF NO ONE");
+    promote(&mut rc);
     let owner = wait_for(20, "the promoted replica to claim the entry", || {
         let p = pending_raw(&mut rc, b"jobs", b"g");
         (p.len() == 1 && p[0].1 == b"reclaim").then(|| p[0].clone())
@@ -125,7 +117,7 @@ fn replicas_load_policies_from_the_socket_and_sweep_after_promotion() {
 /// replica's load reads enough bytes between keys to serve clients meanwhile, see [`REPLICA`]).
 fn slow_primary(n: usize) -> Server {
     // Uncompressed, so that the 1 KB values reach the replica as they are written.
-    let p = primary(&["--rdb-key-save-delay", "5000", "--rdbcompression", "no"]);
+    let p = diskless_primary(&["--rdb-key-save-delay", "5000", "--rdbcompression", "no"]);
     let mut con = p.conn();
     for i in 0..n {
         let s = format!("slow:{i}");
@@ -183,11 +175,7 @@ fn aborted_sync_into_an_empty_replica_leaves_nothing() {
     let mut p = slow_primary(100);
     let r = Server::start(&[&REPLICA[..], &["--repl-diskless-load", "on-empty-db"]].concat());
     let mut rc = r.conn();
-    let _: () = cmd("REPLICAOF")
-        .arg("127.0.0.1")
-        .arg(p.port)
-        .query(&mut rc)
-        .expect("REPLICAOF");
+    replicaof(&mut rc, &p);
     abort_sync(&mut p, &r);
     assert_loaded_from_socket(&r);
     assert_eq!(all_policies(&r), Vec::new());
@@ -205,11 +193,7 @@ fn aborted_swapdb_sync_keeps_the_old_policies() {
     assert_eq!(all_policies(&r), want);
     let mut p = slow_primary(100);
     let mut rc = r.conn();
-    let _: () = cmd("REPLICAOF")
-        .arg("127.0.0.1")
-        .arg(p.port)
-        .query(&mut rc)
-        .expect("REPLICAOF");
+    replicaof(&mut rc, &p);
     abort_sync(&mut p, &r);
     assert_loaded_from_socket(&r);
     assert!(

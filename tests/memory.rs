@@ -7,8 +7,7 @@
 //! `make test` runs a short churn; `make soak` runs [`soak`] for `SOAK_SECS` seconds (default
 //! 300) with workers, and prints the samples.
 
-mod common;
-use common::*;
+use reclaim_testkit::*;
 
 use std::time::{Duration, Instant};
 

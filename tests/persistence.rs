@@ -1,11 +1,8 @@
 //! Persistence: policies in RDB and AOF (with and without RDB preamble, before and after a
 //! rewrite), the AOF shape of a dead-letter move, kill -9 consistency, FLUSHALL, DEL, SWAPDB.
 
-mod common;
-use common::*;
+use reclaim_testkit::*;
 
-const BIN_STREAM: &[u8] = b"bin\x00\xff\r\nstream";
-const BIN_GROUP: &[u8] = b"g\x00\xfe";
 const BIN_DLQ: &[u8] = b"dlq\x00\x01\xff";
 const BIN_CLAIMANT: &[u8] = b"c\xff\n";
 const TAG_STREAM: &[u8] = b"{tag}\xff\x00s";
@@ -529,29 +526,6 @@ fn dead_letter_move_is_one_multi_exec_block_in_the_aof() {
     assert_eq!(src, poison);
 }
 
-/// Checks that every source entry is either pending or in the DLQ, never both, never twice.
-fn assert_pel_dlq_partition(pel: &[PendRaw], dlq: &[Entry], all: &[String]) {
-    let mut seen: Vec<String> = pel.iter().map(|p| p.0.clone()).collect();
-    let dl: Vec<String> = dlq
-        .iter()
-        .map(|e| String::from_utf8(entry_field(e, "reclaim-id")).unwrap())
-        .collect();
-    for d in &dl {
-        assert!(
-            !seen.contains(d),
-            "{d} is in the DLQ and still pending (DLQ entry without its ack), or in the DLQ twice"
-        );
-        seen.push(d.clone());
-    }
-    seen.sort();
-    let mut want = all.to_vec();
-    want.sort();
-    assert_eq!(
-        seen, want,
-        "every entry is pending or dead-lettered (an acked entry missing from the DLQ is lost)"
-    );
-}
-
 #[test]
 fn kill_9_keeps_pel_and_dlq_consistent() {
     let mut s = Server::start(&["--appendonly", "yes", "--appendfsync", "always"]);
@@ -582,7 +556,7 @@ fn kill_9_keeps_pel_and_dlq_consistent() {
         .unwrap();
     let pel = pending_raw(&mut c, b"jobs", b"g");
     let dlq = xrange(&mut c, b"jobs:dlq");
-    assert_pel_dlq_partition(&pel, &dlq, &ids);
+    assert_partition(&pel, &dlq, &ids);
     s.kill();
 
     // Restart as a replica of nobody: it loads its AOF and never sweeps, so what we read is
@@ -596,7 +570,7 @@ fn kill_9_keeps_pel_and_dlq_consistent() {
     assert_eq!(xrange(&mut c, b"jobs:dlq"), dlq);
 
     // Promote it: sweeping resumes; kill -9 again at an arbitrary moment of it.
-    let _: () = cmd("REPLICAOF").arg("NO").arg("ONE").query(&mut c).unwrap();
+    promote(&mut c);
     let dlq_len = dlq.len() as i64;
     wait_for(10, "sweeping resumed after promotion", || {
         (xlen(&mut c, b"jobs:dlq") > dlq_len || pending_raw(&mut c, b"jobs", b"g").is_empty())
@@ -607,16 +581,16 @@ fn kill_9_keeps_pel_and_dlq_consistent() {
     let mut c = s.conn();
     let pel = pending_raw(&mut c, b"jobs", b"g");
     let dlq = xrange(&mut c, b"jobs:dlq");
-    assert_pel_dlq_partition(&pel, &dlq, &ids);
+    assert_partition(&pel, &dlq, &ids);
 
     // Finish as a primary: every entry ends in the DLQ exactly once.
-    let _: () = cmd("REPLICAOF").arg("NO").arg("ONE").query(&mut c).unwrap();
+    promote(&mut c);
     let dlq = wait_for(15, "everything dead-lettered", || {
         let pel = pending_raw(&mut c, b"jobs", b"g");
         let d = xrange(&mut c, b"jobs:dlq");
         pel.is_empty().then_some(d)
     });
-    assert_pel_dlq_partition(&[], &dlq, &ids);
+    assert_partition(&[], &dlq, &ids);
     for e in &dlq {
         let id = String::from_utf8(entry_field(e, "reclaim-id")).unwrap();
         let want: &[u8] = if poison.contains(&id) { b"9" } else { b"3" };

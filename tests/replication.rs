@@ -1,11 +1,7 @@
 //! Replication: policies reach replicas by full sync and by the replication stream, replicas
 //! never sweep, the primary's sweeps reach them exactly, a promoted replica takes over.
 
-mod common;
-use common::*;
-
-const BIN_STREAM: &[u8] = b"bin\x00\xff\r\nstream";
-const BIN_GROUP: &[u8] = b"g\x00\xfe";
+use reclaim_testkit::*;
 
 /// A primary that starts a full sync at once (no diskless-sync delay).
 fn primary() -> Server {
@@ -25,11 +21,6 @@ fn digest(con: &mut Connection) -> String {
 fn wait_replicas(con: &mut Connection) {
     let n: i64 = cmd("WAIT").arg(1).arg(5000).query(con).expect("WAIT");
     assert_eq!(n, 1, "WAIT 1 5000: the replica did not acknowledge");
-}
-
-fn sorted(mut v: Vec<(Vec<u8>, Vec<u8>, PolicyView)>) -> Vec<(Vec<u8>, Vec<u8>, PolicyView)> {
-    v.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
-    v
 }
 
 fn pause_writes(con: &mut Connection) {
@@ -82,11 +73,11 @@ fn replica_gets_policies_from_full_sync_and_from_the_stream() {
     assert_eq!(get_policy(&mut r0, BIN_STREAM, BIN_GROUP), Some(a2.clone()));
     assert_eq!(get_policy(&mut r3, b"orders", b"audit"), Some(d.clone()));
     assert_eq!(get_policy(&mut r3, b"orders", b"workers"), Some(b.clone()));
-    let want0 = sorted(vec![
+    let want0 = sorted(&[
         (b"orders".to_vec(), b"workers".to_vec(), c.clone()),
         (BIN_STREAM.to_vec(), BIN_GROUP.to_vec(), a2.clone()),
     ]);
-    let want3 = sorted(vec![
+    let want3 = sorted(&[
         (b"orders".to_vec(), b"audit".to_vec(), d.clone()),
         (b"orders".to_vec(), b"workers".to_vec(), b.clone()),
     ]);
@@ -234,18 +225,7 @@ fn promoted_replica_sweeps_and_never_dead_letters_twice() {
     // sweeping in the same transaction, then dies.
     let n = add_entries(&mut pc, b"jobs", "n", 3);
     let p2 = add_entries(&mut pc, b"jobs", "p2", 2);
-    let mut tx = redis::pipe();
-    tx.atomic();
-    tx.add_command(read_group_cmd(b"jobs", b"g", b"dead2"))
-        .ignore();
-    tx.add_command(set_deliveries_cmd(b"jobs", b"g", b"dead2", &p2, 9))
-        .ignore();
-    tx.cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(120_000)
-        .arg("WRITE")
-        .ignore();
-    let () = tx.query(&mut pc).expect("transaction");
+    deliver_then_pause(&mut pc, (b"jobs", b"g", b"dead2"), &p2, 9, 120_000);
     wait_replicas(&mut pc);
     let mut want_pel: Vec<PendRaw> = n
         .iter()
@@ -258,11 +238,7 @@ fn promoted_replica_sweeps_and_never_dead_letters_twice() {
     p.kill();
 
     // Promotion: the former replica sweeps its policies.
-    let _: () = cmd("REPLICAOF")
-        .arg("NO")
-        .arg("ONE")
-        .query(&mut rc)
-        .unwrap();
+    promote(&mut rc);
     let dlq = wait_for(15, "promoted replica dead-letters everything", || {
         // PEL first: once it is empty nothing moves any more, so the DLQ read after it is final.
         let done = pending_raw(&mut rc, b"jobs", b"g").is_empty();
@@ -270,26 +246,21 @@ fn promoted_replica_sweeps_and_never_dead_letters_twice() {
     });
     // Each entry exactly once: two from the old primary, five from the promoted replica (the
     // three claimed twice, count 1 -> 2 -> 3, then dead-lettered at the limit).
-    let mut moved: Vec<String> = dlq
-        .iter()
-        .map(|e| String::from_utf8(entry_field(e, "reclaim-id")).unwrap())
-        .collect();
-    moved.sort();
-    let mut all: Vec<String> = p1.iter().chain(&n).chain(&p2).cloned().collect();
-    all.sort();
-    assert_eq!(moved, all, "one DLQ entry per entry, none twice");
-    for e in &dlq {
-        let id = String::from_utf8(entry_field(e, "reclaim-id")).unwrap();
-        let (consumer, count): (&[u8], &[u8]) = if p1.contains(&id) {
-            (b"dead", b"9")
-        } else if p2.contains(&id) {
-            (b"dead2", b"9")
+    let all: Vec<String> = p1.iter().chain(&n).chain(&p2).cloned().collect();
+    assert_eq!(
+        sorted(&dlq_ids(&dlq)),
+        sorted(&all),
+        "one DLQ entry per entry, none twice"
+    );
+    assert_provenance(&dlq, |id| {
+        if p1.iter().any(|x| x == id) {
+            ("dead", "9")
+        } else if p2.iter().any(|x| x == id) {
+            ("dead2", "9")
         } else {
-            (b"reclaim", b"3")
-        };
-        assert_eq!(entry_field(e, "reclaim-consumer"), consumer, "{e:?}");
-        assert_eq!(entry_field(e, "reclaim-deliveries"), count, "{e:?}");
-    }
+            ("reclaim", "3")
+        }
+    });
     let st = stats(&mut rc, "jobs", "g");
     assert_eq!(int_field(&st, "claimed"), 6);
     assert_eq!(int_field(&st, "dead-lettered"), 5);

@@ -8,8 +8,7 @@
 //! (see [`busy`]): the timer writes on every tick when the change happens. Waits poll a state or a
 //! progress counter (`reclaim_steps`, skipped ticks, passes), never a duration.
 
-mod common;
-use common::*;
+use reclaim_testkit::*;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -17,60 +16,6 @@ use std::time::{Duration, Instant};
 // ---------------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------------
-
-/// Runs a command given as words and converts its reply; panics with the command on error.
-fn q<T: redis::FromRedisValue>(c: &mut Connection, args: &[&str]) -> T {
-    let mut k = cmd(args[0]);
-    for a in &args[1..] {
-        k.arg(*a);
-    }
-    let v: Value = k.query(c).unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    redis::from_redis_value(v.clone()).unwrap_or_else(|e| panic!("{args:?} -> {v:?}: {e}"))
-}
-
-/// `RECLAIM.POLICY SET s g opts...`.
-fn policy(c: &mut Connection, s: &str, g: &str, opts: &[&str]) {
-    let mut a = vec!["RECLAIM.POLICY", "SET", s, g];
-    a.extend_from_slice(opts);
-    let _: () = q(c, &a);
-}
-
-/// One integer field of RECLAIM.STATS.
-fn stat(c: &mut Connection, s: &str, g: &str, field: &str) -> i64 {
-    int_field(&stats(c, s, g), field)
-}
-
-/// The `status` field of RECLAIM.STATS.
-fn status(c: &mut Connection, s: &str, g: &str) -> String {
-    str_field(&stats(c, s, g), "status")
-}
-
-fn exists(c: &mut Connection, k: &str) -> bool {
-    q::<i64>(c, &["EXISTS", k]) == 1
-}
-
-/// Number of pending entries of a group (XPENDING summary form).
-fn pel_total(c: &mut Connection, s: &str, g: &str) -> i64 {
-    let v: Vec<Value> = q(c, &["XPENDING", s, g]);
-    redis::from_redis_value(v[0].clone()).unwrap()
-}
-
-/// Waits until the timer ran `n` more sweep steps than now (server-wide).
-fn wait_steps(c: &mut Connection, n: i64) {
-    let start = reclaim_info(c, "steps");
-    wait_for(20, &format!("{n} more sweep steps"), || {
-        (reclaim_info(c, "steps") >= start + n).then_some(())
-    });
-}
-
-/// Waits until the timer skipped `n` more ticks for `why` (`paused`, `oom`, `replica`).
-fn wait_skips(c: &mut Connection, why: &str, n: i64) {
-    let field = format!("ticks_skipped_{why}");
-    let start = reclaim_info(c, &field);
-    wait_for(20, &format!("{n} more ticks skipped ({why})"), || {
-        (reclaim_info(c, &field) >= start + n).then_some(())
-    });
-}
 
 /// The server is up, answers PING, and no panic was caught in the module.
 fn healthy(s: &mut Server, c: &mut Connection) {
@@ -102,20 +47,11 @@ fn busy(c: &mut Connection, s: &str, n: usize) -> Vec<String> {
     let ids = add_many(c, s, "e", n);
     read_group(c, s.as_bytes(), b"g", b"dead");
     let dlq = format!("{s}:dlq");
-    policy(
+    set_policy_opts(
         c,
         s,
         "g",
-        &[
-            "MIN-IDLE",
-            "1",
-            "MAX-DELIVERIES",
-            "1000000000",
-            "DLQ",
-            &dlq,
-            "INTERVAL",
-            "1",
-        ],
+        &format!("MIN-IDLE 1 MAX-DELIVERIES 1000000000 DLQ {dlq} INTERVAL 1"),
     );
     wait_for(20, &format!("the sweeper busy on {s}"), || {
         (stat(c, s, "g", "claimed") >= 2 * n as i64).then_some(())
@@ -123,11 +59,38 @@ fn busy(c: &mut Connection, s: &str, n: usize) -> Vec<String> {
     ids
 }
 
-/// The `reclaim-id` of each DLQ entry, in DLQ order.
-fn dlq_ids(dlq: &[Entry]) -> Vec<String> {
-    dlq.iter()
-        .map(|e| String::from_utf8(entry_field(e, "reclaim-id")).unwrap())
-        .collect()
+/// A server of its own with [`busy`] on `stream` (`n` entries), and its connection.
+fn busy_server(stream: &str, n: usize) -> (Server, Connection) {
+    let s = Server::new();
+    let mut c = s.conn();
+    busy(&mut c, stream, n);
+    (s, c)
+}
+
+/// Waits (`what`) until group `g` of `jobs` holds exactly `claimed`, claimed once for `reclaim`
+/// (delivery count 2), and `jobs:dlq` exactly the `poison` entries, moved from consumer `dead`
+/// after 9 deliveries; the policy is still active. Returns the PEL and the DLQ entries.
+fn wait_claimed_and_dead_lettered(
+    c: &mut Connection,
+    what: &str,
+    claimed: &[String],
+    poison: &[String],
+) -> (Vec<PendRaw>, Vec<Entry>) {
+    let want: Vec<PendRaw> = claimed
+        .iter()
+        .map(|id| (id.clone(), b"reclaim".to_vec(), 2))
+        .collect();
+    let dlq = wait_for(10, what, || {
+        let (pel, d) = pel_and_dlq(c, "jobs", "g", "jobs:dlq");
+        (pel == want && d.len() == poison.len()).then_some(d)
+    });
+    assert_eq!(sorted(&dlq_ids(&dlq)), sorted(poison));
+    for e in &dlq {
+        assert_eq!(entry_field(e, "reclaim-consumer"), b"dead");
+        assert_eq!(entry_field(e, "reclaim-deliveries"), b"9");
+    }
+    assert_eq!(status(c, "jobs", "g"), "active");
+    (want, dlq)
 }
 
 /// `INFO replication` field `role`.
@@ -137,54 +100,6 @@ fn role(c: &mut Connection) -> String {
         .find(|(k, _)| k == "role")
         .map(|(_, v)| v)
         .unwrap_or_default()
-}
-
-fn sorted<T: Ord + Clone>(v: &[T]) -> Vec<T> {
-    let mut v = v.to_vec();
-    v.sort();
-    v
-}
-
-/// PEL and DLQ of (s, g) read atomically, by a read-only script (MULTI would be refused while
-/// the server is out of memory: Redis 7.0 rejects queuing commands then).
-fn snapshot(c: &mut Connection, s: &str, g: &str, dlq: &str) -> (Vec<PendRaw>, Vec<Entry>) {
-    let (pel, d): (Vec<(String, Vec<u8>, i64, i64)>, Vec<Entry>) = cmd("EVAL")
-        .arg(
-            "return {redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 1000000), \
-             redis.call('XRANGE', KEYS[2], '-', '+')}",
-        )
-        .arg(2)
-        .arg(s)
-        .arg(dlq)
-        .arg(g)
-        .query(c)
-        .expect("EVAL XPENDING XRANGE");
-    (pel.into_iter().map(|(i, o, _, n)| (i, o, n)).collect(), d)
-}
-
-/// Every ID of `all` is either pending or in the DLQ, never both, never twice in the DLQ.
-fn assert_partition(pel: &[PendRaw], dlq: &[Entry], all: &[String]) {
-    let pending: Vec<String> = pel.iter().map(|p| p.0.clone()).collect();
-    let dead = dlq_ids(dlq);
-    let dead_set: BTreeSet<&String> = dead.iter().collect();
-    assert_eq!(
-        dead_set.len(),
-        dead.len(),
-        "an ID is in the DLQ twice: {dead:?}"
-    );
-    for d in &dead {
-        assert!(
-            !pending.contains(d),
-            "{d} is in the DLQ and still pending (a DLQ append without its XACK)"
-        );
-    }
-    let mut both: Vec<String> = pending.into_iter().chain(dead).collect();
-    both.sort();
-    assert_eq!(
-        both,
-        sorted(all),
-        "every entry is pending or dead-lettered (an XACK without its DLQ append loses it)"
-    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -204,37 +119,17 @@ fn client_pause_write_stops_sweeping_until_it_ends() {
     let mut c = p.conn();
     let mut rc = r.conn();
     create_group(&mut c, b"jobs", b"g");
-    policy(
+    set_policy_opts(
         &mut c,
         "jobs",
         "g",
-        &[
-            "MIN-IDLE",
-            "200",
-            "MAX-DELIVERIES",
-            "3",
-            "DLQ",
-            "jobs:dlq",
-            "INTERVAL",
-            "20",
-        ],
+        "MIN-IDLE 200 MAX-DELIVERIES 3 DLQ jobs:dlq INTERVAL 20",
     );
     let ids = add_many(&mut c, "jobs", "j", 6);
     let poison = ids[..2].to_vec();
     // Delivered to a consumer that dies; two of them over the limit already; the pause starts in
     // the same transaction, before any tick can see them.
-    let mut tx = redis::pipe();
-    tx.atomic();
-    tx.add_command(read_group_cmd(b"jobs", b"g", b"dead"))
-        .ignore();
-    tx.add_command(set_deliveries_cmd(b"jobs", b"g", b"dead", &poison, 9))
-        .ignore();
-    tx.cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(1500)
-        .arg("WRITE")
-        .ignore();
-    let () = tx.query(&mut c).expect("transaction");
+    deliver_then_pause(&mut c, (b"jobs", b"g", b"dead"), &poison, 9, 1500);
 
     let before = pending_raw(&mut c, b"jobs", b"g");
     let steps = reclaim_info(&mut c, "steps");
@@ -248,7 +143,7 @@ fn client_pause_write_stops_sweeping_until_it_ends() {
             .all(|e| e.idle >= 200)
             .then_some(())
     });
-    wait_skips(&mut c, "paused", 5);
+    wait_ticks_skipped(&mut c, "paused", 5);
 
     // Inside the pause (status "paused" before and after the reads): nothing was written.
     assert_eq!(status(&mut c, "jobs", "g"), "paused");
@@ -273,20 +168,8 @@ fn client_pause_write_stops_sweeping_until_it_ends() {
     );
 
     // After the pause: claimed and dead-lettered, once each.
-    let want: Vec<PendRaw> = ids[2..]
-        .iter()
-        .map(|id| (id.clone(), b"reclaim".to_vec(), 2))
-        .collect();
-    let dlq = wait_for(10, "the sweep after the pause", || {
-        let (pel, d) = snapshot(&mut c, "jobs", "g", "jobs:dlq");
-        (pel == want && d.len() == 2).then_some(d)
-    });
-    assert_eq!(sorted(&dlq_ids(&dlq)), sorted(&poison));
-    for e in &dlq {
-        assert_eq!(entry_field(e, "reclaim-consumer"), b"dead");
-        assert_eq!(entry_field(e, "reclaim-deliveries"), b"9");
-    }
-    assert_eq!(status(&mut c, "jobs", "g"), "active");
+    let (want, dlq) =
+        wait_claimed_and_dead_lettered(&mut c, "the sweep after the pause", &ids[2..], &poison);
     healthy(&mut p, &mut c);
 
     // The replica holds exactly the primary's result (it did none of it itself).
@@ -308,20 +191,11 @@ fn failover_hands_sweeping_to_the_new_primary() {
     let mut rc = r.conn();
     busy(&mut c, "busy", 300);
     create_group(&mut c, b"jobs", b"g");
-    policy(
+    set_policy_opts(
         &mut c,
         "jobs",
         "g",
-        &[
-            "MIN-IDLE",
-            "300",
-            "MAX-DELIVERIES",
-            "3",
-            "DLQ",
-            "jobs:dlq",
-            "INTERVAL",
-            "20",
-        ],
+        "MIN-IDLE 300 MAX-DELIVERIES 3 DLQ jobs:dlq INTERVAL 20",
     );
     // A: dead-lettered by the old primary before the failover.
     let a = add_many(&mut c, "jobs", "a", 3);
@@ -355,23 +229,20 @@ fn failover_hands_sweeping_to_the_new_primary() {
     let cc = add_many(&mut rc, "jobs", "c", 4);
     read_group(&mut rc, b"jobs", b"g", b"dead3");
     let dlq = wait_for(15, "everything dead-lettered on the new primary", || {
-        let (pel, d) = snapshot(&mut rc, "jobs", "g", "jobs:dlq");
+        let (pel, d) = pel_and_dlq(&mut rc, "jobs", "g", "jobs:dlq");
         pel.is_empty().then_some(d)
     });
     let all: Vec<String> = a.iter().chain(&b).chain(&cc).cloned().collect();
     assert_partition(&[], &dlq, &all);
-    for e in &dlq {
-        let id = String::from_utf8(entry_field(e, "reclaim-id")).unwrap();
-        let (consumer, n): (&[u8], &[u8]) = if a.contains(&id) {
-            (b"dead", b"9")
-        } else if b.contains(&id) {
-            (b"dead2", b"3")
+    assert_provenance(&dlq, |id| {
+        if a.iter().any(|x| x == id) {
+            ("dead", "9")
+        } else if b.iter().any(|x| x == id) {
+            ("dead2", "3")
         } else {
-            (b"reclaim", b"3")
-        };
-        assert_eq!(entry_field(e, "reclaim-consumer"), consumer, "{e:?}");
-        assert_eq!(entry_field(e, "reclaim-deliveries"), n, "{e:?}");
-    }
+            ("reclaim", "3")
+        }
+    });
     assert_eq!(status(&mut rc, "jobs", "g"), "active");
     // C was claimed twice on the new primary (count 1 -> 2 -> 3), then dead-lettered there.
     assert_eq!(stat(&mut rc, "jobs", "g", "claimed"), 8);
@@ -383,7 +254,7 @@ fn failover_hands_sweeping_to_the_new_primary() {
 
     // The old primary is a replica now: it skips its ticks and runs no step.
     let steps = reclaim_info(&mut c, "steps");
-    wait_skips(&mut c, "replica", 5);
+    wait_ticks_skipped(&mut c, "replica", 5);
     assert_eq!(reclaim_info(&mut c, "steps"), steps);
     assert_eq!(status(&mut c, "jobs", "g"), "replica");
     let acked: i64 = q(&mut rc, &["WAIT", "1", "5000"]);
@@ -406,20 +277,11 @@ fn out_of_memory_leaves_over_delivered_entries_pending() {
     let mut s = Server::start(&["--maxmemory-policy", "noeviction"]);
     let mut c = s.conn();
     create_group(&mut c, b"jobs", b"g");
-    policy(
+    set_policy_opts(
         &mut c,
         "jobs",
         "g",
-        &[
-            "MIN-IDLE",
-            "100",
-            "MAX-DELIVERIES",
-            "3",
-            "DLQ",
-            "jobs:dlq",
-            "INTERVAL",
-            "20",
-        ],
+        "MIN-IDLE 100 MAX-DELIVERIES 3 DLQ jobs:dlq INTERVAL 20",
     );
     let ids = add_many(&mut c, "jobs", "j", 5);
     let poison = ids[..3].to_vec();
@@ -445,9 +307,9 @@ fn out_of_memory_leaves_over_delivered_entries_pending() {
             .all(|e| e.idle >= 100)
             .then_some(())
     });
-    wait_skips(&mut c, "oom", 5);
+    wait_ticks_skipped(&mut c, "oom", 5);
     assert_eq!(status(&mut c, "jobs", "g"), "oom");
-    let (pel, dlq) = snapshot(&mut c, "jobs", "g", "jobs:dlq");
+    let (pel, dlq) = pel_and_dlq(&mut c, "jobs", "g", "jobs:dlq");
     assert_eq!(pel, before, "nothing claimed or acked while out of memory");
     assert!(dlq.is_empty(), "nothing dead-lettered while out of memory");
     assert!(!exists(&mut c, "jobs:dlq"));
@@ -457,20 +319,7 @@ fn out_of_memory_leaves_over_delivered_entries_pending() {
     healthy(&mut s, &mut c);
 
     let _: () = q(&mut c, &["CONFIG", "SET", "maxmemory", "0"]);
-    let want: Vec<PendRaw> = ids[3..]
-        .iter()
-        .map(|id| (id.clone(), b"reclaim".to_vec(), 2))
-        .collect();
-    let dlq = wait_for(10, "the moves once memory is back", || {
-        let (pel, d) = snapshot(&mut c, "jobs", "g", "jobs:dlq");
-        (pel == want && d.len() == 3).then_some(d)
-    });
-    assert_eq!(sorted(&dlq_ids(&dlq)), sorted(&poison));
-    for e in &dlq {
-        assert_eq!(entry_field(e, "reclaim-deliveries"), b"9");
-        assert_eq!(entry_field(e, "reclaim-consumer"), b"dead");
-    }
-    assert_eq!(status(&mut c, "jobs", "g"), "active");
+    wait_claimed_and_dead_lettered(&mut c, "the moves once memory is back", &ids[3..], &poison);
     healthy(&mut s, &mut c);
 }
 
@@ -535,7 +384,7 @@ fn memory_running_out_during_a_sweep_stops_moves_cleanly() {
             || stat(&mut c, "big", "g", "oom-skips") > skips)
             .then_some(())
     });
-    let (pel, dlq) = snapshot(&mut c, "big", "g", "big:dlq");
+    let (pel, dlq) = pel_and_dlq(&mut c, "big", "g", "big:dlq");
     assert_partition(&pel, &dlq, &ids);
     assert!(
         dlq.len() as i64 >= moved && !pel.is_empty(),
@@ -553,7 +402,7 @@ fn memory_running_out_during_a_sweep_stops_moves_cleanly() {
 
     let _: () = q(&mut c, &["CONFIG", "SET", "maxmemory", "0"]);
     let dlq = wait_for(10, "every entry moved", || {
-        let (pel, d) = snapshot(&mut c, "big", "g", "big:dlq");
+        let (pel, d) = pel_and_dlq(&mut c, "big", "g", "big:dlq");
         pel.is_empty().then_some(d)
     });
     assert_partition(&[], &dlq, &ids);
@@ -570,9 +419,7 @@ fn memory_running_out_during_a_sweep_stops_moves_cleanly() {
 
 #[test]
 fn stream_deleted_while_sweeping() {
-    let mut s = Server::new();
-    let mut c = s.conn();
-    busy(&mut c, "s", 500);
+    let (mut s, mut c) = busy_server("s", 500);
     let n: i64 = q(&mut c, &["DEL", "s"]);
     assert_eq!(n, 1);
     assert_eq!(status(&mut c, "s", "g"), "waiting: stream does not exist");
@@ -587,9 +434,7 @@ fn stream_deleted_while_sweeping() {
 
 #[test]
 fn stream_renamed_while_sweeping() {
-    let mut s = Server::new();
-    let mut c = s.conn();
-    busy(&mut c, "r1", 500);
+    let (mut s, mut c) = busy_server("r1", 500);
     let pol = get_policy(&mut c, b"r1", b"g");
     let _: () = q(&mut c, &["RENAME", "r1", "r2"]);
     // The policy stays with the old name and waits for it; the renamed stream is left alone.
@@ -620,9 +465,7 @@ fn stream_renamed_while_sweeping() {
 
 #[test]
 fn stream_trimmed_to_nothing_while_sweeping() {
-    let mut s = Server::new();
-    let mut c = s.conn();
-    busy(&mut c, "t", 1000);
+    let (mut s, mut c) = busy_server("t", 1000);
     assert_eq!(stat(&mut c, "t", "g", "deleted"), 0);
     let n: i64 = q(&mut c, &["XTRIM", "t", "MAXLEN", "0"]);
     assert_eq!(n, 1000);
@@ -640,9 +483,7 @@ fn stream_trimmed_to_nothing_while_sweeping() {
 
 #[test]
 fn group_destroyed_while_sweeping() {
-    let mut s = Server::new();
-    let mut c = s.conn();
-    busy(&mut c, "d", 500);
+    let (mut s, mut c) = busy_server("d", 500);
     let n: i64 = q(&mut c, &["XGROUP", "DESTROY", "d", "g"]);
     assert_eq!(n, 1);
     assert_eq!(
@@ -664,9 +505,7 @@ fn group_destroyed_while_sweeping() {
 
 #[test]
 fn owner_deleted_while_sweeping() {
-    let mut s = Server::new();
-    let mut c = s.conn();
-    busy(&mut c, "o", 500);
+    let (mut s, mut c) = busy_server("o", 500);
     // Every entry belongs to the claimant now; deleting it drops them from the PEL.
     let n: i64 = q(&mut c, &["XGROUP", "DELCONSUMER", "o", "g", "reclaim"]);
     assert_eq!(n, 500);
@@ -700,20 +539,11 @@ fn dlq_replaced_by_a_string_while_sweeping() {
     create_group(&mut c, b"q", b"g");
     let mut ids = add_many(&mut c, "q", "e", 2000);
     read_group(&mut c, b"q", b"g", b"dead");
-    policy(
+    set_policy_opts(
         &mut c,
         "q",
         "g",
-        &[
-            "MIN-IDLE",
-            "1",
-            "MAX-DELIVERIES",
-            "3",
-            "DLQ",
-            "q:dlq",
-            "INTERVAL",
-            "1",
-        ],
+        "MIN-IDLE 1 MAX-DELIVERIES 3 DLQ q:dlq INTERVAL 1",
     );
     wait_for(10, "dead-letter moves started", || {
         (xlen(&mut c, b"q:dlq") > 0).then_some(())
@@ -767,7 +597,7 @@ fn dlq_replaced_by_a_string_while_sweeping() {
 
     let _: i64 = q(&mut c, &["DEL", "q:dlq"]);
     let new_dlq = wait_for(10, "everything dead-lettered once the key is free", || {
-        let (pel, d) = snapshot(&mut c, "q", "g", "q:dlq");
+        let (pel, d) = pel_and_dlq(&mut c, "q", "g", "q:dlq");
         pel.is_empty().then_some(d)
     });
     let both: Vec<Entry> = old_dlq.iter().chain(&new_dlq).cloned().collect();
@@ -797,7 +627,7 @@ fn flushall_while_sweeping() {
         (reclaim_info(&mut c0, "policies") == 0).then_some(())
     });
     // The timer keeps running (a probe policy steps) and recreates nothing.
-    policy(&mut c0, "probe", "g", &["INTERVAL", "1"]);
+    set_policy_opts(&mut c0, "probe", "g", "INTERVAL 1");
     wait_steps(&mut c0, 5);
     let keys: Vec<String> = q(&mut c0, &["KEYS", "*"]);
     assert_eq!(keys, ["reclaim:policy:{probe}:probe"]);
@@ -853,20 +683,11 @@ fn numbers_at_the_i64_limits() {
     read_group(&mut c, b"n", b"g", b"dead");
     set_deliveries(&mut c, b"n", b"g", b"dead", &ids[..1], i64::MAX);
 
-    policy(
+    set_policy_opts(
         &mut c,
         "n",
         "g",
-        &[
-            "MIN-IDLE",
-            MAX,
-            "MAX-DELIVERIES",
-            MAX,
-            "DLQ",
-            "n:dlq",
-            "INTERVAL",
-            MAX,
-        ],
+        &format!("MIN-IDLE {MAX} MAX-DELIVERIES {MAX} DLQ n:dlq INTERVAL {MAX}"),
     );
     let got = get_policy(&mut c, b"n", b"g").unwrap();
     assert_eq!(
@@ -921,7 +742,7 @@ fn numbers_at_the_i64_limits() {
     ];
     assert_eq!(pending_raw(&mut c, b"n", b"g"), before);
     assert_eq!(stat(&mut c, "n", "g", "passes"), 2);
-    policy(&mut c, "probe", "g", &["INTERVAL", "1"]);
+    set_policy_opts(&mut c, "probe", "g", "INTERVAL 1");
     wait_steps(&mut c, 5);
     assert_eq!(
         stat(&mut c, "n", "g", "passes"),
@@ -932,20 +753,11 @@ fn numbers_at_the_i64_limits() {
 
     // MIN-IDLE 1: the entry at count 2^63-1 is stale at the limit and is dead-lettered with that
     // count; the other is claimed.
-    policy(
+    set_policy_opts(
         &mut c,
         "n",
         "g",
-        &[
-            "MIN-IDLE",
-            "1",
-            "MAX-DELIVERIES",
-            MAX,
-            "DLQ",
-            "n:dlq",
-            "INTERVAL",
-            MAX,
-        ],
+        &format!("MIN-IDLE 1 MAX-DELIVERIES {MAX} DLQ n:dlq INTERVAL {MAX}"),
     );
     wait_for(10, "the pass at MIN-IDLE 1", || {
         (stat(&mut c, "n", "g", "passes") >= 3).then_some(())
@@ -994,23 +806,14 @@ fn one_megabyte_values_are_dead_lettered_intact() {
         .query(&mut c)
         .unwrap();
     read_group(&mut c, b"m", b"g", b"dead");
-    policy(
+    set_policy_opts(
         &mut c,
         "m",
         "g",
-        &[
-            "MIN-IDLE",
-            "100",
-            "MAX-DELIVERIES",
-            "1",
-            "DLQ",
-            "m:dlq",
-            "INTERVAL",
-            "20",
-        ],
+        "MIN-IDLE 100 MAX-DELIVERIES 1 DLQ m:dlq INTERVAL 20",
     );
     let dlq = wait_for(10, "the 1 MB entry dead-lettered", || {
-        let (pel, d) = snapshot(&mut c, "m", "g", "m:dlq");
+        let (pel, d) = pel_and_dlq(&mut c, "m", "g", "m:dlq");
         (pel.is_empty() && !d.is_empty()).then_some(d)
     });
     assert_eq!(dlq.len(), 1);
@@ -1201,7 +1004,7 @@ fn a_million_pending_entries_are_all_claimed() {
     let build = t.elapsed();
 
     let t = Instant::now();
-    policy(&mut c, "big", "g", &["MIN-IDLE", "10", "INTERVAL", "60000"]);
+    set_policy_opts(&mut c, "big", "g", "MIN-IDLE 10 INTERVAL 60000");
     let mut max_ping = Duration::ZERO;
     wait_for(120, "1,000,000 entries claimed", || {
         let p = Instant::now();

@@ -1,57 +1,26 @@
 //! Sweep behaviour against a real server: claims, dead-letters, deletions, untouched entries,
 //! cursor coverage across ticks, missing and wrong-type keys, RECLAIM.SWEEP, and how sweep effects
-//! reach replicas and the AOF. The field cases (T01a..T11d of field-cases-1) are named where they
-//! are tested.
+//! reach replicas and the AOF.
 //!
 //! Timing: the tests use the timer with small INTERVALs and poll with `wait_for` for a state or a
 //! progress counter (passes, steps), never for a duration. Exact replies come from fixtures
 //! (`XCLAIM ... IDLE ms RETRYCOUNT n JUSTID` sets idle and delivery count exactly) swept with
 //! RECLAIM.SWEEP under a policy whose timer pass is an hour away (`quiet_policy`).
 
-mod common;
-use common::*;
+use reclaim_testkit::*;
 
 #[test]
 fn dead_consumer_entries_go_to_the_claimant_with_count_2() {
     let s = Server::new();
     let mut c = s.conn();
-    let _: () = cmd("XGROUP")
-        .arg("CREATE")
-        .arg("orders")
-        .arg("workers")
-        .arg("$")
-        .arg("MKSTREAM")
-        .query(&mut c)
-        .unwrap();
-    for i in 0..5 {
-        let _: String = cmd("XADD")
-            .arg("orders")
-            .arg("*")
-            .arg("n")
-            .arg(i)
-            .query(&mut c)
-            .unwrap();
-    }
-    let _: Value = cmd("XREADGROUP")
-        .arg("GROUP")
-        .arg("workers")
-        .arg("c1")
-        .arg("STREAMS")
-        .arg("orders")
-        .arg(">")
-        .query(&mut c)
-        .unwrap();
+    run(
+        &mut c,
+        &["XGROUP", "CREATE", "orders", "workers", "$", "MKSTREAM"],
+    );
+    add_numbered(&mut c, "orders", 5);
+    deliver(&mut c, "orders", "workers", "c1", None);
     // The consumer "dies": it never acknowledges.
-    let _: () = cmd("RECLAIM.POLICY")
-        .arg("SET")
-        .arg("orders")
-        .arg("workers")
-        .arg("MIN-IDLE")
-        .arg(200)
-        .arg("INTERVAL")
-        .arg(50)
-        .query(&mut c)
-        .unwrap();
+    set_policy_opts(&mut c, "orders", "workers", "MIN-IDLE 200 INTERVAL 50");
     let p = wait_for(10, "all 5 entries claimed", || {
         let p = pending(&mut c, "orders", "workers");
         p.iter().all(|e| e.consumer == "reclaim").then_some(p)
@@ -64,25 +33,6 @@ fn dead_consumer_entries_go_to_the_claimant_with_count_2() {
 // ---------------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------------
-
-/// An INTERVAL no test waits for: the timer's next pass is an hour away, so only RECLAIM.SWEEP
-/// (or a policy reset) touches the PEL after the first pass.
-const HOUR: &str = "3600000";
-
-/// Runs a command given as words; panics with the command and the error on failure.
-fn run(c: &mut Connection, args: &[&str]) -> Value {
-    let mut k = cmd(args[0]);
-    for a in &args[1..] {
-        k.arg(*a);
-    }
-    k.query(c).unwrap_or_else(|e| panic!("{args:?}: {e}"))
-}
-
-/// Runs a command given as words and converts its reply.
-fn q<T: redis::FromRedisValue>(c: &mut Connection, args: &[&str]) -> T {
-    let v = run(c, args);
-    redis::from_redis_value(v.clone()).unwrap_or_else(|e| panic!("{args:?} -> {v:?}: {e}"))
-}
 
 /// `XGROUP CREATE s g 0 MKSTREAM`.
 fn group(c: &mut Connection, s: &str, g: &str) {
@@ -119,16 +69,12 @@ fn ids(from: u64, to: u64) -> Vec<String> {
     (from..=to).map(|i| format!("{i}-0")).collect()
 }
 
-/// `XREADGROUP GROUP g consumer [COUNT n] STREAMS s >`: delivers new entries to `consumer`.
-fn deliver(c: &mut Connection, s: &str, g: &str, consumer: &str, count: Option<u64>) {
-    let n = count.map(|n| n.to_string());
-    let mut a = vec!["XREADGROUP", "GROUP", g, consumer];
-    if let Some(n) = &n {
-        a.push("COUNT");
-        a.push(n);
-    }
-    a.extend_from_slice(&["STREAMS", s, ">"]);
-    run(c, &a);
+/// A stream `s` whose group `g` (from the start) holds entries `1-0 ..= n-0`, every one delivered
+/// once to consumer `c1`, which never acknowledges.
+fn delivered_to_c1(c: &mut Connection, s: &str, g: &str, n: u64) {
+    group(c, s, g);
+    add_range(c, s, 1, n);
+    deliver(c, s, g, "c1", None);
 }
 
 /// `XREADGROUP GROUP g consumer STREAMS s 0`: the consumer re-reads its own pending history (each
@@ -153,65 +99,6 @@ fn fix1(c: &mut Connection, s: &str, g: &str, owner: &str, id: &str, idle: i64, 
     fixture(c, s, g, owner, &[id.to_string()], idle, n);
 }
 
-/// `RECLAIM.POLICY SET s g opts...`.
-fn set_policy(c: &mut Connection, s: &str, g: &str, opts: &[&str]) {
-    let mut a = vec!["RECLAIM.POLICY", "SET", s, g];
-    a.extend_from_slice(opts);
-    let _: () = q(c, &a);
-}
-
-/// Sets a policy whose timer pass runs once (on the group as it is now) and then not for an hour,
-/// and waits for that pass. Anything set up afterwards is left to RECLAIM.SWEEP, so the sweep's
-/// reply is exact. `opts` must not contain INTERVAL.
-fn quiet_policy(c: &mut Connection, s: &str, g: &str, opts: &[&str]) {
-    let before = stat(c, s, g, "passes").unwrap_or(0);
-    let mut o = opts.to_vec();
-    o.extend_from_slice(&["INTERVAL", HOUR]);
-    set_policy(c, s, g, &o);
-    wait_for(10, "the policy's first (empty) pass", || {
-        (stat(c, s, g, "passes").unwrap() > before).then_some(())
-    });
-}
-
-/// One integer field of RECLAIM.STATS, `None` when there is no policy.
-fn stat(c: &mut Connection, s: &str, g: &str, field: &str) -> Option<i64> {
-    let v: Value = cmd("RECLAIM.STATS").arg(s).arg(g).query(c).ok()?;
-    Some(int_field(&v, field))
-}
-
-/// The `status` field of RECLAIM.STATS.
-fn status(c: &mut Connection, s: &str, g: &str) -> String {
-    str_field(&stats(c, s, g), "status")
-}
-
-/// Waits until the policy completed `n` more passes than now (the timer kept sweeping).
-fn wait_passes(c: &mut Connection, s: &str, g: &str, n: i64) {
-    let start = stat(c, s, g, "passes").unwrap();
-    wait_for(20, &format!("{n} more passes of ({s}, {g})"), || {
-        (stat(c, s, g, "passes").unwrap() >= start + n).then_some(())
-    });
-}
-
-/// One field of `INFO reclaim` (`reclaim_<name>`).
-fn info(c: &mut Connection, name: &str) -> i64 {
-    let text: String = q(c, &["INFO", "reclaim"]);
-    let key = format!("reclaim_{name}:");
-    text.lines()
-        .find_map(|l| l.strip_prefix(&key))
-        .unwrap_or_else(|| panic!("no {key} in INFO reclaim:\n{text}"))
-        .trim()
-        .parse()
-        .unwrap()
-}
-
-/// Waits until the timer ran `n` more steps than now (server-wide).
-fn wait_steps(c: &mut Connection, n: i64) {
-    let start = info(c, "steps");
-    wait_for(20, &format!("{n} more sweep steps"), || {
-        (info(c, "steps") >= start + n).then_some(())
-    });
-}
-
 /// `RECLAIM.SWEEP s g [LIMIT n]` -> (claimed, dead-lettered, deleted).
 fn sweep(c: &mut Connection, s: &str, g: &str, limit: Option<i64>) -> (i64, i64, i64) {
     let n = limit.map(|n| n.to_string());
@@ -230,20 +117,6 @@ fn sweep(c: &mut Connection, s: &str, g: &str, limit: Option<i64>) -> (i64, i64,
     )
 }
 
-fn xlen(c: &mut Connection, k: &str) -> i64 {
-    q(c, &["XLEN", k])
-}
-
-fn exists(c: &mut Connection, k: &str) -> bool {
-    q::<i64>(c, &["EXISTS", k]) == 1
-}
-
-/// The number of pending entries of a group (XPENDING summary form).
-fn pel_total(c: &mut Connection, s: &str, g: &str) -> i64 {
-    let v: Vec<Value> = q(c, &["XPENDING", s, g]);
-    redis::from_redis_value(v[0].clone()).unwrap()
-}
-
 /// (id, owner, count) of every pending entry: what a sweep may change, without the clock.
 fn pel_state(c: &mut Connection, s: &str, g: &str) -> Vec<(String, String, i64)> {
     pending(c, s, g)
@@ -254,24 +127,6 @@ fn pel_state(c: &mut Connection, s: &str, g: &str) -> Vec<(String, String, i64)>
 
 fn one(id: &str, owner: &str, n: i64) -> (String, String, i64) {
     (id.to_string(), owner.to_string(), n)
-}
-
-/// One stream entry: ID and its field/value pairs in order.
-type Entry = (String, Vec<(String, String)>);
-
-/// `XRANGE k - +`, fields in their stored order.
-fn entries(c: &mut Connection, k: &str) -> Vec<Entry> {
-    let raw: Vec<(String, Vec<String>)> = q(c, &["XRANGE", k, "-", "+"]);
-    raw.into_iter()
-        .map(|(id, flat)| {
-            assert_eq!(flat.len() % 2, 0, "odd field list in {k} {id}: {flat:?}");
-            let f = flat
-                .chunks(2)
-                .map(|p| (p[0].clone(), p[1].clone()))
-                .collect();
-            (id, f)
-        })
-        .collect()
 }
 
 /// Owned (field, value) pairs.
@@ -305,7 +160,7 @@ fn dlq_fields(
 }
 
 // ---------------------------------------------------------------------------------------------
-// Poison messages (C09): dead-lettered exactly once, with their fields and provenance
+// Poison messages: dead-lettered exactly once, with their fields and provenance
 // ---------------------------------------------------------------------------------------------
 
 /// A handler that always fails and leaves the entry idle (it crashes): every pass that finds the
@@ -321,26 +176,17 @@ fn failing_handler_that_goes_idle_is_dead_lettered_after_max_deliveries() {
     deliver(&mut c, "jobs", "g", "c1", None);
     assert_eq!(pel_state(&mut c, "jobs", "g"), [one("1-0", "c1", 1)]);
     // c1 crashed: nobody ever acknowledges or re-reads 1-0.
-    set_policy(
+    set_policy_opts(
         &mut c,
         "jobs",
         "g",
-        &[
-            "MIN-IDLE",
-            "100",
-            "MAX-DELIVERIES",
-            "3",
-            "DLQ",
-            "jobs:dlq",
-            "INTERVAL",
-            "50",
-        ],
+        "MIN-IDLE 100 MAX-DELIVERIES 3 DLQ jobs:dlq INTERVAL 50",
     );
     wait_for(20, "the poison entry in the DLQ", || {
         exists(&mut c, "jobs:dlq").then_some(())
     });
     // Deliveries: c1 (1), claim (2), claim (3), then stale at the limit -> DLQ.
-    let dlq = entries(&mut c, "jobs:dlq");
+    let dlq = xrange_text(&mut c, "jobs:dlq");
     assert_eq!(dlq.len(), 1, "{dlq:?}");
     assert_eq!(
         dlq[0].1,
@@ -349,7 +195,7 @@ fn failing_handler_that_goes_idle_is_dead_lettered_after_max_deliveries() {
     );
     assert_eq!(pel_total(&mut c, "jobs", "g"), 0);
     assert_eq!(
-        entries(&mut c, "jobs"),
+        xrange_text(&mut c, "jobs"),
         [("1-0".to_string(), fields(&body))],
         "the source entry stays in the stream"
     );
@@ -361,7 +207,7 @@ fn failing_handler_that_goes_idle_is_dead_lettered_after_max_deliveries() {
     // Idempotence: more passes and an explicit sweep add nothing.
     wait_passes(&mut c, "jobs", "g", 5);
     assert_eq!(sweep(&mut c, "jobs", "g", None), (0, 0, 0));
-    assert_eq!(entries(&mut c, "jobs:dlq"), dlq);
+    assert_eq!(xrange_text(&mut c, "jobs:dlq"), dlq);
     assert_eq!(xlen(&mut c, "jobs"), 1);
     assert_eq!(int_field(&stats(&mut c, "jobs", "g"), "dead-lettered"), 1);
 }
@@ -379,20 +225,11 @@ fn failing_handler_that_rereads_history_is_dead_lettered_above_max_deliveries() 
     add(&mut c, "h", "2-0", &[("job", "fine")]);
     deliver(&mut c, "h", "g", "c1", Some(1));
     deliver(&mut c, "h", "g", "c2", Some(1));
-    set_policy(
+    set_policy_opts(
         &mut c,
         "h",
         "g",
-        &[
-            "MIN-IDLE",
-            "60000",
-            "MAX-DELIVERIES",
-            "3",
-            "DLQ",
-            "h:dlq",
-            "INTERVAL",
-            "50",
-        ],
+        "MIN-IDLE 60000 MAX-DELIVERIES 3 DLQ h:dlq INTERVAL 50",
     );
     reread_history(&mut c, "h", "g", "c1");
     reread_history(&mut c, "h", "g", "c1");
@@ -408,7 +245,7 @@ fn failing_handler_that_rereads_history_is_dead_lettered_above_max_deliveries() 
     wait_for(20, "the re-read entry in the DLQ", || {
         exists(&mut c, "h:dlq").then_some(())
     });
-    let dlq = entries(&mut c, "h:dlq");
+    let dlq = xrange_text(&mut c, "h:dlq");
     assert_eq!(dlq.len(), 1, "{dlq:?}");
     assert_eq!(dlq[0].1, dlq_fields(&body, "h", "g", "1-0", "c1", 4));
     assert_eq!(
@@ -428,7 +265,7 @@ fn failing_handler_that_rereads_history_is_dead_lettered_above_max_deliveries() 
     );
     assert!(again.iter().all(|(_, e)| e.is_empty()), "{again:?}");
     wait_passes(&mut c, "h", "g", 5);
-    assert_eq!(entries(&mut c, "h:dlq"), dlq);
+    assert_eq!(xrange_text(&mut c, "h:dlq"), dlq);
     assert_eq!(sweep(&mut c, "h", "g", None), (0, 0, 0));
     assert_eq!(xlen(&mut c, "h:dlq"), 1);
 }
@@ -441,25 +278,14 @@ fn failing_handler_that_rereads_history_is_dead_lettered_above_max_deliveries() 
 fn entries_below_min_idle_are_never_touched() {
     let s = Server::new();
     let mut c = s.conn();
-    group(&mut c, "w", "g");
-    add_range(&mut c, "w", 1, 3);
-    deliver(&mut c, "w", "g", "c1", None);
+    delivered_to_c1(&mut c, "w", "g", 3);
     // 3-0 sits at the limit, but its consumer is still on it.
     fix1(&mut c, "w", "g", "c1", "3-0", 0, 3);
-    set_policy(
+    set_policy_opts(
         &mut c,
         "w",
         "g",
-        &[
-            "MIN-IDLE",
-            "60000",
-            "MAX-DELIVERIES",
-            "3",
-            "DLQ",
-            "w:dlq",
-            "INTERVAL",
-            "50",
-        ],
+        "MIN-IDLE 60000 MAX-DELIVERIES 3 DLQ w:dlq INTERVAL 50",
     );
     let before = pending(&mut c, "w", "g");
     wait_passes(&mut c, "w", "g", 4);
@@ -493,7 +319,8 @@ fn entries_below_min_idle_are_never_touched() {
 // The rules, one entry per case, through RECLAIM.SWEEP (exact replies)
 // ---------------------------------------------------------------------------------------------
 
-/// T03a, T03c, T09e, T01a/b, T01d: each kind of entry in one PEL, one sweep, separate counts.
+/// Each kind of entry (stale, at or over the delivery limit, stale or not, deleted, fresh) in one
+/// PEL, one sweep, separate counts.
 #[test]
 fn sweep_applies_each_rule_and_counts_separately() {
     let s = Server::new();
@@ -503,18 +330,7 @@ fn sweep_applies_each_rule_and_counts_separately() {
         &mut c,
         "t",
         "g",
-        &[
-            "MIN-IDLE",
-            "60000",
-            "MAX-DELIVERIES",
-            "3",
-            "DLQ",
-            "t:dlq",
-            "CLAIMANT",
-            "reaper",
-            "COUNT",
-            "3",
-        ],
+        "MIN-IDLE 60000 MAX-DELIVERIES 3 DLQ t:dlq CLAIMANT reaper COUNT 3",
     );
     add_range(&mut c, "t", 1, 8);
     deliver(&mut c, "t", "g", "c1", None);
@@ -545,7 +361,7 @@ fn sweep_applies_each_rule_and_counts_separately() {
             assert!(p.idle < 60_000, "a claim resets idle: {p:?}");
         }
     }
-    let dlq = entries(&mut c, "t:dlq");
+    let dlq = xrange_text(&mut c, "t:dlq");
     let got: Vec<&Vec<(String, String)>> = dlq.iter().map(|(_, f)| f).collect();
     assert_eq!(
         got,
@@ -565,21 +381,19 @@ fn sweep_applies_each_rule_and_counts_separately() {
     assert_eq!(int_field(&st, "deleted"), 1, "{st:?}");
 }
 
-/// T01b by the timer: deleted + stale + count above the limit -> removed from the PEL, never DLQ.
+/// By the timer: deleted + stale + count above the limit -> removed from the PEL, never DLQ.
 #[test]
 fn deleted_entry_over_the_limit_is_dropped_not_dead_lettered() {
     let s = Server::new();
     let mut c = s.conn();
-    group(&mut c, "s1", "g1");
-    add_range(&mut c, "s1", 1, 2);
-    deliver(&mut c, "s1", "g1", "c1", None);
+    delivered_to_c1(&mut c, "s1", "g1", 2);
     fix1(&mut c, "s1", "g1", "c1", "1-0", 120_000, 10);
     let _: i64 = q(&mut c, &["XDEL", "s1", "1-0"]);
-    set_policy(
+    set_policy_opts(
         &mut c,
         "s1",
         "g1",
-        &["MIN-IDLE", "60000", "MAX-DELIVERIES", "3", "DLQ", "dlq1"],
+        "MIN-IDLE 60000 MAX-DELIVERIES 3 DLQ dlq1",
     );
     wait_for(10, "1-0 removed from the PEL", || {
         (pel_state(&mut c, "s1", "g1") == [one("2-0", "c1", 1)]).then_some(())
@@ -597,7 +411,7 @@ fn deleted_entry_over_the_limit_is_dropped_not_dead_lettered() {
         &mut c,
         "s2",
         "g1",
-        &["MIN-IDLE", "60000", "MAX-DELIVERIES", "3", "DLQ", "dlq2"],
+        "MIN-IDLE 60000 MAX-DELIVERIES 3 DLQ dlq2",
     );
     add_range(&mut c, "s2", 1, 1);
     deliver(&mut c, "s2", "g1", "c1", None);
@@ -608,16 +422,14 @@ fn deleted_entry_over_the_limit_is_dropped_not_dead_lettered() {
     assert!(!exists(&mut c, "dlq2"));
 }
 
-/// T01a, T02b: a pending entry whose stream entry was deleted is purged from the PEL even while its
+/// A pending entry whose stream entry was deleted is purged from the PEL even while its
 /// idle time is below MIN-IDLE (as XAUTOCLAIM does): its body is gone, history reads skip it and
 /// never raise its count, so nothing else will ever clear it.
 #[test]
 fn deleted_entries_are_purged_without_waiting_for_min_idle() {
     let s = Server::new();
     let mut c = s.conn();
-    group(&mut c, "d", "g");
-    add_range(&mut c, "d", 1, 3);
-    deliver(&mut c, "d", "g", "c1", None);
+    delivered_to_c1(&mut c, "d", "g", 3);
     let _: i64 = q(&mut c, &["XDEL", "d", "1-0"]);
     let _: i64 = q(&mut c, &["XTRIM", "d", "MINID", "3"]); // removes 2-0
                                                            // A history read re-delivers 3-0 but skips the deleted ones: their counts stay 1.
@@ -630,20 +442,11 @@ fn deleted_entries_are_purged_without_waiting_for_min_idle() {
             one("3-0", "c1", 2)
         ]
     );
-    set_policy(
+    set_policy_opts(
         &mut c,
         "d",
         "g",
-        &[
-            "MIN-IDLE",
-            "60000",
-            "MAX-DELIVERIES",
-            "3",
-            "DLQ",
-            "d:dlq",
-            "INTERVAL",
-            "50",
-        ],
+        "MIN-IDLE 60000 MAX-DELIVERIES 3 DLQ d:dlq INTERVAL 50",
     );
     wait_for(10, "the deleted entries purged from the PEL", || {
         (pel_state(&mut c, "d", "g") == [one("3-0", "c1", 2)]).then_some(())
@@ -652,33 +455,22 @@ fn deleted_entries_are_purged_without_waiting_for_min_idle() {
     assert!(!exists(&mut c, "d:dlq"));
 }
 
-/// T02a, T05d: a big PEL whose stream was trimmed to nothing drains over many steps.
+/// A big PEL whose stream was trimmed to nothing drains over many steps.
 #[test]
 fn fully_trimmed_pel_of_20000_drains_across_ticks() {
     let s = Server::new();
     let mut c = s.conn();
-    group(&mut c, "big", "g");
-    add_range(&mut c, "big", 1, 20_000);
-    deliver(&mut c, "big", "g", "c1", None);
+    delivered_to_c1(&mut c, "big", "g", 20_000);
     // Half of them are also over the delivery limit: deleted still wins over dead-lettering.
     fixture(&mut c, "big", "g", "c1", &ids(1, 10_000), 120_000, 10);
     assert_eq!(pel_total(&mut c, "big", "g"), 20_000);
     let trimmed: i64 = q(&mut c, &["XTRIM", "big", "MAXLEN", "0"]);
     assert_eq!(trimmed, 20_000);
-    set_policy(
+    set_policy_opts(
         &mut c,
         "big",
         "g",
-        &[
-            "MIN-IDLE",
-            "100",
-            "MAX-DELIVERIES",
-            "3",
-            "DLQ",
-            "big:dlq",
-            "INTERVAL",
-            "50",
-        ],
+        "MIN-IDLE 100 MAX-DELIVERIES 3 DLQ big:dlq INTERVAL 50",
     );
     wait_for(60, "the trimmed PEL drained", || {
         (pel_total(&mut c, "big", "g") == 0).then_some(())
@@ -689,16 +481,16 @@ fn fully_trimmed_pel_of_20000_drains_across_ticks() {
     assert_eq!(int_field(&st, "dead-lettered"), 0, "{st:?}");
     assert!(!exists(&mut c, "big:dlq"));
     assert!(
-        info(&mut c, "steps") >= 200,
+        reclaim_info(&mut c, "steps") >= 200,
         "COUNT 100 bounds a step: 20000 entries need at least 200 steps"
     );
 }
 
 // ---------------------------------------------------------------------------------------------
-// Coverage of a big PEL, cursor, starvation (C04, C05)
+// Coverage of a big PEL, cursor, starvation
 // ---------------------------------------------------------------------------------------------
 
-/// T04a, T04b, T05a: 3000 stale entries, COUNT 10: one pass covers all of them, each exactly once
+/// 3000 stale entries, COUNT 10: one pass covers all of them, each exactly once
 /// (count 2), in bounded steps whose cursor carries over between ticks.
 #[test]
 fn pel_much_larger_than_count_is_covered_once_per_pass() {
@@ -707,19 +499,17 @@ fn pel_much_larger_than_count_is_covered_once_per_pass() {
     // One step per tick (the smallest budget), so a pass needs hundreds of ticks.
     let _: () = q(&mut c, &["CONFIG", "SET", "reclaim.tick-budget-us", "50"]);
     let _: () = q(&mut c, &["CONFIG", "SET", "reclaim.tick-interval-ms", "1"]);
-    group(&mut c, "many", "g");
-    add_range(&mut c, "many", 1, 3000);
-    deliver(&mut c, "many", "g", "c1", None);
+    delivered_to_c1(&mut c, "many", "g", 3000);
     fixture(&mut c, "many", "g", "c1", &ids(1, 3000), 120_000, 1);
-    let steps0 = info(&mut c, "steps");
-    set_policy(
+    let steps0 = reclaim_info(&mut c, "steps");
+    set_policy_opts(
         &mut c,
         "many",
         "g",
-        &["MIN-IDLE", "60000", "COUNT", "10", "INTERVAL", HOUR],
+        &format!("MIN-IDLE 60000 COUNT 10 INTERVAL {HOUR}"),
     );
     wait_for(60, "the first pass over 3000 entries", || {
-        (stat(&mut c, "many", "g", "passes").unwrap() >= 1).then_some(())
+        (stat(&mut c, "many", "g", "passes") >= 1).then_some(())
     });
     let p = pel_state(&mut c, "many", "g");
     assert_eq!(p.len(), 3000);
@@ -741,27 +531,20 @@ fn pel_much_larger_than_count_is_covered_once_per_pass() {
         "a finished pass restarts at the head"
     );
     assert!(
-        info(&mut c, "steps") - steps0 >= 300,
+        reclaim_info(&mut c, "steps") - steps0 >= 300,
         "COUNT 10 bounds each step: 3000 entries need at least 300 steps"
     );
 }
 
-/// T04c: fresh entries at the head of the PEL (10 x COUNT of them) never starve a stale one behind.
+/// Fresh entries at the head of the PEL (10 x COUNT of them) never starve a stale one behind.
 #[test]
 fn stale_entry_behind_many_fresh_ones_is_reached() {
     let s = Server::new();
     let mut c = s.conn();
     let _: () = q(&mut c, &["CONFIG", "SET", "reclaim.tick-budget-us", "50"]);
-    group(&mut c, "st", "g");
-    add_range(&mut c, "st", 1, 101);
-    deliver(&mut c, "st", "g", "c1", None);
+    delivered_to_c1(&mut c, "st", "g", 101);
     fix1(&mut c, "st", "g", "c1", "101-0", 120_000, 1);
-    set_policy(
-        &mut c,
-        "st",
-        "g",
-        &["MIN-IDLE", "60000", "COUNT", "10", "INTERVAL", "50"],
-    );
+    set_policy_opts(&mut c, "st", "g", "MIN-IDLE 60000 COUNT 10 INTERVAL 50");
     wait_for(20, "101-0 claimed", || {
         let p = pel_state(&mut c, "st", "g");
         (p.last() == Some(&one("101-0", "reclaim", 2))).then_some(p)
@@ -776,35 +559,22 @@ fn stale_entry_behind_many_fresh_ones_is_reached() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Counting (C03)
+// Counting
 // ---------------------------------------------------------------------------------------------
 
-/// T03a by the timer: count 2, stale, MAX 3 -> claimed for the claimant with count 3 (+1 exactly),
+/// By the timer: count 2, stale, MAX 3 -> claimed for the claimant with count 3 (+1 exactly),
 /// not dead-lettered, and left alone afterwards while it is fresh.
 #[test]
 fn claim_adds_exactly_one_delivery() {
     let s = Server::new();
     let mut c = s.conn();
-    group(&mut c, "s1", "g1");
-    add_range(&mut c, "s1", 1, 1);
-    deliver(&mut c, "s1", "g1", "c1", None);
+    delivered_to_c1(&mut c, "s1", "g1", 1);
     fix1(&mut c, "s1", "g1", "c1", "1-0", 120_000, 2);
-    set_policy(
+    set_policy_opts(
         &mut c,
         "s1",
         "g1",
-        &[
-            "MIN-IDLE",
-            "60000",
-            "MAX-DELIVERIES",
-            "3",
-            "DLQ",
-            "dlq1",
-            "CLAIMANT",
-            "reaper",
-            "INTERVAL",
-            "50",
-        ],
+        "MIN-IDLE 60000 MAX-DELIVERIES 3 DLQ dlq1 CLAIMANT reaper INTERVAL 50",
     );
     wait_for(10, "1-0 claimed by reaper", || {
         (pel_state(&mut c, "s1", "g1") == [one("1-0", "reaper", 3)]).then_some(())
@@ -818,7 +588,7 @@ fn claim_adds_exactly_one_delivery() {
     assert_eq!(int_field(&stats(&mut c, "s1", "g1"), "claimed"), 1);
 }
 
-/// T03d: a policy on (s, g1) never reads or changes the PEL of g2, even when g2's entries are stale
+/// A policy on (s, g1) never reads or changes the PEL of g2, even when g2's entries are stale
 /// and over the limit.
 #[test]
 fn policy_of_one_group_never_touches_another_group() {
@@ -834,20 +604,11 @@ fn policy_of_one_group_never_touches_another_group() {
     fixture(&mut c, "s", "g2", "c1", &all[..2], 120_000, 1);
     fixture(&mut c, "s", "g2", "c1", &all[2..], 120_000, 9);
     let g2_before = pending(&mut c, "s", "g2");
-    set_policy(
+    set_policy_opts(
         &mut c,
         "s",
         "g1",
-        &[
-            "MIN-IDLE",
-            "60000",
-            "MAX-DELIVERIES",
-            "3",
-            "DLQ",
-            "s:dlq",
-            "INTERVAL",
-            "50",
-        ],
+        "MIN-IDLE 60000 MAX-DELIVERIES 3 DLQ s:dlq INTERVAL 50",
     );
     wait_for(10, "g1's entries claimed", || {
         let p = pel_state(&mut c, "s", "g1");
@@ -874,16 +635,14 @@ fn policy_of_one_group_never_touches_another_group() {
 fn max_deliveries_0_never_dead_letters() {
     let s = Server::new();
     let mut c = s.conn();
-    group(&mut c, "m", "g");
-    add_range(&mut c, "m", 1, 3);
-    deliver(&mut c, "m", "g", "c1", None);
+    delivered_to_c1(&mut c, "m", "g", 3);
     fix1(&mut c, "m", "g", "c1", "1-0", 120_000, 1_000_000);
     fix1(&mut c, "m", "g", "c1", "2-0", 0, 1_000_000);
-    set_policy(
+    set_policy_opts(
         &mut c,
         "m",
         "g",
-        &["MIN-IDLE", "60000", "MAX-DELIVERIES", "0", "INTERVAL", "50"],
+        "MIN-IDLE 60000 MAX-DELIVERIES 0 INTERVAL 50",
     );
     wait_for(10, "stale entries claimed", || {
         let p = pel_state(&mut c, "m", "g");
@@ -912,30 +671,21 @@ fn max_deliveries_0_never_dead_letters() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Missing and wrong keys (C08, C10)
+// Missing and wrong keys
 // ---------------------------------------------------------------------------------------------
 
-/// T08a, T08b, T04d: a policy set before its stream and group exist waits without creating
+/// A policy set before its stream and group exist waits without creating
 /// anything, starts when the group appears, survives DEL of the stream and XGROUP DESTROY, and
 /// resumes from the head when they come back.
 #[test]
 fn policy_waits_for_missing_stream_and_group() {
     let s = Server::new();
     let mut c = s.conn();
-    set_policy(
+    set_policy_opts(
         &mut c,
         "late",
         "g",
-        &[
-            "MIN-IDLE",
-            "60000",
-            "MAX-DELIVERIES",
-            "3",
-            "DLQ",
-            "late:dlq",
-            "INTERVAL",
-            "50",
-        ],
+        "MIN-IDLE 60000 MAX-DELIVERIES 3 DLQ late:dlq INTERVAL 50",
     );
     assert_eq!(
         status(&mut c, "late", "g"),
@@ -1013,30 +763,23 @@ fn policy_waits_for_missing_stream_and_group() {
     );
 }
 
-/// T08c: a stream key of the wrong type is reported, counted as an error, and does not stop
+/// A stream key of the wrong type is reported, counted as an error, and does not stop
 /// other policies from being swept.
 #[test]
 fn wrong_type_stream_is_reported_and_others_still_swept() {
     let s = Server::new();
     let mut c = s.conn();
-    set_policy(&mut c, "bad", "g", &["MIN-IDLE", "60000", "INTERVAL", "50"]);
+    set_policy_opts(&mut c, "bad", "g", "MIN-IDLE 60000 INTERVAL 50");
     let _: () = q(&mut c, &["SET", "bad", "x"]);
-    group(&mut c, "good", "g");
-    add_range(&mut c, "good", 1, 2);
-    deliver(&mut c, "good", "g", "c1", None);
+    delivered_to_c1(&mut c, "good", "g", 2);
     fixture(&mut c, "good", "g", "c1", &ids(1, 2), 120_000, 1);
-    set_policy(
-        &mut c,
-        "good",
-        "g",
-        &["MIN-IDLE", "60000", "INTERVAL", "50"],
-    );
+    set_policy_opts(&mut c, "good", "g", "MIN-IDLE 60000 INTERVAL 50");
     wait_for(10, "good's entries claimed", || {
         (pel_state(&mut c, "good", "g") == [one("1-0", "reclaim", 2), one("2-0", "reclaim", 2)])
             .then_some(())
     });
     wait_for(10, "an error counted for bad", || {
-        (stat(&mut c, "bad", "g", "errors").unwrap() >= 1).then_some(())
+        (stat(&mut c, "bad", "g", "errors") >= 1).then_some(())
     });
     assert_eq!(
         status(&mut c, "bad", "g"),
@@ -1050,7 +793,7 @@ fn wrong_type_stream_is_reported_and_others_still_swept() {
     assert_eq!(v, "x");
 }
 
-/// T10a: the DLQ key holds a string: the over-limit entry stays pending exactly as it was (no XACK),
+/// The DLQ key holds a string: the over-limit entry stays pending exactly as it was (no XACK),
 /// the problem is reported and counted, other entries are still claimed; once the key is fixed, the
 /// entry is dead-lettered.
 #[test]
@@ -1058,20 +801,11 @@ fn dlq_of_the_wrong_type_leaves_the_entry_pending() {
     let s = Server::new();
     let mut c = s.conn();
     group(&mut c, "s1", "g1");
-    set_policy(
+    set_policy_opts(
         &mut c,
         "s1",
         "g1",
-        &[
-            "MIN-IDLE",
-            "60000",
-            "MAX-DELIVERIES",
-            "3",
-            "DLQ",
-            "dlq1",
-            "INTERVAL",
-            "50",
-        ],
+        "MIN-IDLE 60000 MAX-DELIVERIES 3 DLQ dlq1 INTERVAL 50",
     );
     let _: () = q(&mut c, &["SET", "dlq1", "x"]);
     add(&mut c, "s1", "1-0", &[("f", "poison")]);
@@ -1108,14 +842,14 @@ fn dlq_of_the_wrong_type_leaves_the_entry_pending() {
     wait_for(10, "1-0 dead-lettered once the DLQ key is free", || {
         (pel_state(&mut c, "s1", "g1") == [one("2-0", "reclaim", 2)]).then_some(())
     });
-    let dlq = entries(&mut c, "dlq1");
+    let dlq = xrange_text(&mut c, "dlq1");
     assert_eq!(dlq.len(), 1);
     assert_eq!(
         dlq[0].1,
         dlq_fields(&[("f", "poison")], "s1", "g1", "1-0", "c1", 5)
     );
     assert_eq!(status(&mut c, "s1", "g1"), "active");
-    // T10a: each pass that could not append to the DLQ counts as an error.
+    // Each pass that could not append to the DLQ counts as an error.
     assert!(
         errors >= 1,
         "the failed DLQ appends are counted in `errors`: {st:?}"
@@ -1131,7 +865,7 @@ fn sweep_limit_handles_at_most_n_entries() {
     let s = Server::new();
     let mut c = s.conn();
     group(&mut c, "l", "g");
-    quiet_policy(&mut c, "l", "g", &["MIN-IDLE", "60000", "COUNT", "5"]);
+    quiet_policy(&mut c, "l", "g", "MIN-IDLE 60000 COUNT 5");
     add_range(&mut c, "l", 1, 25);
     deliver(&mut c, "l", "g", "c1", None);
     fixture(&mut c, "l", "g", "c1", &ids(1, 25), 120_000, 1);
@@ -1149,7 +883,7 @@ fn sweep_limit_handles_at_most_n_entries() {
     let p = pel_state(&mut c, "l", "g");
     assert!(p.iter().all(|(_, o, n)| o == "reclaim" && *n == 2), "{p:?}");
 
-    // Deleted entries count against the limit too (T05a, T05d).
+    // Deleted entries count against the limit too.
     fixture(&mut c, "l", "g", "c1", &ids(1, 25), 120_000, 1);
     let _: i64 = q(&mut c, &["XTRIM", "l", "MAXLEN", "0"]);
     assert_eq!(sweep(&mut c, "l", "g", Some(10)), (0, 0, 10));
@@ -1167,10 +901,10 @@ fn sweep_limit_handles_at_most_n_entries() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Replication and AOF of sweep effects (C11)
+// Replication and AOF of sweep effects
 // ---------------------------------------------------------------------------------------------
 
-/// T11a, T11b, T11c, T11d: a sweep's effects reach the replica and the AOF exactly (owners, counts,
+/// A sweep's effects reach the replica and the AOF exactly (owners, counts,
 /// DLQ entries with their IDs); the replica's own timer never sweeps.
 #[test]
 fn sweep_effects_replicate_and_survive_restart() {
@@ -1188,26 +922,17 @@ fn sweep_effects_replicate_and_survive_restart() {
     fix1(&mut c, "s1", "g1", "c1", "2-0", 120_000, 4); // dead-lettered
     fix1(&mut c, "s1", "g1", "c1", "4-0", 120_000, 1); // deleted
     let _: i64 = q(&mut c, &["XDEL", "s1", "4-0"]);
-    set_policy(
+    set_policy_opts(
         &mut c,
         "s1",
         "g1",
-        &[
-            "MIN-IDLE",
-            "60000",
-            "MAX-DELIVERIES",
-            "3",
-            "DLQ",
-            "dlq1",
-            "INTERVAL",
-            "50",
-        ],
+        "MIN-IDLE 60000 MAX-DELIVERIES 3 DLQ dlq1 INTERVAL 50",
     );
     let want = [one("1-0", "reclaim", 2), one("3-0", "c1", 1)];
     wait_for(10, "the primary swept", || {
         (pel_state(&mut c, "s1", "g1") == want && exists(&mut c, "dlq1")).then_some(())
     });
-    let dlq = entries(&mut c, "dlq1");
+    let dlq = xrange_text(&mut c, "dlq1");
     assert_eq!(dlq.len(), 1);
     assert_eq!(
         dlq[0].1,
@@ -1216,17 +941,17 @@ fn sweep_effects_replicate_and_survive_restart() {
     let acked: i64 = q(&mut c, &["WAIT", "1", "5000"]);
     assert_eq!(acked, 1);
     assert_eq!(pel_state(&mut rc, "s1", "g1"), want, "replica PEL");
-    assert_eq!(entries(&mut rc, "dlq1"), dlq, "replica DLQ");
+    assert_eq!(xrange_text(&mut rc, "dlq1"), dlq, "replica DLQ");
     assert_eq!(xlen(&mut rc, "s1"), 3);
 
     // The replica knows the policy but never sweeps by itself.
     wait_for(10, "the replica's timer skipping", || {
-        (info(&mut rc, "ticks_skipped_replica") > 0).then_some(())
+        (reclaim_info(&mut rc, "ticks_skipped_replica") > 0).then_some(())
     });
-    assert_eq!(info(&mut rc, "claimed"), 0);
-    assert_eq!(info(&mut rc, "dead_lettered"), 0);
-    assert_eq!(info(&mut rc, "deleted"), 0);
-    assert_eq!(info(&mut rc, "steps"), 0);
+    assert_eq!(reclaim_info(&mut rc, "claimed"), 0);
+    assert_eq!(reclaim_info(&mut rc, "dead_lettered"), 0);
+    assert_eq!(reclaim_info(&mut rc, "deleted"), 0);
+    assert_eq!(reclaim_info(&mut rc, "steps"), 0);
 
     // Restart the primary from its AOF: the same PEL, DLQ and policy.
     drop(c);
@@ -1234,7 +959,7 @@ fn sweep_effects_replicate_and_survive_restart() {
     s.restart();
     let mut c = s.conn();
     assert_eq!(pel_state(&mut c, "s1", "g1"), want, "PEL after AOF reload");
-    assert_eq!(entries(&mut c, "dlq1"), dlq, "DLQ after AOF reload");
+    assert_eq!(xrange_text(&mut c, "dlq1"), dlq, "DLQ after AOF reload");
     let pol = run(&mut c, &["RECLAIM.POLICY", "GET", "s1", "g1"]);
     assert_eq!(int_field(&pol, "max-deliveries"), 3);
     assert_eq!(str_field(&pol, "dlq"), "dlq1");
@@ -1251,9 +976,7 @@ fn sweep_effects_replicate_and_survive_restart() {
 fn windowed_scan_finds_scattered_stale_entries_and_purges_trimmed_ones() {
     let s = Server::new();
     let mut c = s.conn();
-    group(&mut c, "w", "g");
-    add_range(&mut c, "w", 1, 20_000);
-    deliver(&mut c, "w", "g", "c1", None);
+    delivered_to_c1(&mut c, "w", "g", 20_000);
     // Every 997th entry is stale; everything else stays fresh (idle far below MIN-IDLE).
     let stale: Vec<String> = (1..=20_000u64)
         .filter(|i| i % 997 == 0)
@@ -1262,11 +985,11 @@ fn windowed_scan_finds_scattered_stale_entries_and_purges_trimmed_ones() {
     fixture(&mut c, "w", "g", "c1", &stale, 600_000, 1);
     // Trim the first 100 entries away: they are fresh, but gone from the stream.
     run(&mut c, &["XTRIM", "w", "MINID", "101"]);
-    set_policy(
+    set_policy_opts(
         &mut c,
         "w",
         "g",
-        &["MIN-IDLE", "300000", "COUNT", "10", "INTERVAL", "3600000"],
+        "MIN-IDLE 300000 COUNT 10 INTERVAL 3600000",
     );
     wait_passes(&mut c, "w", "g", 1);
     let pel = pel_state(&mut c, "w", "g");
@@ -1278,8 +1001,11 @@ fn windowed_scan_finds_scattered_stale_entries_and_purges_trimmed_ones() {
             assert_eq!((owner.as_str(), *n), ("c1", 1), "{id}");
         }
     }
-    assert_eq!(stat(&mut c, "w", "g", "claimed"), Some(stale.len() as i64));
-    assert_eq!(stat(&mut c, "w", "g", "deleted"), Some(100));
+    assert_eq!(
+        try_stat(&mut c, "w", "g", "claimed"),
+        Some(stale.len() as i64)
+    );
+    assert_eq!(try_stat(&mut c, "w", "g", "deleted"), Some(100));
     assert!(!exists(&mut c, "w:dlq"));
 }
 
@@ -1289,10 +1015,8 @@ fn windowed_scan_finds_scattered_stale_entries_and_purges_trimmed_ones() {
 fn renamed_policy_key_follows_its_new_name() {
     let s = Server::new();
     let mut c = s.conn();
-    set_policy(&mut c, "a", "g", &["MIN-IDLE", "100000", "INTERVAL", "50"]);
-    group(&mut c, "b", "g");
-    add_range(&mut c, "b", 1, 3);
-    deliver(&mut c, "b", "g", "c1", None);
+    set_policy_opts(&mut c, "a", "g", "MIN-IDLE 100000 INTERVAL 50");
+    delivered_to_c1(&mut c, "b", "g", 3);
     fixture(&mut c, "b", "g", "c1", &ids(1, 3), 200_000, 1);
     run(
         &mut c,
@@ -1306,7 +1030,7 @@ fn renamed_policy_key_follows_its_new_name() {
             .all(|e| e.1 == "reclaim" && e.2 == 2)
             .then_some(())
     });
-    assert_eq!(stat(&mut c, "b", "g", "claimed"), Some(3));
+    assert_eq!(try_stat(&mut c, "b", "g", "claimed"), Some(3));
     // The value now names b: an AOF rewrite or a restart keeps it as b's policy.
     let list: Vec<Value> = q(&mut c, &["RECLAIM.POLICY", "LIST"]);
     assert_eq!(list.len(), 1);
@@ -1316,14 +1040,6 @@ fn renamed_policy_key_follows_its_new_name() {
 // ---------------------------------------------------------------------------------------------
 // Skipped scans: a pass does not look for stale entries before one can exist
 // ---------------------------------------------------------------------------------------------
-
-/// Waits until the policy skipped `n` more scans than now (trim-only passes).
-fn wait_skips(c: &mut Connection, s: &str, g: &str, n: i64) {
-    let start = stat(c, s, g, "scans-skipped").unwrap();
-    wait_for(20, &format!("{n} more skipped scans of ({s}, {g})"), || {
-        (stat(c, s, g, "scans-skipped").unwrap() >= start + n).then_some(())
-    });
-}
 
 /// The server's clock, ms since the epoch (`TIME`).
 fn server_ms(c: &mut Connection) -> i64 {
@@ -1337,19 +1053,17 @@ fn server_ms(c: &mut Connection) -> i64 {
 fn aging_entries_are_claimed_although_scans_were_skipped() {
     let s = Server::new();
     let mut c = s.conn();
-    group(&mut c, "a", "g");
-    add_range(&mut c, "a", 1, 50);
-    deliver(&mut c, "a", "g", "c1", None);
+    delivered_to_c1(&mut c, "a", "g", 50);
     let delivered = server_ms(&mut c);
-    set_policy(&mut c, "a", "g", &["MIN-IDLE", "1500", "INTERVAL", "50"]);
-    wait_skips(&mut c, "a", "g", 2);
+    set_policy_opts(&mut c, "a", "g", "MIN-IDLE 1500 INTERVAL 50");
+    wait_scans_skipped(&mut c, "a", "g", 2);
     // The first scan saw nothing idle for half of MIN-IDLE: nothing can be stale before its start
     // + 750 ms, and the module says so.
-    let horizon = stat(&mut c, "a", "g", "stale-not-before").unwrap();
+    let horizon = stat(&mut c, "a", "g", "stale-not-before");
     assert!(horizon > delivered, "{horizon} vs {delivered}");
-    assert_eq!(stat(&mut c, "a", "g", "claimed"), Some(0));
+    assert_eq!(try_stat(&mut c, "a", "g", "claimed"), Some(0));
     wait_for(20, "all 50 entries claimed once stale", || {
-        (stat(&mut c, "a", "g", "claimed") == Some(50)).then_some(())
+        (try_stat(&mut c, "a", "g", "claimed") == Some(50)).then_some(())
     });
     let pel = pel_state(&mut c, "a", "g");
     assert_eq!(pel.len(), 50);
@@ -1358,11 +1072,11 @@ fn aging_entries_are_claimed_although_scans_were_skipped() {
         "{pel:?}"
     );
     assert_eq!(
-        stat(&mut c, "a", "g", "full-passes"),
+        try_stat(&mut c, "a", "g", "full-passes"),
         Some(0),
         "MAX-DELIVERIES 0"
     );
-    assert!(info(&mut c, "scans_skipped") >= 2);
+    assert!(reclaim_info(&mut c, "scans_skipped") >= 2);
 }
 
 /// A client's `XCLAIM ... IDLE` (from a connection or from a script) can make an entry stale at
@@ -1371,20 +1085,18 @@ fn aging_entries_are_claimed_although_scans_were_skipped() {
 fn client_xclaim_with_idle_ends_a_skip() {
     let s = Server::new();
     let mut c = s.conn();
-    group(&mut c, "x", "g");
-    add_range(&mut c, "x", 1, 3);
-    deliver(&mut c, "x", "g", "c1", None);
-    set_policy(&mut c, "x", "g", &["MIN-IDLE", "600000", "INTERVAL", "50"]);
-    wait_skips(&mut c, "x", "g", 2);
-    assert!(stat(&mut c, "x", "g", "stale-not-before").unwrap() > server_ms(&mut c) + 200_000);
+    delivered_to_c1(&mut c, "x", "g", 3);
+    set_policy_opts(&mut c, "x", "g", "MIN-IDLE 600000 INTERVAL 50");
+    wait_scans_skipped(&mut c, "x", "g", 2);
+    assert!(stat(&mut c, "x", "g", "stale-not-before") > server_ms(&mut c) + 200_000);
 
     fix1(&mut c, "x", "g", "c1", "1-0", 700_000, 1);
-    assert_eq!(stat(&mut c, "x", "g", "stale-not-before"), Some(0));
+    assert_eq!(try_stat(&mut c, "x", "g", "stale-not-before"), Some(0));
     wait_for(20, "the entry made stale by XCLAIM IDLE claimed", || {
-        (stat(&mut c, "x", "g", "claimed") == Some(1)).then_some(())
+        (try_stat(&mut c, "x", "g", "claimed") == Some(1)).then_some(())
     });
 
-    wait_skips(&mut c, "x", "g", 1);
+    wait_scans_skipped(&mut c, "x", "g", 1);
     let _: Value = q(
         &mut c,
         &[
@@ -1395,7 +1107,7 @@ fn client_xclaim_with_idle_ends_a_skip() {
         ],
     );
     wait_for(20, "the entry made stale from a script claimed", || {
-        (stat(&mut c, "x", "g", "claimed") == Some(2)).then_some(())
+        (try_stat(&mut c, "x", "g", "claimed") == Some(2)).then_some(())
     });
     assert_eq!(
         pel_state(&mut c, "x", "g"),
@@ -1414,20 +1126,11 @@ fn poison_under_max_2(c: &mut Connection, k: &str) {
     add(c, k, "1-0", &[("job", "poison")]);
     deliver(c, k, "g", "c1", None);
     let dlq = format!("{k}:dlq");
-    set_policy(
+    set_policy_opts(
         c,
         k,
         "g",
-        &[
-            "MIN-IDLE",
-            "600000",
-            "MAX-DELIVERIES",
-            "2",
-            "DLQ",
-            &dlq,
-            "INTERVAL",
-            "50",
-        ],
+        &format!("MIN-IDLE 600000 MAX-DELIVERIES 2 DLQ {dlq} INTERVAL 50"),
     );
 }
 
@@ -1438,7 +1141,7 @@ fn wait_poison_dead_lettered(c: &mut Connection, k: &str) {
         (xlen(c, &dlq) == 1).then_some(())
     });
     assert_eq!(
-        entries(c, &dlq)[0].1,
+        xrange_text(c, &dlq)[0].1,
         dlq_fields(&[("job", "poison")], k, "g", "1-0", "c1", 3)
     );
     assert_eq!(pel_total(c, k, "g"), 0);
@@ -1452,16 +1155,16 @@ fn history_read_from_a_script_brings_back_a_full_pass() {
     let s = Server::new();
     let mut c = s.conn();
     poison_under_max_2(&mut c, "f");
-    wait_skips(&mut c, "f", "g", 2);
-    assert_eq!(stat(&mut c, "f", "g", "full-passes"), Some(1));
-    assert_eq!(stat(&mut c, "f", "g", "consumer-checks"), Some(0));
+    wait_scans_skipped(&mut c, "f", "g", 2);
+    assert_eq!(try_stat(&mut c, "f", "g", "full-passes"), Some(1));
+    assert_eq!(try_stat(&mut c, "f", "g", "consumer-checks"), Some(0));
     let reread = "return redis.call('XREADGROUP', 'GROUP', 'g', 'c1', 'STREAMS', KEYS[1], '0')";
     let _: Value = q(&mut c, &["EVAL", reread, "1", "f"]);
     let _: Value = q(&mut c, &["EVAL", reread, "1", "f"]); // count 3 > 2, fresh
     wait_poison_dead_lettered(&mut c, "f");
     // Found by paging c1's own entries, not the whole PEL again.
-    assert!(stat(&mut c, "f", "g", "consumer-checks").unwrap() >= 1);
-    assert_eq!(stat(&mut c, "f", "g", "full-passes"), Some(1));
+    assert!(stat(&mut c, "f", "g", "consumer-checks") >= 1);
+    assert_eq!(try_stat(&mut c, "f", "g", "full-passes"), Some(1));
 }
 
 /// Passes that skip their scan still purge entries trimmed from the stream.
@@ -1469,18 +1172,16 @@ fn history_read_from_a_script_brings_back_a_full_pass() {
 fn skipped_scans_still_purge_trimmed_entries() {
     let s = Server::new();
     let mut c = s.conn();
-    group(&mut c, "t", "g");
-    add_range(&mut c, "t", 1, 20);
-    deliver(&mut c, "t", "g", "c1", None);
-    set_policy(&mut c, "t", "g", &["MIN-IDLE", "600000", "INTERVAL", "50"]);
-    wait_skips(&mut c, "t", "g", 2);
+    delivered_to_c1(&mut c, "t", "g", 20);
+    set_policy_opts(&mut c, "t", "g", "MIN-IDLE 600000 INTERVAL 50");
+    wait_scans_skipped(&mut c, "t", "g", 2);
     run(&mut c, &["XTRIM", "t", "MINID", "11"]);
     wait_for(20, "the 10 trimmed entries purged", || {
-        (stat(&mut c, "t", "g", "deleted") == Some(10)).then_some(())
+        (try_stat(&mut c, "t", "g", "deleted") == Some(10)).then_some(())
     });
     assert_eq!(pel_total(&mut c, "t", "g"), 10);
-    assert_eq!(stat(&mut c, "t", "g", "claimed"), Some(0));
-    assert!(stat(&mut c, "t", "g", "stale-not-before").unwrap() > 0);
+    assert_eq!(try_stat(&mut c, "t", "g", "claimed"), Some(0));
+    assert!(stat(&mut c, "t", "g", "stale-not-before") > 0);
 }
 
 /// A stream renamed over a policy's stream brings a PEL the module never saw: the skip ends.
@@ -1488,11 +1189,9 @@ fn skipped_scans_still_purge_trimmed_entries() {
 fn stream_renamed_over_a_policy_stream_is_scanned_at_once() {
     let s = Server::new();
     let mut c = s.conn();
-    group(&mut c, "r", "g");
-    add_range(&mut c, "r", 1, 3);
-    deliver(&mut c, "r", "g", "c1", None);
-    set_policy(&mut c, "r", "g", &["MIN-IDLE", "600000", "INTERVAL", "50"]);
-    wait_skips(&mut c, "r", "g", 2);
+    delivered_to_c1(&mut c, "r", "g", 3);
+    set_policy_opts(&mut c, "r", "g", "MIN-IDLE 600000 INTERVAL 50");
+    wait_scans_skipped(&mut c, "r", "g", 2);
     // Another stream with a stale entry in the same group: made before the policy could see it.
     group(&mut c, "other", "g");
     add_range(&mut c, "other", 1, 2);
@@ -1500,7 +1199,7 @@ fn stream_renamed_over_a_policy_stream_is_scanned_at_once() {
     fix1(&mut c, "other", "g", "c9", "2-0", 700_000, 1);
     run(&mut c, &["RENAME", "other", "r"]);
     wait_for(20, "the renamed stream's stale entry claimed", || {
-        (stat(&mut c, "r", "g", "claimed") == Some(1)).then_some(())
+        (try_stat(&mut c, "r", "g", "claimed") == Some(1)).then_some(())
     });
     assert_eq!(
         pel_state(&mut c, "r", "g"),
@@ -1516,7 +1215,7 @@ fn history_read_inside_multi_is_seen_at_exec() {
     let s = Server::new();
     let mut c = s.conn();
     poison_under_max_2(&mut c, "m");
-    wait_skips(&mut c, "m", "g", 1);
+    wait_scans_skipped(&mut c, "m", "g", 1);
     let mut tx = s.conn();
     let _: () = q(&mut tx, &["MULTI"]);
     for _ in 0..2 {
@@ -1527,11 +1226,11 @@ fn history_read_inside_multi_is_seen_at_exec() {
         assert_eq!(queued, "QUEUED");
     }
     // The touches seen at queueing bring a check of c1's entries, which finds the count still 1.
-    let checks = stat(&mut c, "m", "g", "consumer-checks").unwrap();
+    let checks = stat(&mut c, "m", "g", "consumer-checks");
     wait_for(20, "a check of c1 after the queued history reads", || {
-        (stat(&mut c, "m", "g", "consumer-checks").unwrap() > checks).then_some(())
+        (stat(&mut c, "m", "g", "consumer-checks") > checks).then_some(())
     });
-    wait_skips(&mut c, "m", "g", 1);
+    wait_scans_skipped(&mut c, "m", "g", 1);
     assert_eq!(pel_state(&mut c, "m", "g"), [one("1-0", "c1", 1)]);
     let _: Value = q(&mut tx, &["EXEC"]); // count 3 > 2, fresh
     wait_poison_dead_lettered(&mut c, "m");
@@ -1543,37 +1242,26 @@ fn history_read_inside_multi_is_seen_at_exec() {
 fn recovery_worker_history_reads_cost_a_consumer_check_not_a_full_pass() {
     let s = Server::new();
     let mut c = s.conn();
-    group(&mut c, "w", "g");
-    add_range(&mut c, "w", 1, 1000);
-    deliver(&mut c, "w", "g", "c1", None);
-    set_policy(
+    delivered_to_c1(&mut c, "w", "g", 1000);
+    set_policy_opts(
         &mut c,
         "w",
         "g",
-        &[
-            "MIN-IDLE",
-            "600000",
-            "MAX-DELIVERIES",
-            "3",
-            "DLQ",
-            "w:dlq",
-            "INTERVAL",
-            "50",
-        ],
+        "MIN-IDLE 600000 MAX-DELIVERIES 3 DLQ w:dlq INTERVAL 50",
     );
-    wait_skips(&mut c, "w", "g", 1);
-    let skipped = stat(&mut c, "w", "g", "scans-skipped").unwrap();
+    wait_scans_skipped(&mut c, "w", "g", 1);
+    let skipped = stat(&mut c, "w", "g", "scans-skipped");
     for _ in 0..3 {
         reread_history(&mut c, "w", "g", "reclaim");
-        let checks = stat(&mut c, "w", "g", "consumer-checks").unwrap();
+        let checks = stat(&mut c, "w", "g", "consumer-checks");
         wait_for(20, "a check of the claimant's entries", || {
-            (stat(&mut c, "w", "g", "consumer-checks").unwrap() > checks).then_some(())
+            (stat(&mut c, "w", "g", "consumer-checks") > checks).then_some(())
         });
     }
-    wait_skips(&mut c, "w", "g", 1);
-    assert_eq!(stat(&mut c, "w", "g", "full-passes"), Some(1));
-    assert!(stat(&mut c, "w", "g", "scans-skipped").unwrap() >= skipped + 4);
-    assert!(stat(&mut c, "w", "g", "stale-not-before").unwrap() > server_ms(&mut c));
+    wait_scans_skipped(&mut c, "w", "g", 1);
+    assert_eq!(try_stat(&mut c, "w", "g", "full-passes"), Some(1));
+    assert!(stat(&mut c, "w", "g", "scans-skipped") >= skipped + 4);
+    assert!(stat(&mut c, "w", "g", "stale-not-before") > server_ms(&mut c));
     assert_eq!(pel_total(&mut c, "w", "g"), 1000);
 }
 
@@ -1584,9 +1272,9 @@ fn policy_key_removed_by_hand_is_forgotten_at_once() {
     let mut c = s.conn();
     for k in ["pa", "pb", "pc"] {
         group(&mut c, k, "g");
-        set_policy(&mut c, k, "g", &["INTERVAL", HOUR]);
+        set_policy_opts(&mut c, k, "g", &format!("INTERVAL {HOUR}"));
     }
-    assert_eq!(info(&mut c, "policies"), 3);
+    assert_eq!(reclaim_info(&mut c, "policies"), 3);
     let keys: Vec<String> = q(&mut c, &["KEYS", "reclaim:policy:*"]);
     let key_of = |k: &str| -> String {
         keys.iter()
@@ -1595,15 +1283,19 @@ fn policy_key_removed_by_hand_is_forgotten_at_once() {
             .unwrap_or_else(|| panic!("no policy key for {k} in {keys:?}"))
     };
     let _: i64 = q(&mut c, &["DEL", &key_of("pa")]);
-    assert_eq!(info(&mut c, "policies"), 2);
+    assert_eq!(reclaim_info(&mut c, "policies"), 2);
     let _: i64 = q(&mut c, &["MOVE", &key_of("pb"), "1"]);
-    assert_eq!(info(&mut c, "policies"), 2, "pb's policy now lives in db 1");
+    assert_eq!(
+        reclaim_info(&mut c, "policies"),
+        2,
+        "pb's policy now lives in db 1"
+    );
     let _: i64 = q(&mut c, &["PEXPIRE", &key_of("pc"), "1"]);
     wait_for(20, "the expired policy forgotten", || {
-        (info(&mut c, "policies") == 1).then_some(())
+        (reclaim_info(&mut c, "policies") == 1).then_some(())
     });
-    assert!(stat(&mut c, "pa", "g", "passes").is_none());
-    assert!(stat(&mut c, "pc", "g", "passes").is_none());
+    assert!(try_stat(&mut c, "pa", "g", "passes").is_none());
+    assert!(try_stat(&mut c, "pc", "g", "passes").is_none());
 }
 
 /// `MOVE` and `COPY ... DB` leave the caller in its own database. Valkey 8.1 selects the event's
@@ -1628,7 +1320,7 @@ fn move_and_copy_leave_the_caller_in_its_database() {
     assert_eq!(db(&mut c), "0");
     // A policy key, which the module's handler follows into its new database.
     group(&mut c, "mv", "g");
-    set_policy(&mut c, "mv", "g", &["INTERVAL", HOUR]);
+    set_policy_opts(&mut c, "mv", "g", &format!("INTERVAL {HOUR}"));
     let keys: Vec<String> = q(&mut c, &["KEYS", "reclaim:policy:*"]);
     let _: i64 = q(&mut c, &["MOVE", &keys[0], "4"]);
     assert_eq!(db(&mut c), "0");

@@ -1,0 +1,191 @@
+//! Reclaim policies: `RECLAIM.POLICY SET/GET/DEL/LIST` and `RECLAIM.STATS`.
+
+use redis::{cmd, Connection, Value};
+
+use crate::replies::{bytes_of, pairs};
+
+/// A reclaim policy as `RECLAIM.POLICY GET` reports it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct PolicyView {
+    pub min_idle: i64,
+    pub max_deliveries: i64,
+    pub dlq: Option<Vec<u8>>,
+    pub claimant: Vec<u8>,
+    pub count: i64,
+    pub interval: i64,
+}
+
+impl PolicyView {
+    /// A policy with the given MIN-IDLE and INTERVAL and the module defaults otherwise.
+    pub fn new(min_idle: i64, interval: i64) -> PolicyView {
+        PolicyView {
+            min_idle,
+            max_deliveries: 0,
+            dlq: None,
+            claimant: b"reclaim".to_vec(),
+            count: 100,
+            interval,
+        }
+    }
+
+    /// The same policy with a DLQ and MAX-DELIVERIES.
+    pub fn with_dlq(mut self, dlq: &[u8], max_deliveries: i64) -> PolicyView {
+        self.dlq = Some(dlq.to_vec());
+        self.max_deliveries = max_deliveries;
+        self
+    }
+
+    /// The same policy with another CLAIMANT.
+    pub fn with_claimant(mut self, claimant: &[u8]) -> PolicyView {
+        self.claimant = claimant.to_vec();
+        self
+    }
+
+    /// The same policy with another COUNT.
+    pub fn with_count(mut self, count: i64) -> PolicyView {
+        self.count = count;
+        self
+    }
+
+    /// The arguments of `RECLAIM.POLICY SET stream group ...` after `group`, every option given,
+    /// in the order the module itself uses when it rewrites or propagates a policy.
+    pub fn set_args(&self) -> Vec<Vec<u8>> {
+        let mut a: Vec<Vec<u8>> = vec![
+            b"MIN-IDLE".to_vec(),
+            self.min_idle.to_string().into_bytes(),
+            b"MAX-DELIVERIES".to_vec(),
+            self.max_deliveries.to_string().into_bytes(),
+        ];
+        if let Some(d) = &self.dlq {
+            a.push(b"DLQ".to_vec());
+            a.push(d.clone());
+        }
+        a.extend([
+            b"CLAIMANT".to_vec(),
+            self.claimant.clone(),
+            b"COUNT".to_vec(),
+            self.count.to_string().into_bytes(),
+            b"INTERVAL".to_vec(),
+            self.interval.to_string().into_bytes(),
+        ]);
+        a
+    }
+
+    /// Parses a GET reply (or the policy fields of a LIST item).
+    pub fn from_reply(v: &Value) -> PolicyView {
+        let p = pairs(v);
+        let get = |name: &str| -> Value {
+            p.iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_else(|| panic!("no field {name} in {v:?}"))
+        };
+        let int = |name: &str| -> i64 {
+            match get(name) {
+                Value::Int(i) => i,
+                other => panic!("field {name} is not an integer: {other:?}"),
+            }
+        };
+        PolicyView {
+            min_idle: int("min-idle"),
+            max_deliveries: int("max-deliveries"),
+            dlq: match get("dlq") {
+                Value::Nil => None,
+                other => Some(bytes_of(&other)),
+            },
+            claimant: bytes_of(&get("claimant")),
+            count: int("count"),
+            interval: int("interval"),
+        }
+    }
+}
+
+/// `RECLAIM.POLICY SET stream group <every option of p>`.
+pub fn set_policy(con: &mut Connection, stream: &[u8], group: &[u8], p: &PolicyView) {
+    let r: Value = cmd("RECLAIM.POLICY")
+        .arg("SET")
+        .arg(stream)
+        .arg(group)
+        .arg(p.set_args())
+        .query(con)
+        .expect("RECLAIM.POLICY SET");
+    assert!(
+        matches!(&r, Value::Okay) || matches!(&r, Value::SimpleString(s) if s == "OK"),
+        "{r:?}"
+    );
+}
+
+/// `RECLAIM.POLICY SET s g <opts>`, the options as one string of words separated by spaces
+/// (`"MIN-IDLE 100 DLQ jobs:dlq INTERVAL 50"`: only those given, the module's defaults for the
+/// others).
+pub fn set_policy_opts(c: &mut Connection, s: &str, g: &str, opts: &str) {
+    let mut a = vec!["RECLAIM.POLICY", "SET", s, g];
+    a.extend(opts.split_whitespace());
+    let _: () = crate::words::q(c, &a);
+}
+
+/// `RECLAIM.POLICY GET stream group`.
+pub fn get_policy(con: &mut Connection, stream: &[u8], group: &[u8]) -> Option<PolicyView> {
+    let v: Value = cmd("RECLAIM.POLICY")
+        .arg("GET")
+        .arg(stream)
+        .arg(group)
+        .query(con)
+        .expect("RECLAIM.POLICY GET");
+    match v {
+        Value::Nil => None,
+        v => Some(PolicyView::from_reply(&v)),
+    }
+}
+
+/// `RECLAIM.POLICY DEL stream group`.
+pub fn del_policy(con: &mut Connection, stream: &[u8], group: &[u8]) -> i64 {
+    cmd("RECLAIM.POLICY")
+        .arg("DEL")
+        .arg(stream)
+        .arg(group)
+        .query(con)
+        .expect("RECLAIM.POLICY DEL")
+}
+
+/// `RECLAIM.POLICY LIST` as (stream, group, policy), in reply order.
+pub fn list_policies(con: &mut Connection) -> Vec<(Vec<u8>, Vec<u8>, PolicyView)> {
+    let v: Value = cmd("RECLAIM.POLICY")
+        .arg("LIST")
+        .query(con)
+        .expect("RECLAIM.POLICY LIST");
+    let Value::Array(items) = v else {
+        panic!("LIST is not an array: {v:?}");
+    };
+    items
+        .iter()
+        .map(|it| {
+            let p = pairs(it);
+            let f = |name: &str| {
+                bytes_of(
+                    &p.iter()
+                        .find(|(k, _)| k == name)
+                        .unwrap_or_else(|| panic!("no {name} in {it:?}"))
+                        .1,
+                )
+            };
+            (f("key"), f("group"), PolicyView::from_reply(it))
+        })
+        .collect()
+}
+
+/// The command `RECLAIM.POLICY SET stream group <every option of p>` (for pipelines).
+pub fn set_policy_cmd(stream: &[u8], group: &[u8], p: &PolicyView) -> redis::Cmd {
+    let mut c = cmd("RECLAIM.POLICY");
+    c.arg("SET").arg(stream).arg(group).arg(p.set_args());
+    c
+}
+
+/// `RECLAIM.STATS key group` as a reply value.
+pub fn stats(con: &mut Connection, key: &str, group: &str) -> Value {
+    cmd("RECLAIM.STATS")
+        .arg(key)
+        .arg(group)
+        .query(con)
+        .expect("RECLAIM.STATS")
+}
