@@ -570,7 +570,7 @@ mod tests {
         assert_eq!(window_end(10, 5, 100), Some(15));
         assert_eq!(window_end(10, 500, 100), None);
         assert_eq!(window_end(u128::MAX - 1, 5, u128::MAX), None);
-        // A fast window grows at most 16x, a slow one shrinks at most 16x, never below the floor.
+        // A fast window grows at most 4x, a slow one shrinks at most 16x, never below the floor.
         assert_eq!(next_width(4096, 1), 4096 * 4);
         assert_eq!(next_width(1 << 40, 100_000), (1 << 40) / 16);
         assert_eq!(next_width(4096, 200), 2048);
