@@ -1,10 +1,13 @@
 //! The sweep planner (pure): pending entries + policy -> what to do with each entry.
 //!
-//! Rules (see docs/design.md):
+//! Rules (see docs/design.md). A delivery is a hand-over to worker code; moving an entry is not:
 //! - stale: idle >= `MIN-IDLE` ms (the comparison XCLAIM/XAUTOCLAIM use, Redis 6.2+ t_stream.c);
-//! - over-delivered: delivery count > `MAX-DELIVERIES`, or stale with count == `MAX-DELIVERIES`;
-//!   a count that reads negative (above 2^63-1) is over any limit; never with `MAX-DELIVERIES 0`;
-//! - over-delivered -> dead-letter; stale and not over-delivered -> claim; otherwise untouched.
+//! - over-delivered: delivery count > `MAX-DELIVERIES`, or stale with count == `MAX-DELIVERIES`
+//!   (its last attempt ended without an acknowledgement); a count that reads negative (above
+//!   2^63-1) is over any limit; never with `MAX-DELIVERIES 0`;
+//! - over-delivered -> dead-letter; otherwise an entry of the CLAIMANT (the inbox) waits for a
+//!   reader, however long; a stale entry of another consumer moves to the CLAIMANT, its count
+//!   unchanged; anything else is untouched.
 //!
 //! Whether the entry still exists in the stream is checked by the executor: a deleted entry is
 //! removed from the PEL and counted as `deleted`, never dead-lettered.
@@ -28,41 +31,47 @@ pub struct Pending {
 /// What the sweep does with one pending entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
-    /// Neither stale nor over-delivered: owner, count and idle time stay as they are.
+    /// Neither stale nor over-delivered, or waiting in the CLAIMANT's inbox: owner, count and
+    /// idle time stay as they are.
     Untouched,
-    /// Claim for the policy's CLAIMANT: delivery count + 1, idle reset to 0.
-    Claim,
+    /// Move to the policy's CLAIMANT (its inbox): owner = claimant, idle reset to 0, delivery
+    /// count unchanged (`XCLAIM ... JUSTID`).
+    Move,
     /// Append to the DLQ and acknowledge, atomically.
     DeadLetter,
 }
 
+/// Whether `p` has used up its deliveries under `policy`: over `MAX-DELIVERIES`, or at it and
+/// stale (its last attempt ended without an acknowledgement). Never with `MAX-DELIVERIES 0`.
+pub fn over_delivered(p: &Pending, policy: &Policy) -> bool {
+    let max = policy.max_deliveries;
+    max > 0
+        && (p.deliveries < 0
+            || p.deliveries > max
+            || (p.idle_ms >= policy.min_idle_ms && p.deliveries == max))
+}
+
+/// Whether `p` waits in the policy's inbox: owned by the CLAIMANT. Nothing moves it again; a
+/// reader takes it (`RECLAIM.READGROUP`, or a read of the claimant's history).
+pub fn in_inbox(p: &Pending, policy: &Policy) -> bool {
+    p.consumer == policy.claimant
+}
+
 /// Classifies one pending entry under `policy`.
 pub fn classify(p: &Pending, policy: &Policy) -> Action {
-    let stale = p.idle_ms >= policy.min_idle_ms;
-    if policy.max_deliveries > 0 {
-        let over = p.deliveries < 0
-            || p.deliveries > policy.max_deliveries
-            || (stale && p.deliveries == policy.max_deliveries);
-        if over {
-            return Action::DeadLetter;
-        }
-    }
-    if stale {
-        Action::Claim
-    } else {
+    if over_delivered(p, policy) {
+        Action::DeadLetter
+    } else if in_inbox(p, policy) || p.idle_ms < policy.min_idle_ms {
         Action::Untouched
+    } else {
+        Action::Move
     }
 }
 
-/// The `RETRYCOUNT` to give XCLAIM so that a claim adds exactly one delivery, as a plain XCLAIM
-/// would (Redis 7.0 `xclaimCommand`: `delivery_count++` unless JUSTID). `None` when the count
-/// already reads negative (above 2^63-1): the claim then keeps the count as it is.
-pub fn claim_retrycount(deliveries: i64) -> Option<i64> {
-    if deliveries < 0 {
-        None
-    } else {
-        Some(deliveries.saturating_add(1))
-    }
+/// Whether `p`'s next delivery would pass `MAX-DELIVERIES`: `RECLAIM.READGROUP` dead-letters
+/// it instead of handing it over (never with `MAX-DELIVERIES 0`).
+pub fn delivery_would_pass_limit(p: &Pending, policy: &Policy) -> bool {
+    policy.max_deliveries > 0 && (p.deliveries < 0 || p.deliveries >= policy.max_deliveries)
 }
 
 /// Parses a stream entry ID (`ms-seq`, or `ms` meaning `ms-0`) into a comparable pair.
@@ -188,9 +197,16 @@ impl Default for Fresh {
 }
 
 impl Fresh {
-    /// Adds the entries of `page` that are not stale under `policy`.
+    /// Adds the entries of `page` that are not stale under `policy`, but those waiting in the
+    /// inbox that can never need the sweep (at their last delivery, they go to the DLQ when they
+    /// go stale, and count).
     pub fn observe(&mut self, page: &[Pending], policy: &Policy) {
-        for p in page.iter().filter(|p| p.idle_ms < policy.min_idle_ms) {
+        let watched = |p: &&Pending| {
+            p.idle_ms < policy.min_idle_ms
+                && (!in_inbox(p, policy)
+                    || (policy.max_deliveries > 0 && p.deliveries >= policy.max_deliveries))
+        };
+        for p in page.iter().filter(watched) {
             self.watched += 1;
             self.max_idle_ms = self.max_idle_ms.max(p.idle_ms);
         }
@@ -308,11 +324,8 @@ pub fn next_entry_ns(old: u64, took_ns: u64, entries: u64) -> u64 {
 /// One unit of work for the executor, in PEL (ID) order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Batch {
-    /// Claim these entries with one XCLAIM; all share `retrycount` (the new delivery count).
-    Claim {
-        ids: Vec<Vec<u8>>,
-        retrycount: Option<i64>,
-    },
+    /// Move these entries to the CLAIMANT with one `XCLAIM ... JUSTID` (counts unchanged).
+    Move(Vec<Vec<u8>>),
     /// Dead-letter these entries (appends first, then one XACK of those appended).
     DeadLetter(Vec<Pending>),
     /// Consecutive entries to leave alone: the last one's ID (for the cursor) and how many.
@@ -326,7 +339,7 @@ impl Batch {
     /// How many pending entries the batch covers.
     pub fn len(&self) -> u64 {
         match self {
-            Batch::Claim { ids, .. } | Batch::Purge(ids) => ids.len() as u64,
+            Batch::Move(ids) | Batch::Purge(ids) => ids.len() as u64,
             Batch::DeadLetter(v) => v.len() as u64,
             Batch::Skip(_, n) => *n,
         }
@@ -339,8 +352,7 @@ impl Batch {
 }
 
 /// Turns a page of pending entries (in ID order) into batches, keeping ID order. Consecutive
-/// entries with the same action share a batch of at most `max_batch` entries (claims also need
-/// the same resulting count, as one XCLAIM sets one RETRYCOUNT). Entries trimmed from the stream
+/// entries with the same action share a batch of at most `max_batch` entries. Entries trimmed from the stream
 /// (see [`is_trimmed`]; `first` is the stream's first entry ID) are purged whatever their idle
 /// time or count. Entries deleted from the middle of the stream (XDEL) are found when they are
 /// claimed or dead-lettered.
@@ -375,20 +387,10 @@ pub fn plan(
                 }
                 _ => out.push(Batch::DeadLetter(vec![p.clone()])),
             },
-            Action::Claim => {
-                let rc = claim_retrycount(p.deliveries);
-                match last {
-                    Some(Batch::Claim { ids, retrycount })
-                        if *retrycount == rc && ids.len() < cap =>
-                    {
-                        ids.push(p.id.clone())
-                    }
-                    _ => out.push(Batch::Claim {
-                        ids: vec![p.id.clone()],
-                        retrycount: rc,
-                    }),
-                }
-            }
+            Action::Move => match last {
+                Some(Batch::Move(ids)) if ids.len() < cap => ids.push(p.id.clone()),
+                _ => out.push(Batch::Move(vec![p.id.clone()])),
+            },
         }
     }
     out
@@ -397,9 +399,7 @@ pub fn plan(
 /// The ID of the last entry a batch covers (the cursor after it is done).
 pub fn last_id(b: &Batch) -> &[u8] {
     match b {
-        Batch::Claim { ids, .. } | Batch::Purge(ids) => {
-            ids.last().map(|v| v.as_slice()).unwrap_or(b"")
-        }
+        Batch::Move(ids) | Batch::Purge(ids) => ids.last().map(|v| v.as_slice()).unwrap_or(b""),
         Batch::DeadLetter(v) => v.last().map(|p| p.id.as_slice()).unwrap_or(b""),
         Batch::Skip(id, _) => id,
     }
@@ -433,9 +433,9 @@ mod tests {
         // (idle, count) -> action, with MIN-IDLE 60000, MAX-DELIVERIES 3
         let table = [
             (59_999, 1, Action::Untouched),
-            (60_000, 1, Action::Claim),
-            (120_000, 2, Action::Claim),
-            (120_000, 3, Action::DeadLetter), // stale at the limit
+            (60_000, 1, Action::Move),
+            (120_000, 2, Action::Move),
+            (120_000, 3, Action::DeadLetter), // stale at the limit: its last attempt failed
             (10, 3, Action::Untouched),       // at the limit but still being worked on
             (10, 4, Action::DeadLetter),      // re-read history: over without going stale
             (10, -1, Action::DeadLetter),     // overflowed count
@@ -446,11 +446,20 @@ mod tests {
                 want,
                 "idle {idle} count {n}"
             );
+            // In the inbox nothing moves again; the limit still applies.
+            let mut inbox = pe("1-0", idle, n);
+            inbox.consumer = p.claimant.clone();
+            let want = if want == Action::Move {
+                Action::Untouched
+            } else {
+                want
+            };
+            assert_eq!(classify(&inbox, &p), want, "inbox: idle {idle} count {n}");
         }
         // MAX-DELIVERIES 0: never dead-letter, whatever the count.
         let never = pol(1000, 0);
-        assert_eq!(classify(&pe("1-0", 5000, 1_000_000), &never), Action::Claim);
-        assert_eq!(classify(&pe("1-0", 5000, -5), &never), Action::Claim);
+        assert_eq!(classify(&pe("1-0", 5000, 1_000_000), &never), Action::Move);
+        assert_eq!(classify(&pe("1-0", 5000, -5), &never), Action::Move);
         assert_eq!(
             classify(&pe("1-0", 10, 1_000_000), &never),
             Action::Untouched
@@ -472,10 +481,7 @@ mod tests {
             vec![
                 Batch::Purge(vec![b"1-0".to_vec(), b"2-5".to_vec()]),
                 Batch::Skip(b"3-0".to_vec(), 1),
-                Batch::Claim {
-                    ids: vec![b"4-0".to_vec()],
-                    retrycount: Some(2)
-                },
+                Batch::Move(vec![b"4-0".to_vec()]),
             ]
         );
         // empty stream: everything is gone.
@@ -579,14 +585,28 @@ mod tests {
     }
 
     #[test]
-    fn retrycount() {
-        assert_eq!(claim_retrycount(1), Some(2));
-        assert_eq!(claim_retrycount(i64::MAX), Some(i64::MAX));
-        assert_eq!(claim_retrycount(-3), None);
+    fn readgroup_dead_letters_what_it_may_not_deliver() {
+        let p = pol(100, 3);
+        for (n, want) in [(1, false), (2, false), (3, true), (9, true), (-1, true)] {
+            assert_eq!(delivery_would_pass_limit(&pe("1-0", 5, n), &p), want, "{n}");
+        }
+        assert!(!delivery_would_pass_limit(&pe("1-0", 5, 9), &pol(100, 0)));
     }
 
     #[test]
-    fn plan_groups_claims_in_order() {
+    fn parked_inbox_entries_teach_no_horizon() {
+        let p = pol(100, 3);
+        let mut inbox = pe("1-0", 50, 1);
+        inbox.consumer = p.claimant.clone();
+        let mut last = inbox.clone();
+        last.deliveries = 3;
+        let mut f = Fresh::default();
+        f.observe(&[inbox, last, pe("3-0", 20, 1)], &p);
+        assert_eq!((f.watched, f.max_idle_ms), (2, 50));
+    }
+
+    #[test]
+    fn plan_groups_moves_in_order() {
         let p = pol(100, 3);
         let page = vec![
             pe("1-0", 500, 1),
@@ -600,23 +620,13 @@ mod tests {
         assert_eq!(
             b,
             vec![
-                Batch::Claim {
-                    ids: vec![b"1-0".to_vec(), b"2-0".to_vec()],
-                    retrycount: Some(2)
-                },
-                Batch::Claim {
-                    ids: vec![b"3-0".to_vec()],
-                    retrycount: Some(3)
-                },
+                Batch::Move(vec![b"1-0".to_vec(), b"2-0".to_vec(), b"3-0".to_vec()]),
                 Batch::Skip(b"4-0".to_vec(), 1),
                 Batch::DeadLetter(vec![pe("5-0", 500, 3)]),
-                Batch::Claim {
-                    ids: vec![b"6-0".to_vec()],
-                    retrycount: Some(2)
-                },
+                Batch::Move(vec![b"6-0".to_vec()]),
             ]
         );
-        assert_eq!(last_id(&b[0]), b"2-0");
+        assert_eq!(last_id(&b[0]), b"3-0");
         // max_claim splits long runs.
         let b = plan(&page[..2], &p, 1, Some((1, 0)));
         assert_eq!(b.len(), 2);

@@ -2,10 +2,11 @@
 //!
 //! A step reads at most `max` pending entries after the cursor (`XPENDING key group (cursor + max`,
 //! the Redis 6.2+ extended form), lets [`crate::planner`] decide, and then, in PEL order:
-//! - claims with `XCLAIM key group claimant min-idle id... RETRYCOUNT n+1 JUSTID`: the same effect
-//!   as a plain XCLAIM (owner = claimant, count + 1, idle 0) without copying entry bodies; XCLAIM
-//!   re-checks idle >= min-idle itself and, since Redis 7.0, drops from the PEL the entries that
-//!   were deleted from the stream (they are counted as `deleted`);
+//! - moves stale entries of other consumers to the CLAIMANT with `XCLAIM key group claimant
+//!   min-idle id... JUSTID`: owner = claimant, idle 0, delivery count unchanged (a move is not a
+//!   delivery), without copying entry bodies; XCLAIM re-checks idle >= min-idle itself and, since
+//!   Redis 7.0, drops from the PEL the entries that were deleted from the stream (they are counted
+//!   as `deleted`);
 //! - dead-letters one entry at a time: `XRANGE key id id` (gone -> `XACK`, counted as `deleted`),
 //!   then `XADD dlq * fields... reclaim-*` and, only if the XADD succeeded, `XACK key group id`.
 //!
@@ -217,18 +218,15 @@ impl Target<'_> {
         Ok(out)
     }
 
-    /// `XCLAIM key group claimant min-idle id... [RETRYCOUNT n] JUSTID`: claims that XCLAIM
-    /// itself finds gone from the stream are counted as `deleted`.
-    fn claim(&self, ids: &[Vec<u8>], rc: Option<i64>, out: &mut Outcome) -> Result<(), Stop> {
+    /// Moves entries to the CLAIMANT: `XCLAIM key group claimant min-idle id... JUSTID` (owner
+    /// = claimant, idle reset, delivery count unchanged; XCLAIM re-checks idle >= min-idle, and
+    /// propagates each entry with its count, so the count is durable). Entries XCLAIM finds gone
+    /// from the stream are counted as `deleted`.
+    fn move_to_claimant(&self, ids: &[Vec<u8>], out: &mut Outcome) -> Result<(), Stop> {
         let p = self.policy;
         let min_idle = p.min_idle_ms.to_string();
-        let rcs = rc.map(|n| n.to_string());
         let mut args: Vec<&[u8]> = vec![self.stream, self.group, &p.claimant, min_idle.as_bytes()];
         args.extend(ids.iter().map(|i| i.as_slice()));
-        if let Some(r) = &rcs {
-            args.push(b"RETRYCOUNT");
-            args.push(r.as_bytes());
-        }
         args.push(b"JUSTID");
         let res: CallResult = self.ctx.call_ext("XCLAIM", &write_opts(), &args[..]);
         match res {
@@ -408,7 +406,7 @@ impl Target<'_> {
         match b {
             Batch::Skip(..) => Ok(()),
             Batch::Purge(ids) => self.purge(ids, out),
-            Batch::Claim { ids, retrycount } => self.claim(ids, *retrycount, out),
+            Batch::Move(ids) => self.move_to_claimant(ids, out),
             Batch::DeadLetter(entries) => match &self.policy.dlq {
                 Some(d) => self.dead_letter(d, entries, out),
                 None => Ok(()),
