@@ -304,6 +304,11 @@ entry!(c_policy_list, "RECLAIM.POLICY LIST", policy_list);
 entry!(c_policy_help, "RECLAIM.POLICY HELP", policy_help);
 entry!(c_sweep, "RECLAIM.SWEEP", sweep_cmd);
 entry!(c_stats, "RECLAIM.STATS", stats);
+entry!(
+    c_readgroup,
+    "RECLAIM.READGROUP",
+    crate::readgroup::readgroup_cmd
+);
 
 /// Every command of the module, registered in this order (a container before its subcommands).
 pub const COMMANDS: &[CommandSpec] = &[
@@ -397,6 +402,17 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Counters and status of a reclaim policy",
         complexity: "O(1)",
         keys: &[Spec::Index(1, KEY_RO | ACCESS)],
+    },
+    CommandSpec {
+        parent: None,
+        name: "reclaim.readgroup",
+        func: Some(c_readgroup),
+        flags: "write blocking",
+        first_key: 0,
+        arity: -7,
+        summary: "Read new and due entries from streams of a consumer group, with redelivery under the policies (a drop-in for XREADGROUP ... >)",
+        complexity: "As XREADGROUP, plus O(log N + M) per stream with a policy for the M entries handed over again",
+        keys: &[Spec::HalfAfterKeyword("STREAMS", 4, KEY_RW | ACCESS | UPDATE)],
     },
 ];
 

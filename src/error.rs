@@ -26,6 +26,31 @@ pub const NOPERM_DLQ: &str = "NOPERM this user has no permissions to write the p
 /// The policy key of the stream exists but holds something else (written by hand).
 pub const POLICY_KEY_TAKEN: &str =
     "ERR the policy key of this stream holds a value that is not a reclaim policy";
+/// `RECLAIM.READGROUP` with an option it does not know, or without `STREAMS` (Redis's own text).
+pub const SYNTAX: &str = "ERR syntax error";
+/// `RECLAIM.READGROUP` without `GROUP group consumer`.
+pub const READGROUP_NO_GROUP: &str = "ERR Missing GROUP option for RECLAIM.READGROUP";
+/// `RECLAIM.READGROUP` with an odd number of arguments after `STREAMS`.
+pub const READGROUP_UNBALANCED: &str = "ERR Unbalanced RECLAIM.READGROUP list of streams: for each stream key the ID '>' must be specified.";
+/// `RECLAIM.READGROUP` with an ID other than `>`.
+pub const READGROUP_ONLY_NEW: &str = "ERR RECLAIM.READGROUP reads with the ID '>' only: read a consumer's own history with XREADGROUP";
+/// `RECLAIM.READGROUP ... NOACK`.
+pub const READGROUP_NOACK: &str =
+    "ERR RECLAIM.READGROUP does not take NOACK: entries read without a PEL entry cannot be redelivered (use XREADGROUP)";
+/// `RECLAIM.READGROUP ... BLOCK` from a script (as XREADGROUP answers).
+pub const READGROUP_BLOCK_IN_SCRIPT: &str =
+    "ERR RECLAIM.READGROUP command is not allowed with BLOCK option from scripts";
+/// `COUNT` that is not an integer (Redis's own text).
+pub const NOT_AN_INTEGER: &str = "ERR value is not an integer or out of range";
+/// `BLOCK` that is not an integer (Redis's own text).
+pub const TIMEOUT_NOT_INTEGER: &str = "ERR timeout is not an integer or out of range";
+/// `BLOCK` below 0 (Redis's own text).
+pub const TIMEOUT_NEGATIVE: &str = "ERR timeout is negative";
+/// A blocked `RECLAIM.READGROUP` whose stream was deleted meanwhile (XREADGROUP's text).
+pub const UNBLOCKED_NO_STREAM: &str = "UNBLOCKED the stream key no longer exists";
+/// A blocked `RECLAIM.READGROUP` whose group was destroyed meanwhile (XREADGROUP's text).
+pub const UNBLOCKED_NO_GROUP: &str =
+    "NOGROUP the consumer group this client was blocked on no longer exists";
 /// Any panic caught at the FFI boundary (a bug: the server keeps running, the log has details).
 pub const INTERNAL: &str = "ERR internal error in the reclaim module (see the server log)";
 
@@ -44,6 +69,9 @@ pub enum ReclaimError {
     BadNumber(&'static str, &'static str),
     /// A fixed message from the constants above.
     Static(&'static str),
+    /// `RECLAIM.READGROUP` on a stream key that does not exist or has no such group; carries the
+    /// key and the group (printable). Same text as XREADGROUP's.
+    NoGroup(String, String),
 }
 
 impl fmt::Display for ReclaimError {
@@ -54,6 +82,10 @@ impl fmt::Display for ReclaimError {
             ReclaimError::MissingValue(o) => write!(f, "ERR option {o} needs a value"),
             ReclaimError::BadNumber(o, range) => write!(f, "ERR {o} must be {range}"),
             ReclaimError::Static(s) => f.write_str(s),
+            ReclaimError::NoGroup(k, g) => write!(
+                f,
+                "NOGROUP No such key '{k}' or consumer group '{g}' in XREADGROUP with GROUP option"
+            ),
         }
     }
 }

@@ -35,6 +35,8 @@ pub fn missing_api() -> Option<&'static str> {
         RedisModule_GetCommand,
         RedisModule_GetSelectedDb,
         RedisModule_InfoAddFieldULongLong,
+        RedisModule_BlockClientOnKeys,
+        RedisModule_GetBlockedClientPrivateData,
         RedisModule_InfoAddSection,
         RedisModule_IsIOError,
         RedisModule_IsKeysPositionRequest,
@@ -42,16 +44,20 @@ pub fn missing_api() -> Option<&'static str> {
         RedisModule_RegisterCommandFilter,
         RedisModule_RegisterInfoFunc,
         RedisModule_ReplyWithArray,
+        RedisModule_ReplyWithCallReply,
         RedisModule_ReplyWithLongLong,
         RedisModule_ReplyWithMap,
         RedisModule_ReplyWithNull,
+        RedisModule_ReplyWithNullArray,
         RedisModule_ReplyWithStringBuffer,
         RedisModule_SelectDb,
         RedisModule_SetCommandInfo,
         RedisModule_SetModuleOptions,
+        RedisModule_SignalKeyAsReady,
         RedisModule_StringPtrLen,
         RedisModule_SubscribeToKeyspaceEvents,
         RedisModule_SubscribeToServerEvent,
+        RedisModule_UnblockClient,
     );
     None
 }
@@ -178,6 +184,9 @@ pub fn run_command(
 pub enum Spec {
     /// `argv[pos]` is a key with these `REDISMODULE_CMD_KEY_*` flags.
     Index(i32, u32),
+    /// The keys follow the keyword (searched from argv index `from`) and take the first half of
+    /// the arguments after it, as XREADGROUP's `STREAMS key... id...` (flags as `Index`).
+    HalfAfterKeyword(&'static str, i32, u32),
     /// Keys the getkeys callback reports (flags vary with the arguments).
     Callback(u32),
 }
@@ -276,6 +285,19 @@ unsafe fn key_specs(specs: &[Spec]) -> Vec<raw::RedisModuleCommandKeySpec> {
                     k.fk.range.keystep = 1;
                     k.fk.range.limit = 0;
                 }
+                Spec::HalfAfterKeyword(word, from, fl) => {
+                    k.flags = *fl as u64;
+                    k.begin_search_type =
+                        raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_KEYWORD;
+                    // A 'static NUL-terminated copy: Redis keeps the pointer.
+                    k.bs.keyword.keyword = keyword_cstr(word);
+                    k.bs.keyword.startfrom = *from;
+                    k.find_keys_type =
+                        raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
+                    k.fk.range.lastkey = -1;
+                    k.fk.range.keystep = 1;
+                    k.fk.range.limit = 2;
+                }
                 Spec::Callback(fl) => {
                     k.flags = (*fl | raw::REDISMODULE_CMD_KEY_VARIABLE_FLAGS) as u64;
                     k.begin_search_type =
@@ -289,6 +311,14 @@ unsafe fn key_specs(specs: &[Spec]) -> Vec<raw::RedisModuleCommandKeySpec> {
         .collect();
     ks.push(std::mem::zeroed()); // terminator
     ks
+}
+
+/// A NUL-terminated copy of `word` that lives as long as the server (key specs keep it).
+fn keyword_cstr(word: &str) -> *const std::os::raw::c_char {
+    let c = CString::new(word).unwrap_or_default();
+    let p = c.as_ptr();
+    std::mem::forget(c);
+    p
 }
 
 /// Registers the command of `c` with its flags, arity, summary and key specs. Returns `false`

@@ -60,7 +60,10 @@ fn on_key_event(ctx: &Context, ev: &[u8], name: &[u8]) {
     match ev {
         b"del" | b"expired" | b"evicted" | b"rename_from" | b"move_from" => match policy_stream {
             Some(stream) => registry::forget_stream(db, &stream),
-            None => registry::forget_tracking(db, name),
+            None => {
+                registry::forget_tracking(db, name);
+                crate::readgroup::unblock_deleted(db, name);
+            }
         },
         b"xgroup-destroy" => registry::forget_tracking(db, name),
         b"xgroup-delconsumer" => forget_deleted_consumers(ctx, db, name),
@@ -189,6 +192,7 @@ pub unsafe extern "C" fn on_info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_r
             ("policies", registry::len() as u64),
             ("tracked_consumers", registry::tracked_consumers() as u64),
             ("used_memory", crate::alloc::used_bytes()),
+            ("blocked_readers", crate::readgroup::blocked_readers() as u64),
         ];
         // NULL: the module's default section, `# reclaim`, fields prefixed `reclaim_`.
         raw::RedisModule_InfoAddSection.unwrap()(ctx, std::ptr::null());

@@ -17,6 +17,7 @@ pub mod keys;
 pub mod metrics;
 pub mod planner;
 pub mod policy;
+pub mod readgroup;
 pub mod registry;
 pub mod runtime;
 pub mod scheduler;

@@ -54,11 +54,13 @@ pub enum Stat {
     OomSkips,
     /// Steps that failed (wrong key type, unexpected replies).
     Errors,
+    /// Entries handed from the PEL to a worker by `RECLAIM.READGROUP` (a delivery each).
+    Redelivered,
 }
 
 impl Stat {
     /// Every stat, in `INFO reclaim` order.
-    pub const ALL: [Stat; 9] = [
+    pub const ALL: [Stat; 10] = [
         Stat::Passes,
         Stat::FullPasses,
         Stat::ScansSkipped,
@@ -68,6 +70,7 @@ impl Stat {
         Stat::Deleted,
         Stat::OomSkips,
         Stat::Errors,
+        Stat::Redelivered,
     ];
 
     /// The field name in `INFO reclaim` (after `reclaim_`).
@@ -82,6 +85,7 @@ impl Stat {
             Stat::Deleted => "deleted",
             Stat::OomSkips => "oom_skips",
             Stat::Errors => "errors",
+            Stat::Redelivered => "redelivered",
         }
     }
 
@@ -97,12 +101,14 @@ impl Stat {
             Stat::Deleted => "deleted",
             Stat::OomSkips => "oom-skips",
             Stat::Errors => "errors",
+            Stat::Redelivered => "redelivered",
         }
     }
 }
 
 /// The server-wide sum of each [`Stat`], indexed by `Stat as usize`.
-static TOTALS: [Counter; 9] = [
+static TOTALS: [Counter; 10] = [
+    Counter::new(),
     Counter::new(),
     Counter::new(),
     Counter::new(),
@@ -123,7 +129,7 @@ pub fn total(s: Stat) -> u64 {
 /// [`Counters::add`] also adds to the server-wide total of `INFO reclaim`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Counters {
-    counts: [u64; 9],
+    counts: [u64; 10],
     /// Wall-clock time (ms since the epoch) when the last complete pass ended; 0 = never.
     pub last_pass_ms: i64,
     /// Time spent in the steps of the last complete pass, in µs.

@@ -301,6 +301,15 @@ pub fn put(id: &PolicyId, rt: Runtime) {
     }
 }
 
+/// When, by what the policy's last pass learnt, a pending entry can be stale at the earliest
+/// (wall-clock ms; 0: unknown, or no such policy).
+pub fn stale_not_before(id: &PolicyId) -> i64 {
+    lock()
+        .runtimes
+        .get(id)
+        .map_or(0, |rt| rt.stale_not_before_ms)
+}
+
 /// Changes a policy's state without touching its schedule (used by `RECLAIM.SWEEP`).
 pub fn update(id: &PolicyId, f: impl FnOnce(&mut Runtime)) {
     if let Some(rt) = lock().runtimes.get_mut(id) {

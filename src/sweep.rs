@@ -353,7 +353,12 @@ impl Target<'_> {
     /// reclaim-*` (entries gone from the stream are only dropped from the PEL); then one `XACK` of
     /// exactly the entries whose append succeeded. Stops at the first failed append (DLQ of the
     /// wrong type, out of memory): that entry and the ones after it stay pending, untouched.
-    fn dead_letter(&self, dlq: &[u8], entries: &[Pending], out: &mut Outcome) -> Result<(), Stop> {
+    pub(crate) fn dead_letter(
+        &self,
+        dlq: &[u8],
+        entries: &[Pending],
+        out: &mut Outcome,
+    ) -> Result<(), Stop> {
         let sname = RedisString::create_from_slice(self.ctx.ctx, self.stream);
         let mut moved: Vec<&[u8]> = Vec::with_capacity(entries.len());
         let mut gone: Vec<&[u8]> = Vec::new();
