@@ -242,6 +242,13 @@ fn stats(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let rt = registry::get(&id).unwrap_or_default();
     let st = status(ctx, a[1], a[2], &p, &rt);
     let c = &rt.counters;
+    let target = Target {
+        ctx,
+        stream: a[1],
+        group: a[2],
+        policy: &p,
+    };
+    let inbox = sweep::pel_and_inbox(&target).map_or(0, |(_, n)| n as i64);
     let n = |s: Stat| (s.stats_name(), Reply::Int(c.get(s) as i64));
     Ok(Reply::Map(vec![
         n(Stat::Passes),
@@ -255,6 +262,8 @@ fn stats(ctx: &Context, args: &[RedisString]) -> CmdResult {
         n(Stat::FullPasses),
         n(Stat::ScansSkipped),
         n(Stat::ConsumerChecks),
+        n(Stat::Redelivered),
+        ("inbox", Reply::Int(inbox)),
         ("stale-not-before", Reply::Int(rt.stale_not_before_ms)),
         (
             "cursor",

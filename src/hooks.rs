@@ -190,6 +190,7 @@ pub unsafe extern "C" fn on_info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_r
     ffi::guard("INFO", || unsafe {
         let state = [
             ("policies", registry::len() as u64),
+            ("inbox", registry::inbox_total()),
             ("tracked_consumers", registry::tracked_consumers() as u64),
             ("used_memory", crate::alloc::used_bytes()),
             ("blocked_readers", crate::readgroup::blocked_readers() as u64),

@@ -392,6 +392,11 @@ pub fn len() -> usize {
     lock().runtimes.len()
 }
 
+/// Entries waiting in the inboxes of all policies, as their last passes saw them. O(policies).
+pub fn inbox_total() -> u64 {
+    lock().runtimes.values().map(|rt| rt.inbox).sum()
+}
+
 /// Consumers tracked by all policies now (unchecked ones and recent touches; see
 /// [`Runtime::tracked_consumers`]). O(policies).
 pub fn tracked_consumers() -> usize {

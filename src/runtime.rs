@@ -203,6 +203,8 @@ pub struct Runtime {
     /// Wall-clock ms before which no pending entry can be stale (0 = unknown), from the last
     /// complete pass ([`Horizon::stale_not_before_ms`]).
     pub stale_not_before_ms: i64,
+    /// Entries waiting in the CLAIMANT's inbox when the last pass ended (for `INFO reclaim`).
+    pub inbox: u64,
 }
 
 impl Runtime {

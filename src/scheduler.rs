@@ -361,6 +361,11 @@ fn visit(ctx: &Context, id: &PolicyId, rt: &mut Runtime, now: u64, deadline: Ins
         rt.entry_ns = planner::next_entry_ns(rt.entry_ns, took.as_nanos() as u64, out.examined);
     }
     rt.apply(&out, took.as_micros() as i64, &policy, now, epoch_ms());
+    if out.pass_done {
+        if let Some((_, inbox)) = sweep::pel_and_inbox(&target) {
+            rt.inbox = inbox;
+        }
+    }
     if out.claimed > 0 {
         // Moved into the inbox: readers waiting on the stream take them.
         crate::readgroup::signal_if_waiting(ctx, id.db, &id.stream);

@@ -464,6 +464,36 @@ impl Target<'_> {
     }
 }
 
+/// The group's PEL size and how many of its entries wait in the CLAIMANT's inbox, from the
+/// summary form `XPENDING key group` (O(consumers) in Redis); `None` when it cannot be read.
+pub fn pel_and_inbox(t: &Target) -> Option<(u64, u64)> {
+    let args: [&[u8]; 2] = [t.stream, t.group];
+    let r: CallResult = t.ctx.call_ext("XPENDING", &read_opts(), &args[..]);
+    let Ok(CallReply::Array(a)) = r else {
+        return None;
+    };
+    let total = a.get(0).as_ref().and_then(int)?.max(0) as u64;
+    let mut inbox = 0;
+    if let Some(Ok(CallReply::Array(consumers))) = a.get(3) {
+        for c in consumers.iter() {
+            let Ok(CallReply::Array(c)) = c else {
+                continue;
+            };
+            if c.get(0).as_ref().and_then(bytes).as_deref() == Some(&t.policy.claimant[..]) {
+                // The count comes as a bulk string.
+                inbox = c
+                    .get(1)
+                    .as_ref()
+                    .and_then(bytes)
+                    .and_then(|b| crate::policy::parse_i64(&b))
+                    .unwrap_or(0)
+                    .max(0) as u64;
+            }
+        }
+    }
+    Some((total, inbox))
+}
+
 /// Pending entries handled per XCLAIM, XACK or dead-letter batch: bounds one call's time.
 pub const BATCH: usize = 32;
 
