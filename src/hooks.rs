@@ -193,7 +193,10 @@ pub unsafe extern "C" fn on_info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_r
             ("inbox", registry::inbox_total()),
             ("tracked_consumers", registry::tracked_consumers() as u64),
             ("used_memory", crate::alloc::used_bytes()),
-            ("blocked_readers", crate::readgroup::blocked_readers() as u64),
+            (
+                "blocked_readers",
+                crate::readgroup::blocked_readers() as u64,
+            ),
         ];
         // NULL: the module's default section, `# reclaim`, fields prefixed `reclaim_`.
         raw::RedisModule_InfoAddSection.unwrap()(ctx, std::ptr::null());

@@ -236,9 +236,11 @@ fn due_entries(t: &Target, id: &PolicyId, limit: i64) -> Vec<Pending> {
     let not_before = registry::stale_not_before(id);
     if wanted > 0 && (not_before == 0 || epoch_ms() >= not_before) {
         let oldest = pending(t, limit.saturating_mul(4).min(STALE_LOOKUP_MAX), None);
-        due.extend(oldest.into_iter().filter(|p| {
-            p.idle_ms >= t.policy.min_idle_ms && !planner::in_inbox(p, t.policy)
-        }));
+        due.extend(
+            oldest
+                .into_iter()
+                .filter(|p| p.idle_ms >= t.policy.min_idle_ms && !planner::in_inbox(p, t.policy)),
+        );
         due.sort_by_key(|p| planner::parse_id(&p.id));
         due.dedup_by(|a, b| a.id == b.id);
         due.truncate(limit.max(0) as usize);
@@ -346,7 +348,10 @@ fn check_dlq_permissions(ctx: &Context, req: &Request) -> Result<(), ReclaimErro
 }
 
 /// Reads every stream of `req` (COUNT per stream, as XREADGROUP); `None` when none gave anything.
-fn serve(ctx: &Context, req: &Request) -> Option<Vec<(StreamRead, Vec<*mut raw::RedisModuleCallReply>)>> {
+fn serve(
+    ctx: &Context,
+    req: &Request,
+) -> Option<Vec<(StreamRead, Vec<*mut raw::RedisModuleCallReply>)>> {
     let mut out = Vec::new();
     for key in &req.keys {
         let r = read_stream(ctx, req, key, req.count);
@@ -568,7 +573,10 @@ pub fn signal_if_waiting(ctx: &Context, db: i32, stream: &[u8]) {
 /// end their wait with XREADGROUP's error (`RM_UnblockClient` runs their timeout callback). Redis
 /// 7.0 does not wake module readers of a deleted key by itself.
 pub fn unblock_deleted(db: i32, stream: &[u8]) {
-    let bcs = waiting().get(&(db, stream.to_vec())).cloned().unwrap_or_default();
+    let bcs = waiting()
+        .get(&(db, stream.to_vec()))
+        .cloned()
+        .unwrap_or_default();
     for bc in bcs {
         unsafe {
             raw::RedisModule_UnblockClient.unwrap()(
@@ -606,7 +614,10 @@ mod tests {
         assert_eq!(r.keys, vec![b"a".to_vec(), b"b".to_vec()]);
         // Options in any order, COUNT below 0 is no limit, names that read like options.
         let r = p("count -5 group STREAMS COUNT streams s >").unwrap();
-        assert_eq!((r.count, r.group.as_slice(), r.consumer.as_slice()), (0, &b"STREAMS"[..], &b"COUNT"[..]));
+        assert_eq!(
+            (r.count, r.group.as_slice(), r.consumer.as_slice()),
+            (0, &b"STREAMS"[..], &b"COUNT"[..])
+        );
         assert_eq!(r.block_ms, None);
     }
 

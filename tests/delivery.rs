@@ -1,0 +1,679 @@
+//! The delivery rule and `RECLAIM.READGROUP`: a delivery is a hand-over to worker code. The
+//! sweep's moves into the inbox add none; an entry nobody tried is never dead-lettered; every
+//! worker of a pool takes redeliveries with `RECLAIM.READGROUP`, each one counted, durably.
+
+use reclaim_testkit::*;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// One entry as a worker got it: (ID, [field, value, ...]).
+type Got = (String, Vec<Vec<u8>>);
+
+/// `RECLAIM.READGROUP GROUP g <consumer> COUNT n [BLOCK ms] STREAMS s >`, as the entries of stream
+/// `s` (none on nil).
+fn readgroup(
+    c: &mut Connection,
+    s: &str,
+    g: &str,
+    consumer: &str,
+    n: usize,
+    block: Option<u64>,
+) -> Vec<Got> {
+    let mut k = cmd("RECLAIM.READGROUP");
+    k.arg("GROUP").arg(g).arg(consumer).arg("COUNT").arg(n);
+    if let Some(ms) = block {
+        k.arg("BLOCK").arg(ms);
+    }
+    k.arg("STREAMS").arg(s).arg(">");
+    let v: Value = k.query(c).expect("RECLAIM.READGROUP");
+    entries_of(&v)
+}
+
+/// The entries of a one-stream `XREADGROUP`-shaped reply (RESP2 or RESP3).
+fn entries_of(v: &Value) -> Vec<Got> {
+    let streams: Vec<(String, Vec<Got>)> = match v {
+        Value::Nil => return Vec::new(),
+        Value::Map(m) => m
+            .iter()
+            .map(|(k, e)| {
+                (
+                    redis::from_redis_value(k.clone()).expect("key"),
+                    redis::from_redis_value(e.clone()).expect("entries"),
+                )
+            })
+            .collect(),
+        v => redis::from_redis_value(v.clone()).expect("XREADGROUP shape"),
+    };
+    assert!(streams.len() <= 1, "{streams:?}");
+    streams.into_iter().flat_map(|(_, e)| e).collect()
+}
+
+/// (owner, count) of each pending entry, by ID.
+fn owners(c: &mut Connection, s: &str, g: &str) -> HashMap<String, (String, i64)> {
+    pending(c, s, g)
+        .into_iter()
+        .map(|p| (p.id, (p.consumer, p.count)))
+        .collect()
+}
+
+/// The README's policy, shortened for a test: MIN-IDLE 300, MAX-DELIVERIES 3, INTERVAL 50.
+fn readme_policy(c: &mut Connection, s: &str) {
+    create_group(c, s.as_bytes(), b"workers");
+    let dlq = format!("{s}:dlq");
+    let p = PolicyView::new(300, 50).with_dlq(dlq.as_bytes(), 3);
+    set_policy(c, s.as_bytes(), b"workers", &p);
+}
+
+#[test]
+fn an_outage_of_every_reader_dead_letters_nothing() {
+    let s = Server::new();
+    let mut c = s.conn();
+    readme_policy(&mut c, "orders");
+    let ids = add_entries(&mut c, b"orders", "o", 5);
+    read_group(&mut c, b"orders", b"workers", b"alice"); // alice reads 5 and dies
+                                                         // Ten times MIN-IDLE with nobody reading: the entries move to the inbox once and wait there,
+                                                         // their count still 1; nothing reaches the DLQ.
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(3_000) {
+        assert_eq!(
+            xlen(&mut c, "orders:dlq"),
+            0,
+            "dead-lettered without a failure"
+        );
+        for (id, (_, n)) in owners(&mut c, "orders", "workers") {
+            assert_eq!(n, 1, "{id}: a move is not a delivery");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let now = owners(&mut c, "orders", "workers");
+    assert!(
+        ids.iter().all(|i| now[i] == ("reclaim".to_string(), 1)),
+        "{now:?}"
+    );
+    assert_eq!(stat(&mut c, "orders", "workers", "inbox"), 5);
+    assert_eq!(stat(&mut c, "orders", "workers", "claimed"), 5);
+    assert_eq!(reclaim_info(&mut c, "inbox"), 5);
+    // One read by any worker gets them, with their fields: their second delivery.
+    let got = readgroup(&mut c, "orders", "workers", "bob", 10, None);
+    assert_eq!(got.iter().map(|e| e.0.clone()).collect::<Vec<_>>(), ids);
+    assert_eq!(got[0].1, vec![b"n".to_vec(), b"o-0".to_vec()]);
+    let now = owners(&mut c, "orders", "workers");
+    assert!(
+        ids.iter().all(|i| now[i] == ("bob".to_string(), 2)),
+        "{now:?}"
+    );
+    assert_eq!(stat(&mut c, "orders", "workers", "redelivered"), 5);
+    assert_eq!(stat(&mut c, "orders", "workers", "inbox"), 0);
+}
+
+/// Four workers on `RECLAIM.READGROUP` whose handler fails on `poison`; returns the times and
+/// workers of every handler run on it, once the poison entry is in the DLQ.
+fn run_failing_pool(s: &Server, stream: &str) -> Vec<(Instant, String)> {
+    let runs = Arc::new(Mutex::new(Vec::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let workers: Vec<_> = (0..4)
+        .map(|w| {
+            let (runs, stop) = (runs.clone(), stop.clone());
+            let mut c = s.conn();
+            let stream = stream.to_string();
+            std::thread::spawn(move || {
+                let name = format!("w{w}");
+                while !stop.load(Ordering::Relaxed) {
+                    for (id, fields) in readgroup(&mut c, &stream, "workers", &name, 1, Some(50)) {
+                        if fields.iter().any(|f| f == b"poison") {
+                            runs.lock().unwrap().push((Instant::now(), name.clone()));
+                        } else {
+                            let _: i64 = q(&mut c, &["XACK", &stream, "workers", &id]);
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    let mut c = s.conn();
+    wait_for(30, "the poison entry in the DLQ", || {
+        (xlen(&mut c, format!("{stream}:dlq")) == 1).then_some(())
+    });
+    stop.store(true, Ordering::Relaxed);
+    for w in workers {
+        w.join().expect("worker");
+    }
+    let r = runs.lock().unwrap().clone();
+    r
+}
+
+#[test]
+fn the_handler_runs_exactly_max_deliveries_times() {
+    let s = Server::new();
+    let mut c = s.conn();
+    readme_policy(&mut c, "jobs");
+    add_entries(&mut c, b"jobs", "ok", 3);
+    let poison: String = q(&mut c, &["XADD", "jobs", "*", "kind", "poison"]);
+    add_entries(&mut c, b"jobs", "ok2", 3);
+    let runs = run_failing_pool(&s, "jobs");
+    assert_eq!(runs.len(), 3, "handler runs of the poison entry: {runs:?}");
+    // Each attempt began only after the one before it had used its lease.
+    for w in runs.windows(2) {
+        assert!(w[1].0 - w[0].0 >= Duration::from_millis(250), "{runs:?}");
+    }
+    let dlq = xrange(&mut c, b"jobs:dlq");
+    assert_eq!(dlq.len(), 1);
+    assert_eq!(entry_field(&dlq[0], "reclaim-id"), poison.as_bytes());
+    assert_eq!(entry_field(&dlq[0], "reclaim-deliveries"), b"3");
+    assert_eq!(
+        pel_total(&mut c, "jobs", "workers"),
+        0,
+        "everything else acknowledged"
+    );
+}
+
+/// (id, owner, count) of the group's PEL, sorted.
+fn pel(c: &mut Connection) -> Vec<PendRaw> {
+    sorted(&pending_raw(c, b"jobs", b"workers"))
+}
+
+#[test]
+fn counts_workers_saw_survive_a_restart_and_a_failover() {
+    let mut p = Server::start(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let r = p.replica(&[]);
+    let mut c = p.conn();
+    readme_policy(&mut c, "jobs");
+    let ids = add_entries(&mut c, b"jobs", "j", 4);
+    // Deliveries 1 (new) and 2 (redelivered after it went stale), by different workers.
+    assert_eq!(readgroup(&mut c, "jobs", "workers", "w1", 4, None).len(), 4);
+    wait_for(10, "the entries stale and moved to the inbox", || {
+        (stat(&mut c, "jobs", "workers", "inbox") == 4).then_some(())
+    });
+    assert_eq!(readgroup(&mut c, "jobs", "workers", "w2", 2, None).len(), 2);
+    // From now on nothing turns stale: the PEL stays as the workers left it.
+    let p2 = PolicyView::new(600_000, 50).with_dlq(b"jobs:dlq", 3);
+    set_policy(&mut c, b"jobs", b"workers", &p2);
+    let before = pel(&mut c);
+    let counts: Vec<(&[u8], i64)> = before.iter().map(|e| (e.1.as_slice(), e.2)).collect();
+    assert_eq!(
+        counts,
+        vec![
+            (&b"w2"[..], 2),
+            (b"w2", 2),
+            (b"reclaim", 1),
+            (b"reclaim", 1)
+        ],
+        "{before:?}"
+    );
+    assert_eq!(before[0].0, ids[0]);
+    let acked: i64 = q(&mut c, &["WAIT", "1", "5000"]);
+    assert_eq!(acked, 1);
+    let mut rc = r.conn();
+    assert_eq!(pel(&mut rc), before, "the replica's PEL");
+    // Restart from the AOF.
+    p.kill();
+    p.restart();
+    let mut c = p.conn();
+    assert_eq!(pel(&mut c), before, "the PEL after a restart from the AOF");
+    // The replica, promoted, has the counts the workers saw.
+    drop(p);
+    promote(&mut rc);
+    assert_eq!(pel(&mut rc), before, "the promoted replica's PEL");
+}
+
+#[test]
+fn workers_that_die_lose_nothing_and_never_share_a_lease() {
+    const MIN_IDLE: u64 = 400;
+    let s = Server::new();
+    let mut c = s.conn();
+    create_group(&mut c, b"q", b"workers");
+    let p = PolicyView::new(MIN_IDLE as i64, 50).with_dlq(b"q:dlq", 3);
+    set_policy(&mut c, b"q", b"workers", &p);
+    let mut pipe = redis::pipe();
+    for i in 0..2000 {
+        let kind = if i % 40 == 7 { "poison" } else { "ok" };
+        pipe.cmd("XADD")
+            .arg("q")
+            .arg("*")
+            .arg("kind")
+            .arg(kind)
+            .arg("i")
+            .arg(i);
+    }
+    let ids: Vec<String> = pipe.query(&mut c).expect("XADD");
+    // Every hand-over (time, consumer) and every successful XACK, by entry.
+    let deliveries: Arc<Mutex<HashMap<String, Vec<(Instant, String)>>>> = Default::default();
+    let acks: Arc<Mutex<HashMap<String, u32>>> = Default::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let workers: Vec<_> = (0..4)
+        .map(|w| {
+            let (deliveries, acks, stop) = (deliveries.clone(), acks.clone(), stop.clone());
+            let s_port = s.port;
+            std::thread::spawn(move || {
+                let mut life = 0;
+                let mut seed = 0x9e37_79b9_u64 + w;
+                while !stop.load(Ordering::Relaxed) {
+                    // A new process: a new connection and consumer name.
+                    life += 1;
+                    let name = format!("w{w}-{life}");
+                    let client =
+                        redis::Client::open(format!("redis://127.0.0.1:{s_port}/")).unwrap();
+                    let mut c = client.get_connection().expect("connect");
+                    loop {
+                        if stop.load(Ordering::Relaxed) {
+                            return;
+                        }
+                        let got = readgroup(&mut c, "q", "workers", &name, 10, Some(50));
+                        for (id, _) in &got {
+                            deliveries
+                                .lock()
+                                .unwrap()
+                                .entry(id.clone())
+                                .or_default()
+                                .push((Instant::now(), name.clone()));
+                        }
+                        // Dies mid-batch now and then (SIGKILL: no XACK, connection gone).
+                        seed = seed
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        if !got.is_empty() && (seed >> 33) % 25 == 0 {
+                            break;
+                        }
+                        for (id, fields) in got {
+                            if fields.iter().any(|f| f == b"poison") {
+                                continue;
+                            }
+                            let n: i64 = q(&mut c, &["XACK", "q", "workers", &id]);
+                            if n == 1 {
+                                *acks.lock().unwrap().entry(id).or_default() += 1;
+                            }
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    wait_for(120, "every entry acknowledged or dead-lettered", || {
+        let done = acks.lock().unwrap().len() as i64 + xlen(&mut c, "q:dlq");
+        (pel_total(&mut c, "q", "workers") == 0 && done >= 2000).then_some(())
+    });
+    stop.store(true, Ordering::Relaxed);
+    for w in workers {
+        w.join().expect("worker");
+    }
+    let dlq: Vec<String> = xrange(&mut c, b"q:dlq")
+        .iter()
+        .map(|e| String::from_utf8(entry_field(e, "reclaim-id")).unwrap())
+        .collect();
+    // Each entry acknowledged once or in the DLQ once, never both, never neither; every poison
+    // entry in the DLQ (an ordinary one too when all three of its attempts died with a worker).
+    let acks = acks.lock().unwrap();
+    for (i, id) in ids.iter().enumerate() {
+        let in_dlq = dlq.iter().filter(|d| *d == id).count();
+        let acked = acks.get(id).copied().unwrap_or(0) as usize;
+        assert_eq!(
+            in_dlq + acked,
+            1,
+            "entry {id}: {in_dlq} in the DLQ, acknowledged {acked}"
+        );
+        if i % 40 == 7 {
+            assert_eq!(in_dlq, 1, "poison entry {id}");
+        }
+    }
+    // No entry went to a second worker while the first one's lease (MIN-IDLE) ran. Client-side
+    // clocks read each hand-over a little after the server made it: allow 25 ms of that.
+    let lease = Duration::from_millis(MIN_IDLE - 25);
+    let deliveries = deliveries.lock().unwrap();
+    let mut redelivered = 0;
+    for (id, d) in deliveries.iter() {
+        for w in d.windows(2) {
+            redelivered += 1;
+            assert!(
+                w[1].0 - w[0].0 >= lease,
+                "{id} handed to {} and {} too soon: {d:?}",
+                w[0].1,
+                w[1].1
+            );
+        }
+        assert!(d.len() <= 3, "{id} delivered {} times", d.len());
+    }
+    assert!(redelivered > 0, "no worker died mid-batch");
+}
+
+#[test]
+fn block_wakes_on_xadd_and_on_an_entry_turning_stale_and_times_out() {
+    let s = Server::new();
+    let mut c = s.conn();
+    readme_policy(&mut c, "b");
+    // Nothing: nil at the timeout.
+    assert_eq!(
+        readgroup(&mut c, "b", "workers", "w1", 1, Some(100)),
+        Vec::<Got>::new()
+    );
+    // An XADD wakes a blocked reader.
+    let port = s.port;
+    let adder = std::thread::spawn(move || {
+        let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        wait_for(10, "the reader to block", || {
+            (reclaim_info(&mut c, "blocked_readers") == 1).then_some(())
+        });
+        let id: String = q(&mut c, &["XADD", "b", "*", "f", "v"]);
+        id
+    });
+    let got = readgroup(&mut c, "b", "workers", "w1", 1, Some(0));
+    let id = adder.join().unwrap();
+    assert_eq!(got, vec![(id.clone(), vec![b"f".to_vec(), b"v".to_vec()])]);
+    // w1 holds it and goes quiet; w2 blocks and gets it once it turns stale (the sweep moves it
+    // into the inbox and wakes the readers), as its second delivery.
+    let mut c2 = s.conn();
+    let got = readgroup(&mut c2, "b", "workers", "w2", 1, Some(10_000));
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].0, id);
+    assert_eq!(owners(&mut c, "b", "workers")[&id], ("w2".to_string(), 2));
+    // While a reader blocks, the sweep keeps running and other clients are served.
+    let passes = stat(&mut c, "b", "workers", "passes");
+    let blocked =
+        std::thread::spawn(move || readgroup(&mut c2, "b", "workers", "w3", 1, Some(400)));
+    wait_for(10, "passes while a reader blocks", || {
+        (stat(&mut c, "b", "workers", "passes") > passes + 2).then_some(())
+    });
+    let _: String = q(&mut c, &["PING"]);
+    // w2's entry turns stale too: w3 gets it (third delivery), or nil if the timeout comes first.
+    let third = blocked.join().unwrap();
+    assert!(third.is_empty() || third[0].0 == id, "{third:?}");
+    assert_eq!(reclaim_info(&mut c, "blocked_readers"), 0);
+}
+
+#[test]
+fn a_deleted_stream_or_destroyed_group_ends_the_wait_with_xreadgroups_errors() {
+    let s = Server::new();
+    let mut c = s.conn();
+    for (what, want) in [
+        ("DEL", "UNBLOCKED the stream key no longer exists"),
+        (
+            "DESTROY",
+            "NOGROUP the consumer group this client was blocked on no longer exists",
+        ),
+    ] {
+        readme_policy(&mut c, "d");
+        let port = s.port;
+        let reader = std::thread::spawn(move || {
+            let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+                .unwrap()
+                .get_connection()
+                .unwrap();
+            error_of(
+                &mut c,
+                cmd("RECLAIM.READGROUP")
+                    .arg(&["GROUP", "workers", "r", "BLOCK", "0", "STREAMS", "d", ">"]),
+            )
+        });
+        wait_for(10, "the reader to block", || {
+            (reclaim_info(&mut c, "blocked_readers") == 1).then_some(())
+        });
+        if what == "DEL" {
+            let _: i64 = q(&mut c, &["DEL", "d"]);
+        } else {
+            let _: i64 = q(&mut c, &["XGROUP", "DESTROY", "d", "workers"]);
+        }
+        assert_eq!(reader.join().unwrap(), want, "after {what}");
+        assert_eq!(reclaim_info(&mut c, "blocked_readers"), 0);
+        let _: i64 = q(&mut c, &["DEL", "d"]);
+    }
+}
+
+#[test]
+fn block_in_multi_is_ignored_and_in_a_script_refused() {
+    let s = Server::new();
+    let mut c = s.conn();
+    readme_policy(&mut c, "m");
+    let v: Value = redis::pipe()
+        .atomic()
+        .cmd("RECLAIM.READGROUP")
+        .arg(&["GROUP", "workers", "w", "BLOCK", "0", "STREAMS", "m", ">"])
+        .query(&mut c)
+        .expect("MULTI/EXEC");
+    assert_eq!(v, Value::Array(vec![Value::Nil]));
+    let e = error_of(
+        &mut c,
+        cmd("EVAL")
+            .arg("return redis.call('RECLAIM.READGROUP','GROUP','workers','w','BLOCK','10','STREAMS','m','>')")
+            .arg(0),
+    );
+    assert!(
+        e.contains("RECLAIM.READGROUP command is not allowed with BLOCK option from scripts"),
+        "{e}"
+    );
+}
+
+#[test]
+fn replies_have_xreadgroups_shape_in_resp2_and_resp3() {
+    let s = Server::new();
+    let mut c = s.conn();
+    create_group(&mut c, b"r", b"plain");
+    create_group(&mut c, b"r", b"reclaim");
+    set_policy(&mut c, b"r", b"reclaim", &PolicyView::new(60_000, 100));
+    add_entries(&mut c, b"r", "x", 3);
+    for resp3 in [false, true] {
+        let mut c = if resp3 { s.conn3() } else { s.conn() };
+        let args = |cmd_name: &str, group: &str| {
+            let mut k = cmd(cmd_name);
+            k.arg(&["GROUP", group, "c", "COUNT", "2", "STREAMS", "r", ">"]);
+            k
+        };
+        let want: Value = args("XREADGROUP", "plain").query(&mut c).unwrap();
+        let got: Value = args("RECLAIM.READGROUP", "reclaim").query(&mut c).unwrap();
+        assert_eq!(got, want, "resp3 {resp3}");
+        assert_ne!(want, Value::Nil);
+    }
+    // Nothing left for either: nil both ways.
+    let _: Value = q(
+        &mut c,
+        &["XREADGROUP", "GROUP", "plain", "c", "STREAMS", "r", ">"],
+    );
+    let _: Value = q(
+        &mut c,
+        &[
+            "RECLAIM.READGROUP",
+            "GROUP",
+            "reclaim",
+            "c",
+            "STREAMS",
+            "r",
+            ">",
+        ],
+    );
+    let want: Value = q(
+        &mut c,
+        &["XREADGROUP", "GROUP", "plain", "c", "STREAMS", "r", ">"],
+    );
+    let got: Value = q(
+        &mut c,
+        &[
+            "RECLAIM.READGROUP",
+            "GROUP",
+            "reclaim",
+            "c",
+            "STREAMS",
+            "r",
+            ">",
+        ],
+    );
+    assert_eq!((got, want), (Value::Nil, Value::Nil));
+}
+
+#[test]
+fn a_stream_without_a_policy_reads_as_xreadgroup() {
+    let s = Server::new();
+    let mut c = s.conn();
+    for g in [b"a".as_slice(), b"b"] {
+        create_group(&mut c, b"np", g);
+    }
+    add_entries(&mut c, b"np", "e", 3);
+    let want: Value = q(
+        &mut c,
+        &["XREADGROUP", "GROUP", "a", "c", "STREAMS", "np", ">"],
+    );
+    let got: Value = q(
+        &mut c,
+        &["RECLAIM.READGROUP", "GROUP", "b", "c", "STREAMS", "np", ">"],
+    );
+    assert_eq!(got, want);
+    // Two streams in one call, one with a policy: both answered, in order.
+    readme_policy(&mut c, "wp");
+    add_entries(&mut c, b"wp", "w", 1);
+    create_group(&mut c, b"np2", b"workers");
+    add_entries(&mut c, b"np2", "n", 1);
+    let v: Value = q(
+        &mut c,
+        &[
+            "RECLAIM.READGROUP",
+            "GROUP",
+            "workers",
+            "c",
+            "STREAMS",
+            "wp",
+            "np2",
+            ">",
+            ">",
+        ],
+    );
+    let keys: Vec<(String, Vec<Got>)> = redis::from_redis_value(v).unwrap();
+    assert_eq!(
+        keys.iter().map(|k| k.0.as_str()).collect::<Vec<_>>(),
+        ["wp", "np2"]
+    );
+}
+
+#[test]
+fn an_entry_at_its_limit_is_dead_lettered_not_handed_over() {
+    let s = Server::new();
+    let mut c = s.conn();
+    readme_policy(&mut c, "l");
+    let ids = add_entries(&mut c, b"l", "e", 2);
+    read_group(&mut c, b"l", b"workers", b"alice");
+    // The first has had its three attempts; both sit in the inbox.
+    set_deliveries(&mut c, b"l", b"workers", b"reclaim", &ids[..1], 3);
+    set_deliveries(&mut c, b"l", b"workers", b"reclaim", &ids[1..], 1);
+    let got = readgroup(&mut c, "l", "workers", "bob", 10, None);
+    assert_eq!(
+        got.iter().map(|e| e.0.clone()).collect::<Vec<_>>(),
+        vec![ids[1].clone()]
+    );
+    let dlq = xrange(&mut c, b"l:dlq");
+    assert_eq!(dlq.len(), 1);
+    assert_eq!(entry_field(&dlq[0], "reclaim-id"), ids[0].as_bytes());
+    assert_eq!(entry_field(&dlq[0], "reclaim-deliveries"), b"3");
+    assert_eq!(owners(&mut c, "l", "workers").len(), 1);
+    assert_eq!(stat(&mut c, "l", "workers", "dead-lettered"), 1);
+}
+
+#[test]
+fn a_deleted_entry_is_purged_and_counted_never_returned_without_fields() {
+    let s = Server::new();
+    let mut c = s.conn();
+    readme_policy(&mut c, "x");
+    let ids = add_entries(&mut c, b"x", "e", 3);
+    read_group(&mut c, b"x", b"workers", b"alice");
+    set_deliveries(&mut c, b"x", b"workers", b"reclaim", &ids, 1);
+    let _: i64 = q(&mut c, &["XDEL", "x", &ids[1]]);
+    let got = readgroup(&mut c, "x", "workers", "bob", 10, None);
+    assert_eq!(
+        got.iter().map(|e| e.0.clone()).collect::<Vec<_>>(),
+        vec![ids[0].clone(), ids[2].clone()]
+    );
+    assert!(got.iter().all(|e| !e.1.is_empty()));
+    assert_eq!(owners(&mut c, "x", "workers").len(), 2);
+    assert_eq!(stat(&mut c, "x", "workers", "deleted"), 1);
+}
+
+#[test]
+fn errors_are_xreadgroups() {
+    let s = Server::new();
+    let mut c = s.conn();
+    readme_policy(&mut c, "e");
+    let _: () = q(&mut c, &["SET", "str", "x"]);
+    let both = |c: &mut Connection, args: &[&str]| {
+        let mine = error_of(c, cmd("RECLAIM.READGROUP").arg(args));
+        let theirs = error_of(c, cmd("XREADGROUP").arg(args));
+        (mine, theirs)
+    };
+    let (m, t) = both(&mut c, &["GROUP", "nope", "c", "STREAMS", "e", ">"]);
+    assert_eq!(m, t);
+    assert_eq!(
+        m,
+        "NOGROUP No such key 'e' or consumer group 'nope' in XREADGROUP with GROUP option"
+    );
+    let (m, t) = both(
+        &mut c,
+        &["GROUP", "workers", "c", "STREAMS", "missing", ">"],
+    );
+    assert_eq!(m, t);
+    let (m, t) = both(&mut c, &["GROUP", "workers", "c", "STREAMS", "str", ">"]);
+    assert_eq!(
+        (m.as_str(), t.as_str()),
+        (
+            "WRONGTYPE Operation against a key holding the wrong kind of value",
+            "WRONGTYPE Operation against a key holding the wrong kind of value"
+        )
+    );
+    for (args, want) in [
+        (&["GROUP", "workers", "c", "STREAMS", "e", "0"][..], "ERR RECLAIM.READGROUP reads with the ID '>' only: read a consumer's own history with XREADGROUP"),
+        (&["GROUP", "workers", "c", "STREAMS", "e", "e", ">"][..], "ERR Unbalanced RECLAIM.READGROUP list of streams: for each stream key the ID '>' must be specified."),
+        (&["GROUP", "workers", "c", "NOACK", "STREAMS", "e", ">"][..], "ERR RECLAIM.READGROUP does not take NOACK: entries read without a PEL entry cannot be redelivered (use XREADGROUP)"),
+        (&["COUNT", "1", "BLOCK", "1", "STREAMS", "e", ">"][..], "ERR Missing GROUP option for RECLAIM.READGROUP"),
+        (&["GROUP", "workers", "c", "COUNT", "x", "STREAMS", "e", ">"][..], "ERR value is not an integer or out of range"),
+        (&["GROUP", "workers", "c", "BLOCK", "-1", "STREAMS", "e", ">"][..], "ERR timeout is negative"),
+        (&["GROUP", "workers", "c", "FOO", "STREAMS", "e", ">"][..], "ERR syntax error"),
+    ] {
+        assert_eq!(error_of(&mut c, cmd("RECLAIM.READGROUP").arg(args)), want, "{args:?}");
+    }
+    // Keys: the streams, as XREADGROUP's.
+    let keys: Vec<String> = q(
+        &mut c,
+        &[
+            "COMMAND",
+            "GETKEYS",
+            "RECLAIM.READGROUP",
+            "GROUP",
+            "g",
+            "c",
+            "COUNT",
+            "1",
+            "STREAMS",
+            "a",
+            "b",
+            ">",
+            ">",
+        ],
+    );
+    assert_eq!(keys, ["a", "b"]);
+}
+
+#[test]
+fn a_reader_that_may_not_write_the_dlq_is_refused_and_nothing_changes() {
+    let s = Server::new();
+    let mut c = s.conn();
+    readme_policy(&mut c, "acl");
+    let ids = add_entries(&mut c, b"acl", "e", 2);
+    read_group(&mut c, b"acl", b"workers", b"alice");
+    set_deliveries(&mut c, b"acl", b"workers", b"reclaim", &ids, 3);
+    let _: () = q(
+        &mut c,
+        &["ACL", "SETUSER", "worker", "on", "nopass", "+@all", "~acl"],
+    );
+    let mut w = s.conn();
+    let _: () = q(&mut w, &["AUTH", "worker", "x"]);
+    let before = owners(&mut c, "acl", "workers");
+    let e = error_of(
+        &mut w,
+        cmd("RECLAIM.READGROUP").arg(&["GROUP", "workers", "w", "STREAMS", "acl", ">"]),
+    );
+    assert_eq!(
+        e,
+        "NOPERM this user has no permissions to write the policy's DLQ key"
+    );
+    assert_eq!(owners(&mut c, "acl", "workers"), before);
+    assert_eq!(xlen(&mut c, "acl:dlq"), 0);
+}
