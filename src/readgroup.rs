@@ -169,6 +169,15 @@ fn raw_elements(r: &CallReply) -> Vec<*mut raw::RedisModuleCallReply> {
         .collect()
 }
 
+/// `WRONGTYPE` when `key` exists and is not a stream.
+fn check_type(ctx: &Context, key: &[u8]) -> Result<(), ReclaimError> {
+    let name = RedisString::create_from_slice(ctx.ctx, key);
+    match ctx.open_key(&name).key_type() {
+        KeyType::Stream | KeyType::Empty => Ok(()),
+        _ => Err(error::WRONGTYPE_STREAM.into()),
+    }
+}
+
 /// Checks a key before reading it, as XREADGROUP does: a stream with the group.
 fn check_key(ctx: &Context, key: &[u8], group: &[u8]) -> Result<(), ReclaimError> {
     let name = RedisString::create_from_slice(ctx.ctx, key);
@@ -275,15 +284,20 @@ fn read_stream(ctx: &Context, req: &Request, key: &[u8], want: i64) -> StreamRea
     }
     if want == 0 || got < want {
         let rest = if want == 0 { 0 } else { want - got };
-        let count = rest.to_string();
-        let mut args: Vec<&[u8]> = vec![b"GROUP", &req.group, &req.consumer];
-        if rest > 0 {
-            args.extend_from_slice(&[b"COUNT", count.as_bytes()]);
-        }
-        args.extend_from_slice(&[b"STREAMS", key, b">"]);
-        read.new = Some(ctx.call_ext("XREADGROUP", &write_opts(), &args[..]));
+        read.new = Some(new_entries(ctx, req, key, rest));
     }
     read
+}
+
+/// `XREADGROUP GROUP g consumer [COUNT n] STREAMS key >` (`n` 0: no COUNT), parsed.
+fn new_entries(ctx: &Context, req: &Request, key: &[u8], n: i64) -> CallResult<'static> {
+    let count = n.to_string();
+    let mut args: Vec<&[u8]> = vec![b"GROUP", &req.group, &req.consumer];
+    if n > 0 {
+        args.extend_from_slice(&[b"COUNT", count.as_bytes()]);
+    }
+    args.extend_from_slice(&[b"STREAMS", key, b">"]);
+    ctx.call_ext("XREADGROUP", &write_opts(), &args[..])
 }
 
 /// Step 1 of a read of a stream with policy `p`: hands the due entries to the reader (the reply
@@ -347,6 +361,103 @@ fn check_dlq_permissions(ctx: &Context, req: &Request) -> Result<(), ReclaimErro
     Ok(())
 }
 
+/// A reply of a raw `RM_Call`, never parsed: forwarded as Redis wrote it.
+struct RawReply(*mut raw::RedisModuleCallReply);
+
+impl RawReply {
+    /// `XREADGROUP GROUP g consumer [COUNT n] STREAMS key >` through `RM_Call` with `!` (its
+    /// deliveries propagate) and `E` (errors as replies), in the client's protocol (`3` for a
+    /// RESP3 client), so that its reply is exactly what the client expects.
+    fn xreadgroup(ctx: &Context, req: &Request, key: &[u8], count: i64) -> RawReply {
+        let count_s = count.to_string();
+        let mut words: Vec<&[u8]> = vec![b"GROUP", &req.group, &req.consumer];
+        if count > 0 {
+            words.extend_from_slice(&[b"COUNT", count_s.as_bytes()]);
+        }
+        words.extend_from_slice(&[b"STREAMS", key, b">"]);
+        let args: Vec<RedisString> = words
+            .iter()
+            .map(|w| RedisString::create_from_slice(ctx.ctx, w))
+            .collect();
+        let mut argv: Vec<*mut raw::RedisModuleString> = args.iter().map(|a| a.inner).collect();
+        let resp3 = ctx.get_flags().contains(ContextFlags::FLAGS_RESP3);
+        let fmt = if resp3 { c"!Ev3" } else { c"!Ev" };
+        let r = unsafe {
+            raw::RedisModule_Call.unwrap()(
+                ctx.ctx,
+                c"XREADGROUP".as_ptr(),
+                fmt.as_ptr(),
+                argv.as_mut_ptr(),
+                argv.len(),
+            )
+        };
+        RawReply(r)
+    }
+
+    /// The reply's RESP bytes.
+    fn proto(&self) -> &[u8] {
+        if self.0.is_null() {
+            return b"";
+        }
+        let mut len = 0usize;
+        let p = unsafe { raw::RedisModule_CallReplyProto.unwrap()(self.0, &mut len) };
+        if p.is_null() {
+            return b"";
+        }
+        unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }
+    }
+
+    /// Whether the reply is nil (`*-1` in RESP2, `_` in RESP3): nothing was read.
+    fn is_nil(&self) -> bool {
+        let p = self.proto();
+        p.is_empty() || p.starts_with(b"*-1") || p.starts_with(b"_")
+    }
+
+    fn forward(&self, ctx: &Context) {
+        unsafe {
+            raw::RedisModule_ReplyWithCallReply.unwrap()(ctx.ctx, self.0);
+        }
+    }
+}
+
+impl Drop for RawReply {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            unsafe { raw::RedisModule_FreeCallReply.unwrap()(self.0) };
+        }
+    }
+}
+
+/// Serves a read of one stream and replies; `false` when there was nothing (no reply sent).
+/// When nothing is handed over again (the common case), the new entries' `XREADGROUP` reply is
+/// forwarded as Redis wrote it, unparsed, in the client's protocol: the cost of a plain
+/// `XREADGROUP` plus one `RM_Call`.
+fn serve_one(ctx: &Context, req: &Request, key: &[u8]) -> bool {
+    if let Some(p) = store::get(ctx, key, &req.group) {
+        let mut redelivered = None;
+        if redeliver(ctx, req, key, &p, req.count, &mut redelivered) > 0 {
+            let mut read = StreamRead {
+                key: key.to_vec(),
+                redelivered,
+                new: None,
+            };
+            let got = read.entries().len() as i64;
+            if req.count == 0 || got < req.count {
+                read.new = Some(new_entries(ctx, req, key, req.count - got));
+            }
+            let entries = read.entries();
+            reply(ctx, &[(read, entries)]);
+            return true;
+        }
+    }
+    let r = RawReply::xreadgroup(ctx, req, key, req.count);
+    if r.is_nil() {
+        return false;
+    }
+    r.forward(ctx);
+    true
+}
+
 /// Reads every stream of `req` (COUNT per stream, as XREADGROUP); `None` when none gave anything.
 fn serve(
     ctx: &Context,
@@ -361,6 +472,20 @@ fn serve(
         }
     }
     (!out.is_empty()).then_some(out)
+}
+
+/// Serves `req` and replies; `false` when no stream gave anything (no reply sent).
+fn serve_and_reply(ctx: &Context, req: &Request) -> bool {
+    if req.keys.len() == 1 {
+        return serve_one(ctx, req, &req.keys[0]);
+    }
+    match serve(ctx, req) {
+        Some(read) => {
+            reply(ctx, &read);
+            true
+        }
+        None => false,
+    }
 }
 
 /// Sends what [`serve`] read, in XREADGROUP's shape for the client's protocol.
@@ -399,12 +524,17 @@ pub fn readgroup_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     if req.block_ms.is_some() && flags.contains(ContextFlags::LUA) {
         return Err(error::READGROUP_BLOCK_IN_SCRIPT.into());
     }
-    for key in &req.keys {
-        check_key(ctx, key, &req.group)?;
+    if req.keys.len() == 1 {
+        // One stream: its own calls meet a missing group first, before any write, and XREADGROUP
+        // answers it with its own error.
+        check_type(ctx, &req.keys[0])?;
+    } else {
+        for key in &req.keys {
+            check_key(ctx, key, &req.group)?;
+        }
     }
     check_dlq_permissions(ctx, &req)?;
-    if let Some(read) = serve(ctx, &req) {
-        reply(ctx, &read);
+    if serve_and_reply(ctx, &req) {
         return Ok(Reply::Done);
     }
     match req.block_ms {
@@ -495,13 +625,7 @@ unsafe extern "C" fn on_ready(
             context.reply_error_string(e);
             return true;
         }
-        match serve(&context, &b.req) {
-            Some(read) => {
-                reply(&context, &read);
-                true
-            }
-            None => false,
-        }
+        serve_and_reply(&context, &b.req)
     });
     match served {
         Some(true) => raw::REDISMODULE_OK as c_int,

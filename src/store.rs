@@ -92,10 +92,15 @@ pub fn read(ctx: &Context, stream: &[u8]) -> Found {
     }
 }
 
-/// Reads one policy of (stream, group) in the selected database.
+/// Reads one policy of (stream, group) in the selected database (a copy of that policy only).
 pub fn get(ctx: &Context, stream: &[u8], group: &[u8]) -> Option<Policy> {
-    match read(ctx, stream) {
-        Found::Set(s) => s.groups.get(group).cloned(),
+    let name = RedisString::create_from_slice(ctx.ctx, &keys::policy_key(stream));
+    let key = ctx.open_key(&name);
+    if key.key_type() != KeyType::Module {
+        return None;
+    }
+    match key.get_value::<PolicySet>(&POLICY_TYPE) {
+        Ok(Some(v)) => v.groups.get(group).cloned(),
         _ => None,
     }
 }
