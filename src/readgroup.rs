@@ -4,8 +4,8 @@
 //!
 //! For each stream whose group has a policy, in this order, up to COUNT entries:
 //! 1. entries due for redelivery, oldest (lowest ID) first: the CLAIMANT's inbox (always due) and
-//!    other consumers' stale entries (looked for only while the policy's last pass says some may
-//!    be stale, among the oldest pending entries). Each is claimed for the caller with a plain
+//!    other consumers' stale entries (a page of the PEL per read from a cursor, as XAUTOCLAIM's,
+//!    only while what the policy learnt says some may be stale). Each is claimed for the caller with a plain
 //!    `XCLAIM` (one delivery added, idle reset, fields returned); one whose next delivery would
 //!    pass `MAX-DELIVERIES` is dead-lettered instead (append and acknowledge, atomically);
 //!    entries deleted from the stream are purged by that `XCLAIM` and counted;
@@ -200,8 +200,17 @@ fn no_group(key: &[u8], group: &[u8]) -> ReclaimError {
 
 /// `XPENDING key group - + n [consumer]`, parsed (errors read as nothing).
 fn pending(t: &Target, n: i64, consumer: Option<&[u8]>) -> Vec<Pending> {
+    pending_range(t, b"-", n, consumer)
+}
+
+/// `XPENDING key group start + n`, parsed (errors read as nothing).
+fn pending_from(t: &Target, start: &[u8], n: i64) -> Vec<Pending> {
+    pending_range(t, start, n, None)
+}
+
+fn pending_range(t: &Target, start: &[u8], n: i64, consumer: Option<&[u8]>) -> Vec<Pending> {
     let count = n.to_string();
-    let mut args: Vec<&[u8]> = vec![t.stream, t.group, b"-", b"+", count.as_bytes()];
+    let mut args: Vec<&[u8]> = vec![t.stream, t.group, start, b"+", count.as_bytes()];
     if let Some(c) = consumer {
         args.push(c);
     }
@@ -233,27 +242,56 @@ fn pending(t: &Target, n: i64, consumer: Option<&[u8]>) -> Vec<Pending> {
 }
 
 /// Most entries a read looks at among the oldest pending ones to find other consumers' stale
-/// entries (bounds the cost of a read that finds none).
+/// entries (bounds the cost of a read without COUNT that finds none).
 const STALE_LOOKUP_MAX: i64 = 1000;
 
 /// The entries due for redelivery to a reader of `t`, at most `limit`, oldest first: the
-/// CLAIMANT's inbox, then other consumers' stale entries among the oldest `4 x limit` pending
-/// ones, looked for only when the policy's last pass says some may be stale.
+/// CLAIMANT's inbox, then other consumers' stale entries in one page of the PEL (twice as many
+/// entries as are still wanted) from the policy's read cursor, looked for only when neither the
+/// policy's last pass nor the last round of reads says none can be stale yet.
 fn due_entries(t: &Target, id: &PolicyId, limit: i64) -> Vec<Pending> {
     let mut due = pending(t, limit, Some(&t.policy.claimant));
     let wanted = limit - due.len() as i64;
-    let not_before = registry::stale_not_before(id);
-    if wanted > 0 && (not_before == 0 || epoch_ms() >= not_before) {
-        let oldest = pending(t, limit.saturating_mul(4).min(STALE_LOOKUP_MAX), None);
-        due.extend(
-            oldest
-                .into_iter()
-                .filter(|p| p.idle_ms >= t.policy.min_idle_ms && !planner::in_inbox(p, t.policy)),
-        );
-        due.sort_by_key(|p| planner::parse_id(&p.id));
-        due.dedup_by(|a, b| a.id == b.id);
-        due.truncate(limit.max(0) as usize);
+    let now = epoch_ms();
+    if wanted <= 0 || now < registry::read_horizon(id) {
+        return due;
     }
+    // One page of the PEL after the read cursor, as XAUTOCLAIM's cursor goes.
+    let size = wanted.saturating_mul(2).min(STALE_LOOKUP_MAX);
+    let start = match registry::read_cursor(id) {
+        Some(c) => [b"(", c.as_slice()].concat(),
+        None => b"-".to_vec(),
+    };
+    let page = pending_from(t, &start, size);
+    let min_idle = t.policy.min_idle_ms;
+    let others = || page.iter().filter(|p| !planner::in_inbox(p, t.policy));
+    let stale: Vec<Pending> = others()
+        .filter(|p| p.idle_ms >= min_idle)
+        .cloned()
+        .collect();
+    let max_idle = others()
+        .filter(|p| p.idle_ms < min_idle)
+        .map(|p| p.idle_ms)
+        .max()
+        .unwrap_or(-1);
+    let last = (page.len() as i64 == size)
+        .then(|| page.last().map(|p| p.id.clone()))
+        .flatten();
+    registry::update(id, |rt| {
+        // A round over the whole PEL that found nothing stale: none can be before the most
+        // idle entry it saw is (idle times only grow; a client's XCLAIM IDLE/TIME, which can set
+        // an older one, clears this, as it clears the passes' horizon).
+        if let Some(quiet) = rt
+            .read_scan
+            .page(last, !stale.is_empty(), max_idle, now, min_idle)
+        {
+            rt.read_not_before_ms = quiet;
+        }
+    });
+    due.extend(stale);
+    due.sort_by_key(|p| planner::parse_id(&p.id));
+    due.dedup_by(|a, b| a.id == b.id);
+    due.truncate(limit.max(0) as usize);
     due
 }
 

@@ -301,13 +301,22 @@ pub fn put(id: &PolicyId, rt: Runtime) {
     }
 }
 
-/// When, by what the policy's last pass learnt, a pending entry can be stale at the earliest
-/// (wall-clock ms; 0: unknown, or no such policy).
-pub fn stale_not_before(id: &PolicyId) -> i64 {
+/// When, by what the policy's last pass and `RECLAIM.READGROUP`'s last look learnt, a pending
+/// entry of another consumer can be stale at the earliest (wall-clock ms; 0: unknown, or no such
+/// policy).
+pub fn read_horizon(id: &PolicyId) -> i64 {
     lock()
         .runtimes
         .get(id)
-        .map_or(0, |rt| rt.stale_not_before_ms)
+        .map_or(0, |rt| rt.stale_not_before_ms.max(rt.read_not_before_ms))
+}
+
+/// Where `RECLAIM.READGROUP`'s next page of the PEL starts (`None`: the head).
+pub fn read_cursor(id: &PolicyId) -> Option<Vec<u8>> {
+    lock()
+        .runtimes
+        .get(id)
+        .and_then(|rt| rt.read_scan.cursor.clone())
 }
 
 /// Changes a policy's state without touching its schedule (used by `RECLAIM.SWEEP`).

@@ -205,6 +205,50 @@ pub struct Runtime {
     pub stale_not_before_ms: i64,
     /// Entries waiting in the CLAIMANT's inbox when the last pass ended (for `INFO reclaim`).
     pub inbox: u64,
+    /// Where `RECLAIM.READGROUP` looks next for stale entries of other consumers, and what this
+    /// round of looks over the PEL found so far.
+    pub read_scan: ReadScan,
+    /// Wall-clock ms before which `RECLAIM.READGROUP` need not look for stale entries of other
+    /// consumers again: its last round over the PEL found none, and the most idle entry it saw
+    /// turns stale then at the earliest (0 = look).
+    pub read_not_before_ms: i64,
+}
+
+/// `RECLAIM.READGROUP`'s rounds over the PEL looking for stale entries of other consumers, a page
+/// per read (as `XAUTOCLAIM`'s cursor goes): where the next page starts, and what the round saw.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReadScan {
+    /// Last ID of the last page (`None`: the next page starts at the head of the PEL).
+    pub cursor: Option<Vec<u8>>,
+    /// A stale entry was found in this round.
+    pub found: bool,
+    /// Largest idle time (ms) among the entries of this round that were not stale (0: none).
+    pub max_idle_ms: i64,
+}
+
+impl ReadScan {
+    /// Notes one page read from the cursor: `last` its last ID (`None`: the page ended the round,
+    /// at the end of the PEL), `stale` whether it held stale entries, `max_idle` the largest idle
+    /// time of those that were not. At the end of a round that found nothing, returns when the
+    /// next stale entry can appear at the earliest (`now` + `MIN-IDLE` - that idle time).
+    pub fn page(
+        &mut self,
+        last: Option<Vec<u8>>,
+        stale: bool,
+        max_idle: i64,
+        now: i64,
+        min_idle: i64,
+    ) -> Option<i64> {
+        self.found |= stale;
+        self.max_idle_ms = self.max_idle_ms.max(max_idle);
+        self.cursor = last;
+        if self.cursor.is_some() {
+            return None;
+        }
+        let quiet = (!self.found).then(|| now.saturating_add(min_idle - self.max_idle_ms.max(0)));
+        *self = ReadScan::default();
+        quiet
+    }
 }
 
 impl Runtime {
@@ -225,7 +269,7 @@ impl Runtime {
         self.pass = None;
         self.unchecked = Unchecked::All;
         self.lookahead_ms = None;
-        self.stale_not_before_ms = 0;
+        self.forget_horizon();
         self.due_ms = due_ms;
     }
 
@@ -242,7 +286,7 @@ impl Runtime {
         }
         if sets_idle {
             self.idle_mark = self.idle_mark.wrapping_add(1);
-            self.stale_not_before_ms = 0;
+            self.forget_horizon();
         }
         if remember && !self.recent.note(consumer, sets_idle, now) {
             metrics::TRACKING_OVERFLOWS.add(1);
@@ -257,7 +301,7 @@ impl Runtime {
             self.unchecked = Unchecked::All;
             if idle {
                 self.idle_mark = self.idle_mark.wrapping_add(1);
-                self.stale_not_before_ms = 0;
+                self.forget_horizon();
             }
         }
         let touches: Vec<(Vec<u8>, bool)> = self
@@ -294,12 +338,19 @@ impl Runtime {
         unchecked + self.recent.len()
     }
 
+    /// Forgets when entries can be stale at the earliest (what passes and reads learnt).
+    fn forget_horizon(&mut self) {
+        self.stale_not_before_ms = 0;
+        self.read_not_before_ms = 0;
+        self.read_scan = ReadScan::default();
+    }
+
     /// Forgets what passes learnt (checked delivery counts, when entries can be stale): the PEL
     /// may be a new one (the stream or group appeared, the server became a primary again).
     pub fn forget_learnt(&mut self) {
         self.unchecked = Unchecked::All;
         self.idle_mark = self.idle_mark.wrapping_add(1);
-        self.stale_not_before_ms = 0;
+        self.forget_horizon();
     }
 
     /// The stream, its group or its consumers are gone (DEL, RENAME, XGROUP DESTROY): nothing
@@ -383,7 +434,7 @@ impl Runtime {
         if self.pass.take().is_some() {
             self.unchecked = Unchecked::All;
         }
-        self.stale_not_before_ms = 0;
+        self.forget_horizon();
     }
 
     /// A consumer check of the pass in progress ended (that consumer's PEL is done): the next
@@ -511,6 +562,25 @@ mod tests {
         assert_eq!(rt.idle_mark, mark + 1);
         assert!(!rt.prune(15_000));
         assert_eq!(rt.recent, Recent::default());
+    }
+
+    #[test]
+    fn readers_rounds_learn_when_to_look_again() {
+        let mut r = ReadScan::default();
+        // A round of two pages, nothing stale, the most idle entry 700 ms idle: look again when
+        // it turns stale (MIN-IDLE 1000).
+        assert_eq!(
+            r.page(Some(b"5-0".to_vec()), false, 300, 10_000, 1000),
+            None
+        );
+        assert_eq!(r.cursor.as_deref(), Some(&b"5-0"[..]));
+        assert_eq!(r.page(None, false, 700, 10_050, 1000), Some(10_350));
+        assert_eq!(r, ReadScan::default());
+        // A round that found a stale entry: look again at once.
+        assert_eq!(r.page(Some(b"1-0".to_vec()), true, -1, 0, 1000), None);
+        assert_eq!(r.page(None, false, 10, 0, 1000), None);
+        // An empty PEL: nothing before MIN-IDLE from now.
+        assert_eq!(r.page(None, false, -1, 500, 1000), Some(1500));
     }
 
     #[test]

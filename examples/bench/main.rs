@@ -22,8 +22,9 @@
 //!   `BENCH_CPU_WINDOW_S`: its measuring window in seconds (default 10).
 //! - `REDIS_SERVER` (default `redis-server`), `RECLAIM_MODULE` (default
 //!   `target/release/libredis_reclaim.so` under the crate directory), as for the tests.
+//! - `BENCH_READ_N`: entries of the `RECLAIM.READGROUP` section (default 100000).
 //! - `BENCH_SECTIONS`: which sections to run, comma separated (default all: `throughput`,
-//!   `latency`, `fresh`, `policies`); a partial run writes a partial report.
+//!   `latency`, `fresh`, `policies`, `readgroup`); a partial run writes a partial report.
 //! - `BENCH_OUT` (default `docs/performance.md`), `BENCH_DATA` (default `target/bench`).
 
 mod common;
@@ -32,6 +33,7 @@ mod fresh;
 mod latency;
 mod machine;
 mod policies;
+mod readgroup;
 mod report;
 mod throughput;
 
@@ -74,6 +76,7 @@ use fresh::*;
 use latency::*;
 use machine::*;
 use policies::*;
+use readgroup::*;
 use report::*;
 use throughput::*;
 
@@ -115,6 +118,7 @@ fn repro_command() -> String {
         "BENCH_POLICIES",
         "BENCH_CPU_WINDOW_S",
         "BENCH_REPS",
+        "BENCH_READ_N",
         "BENCH_SECTIONS",
         "REDIS_SERVER",
         "RECLAIM_MODULE",
@@ -145,6 +149,7 @@ struct Settings {
     sizes: Vec<usize>,
     fresh_sizes: Vec<usize>,
     policy_counts: Vec<usize>,
+    read_n: usize,
     reps: usize,
     window_s: u64,
     out: PathBuf,
@@ -162,6 +167,10 @@ impl Settings {
             sizes,
             fresh_sizes: sizes_from("BENCH_FRESH_N", &[100_000, 1_000_000]),
             policy_counts: sizes_from("BENCH_POLICIES", &[1, 100, 10_000]),
+            read_n: sizes_from("BENCH_READ_N", &[100_000])
+                .into_iter()
+                .max()
+                .unwrap_or(100_000),
             reps: env_set("BENCH_REPS")
                 .and_then(|s| s.parse().ok())
                 .filter(|&r| r > 0)
@@ -173,7 +182,7 @@ impl Settings {
                 env_set("BENCH_OUT").unwrap_or_else(|| "docs/performance.md".into()),
             ),
             data: PathBuf::from(env_set("BENCH_DATA").unwrap_or_else(|| "target/bench".into())),
-            // BENCH_SECTIONS (default all): throughput, latency, fresh, policies.
+            // BENCH_SECTIONS (default all): throughput, latency, fresh, policies, readgroup.
             sections: env_set("BENCH_SECTIONS"),
         }
     }
@@ -207,6 +216,7 @@ fn run_sections(set: &Settings) -> Results {
         fresh: Vec::new(),
         fresh_window: None,
         policies: Vec::new(),
+        read: None,
         window_s: set.window_s,
         reps: set.reps,
         errors: Vec::new(),
@@ -237,6 +247,12 @@ fn run_sections(set: &Settings) -> Results {
         match section(|| policy_scaling(&set.policy_counts, window)) {
             Ok(r) => res.policies = r,
             Err(e) => res.errors.push(format!("policy scaling: {e}")),
+        }
+    }
+    if set.runs("readgroup") {
+        match section(|| readgroup(set.read_n, set.reps)) {
+            Ok(r) => res.read = Some(r),
+            Err(e) => res.errors.push(format!("RECLAIM.READGROUP: {e}")),
         }
     }
     res

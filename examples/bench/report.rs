@@ -9,6 +9,7 @@ pub struct Results {
     pub fresh: Vec<FreshRow>,
     pub fresh_window: Option<FreshWindow>,
     pub policies: Vec<PolicyRow>,
+    pub read: Option<ReadResult>,
     pub window_s: u64,
     pub reps: usize,
     pub errors: Vec<String>,
@@ -35,6 +36,9 @@ pub fn report(
     }
     if !res.policies.is_empty() {
         policies::report(&mut o, res);
+    }
+    if let Some(r) = &res.read {
+        readgroup::report(&mut o, r);
     }
     observations(&mut o, res, largest);
     gaps(&mut o, res, largest, jitter, &missed);
@@ -109,6 +113,9 @@ fn targets(o: &mut String, res: &Results, largest: Option<&SizeResult>) -> Vec<&
     }
     if let Some(w) = &res.fresh_window {
         fresh::target(o, w, &res.fresh, &mut missed);
+    }
+    if let Some(r) = &res.read {
+        readgroup::targets(o, r, &mut missed);
     }
     let _ = writeln!(o);
     missed
