@@ -8,16 +8,14 @@ use redis::{cmd, Connection, Value};
 use crate::streams::Entry;
 use crate::wait::wait_for;
 
-/// `RECLAIM.READGROUP GROUP g <consumer> COUNT n [BLOCK ms] STREAMS s >`: the entries of stream `s`
-/// the worker got, redeliveries first (none on nil). Names are binary-safe.
-pub fn readgroup(
-    c: &mut Connection,
+/// The command `RECLAIM.READGROUP GROUP g <consumer> COUNT n [BLOCK ms] STREAMS s >`.
+pub fn readgroup_cmd(
     s: impl AsRef<[u8]>,
     g: impl AsRef<[u8]>,
     consumer: impl AsRef<[u8]>,
     n: usize,
     block: Option<u64>,
-) -> Vec<Entry> {
+) -> redis::Cmd {
     let mut k = cmd("RECLAIM.READGROUP");
     k.arg("GROUP")
         .arg(g.as_ref())
@@ -28,7 +26,22 @@ pub fn readgroup(
         k.arg("BLOCK").arg(ms);
     }
     k.arg("STREAMS").arg(s.as_ref()).arg(">");
-    let v: Value = k.query(c).expect("RECLAIM.READGROUP");
+    k
+}
+
+/// Runs [`readgroup_cmd`]: the entries of stream `s` the worker got, redeliveries first (none on
+/// nil). Names are binary-safe.
+pub fn readgroup(
+    c: &mut Connection,
+    s: impl AsRef<[u8]>,
+    g: impl AsRef<[u8]>,
+    consumer: impl AsRef<[u8]>,
+    n: usize,
+    block: Option<u64>,
+) -> Vec<Entry> {
+    let v: Value = readgroup_cmd(s, g, consumer, n, block)
+        .query(c)
+        .expect("RECLAIM.READGROUP");
     entries_of(&v)
 }
 
@@ -72,9 +85,11 @@ pub fn inbox_ids(
 
 /// A worker whose handler fails (it never acknowledges) takes the inbox: waits until `n` entries
 /// wait in `claimant`'s inbox (the sweep moved them there), then reads with `RECLAIM.READGROUP`
-/// until it got each of them, one delivery each; returns what it got, in order. It must get
-/// nothing else: the test has no new entries and no other stale entry the read could hand out
-/// (an entry at its limit is dead-lettered by the read instead, and not returned).
+/// until it got each of them, one delivery each. Returns (ID, delivery count) of each entry it
+/// got, in order, the count read in the same transaction as the hand-over (so it is exact even if
+/// the entry goes stale right after). It must get nothing else: the test has no new entries and no
+/// other stale entry the read could hand out (an entry at its limit is dead-lettered by the read
+/// instead, and not returned).
 pub fn take_inbox(
     c: &mut Connection,
     s: impl AsRef<[u8]>,
@@ -82,7 +97,7 @@ pub fn take_inbox(
     claimant: impl AsRef<[u8]>,
     worker: impl AsRef<[u8]>,
     n: usize,
-) -> Vec<Entry> {
+) -> Vec<(String, i64)> {
     let (s, g, claimant, worker) = (s.as_ref(), g.as_ref(), claimant.as_ref(), worker.as_ref());
     let inbox = wait_for(20, &format!("{n} entries in the inbox"), || {
         let ids = inbox_ids(c, s, g, claimant);
@@ -93,9 +108,28 @@ pub fn take_inbox(
         n,
         "the inbox holds exactly the entries to take"
     );
-    let mut got: Vec<Entry> = Vec::new();
+    let mut got: Vec<(String, i64)> = Vec::new();
     wait_for(20, "the worker to get every inbox entry", || {
-        got.extend(readgroup(c, s, g, worker, n - got.len(), None));
+        let mut tx = redis::pipe();
+        tx.atomic()
+            .add_command(readgroup_cmd(s, g, worker, n - got.len(), None))
+            .cmd("XPENDING")
+            .arg(s)
+            .arg(g)
+            .arg("-")
+            .arg("+")
+            .arg(1_000_000)
+            .arg(worker);
+        type Reply = (Value, Vec<(String, Vec<u8>, i64, i64)>);
+        let (v, mine): Reply = tx.query(c).expect("MULTI RECLAIM.READGROUP XPENDING EXEC");
+        for (id, _) in entries_of(&v) {
+            let n = mine
+                .iter()
+                .find(|p| p.0 == id)
+                .unwrap_or_else(|| panic!("{id} was handed over but is not the worker's"))
+                .3;
+            got.push((id, n));
+        }
         (got.len() == n).then_some(())
     });
     let mut ids: Vec<String> = got.iter().map(|e| e.0.clone()).collect();
