@@ -97,17 +97,21 @@ fn policy_keys_share_their_streams_slot_and_cross_slot_dlqs_are_refused() {
     let pol = PolicyView::new(100, 20).with_dlq(b"{jobs}:dlq", 2);
     set_policy(&mut c, b"jobs", b"g", &pol);
 
-    // And the sweep works in cluster mode: one entry claimed, one dead-lettered.
+    // And the sweep works in cluster mode: one entry moved to the inbox (its count unchanged), one
+    // dead-lettered.
     let ids = add_entries(&mut c, b"jobs", "e", 2);
     read_group(&mut c, b"jobs", b"g", b"dead");
     set_deliveries(&mut c, b"jobs", b"g", b"dead", &ids[1..], 5);
-    wait_for(20, "one claim and one dead-letter move", || {
+    wait_for(20, "one move and one dead-letter move", || {
         let st = stats(&mut c, "jobs", "g");
         (int_field(&st, "claimed") == 1 && int_field(&st, "dead-lettered") == 1).then_some(())
     });
     assert_eq!(xlen(&mut c, b"{jobs}:dlq"), 1);
     let pel = pending_raw(&mut c, b"jobs", b"g");
-    assert_eq!(pel, [(ids[0].clone(), b"reclaim".to_vec(), 2)]);
+    assert_eq!(pel, [(ids[0].clone(), b"reclaim".to_vec(), 1)]);
+    // A worker's RECLAIM.READGROUP (its key in this node's slot) takes it: its second delivery.
+    let got = take_inbox(&mut c, "jobs", "g", "reclaim", "w", 1);
+    assert_eq!(got, [(ids[0].clone(), 2)]);
 }
 
 #[test]
@@ -183,7 +187,7 @@ fn policy_moves_with_its_stream_when_the_slot_migrates() {
     let moved = error_of(&mut ca, cmd("RECLAIM.STATS").arg(st).arg("g"));
     assert!(moved.starts_with("MOVED"), "{moved}");
 
-    // B sweeps it: an entry made stale on B is claimed by B's timer.
+    // B sweeps it: an entry made stale on B is moved to the inbox by B's timer.
     set_deliveries(&mut cb, st, b"g", b"dead", &ids[..1], 1);
     let _: Vec<String> = cmd("XCLAIM")
         .arg(st)
@@ -196,12 +200,12 @@ fn policy_moves_with_its_stream_when_the_slot_migrates() {
         .arg("JUSTID")
         .query(&mut cb)
         .expect("XCLAIM IDLE");
-    wait_for(20, "B claims the stale entry", || {
+    wait_for(20, "B moves the stale entry", || {
         (int_field(&stats(&mut cb, "{t}jobs", "g"), "claimed") == 1).then_some(())
     });
     let pel = pending_raw(&mut cb, st, b"g");
     assert_eq!(pel.len(), 3);
-    assert_eq!(pel[0], (ids[0].clone(), b"reclaim".to_vec(), 2));
+    assert_eq!(pel[0], (ids[0].clone(), b"reclaim".to_vec(), 1));
     assert!(
         pel[1..].iter().all(|(_, o, n)| o == b"dead" && *n == 1),
         "{pel:?}"

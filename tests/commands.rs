@@ -35,24 +35,6 @@ fn ok(con: &mut Connection, c: &redis::Cmd) -> Value {
         .unwrap_or_else(|e| panic!("command {:?} failed: {e}", c.get_packed_command()))
 }
 
-/// The fields of `RECLAIM.STATS`, in order (docs/commands.md).
-const STATS_FIELDS: [&str; 14] = [
-    "passes",
-    "claimed",
-    "dead-lettered",
-    "deleted",
-    "oom-skips",
-    "errors",
-    "last-pass-ms",
-    "last-pass-us",
-    "full-passes",
-    "scans-skipped",
-    "consumer-checks",
-    "stale-not-before",
-    "cursor",
-    "status",
-];
-
 /// A bulk string value.
 fn bs(s: &[u8]) -> Value {
     Value::BulkString(s.to_vec())
@@ -496,9 +478,14 @@ fn sweep_and_stats_replies_resp2() {
     });
     let p = pending(&mut c, "s", "g");
     assert_eq!(p.len(), 2);
-    assert!(p.iter().all(|e| e.consumer == "reclaim"), "{p:?}");
+    assert!(
+        p.iter().all(|e| e.consumer == "reclaim" && e.count == 1),
+        "moved into the inbox, a move is not a delivery: {p:?}"
+    );
     let st = stats(&mut c, "s", "g");
     assert_eq!(int_field(&st, "claimed"), 2);
+    assert_eq!(int_field(&st, "inbox"), 2, "{st:?}");
+    assert_eq!(int_field(&st, "redelivered"), 0, "{st:?}");
     assert_eq!(int_field(&st, "errors"), 0);
     assert_eq!(reclaim_info(&mut c, "claimed"), 2);
     let names: Vec<String> = pairs(&st).into_iter().map(|(k, _)| k).collect();
@@ -985,8 +972,7 @@ fn sweep_claims_for_a_binary_claimant() {
     let group: &[u8] = b"gr\x00\xff\r\n p";
     let claimant: &[u8] = b"cl\x00\xffai\r\nm nt";
     let ids = pending_for_c1(&mut c, key, group, 3);
-    // Make the entries stale now (JUSTID keeps their count at 1), and let only the first pass run:
-    // with a short INTERVAL a slow server could claim them twice before the poll sees them.
+    // Make the entries stale now (JUSTID keeps their count at 1), and let only the first pass run.
     let mut xc = cmd("XCLAIM");
     xc.arg(key).arg(group).arg("c1").arg(0);
     for id in &ids {
@@ -1018,11 +1004,17 @@ fn sweep_claims_for_a_binary_claimant() {
     assert_eq!(
         p,
         ids.iter()
-            .map(|id| (id.clone(), claimant.to_vec(), 2))
-            .collect::<Vec<_>>()
+            .map(|id| (id.clone(), claimant.to_vec(), 1))
+            .collect::<Vec<_>>(),
+        "moved, count unchanged"
     );
     let st = ok(&mut c, &rc("RECLAIM.STATS", &[key, group]));
     assert_eq!(int_field(&st, "claimed"), 3);
+    assert_eq!(
+        int_field(&st, "inbox"),
+        3,
+        "the binary claimant's inbox: {st:?}"
+    );
     assert_eq!(int_field(&st, "errors"), 0);
     assert_eq!(reclaim_info(&mut c, "claimed"), 3);
     // XINFO CONSUMERS shows the binary consumer by its exact name.
@@ -1265,11 +1257,16 @@ fn command_info_and_docs() {
     let (name, arity, flags, _) = command_info(&mut c, "RECLAIM.STATS");
     assert_eq!((name.as_str(), arity), ("reclaim.stats", 3));
     assert!(flags.contains(&"readonly".to_string()), "{flags:?}");
+    // As XREADGROUP: a write command that may block (GROUP g c STREAMS key > at least).
+    let (name, arity, flags, _) = command_info(&mut c, "RECLAIM.READGROUP");
+    assert_eq!((name.as_str(), arity), ("reclaim.readgroup", -7));
+    assert!(flags.contains(&"write".to_string()), "{flags:?}");
+    assert!(flags.contains(&"blocking".to_string()), "{flags:?}");
     // Subcommands are addressable by their full name.
     let (name, arity, _, _) = command_info(&mut c, "RECLAIM.POLICY|SET");
     assert_eq!((name.as_str(), arity), ("reclaim.policy|set", -4));
 
-    // COMMAND LIST FILTERBY MODULE: the three commands and the five subcommands.
+    // COMMAND LIST FILTERBY MODULE: the four commands and the five subcommands.
     let mut listed: Vec<String> = cmd("COMMAND")
         .arg("LIST")
         .arg("FILTERBY")
@@ -1287,24 +1284,34 @@ fn command_info_and_docs() {
             "reclaim.policy|help",
             "reclaim.policy|list",
             "reclaim.policy|set",
+            "reclaim.readgroup",
             "reclaim.stats",
             "reclaim.sweep"
         ]
     );
 
-    // COMMAND DOCS: summaries, module name and the four subcommands.
+    // COMMAND DOCS: summaries, module name and the subcommands.
     let docs: Value = cmd("COMMAND")
         .arg("DOCS")
         .arg("RECLAIM.POLICY")
         .arg("RECLAIM.SWEEP")
         .arg("RECLAIM.STATS")
+        .arg("RECLAIM.READGROUP")
         .query(&mut c)
         .unwrap();
     let docs = pairs(&docs);
     let names: Vec<&str> = docs.iter().map(|(k, _)| k.as_str()).collect();
     let mut sorted = names.clone();
     sorted.sort();
-    assert_eq!(sorted, ["reclaim.policy", "reclaim.stats", "reclaim.sweep"]);
+    assert_eq!(
+        sorted,
+        [
+            "reclaim.policy",
+            "reclaim.readgroup",
+            "reclaim.stats",
+            "reclaim.sweep"
+        ]
+    );
     for (cmd_name, d) in &docs {
         assert_eq!(str_field(d, "module"), "reclaim", "{cmd_name}");
         assert_eq!(str_field(d, "group"), "module", "{cmd_name}");
@@ -1760,6 +1767,10 @@ fn info_section() {
     assert_eq!(lines[0].trim(), "# reclaim", "{text}");
     for f in [
         "reclaim_policies",
+        "reclaim_inbox",
+        "reclaim_tracked_consumers",
+        "reclaim_used_memory",
+        "reclaim_blocked_readers",
         "reclaim_ticks",
         "reclaim_ticks_skipped_replica",
         "reclaim_ticks_skipped_loading",
@@ -1768,6 +1779,7 @@ fn info_section() {
         "reclaim_steps",
         "reclaim_passes",
         "reclaim_claimed",
+        "reclaim_redelivered",
         "reclaim_dead_lettered",
         "reclaim_deleted",
         "reclaim_oom_skips",
@@ -1793,6 +1805,8 @@ fn info_section() {
 
     assert_eq!(reclaim_info(&mut c, "policies"), 0);
     assert_eq!(reclaim_info(&mut c, "claimed"), 0);
+    assert_eq!(reclaim_info(&mut c, "redelivered"), 0);
+    assert_eq!(reclaim_info(&mut c, "inbox"), 0);
     assert_eq!(reclaim_info(&mut c, "dead_lettered"), 0);
     assert_eq!(reclaim_info(&mut c, "deleted"), 0);
     assert_eq!(reclaim_info(&mut c, "ticks_skipped_replica"), 0);

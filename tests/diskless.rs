@@ -76,7 +76,7 @@ fn primary_with_policies() -> Server {
     create_group(&mut p0, b"jobs", b"g");
     add_entries(&mut p0, b"jobs", "job", 1);
     read_group(&mut p0, b"jobs", b"g", b"crashed");
-    // Long enough that the primary does not claim it before the replica takes over.
+    // Long enough that the primary does not move it before the replica takes over.
     set_policy(&mut p0, b"jobs", b"g", &PolicyView::new(3_000, 20));
     p
 }
@@ -100,16 +100,16 @@ fn replicas_load_policies_from_the_socket_and_sweep_after_promotion() {
             info(&mut rc, "modules")
         );
     }
-    // The last replica takes over: its sweep claims the crashed consumer's entry.
+    // The last replica takes over: its sweep moves the crashed consumer's entry to the inbox.
     let r = p.replica(&["--repl-diskless-load", "swapdb"]);
     drop(p);
     let mut rc = r.conn();
     promote(&mut rc);
-    let owner = wait_for(20, "the promoted replica to claim the entry", || {
+    let owner = wait_for(20, "the promoted replica to move the entry", || {
         let p = pending_raw(&mut rc, b"jobs", b"g");
         (p.len() == 1 && p[0].1 == b"reclaim").then(|| p[0].clone())
     });
-    assert_eq!(owner.2, 2, "one claim: delivery count 1 -> 2");
+    assert_eq!(owner.2, 1, "a move: the delivery count stays 1");
 }
 
 /// A primary whose full sync is slow (5 ms per key, `rdb-key-save-delay`) and holds `n`

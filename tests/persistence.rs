@@ -5,6 +5,8 @@ use reclaim_testkit::*;
 
 const BIN_DLQ: &[u8] = b"dlq\x00\x01\xff";
 const BIN_CLAIMANT: &[u8] = b"c\xff\n";
+/// A worker's consumer name, binary too.
+const BIN_WORKER: &[u8] = b"w\x00\xfe";
 const TAG_STREAM: &[u8] = b"{tag}\xff\x00s";
 const TAG_GROUP: &[u8] = b"\x00";
 
@@ -97,7 +99,7 @@ fn check_all(s: &Server, fixtures: &[Fixture]) {
 }
 
 /// Proves that the policy `f` is swept on this server now: a fresh dead consumer's new entries
-/// get claimed for the policy's claimant. `f` must have no DLQ.
+/// get moved to the policy's claimant, their counts unchanged. `f` must have no DLQ.
 fn probe_sweep(s: &Server, f: &Fixture, tag: &str) {
     assert!(f.policy.dlq.is_none());
     let mut c = s.conn_db(f.db);
@@ -105,12 +107,12 @@ fn probe_sweep(s: &Server, f: &Fixture, tag: &str) {
     let ids = add_entries(&mut c, &f.stream, tag, 2);
     let dead = format!("dead-{tag}");
     read_group(&mut c, &f.stream, &f.group, dead.as_bytes());
-    wait_for(10, &format!("probe {tag}: entries claimed"), || {
+    wait_for(10, &format!("probe {tag}: entries moved"), || {
         let p = pending_raw(&mut c, &f.stream, &f.group);
         ids.iter()
             .all(|id| {
                 p.iter()
-                    .any(|(pid, owner, n)| pid == id && *owner == f.policy.claimant && *n >= 2)
+                    .any(|(pid, owner, n)| pid == id && *owner == f.policy.claimant && *n == 1)
             })
             .then_some(())
     });
@@ -229,18 +231,25 @@ fn policies_survive_save_and_restart_and_are_swept_after_it() {
     // The restarted server sweeps what it loaded.
     let mut c0 = s.conn_db(0);
     let mut c3 = s.conn_db(3);
-    // db 0, orders/workers (no DLQ): the dead consumer's entries go to "rescuer".
-    let p = wait_for(10, "db 0 orders entries claimed by rescuer", || {
+    // db 0, orders/workers (no DLQ): the dead consumer's entries go to "rescuer", once each.
+    let p = wait_for(10, "db 0 orders entries moved to rescuer", || {
         let p = pending_raw(&mut c0, b"orders", b"workers");
         p.iter().all(|(_, o, _)| o == b"rescuer").then_some(p)
     });
     assert_eq!(p.iter().map(|e| e.0.clone()).collect::<Vec<_>>(), o0);
-    assert!(p.iter().all(|e| e.2 >= 2), "{p:?}");
-    assert!(int_field(&stats(&mut c0, "orders", "workers"), "claimed") >= 4);
+    assert!(p.iter().all(|e| e.2 == 1), "{p:?}");
+    assert_eq!(
+        int_field(&stats(&mut c0, "orders", "workers"), "claimed"),
+        4
+    );
 
     // db 0, binary names with DLQ (MAX-DELIVERIES 3): the poison entry (10 deliveries) is
-    // dead-lettered at once, the other two are claimed twice (counts 2, 3) and then
-    // dead-lettered: a stable end state.
+    // dead-lettered at once; the other two are moved to the inbox and taken by a failing worker
+    // twice (counts 2, 3), then dead-lettered: a stable end state.
+    for want in [2, 3] {
+        let got = take_inbox(&mut c0, BIN_STREAM, BIN_GROUP, BIN_CLAIMANT, BIN_WORKER, 2);
+        assert!(got.iter().all(|(_, n)| *n == want), "{got:?}");
+    }
     let dlq = wait_for(10, "binary stream fully dead-lettered", || {
         let d = xrange(&mut c0, BIN_DLQ);
         (d.len() == 3 && pending_raw(&mut c0, BIN_STREAM, BIN_GROUP).is_empty()).then_some(d)
@@ -271,7 +280,7 @@ fn policies_survive_save_and_restart_and_are_swept_after_it() {
                 if i == 0 {
                     b"dead".to_vec()
                 } else {
-                    BIN_CLAIMANT.to_vec()
+                    BIN_WORKER.to_vec()
                 },
                 if i == 0 {
                     b"10".to_vec()
@@ -289,10 +298,13 @@ fn policies_survive_save_and_restart_and_are_swept_after_it() {
         .query(&mut c0)
         .unwrap();
     assert_eq!(int_field(&st, "claimed"), 4);
+    assert_eq!(int_field(&st, "redelivered"), 4);
     assert_eq!(int_field(&st, "dead-lettered"), 3);
 
     // db 3, same stream and group names, MAX-DELIVERIES 2: poison dead-lettered, the others
-    // claimed once (count 2) and then dead-lettered.
+    // moved to the inbox, taken once by a failing worker (count 2) and then dead-lettered.
+    let got = take_inbox(&mut c3, "orders", "workers", "reclaim", "w3", 2);
+    assert!(got.iter().all(|(_, n)| *n == 2), "{got:?}");
     let dlq3 = wait_for(10, "db 3 orders fully dead-lettered", || {
         let d = xrange(&mut c3, b"orders:dlq");
         (d.len() == 3 && pending_raw(&mut c3, b"orders", b"workers").is_empty()).then_some(d)
@@ -302,8 +314,19 @@ fn policies_survive_save_and_restart_and_are_swept_after_it() {
     let mut want_ids: Vec<Vec<u8>> = o3.iter().map(|i| i.as_bytes().to_vec()).collect();
     want_ids.sort();
     assert_eq!(ids, want_ids);
+    for e in &dlq3 {
+        let id = String::from_utf8(entry_field(e, "reclaim-id")).unwrap();
+        let (consumer, n): (&[u8], &[u8]) = if id == o3[2] {
+            (b"dead3", b"5")
+        } else {
+            (b"w3", b"2")
+        };
+        assert_eq!(entry_field(e, "reclaim-consumer"), consumer, "{e:?}");
+        assert_eq!(entry_field(e, "reclaim-deliveries"), n, "{e:?}");
+    }
     let st3 = stats(&mut c3, "orders", "workers");
     assert_eq!(int_field(&st3, "claimed"), 2);
+    assert_eq!(int_field(&st3, "redelivered"), 2);
     assert_eq!(int_field(&st3, "dead-lettered"), 3);
     // db 0 has no DLQ stream of that name: db 3's policy never wrote into db 0.
     assert_eq!(xlen(&mut c0, b"orders:dlq"), 0);
@@ -526,6 +549,11 @@ fn dead_letter_move_is_one_multi_exec_block_in_the_aof() {
     assert_eq!(src, poison);
 }
 
+/// Dead-letter moves in progress, a server killed with SIGKILL (`appendfsync always`) and
+/// restarted from its AOF, twice: every entry is pending or in the DLQ, never both, and ends in the
+/// DLQ exactly once, with the count its deliveries reached (the poison entries 9; the others 3:
+/// their first delivery, then two hand-overs by a failing worker after the sweep moved them to
+/// the inbox, which the AOF keeps across the kills).
 #[test]
 fn kill_9_keeps_pel_and_dlq_consistent() {
     let mut s = Server::start(&["--appendonly", "yes", "--appendfsync", "always"]);
@@ -569,12 +597,17 @@ fn kill_9_keeps_pel_and_dlq_consistent() {
     assert_eq!(pending_raw(&mut c, b"jobs", b"g"), pel);
     assert_eq!(xrange(&mut c, b"jobs:dlq"), dlq);
 
-    // Promote it: sweeping resumes; kill -9 again at an arbitrary moment of it.
+    // Promote it: sweeping resumes. The sweep moves the six other entries to the inbox, and a
+    // worker whose handler fails takes them twice (count 3); they are dead-lettered as they go
+    // stale. Kill -9 again at an arbitrary moment of those moves.
     promote(&mut c);
-    let dlq_len = dlq.len() as i64;
-    wait_for(10, "sweeping resumed after promotion", || {
-        (xlen(&mut c, b"jobs:dlq") > dlq_len || pending_raw(&mut c, b"jobs", b"g").is_empty())
-            .then_some(())
+    for want in [2, 3] {
+        let got = take_inbox(&mut c, "jobs", "g", "reclaim", "w", 6);
+        assert!(got.iter().all(|(_, n)| *n == want), "{got:?}");
+    }
+    let dlq_len = xlen(&mut c, b"jobs:dlq");
+    wait_for(10, "dead-letter moves of the worker's entries", || {
+        (xlen(&mut c, b"jobs:dlq") > dlq_len).then_some(())
     });
     s.kill();
     s.restart();

@@ -150,7 +150,7 @@ fn replica_never_sweeps_and_matches_the_primary_after_sweeps() {
         "replica"
     );
 
-    // The primary claims the dead consumer's entries and dead-letters the poison ones.
+    // The primary moves the dead consumer's entries to the inbox and dead-letters the poison ones.
     wait_for(10, "primary swept", || {
         let pel = pending_raw(&mut pc, b"jobs", b"workers");
         let dlq = xrange(&mut pc, b"jobs:dlq");
@@ -183,14 +183,16 @@ fn replica_never_sweeps_and_matches_the_primary_after_sweeps() {
         assert_eq!(entry_field(e, "reclaim-stream"), b"jobs");
         assert_eq!(entry_field(e, "reclaim-group"), b"workers");
     }
+    // Moved once each, their counts unchanged, and waiting in the inbox (nobody reads it).
     assert!(
-        pel_p.iter().all(|e| e.1 == b"rescuer" && e.2 >= 2),
+        pel_p.iter().all(|e| e.1 == b"rescuer" && e.2 == 1),
         "{pel_p:?}"
     );
-    assert_eq!(pel_p.len() + dlq_p.len(), 6);
+    assert_eq!(pel_p.len(), 4);
+    assert_eq!(dlq_p.len(), 2);
     let pst = stats(&mut pc, "jobs", "workers");
-    assert!(int_field(&pst, "claimed") >= 4);
-    assert!(int_field(&pst, "dead-lettered") >= 2);
+    assert_eq!(int_field(&pst, "claimed"), 4);
+    assert_eq!(int_field(&pst, "dead-lettered"), 2);
 
     // The replica did none of it itself.
     assert_eq!(reclaim_info(&mut rc, "claimed"), 0);
@@ -237,15 +239,21 @@ fn promoted_replica_sweeps_and_never_dead_letters_twice() {
     assert_eq!(xlen(&mut rc, b"dlq"), 2);
     p.kill();
 
-    // Promotion: the former replica sweeps its policies.
+    // Promotion: the former replica sweeps its policies. A worker whose handler fails takes the
+    // three entries of the dead consumer each time the sweep moved them to the inbox.
     promote(&mut rc);
+    for want in [2, 3] {
+        let got = take_inbox(&mut rc, "jobs", "g", "reclaim", "w", 3);
+        assert!(got.iter().all(|(_, k)| *k == want), "{got:?}");
+    }
     let dlq = wait_for(15, "promoted replica dead-letters everything", || {
         // PEL first: once it is empty nothing moves any more, so the DLQ read after it is final.
         let done = pending_raw(&mut rc, b"jobs", b"g").is_empty();
         done.then(|| xrange(&mut rc, b"dlq"))
     });
     // Each entry exactly once: two from the old primary, five from the promoted replica (the
-    // three claimed twice, count 1 -> 2 -> 3, then dead-lettered at the limit).
+    // three moved to the inbox and taken by the worker twice, count 1 -> 2 -> 3, then
+    // dead-lettered at the limit).
     let all: Vec<String> = p1.iter().chain(&n).chain(&p2).cloned().collect();
     assert_eq!(
         sorted(&dlq_ids(&dlq)),
@@ -258,11 +266,12 @@ fn promoted_replica_sweeps_and_never_dead_letters_twice() {
         } else if p2.iter().any(|x| x == id) {
             ("dead2", "9")
         } else {
-            ("reclaim", "3")
+            ("w", "3")
         }
     });
     let st = stats(&mut rc, "jobs", "g");
     assert_eq!(int_field(&st, "claimed"), 6);
+    assert_eq!(int_field(&st, "redelivered"), 6);
     assert_eq!(int_field(&st, "dead-lettered"), 5);
     assert_eq!(str_field(&st, "status"), "active");
     assert_eq!(reclaim_info(&mut rc, "claimed"), 6);

@@ -4,13 +4,17 @@
 //! and hostile input (numbers at the i64 limits, 1 MB values, binary names, 10,000 policies, a PEL
 //! of 1,000,000 entries).
 //!
-//! "While sweeping" means under a policy that claims every entry again as soon as it is 1 ms idle
-//! (see [`busy`]): the timer writes on every tick when the change happens. Waits poll a state or a
-//! progress counter (`reclaim_steps`, skipped ticks, passes), never a duration.
+//! "While sweeping" means under a policy whose entries are stale as soon as they are 1 ms idle, with
+//! a worker that keeps taking them from the inbox and never acknowledges (see [`busy`]): the sweep
+//! moves the worker's entries back to the inbox on every tick when the change happens. Waits poll a
+//! state or a progress counter (`reclaim_steps`, skipped ticks, passes), never a duration.
 
 use reclaim_testkit::*;
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 // ---------------------------------------------------------------------------------------------
@@ -38,47 +42,92 @@ fn add_many(c: &mut Connection, s: &str, tag: &str, n: usize) -> Vec<String> {
     p.query(c).expect("XADD pipeline")
 }
 
-/// A stream `s` with group `g`, `n` entries pending for consumer `dead`, and a policy that claims
-/// each entry again as soon as it is 1 ms idle, so the sweeper writes on every tick. It names a
-/// DLQ (`<s>:dlq`) but MAX-DELIVERIES is out of reach: a DLQ key appears only if something is wrong.
-/// Returns once every entry was claimed at least twice.
-fn busy(c: &mut Connection, s: &str, n: usize) -> Vec<String> {
-    create_group(c, s.as_bytes(), b"g");
-    let ids = add_many(c, s, "e", n);
-    read_group(c, s.as_bytes(), b"g", b"dead");
+/// A worker thread whose handler always fails: consumer `w` reads one stream of one database with
+/// `RECLAIM.READGROUP ... COUNT 100` every millisecond and never acknowledges, until the worker is
+/// dropped. Errors (the stream or group gone, `READONLY` on a replica) are ignored: it keeps
+/// trying, as a real worker would.
+struct Worker {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Worker {
+    fn start(server: &Server, db: i64, stream: &str) -> Worker {
+        let mut c = server.conn_db(db);
+        let stream = stream.to_string();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::spawn(move || {
+            while !stopped.load(Ordering::Relaxed) {
+                let _: redis::RedisResult<Value> =
+                    readgroup_cmd(&stream, "g", "w", 100, None).query(&mut c);
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        Worker {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Worker {
+    /// Stops the thread and waits for it: no read of this worker runs after the drop.
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A stream `s` in database `db` with group `g`, `n` entries (returned) read by consumer `dead`,
+/// a policy whose entries are stale after 1 ms, and a [`Worker`] that keeps taking them from the
+/// inbox: each entry it takes is stale 1 ms later and the sweep moves it back, so the sweeper writes
+/// on every tick. The policy names a DLQ (`<s>:dlq`) but MAX-DELIVERIES is out of reach: a DLQ key
+/// appears only if something is wrong. Returns, with the worker still running, once the sweep has
+/// moved twice as many entries as there are.
+fn busy(server: &Server, db: i64, s: &str, n: usize) -> (Worker, Vec<String>) {
+    let mut c = server.conn_db(db);
+    create_group(&mut c, s.as_bytes(), b"g");
+    let ids = add_many(&mut c, s, "e", n);
+    read_group(&mut c, s.as_bytes(), b"g", b"dead");
     let dlq = format!("{s}:dlq");
     set_policy_opts(
-        c,
+        &mut c,
         s,
         "g",
         &format!("MIN-IDLE 1 MAX-DELIVERIES 1000000000 DLQ {dlq} INTERVAL 1"),
     );
+    let worker = Worker::start(server, db, s);
     wait_for(20, &format!("the sweeper busy on {s}"), || {
-        (stat(c, s, "g", "claimed") >= 2 * n as i64).then_some(())
+        (stat(&mut c, s, "g", "claimed") >= 2 * n as i64).then_some(())
     });
-    ids
+    (worker, ids)
 }
 
-/// A server of its own with [`busy`] on `stream` (`n` entries), and its connection.
-fn busy_server(stream: &str, n: usize) -> (Server, Connection) {
+/// A server of its own with [`busy`] on `stream` (`n` entries) in database 0, its connection, and
+/// the running worker.
+fn busy_server(stream: &str, n: usize) -> (Server, Connection, Worker) {
     let s = Server::new();
-    let mut c = s.conn();
-    busy(&mut c, stream, n);
-    (s, c)
+    let c = s.conn();
+    let (w, _) = busy(&s, 0, stream, n);
+    (s, c, w)
 }
 
-/// Waits (`what`) until group `g` of `jobs` holds exactly `claimed`, claimed once for `reclaim`
-/// (delivery count 2), and `jobs:dlq` exactly the `poison` entries, moved from consumer `dead`
-/// after 9 deliveries; the policy is still active. Returns the PEL and the DLQ entries.
-fn wait_claimed_and_dead_lettered(
+/// Waits (`what`) until group `g` of `jobs` holds exactly `moved`, moved once to the inbox of
+/// `reclaim` (delivery count still 1), and `jobs:dlq` exactly the `poison` entries, moved from
+/// consumer `dead` after 9 deliveries; the policy is still active. Returns the PEL and the DLQ
+/// entries.
+fn wait_moved_and_dead_lettered(
     c: &mut Connection,
     what: &str,
-    claimed: &[String],
+    moved: &[String],
     poison: &[String],
 ) -> (Vec<PendRaw>, Vec<Entry>) {
-    let want: Vec<PendRaw> = claimed
+    let want: Vec<PendRaw> = moved
         .iter()
-        .map(|id| (id.clone(), b"reclaim".to_vec(), 2))
+        .map(|id| (id.clone(), b"reclaim".to_vec(), 1))
         .collect();
     let dlq = wait_for(10, what, || {
         let (pel, d) = pel_and_dlq(c, "jobs", "g", "jobs:dlq");
@@ -106,8 +155,8 @@ fn role(c: &mut Connection) -> String {
 // Paused writes: CLIENT PAUSE WRITE, FAILOVER
 // ---------------------------------------------------------------------------------------------
 
-/// CLIENT PAUSE 1500 WRITE on a primary with an AOF and a replica, with claims and dead-letter
-/// moves due during the pause: the server stays up, nothing is written during the pause (PEL, DLQ,
+/// CLIENT PAUSE 1500 WRITE on a primary with an AOF and a replica, with moves to the inbox and
+/// dead-letter moves due during the pause: the server stays up, nothing is written during the pause (PEL, DLQ,
 /// AOF files, replication offset unchanged; ticks counted as skipped), the sweep happens after it,
 /// and the replica matches the primary.
 #[test]
@@ -136,7 +185,7 @@ fn client_pause_write_stops_sweeping_until_it_ends() {
     let offset = info_int(&mut c, "replication", "master_repl_offset");
     let aof = p.aof_files();
     assert_eq!(status(&mut c, "jobs", "g"), "paused");
-    // Until every entry is due for a claim (idle >= MIN-IDLE) and more ticks were skipped.
+    // Until every entry is due for a move (idle >= MIN-IDLE) and more ticks were skipped.
     wait_for(10, "entries stale during the pause", || {
         pending(&mut c, "jobs", "g")
             .iter()
@@ -167,9 +216,9 @@ fn client_pause_write_stops_sweeping_until_it_ends() {
         "nothing appended to the AOF during the pause"
     );
 
-    // After the pause: claimed and dead-lettered, once each.
+    // After the pause: moved and dead-lettered, once each.
     let (want, dlq) =
-        wait_claimed_and_dead_lettered(&mut c, "the sweep after the pause", &ids[2..], &poison);
+        wait_moved_and_dead_lettered(&mut c, "the sweep after the pause", &ids[2..], &poison);
     healthy(&mut p, &mut c);
 
     // The replica holds exactly the primary's result (it did none of it itself).
@@ -181,7 +230,7 @@ fn client_pause_write_stops_sweeping_until_it_ends() {
 }
 
 /// FAILOVER TO the replica while the old primary sweeps (a busy stream, and dead-letter moves
-/// coming due): no crash, the new primary continues the policies (claims, dead-letters), the old
+/// coming due): no crash, the new primary continues the policies (moves, dead-letters), the old
 /// primary, now a replica, stops sweeping, and no entry is dead-lettered twice.
 #[test]
 fn failover_hands_sweeping_to_the_new_primary() {
@@ -189,7 +238,8 @@ fn failover_hands_sweeping_to_the_new_primary() {
     let mut r = p.replica(&["--appendonly", "yes"]);
     let mut c = p.conn();
     let mut rc = r.conn();
-    busy(&mut c, "busy", 300);
+    // Its worker keeps reading the old primary (READONLY once it is a replica).
+    let (_old_worker, _) = busy(&p, 0, "busy", 300);
     create_group(&mut c, b"jobs", b"g");
     set_policy_opts(
         &mut c,
@@ -225,9 +275,14 @@ fn failover_hands_sweeping_to_the_new_primary() {
     healthy(&mut p, &mut c);
     healthy(&mut r, &mut rc);
 
-    // C: new work on the new primary: claimed twice, then dead-lettered there.
+    // C: new work on the new primary: moved to the inbox and taken by a failing worker twice
+    // (count 1 -> 2 -> 3), then dead-lettered there.
     let cc = add_many(&mut rc, "jobs", "c", 4);
     read_group(&mut rc, b"jobs", b"g", b"dead3");
+    for want in [2, 3] {
+        let got = take_inbox(&mut rc, "jobs", "g", "reclaim", "w", 4);
+        assert!(got.iter().all(|(_, n)| *n == want), "{got:?}");
+    }
     let dlq = wait_for(15, "everything dead-lettered on the new primary", || {
         let (pel, d) = pel_and_dlq(&mut rc, "jobs", "g", "jobs:dlq");
         pel.is_empty().then_some(d)
@@ -240,13 +295,15 @@ fn failover_hands_sweeping_to_the_new_primary() {
         } else if b.iter().any(|x| x == id) {
             ("dead2", "3")
         } else {
-            ("reclaim", "3")
+            ("w", "3")
         }
     });
     assert_eq!(status(&mut rc, "jobs", "g"), "active");
-    // C was claimed twice on the new primary (count 1 -> 2 -> 3), then dead-lettered there.
+    // C was moved twice on the new primary, handed over twice, then dead-lettered there.
     assert_eq!(stat(&mut rc, "jobs", "g", "claimed"), 8);
-    // The busy stream is swept by the new primary too.
+    assert_eq!(stat(&mut rc, "jobs", "g", "redelivered"), 8);
+    // The busy stream is swept by the new primary too, once its worker reads there.
+    let _new_worker = Worker::start(&r, 0, "busy");
     let claimed = stat(&mut rc, "busy", "g", "claimed");
     wait_for(10, "the new primary sweeping the busy stream", || {
         (stat(&mut rc, "busy", "g", "claimed") > claimed).then_some(())
@@ -269,8 +326,8 @@ fn failover_hands_sweeping_to_the_new_primary() {
 // Out of memory
 // ---------------------------------------------------------------------------------------------
 
-/// maxmemory set just below used_memory (noeviction) after the policy is set, with claims and
-/// dead-letter moves due: nothing moves (no DLQ entry without its ack, no ack without its DLQ
+/// maxmemory set just below used_memory (noeviction) after the policy is set, with moves to the
+/// inbox and dead-letter moves due: nothing moves (no DLQ entry without its ack, no ack without its DLQ
 /// entry), the ticks are counted as skipped, STATS says `oom`; with maxmemory 0 the moves happen.
 #[test]
 fn out_of_memory_leaves_over_delivered_entries_pending() {
@@ -310,7 +367,7 @@ fn out_of_memory_leaves_over_delivered_entries_pending() {
     wait_ticks_skipped(&mut c, "oom", 5);
     assert_eq!(status(&mut c, "jobs", "g"), "oom");
     let (pel, dlq) = pel_and_dlq(&mut c, "jobs", "g", "jobs:dlq");
-    assert_eq!(pel, before, "nothing claimed or acked while out of memory");
+    assert_eq!(pel, before, "nothing moved or acked while out of memory");
     assert!(dlq.is_empty(), "nothing dead-lettered while out of memory");
     assert!(!exists(&mut c, "jobs:dlq"));
     // Clients get Redis's own refusal.
@@ -319,7 +376,7 @@ fn out_of_memory_leaves_over_delivered_entries_pending() {
     healthy(&mut s, &mut c);
 
     let _: () = q(&mut c, &["CONFIG", "SET", "maxmemory", "0"]);
-    wait_claimed_and_dead_lettered(&mut c, "the moves once memory is back", &ids[3..], &poison);
+    wait_moved_and_dead_lettered(&mut c, "the moves once memory is back", &ids[3..], &poison);
     healthy(&mut s, &mut c);
 }
 
@@ -419,7 +476,7 @@ fn memory_running_out_during_a_sweep_stops_moves_cleanly() {
 
 #[test]
 fn stream_deleted_while_sweeping() {
-    let (mut s, mut c) = busy_server("s", 500);
+    let (mut s, mut c, _worker) = busy_server("s", 500);
     let n: i64 = q(&mut c, &["DEL", "s"]);
     assert_eq!(n, 1);
     assert_eq!(status(&mut c, "s", "g"), "waiting: stream does not exist");
@@ -434,7 +491,7 @@ fn stream_deleted_while_sweeping() {
 
 #[test]
 fn stream_renamed_while_sweeping() {
-    let (mut s, mut c) = busy_server("r1", 500);
+    let (mut s, mut c, _worker) = busy_server("r1", 500);
     let pol = get_policy(&mut c, b"r1", b"g");
     let _: () = q(&mut c, &["RENAME", "r1", "r2"]);
     // The policy stays with the old name and waits for it; the renamed stream is left alone.
@@ -453,7 +510,7 @@ fn stream_renamed_while_sweeping() {
     assert!(!exists(&mut c, "r1:dlq"));
     healthy(&mut s, &mut c);
 
-    // Renamed back: sweeping resumes.
+    // Renamed back: sweeping resumes (the worker reads it again).
     let _: () = q(&mut c, &["RENAME", "r2", "r1"]);
     let claimed = stat(&mut c, "r1", "g", "claimed");
     wait_for(10, "sweeping resumed after renaming back", || {
@@ -465,7 +522,7 @@ fn stream_renamed_while_sweeping() {
 
 #[test]
 fn stream_trimmed_to_nothing_while_sweeping() {
-    let (mut s, mut c) = busy_server("t", 1000);
+    let (mut s, mut c, _worker) = busy_server("t", 1000);
     assert_eq!(stat(&mut c, "t", "g", "deleted"), 0);
     let n: i64 = q(&mut c, &["XTRIM", "t", "MAXLEN", "0"]);
     assert_eq!(n, 1000);
@@ -483,7 +540,7 @@ fn stream_trimmed_to_nothing_while_sweeping() {
 
 #[test]
 fn group_destroyed_while_sweeping() {
-    let (mut s, mut c) = busy_server("d", 500);
+    let (mut s, mut c, _worker) = busy_server("d", 500);
     let n: i64 = q(&mut c, &["XGROUP", "DESTROY", "d", "g"]);
     assert_eq!(n, 1);
     assert_eq!(
@@ -505,21 +562,47 @@ fn group_destroyed_while_sweeping() {
 
 #[test]
 fn owner_deleted_while_sweeping() {
-    let (mut s, mut c) = busy_server("o", 500);
-    // Every entry belongs to the claimant now; deleting it drops them from the PEL.
-    let n: i64 = q(&mut c, &["XGROUP", "DELCONSUMER", "o", "g", "reclaim"]);
-    assert_eq!(n, 500);
+    let (mut s, mut c, worker) = busy_server("o", 500);
+    // The claimant is deleted while the sweep moves the worker's entries into its inbox: its
+    // entries vanish with it (the same transaction reads how many it had).
+    let (inbox, n): (Vec<Value>, i64) = redis::pipe()
+        .atomic()
+        .cmd("XPENDING")
+        .arg("o")
+        .arg("g")
+        .arg("-")
+        .arg("+")
+        .arg(1000)
+        .arg("reclaim")
+        .cmd("XGROUP")
+        .arg("DELCONSUMER")
+        .arg("o")
+        .arg("g")
+        .arg("reclaim")
+        .query(&mut c)
+        .expect("MULTI XPENDING XGROUP DELCONSUMER EXEC");
+    assert_eq!(n, inbox.len() as i64);
+    // The worker stops: the sweep moves what it held into the inbox again (recreating the
+    // claimant), and deleting the claimant once more drops the rest. Each entry was in one place.
+    drop(worker);
+    let rest = wait_for(10, "the worker's entries moved to the inbox", || {
+        let pel = pending_raw(&mut c, b"o", b"g");
+        pel.iter().all(|e| e.1 == b"reclaim").then_some(pel.len())
+    });
+    assert_eq!(n + rest as i64, 500);
+    let m: i64 = q(&mut c, &["XGROUP", "DELCONSUMER", "o", "g", "reclaim"]);
+    assert_eq!(m, rest as i64);
     assert_eq!(pel_total(&mut c, "o", "g"), 0);
     wait_steps(&mut c, 5);
     assert_eq!(pel_total(&mut c, "o", "g"), 0);
     assert_eq!(status(&mut c, "o", "g"), "active");
     healthy(&mut s, &mut c);
 
-    // New entries of another dead consumer are claimed again.
+    // New entries of another dead consumer are moved again.
     let more = add_many(&mut c, "o", "m", 5);
     read_group(&mut c, b"o", b"g", b"dead2");
     let _: i64 = q(&mut c, &["XGROUP", "DELCONSUMER", "o", "g", "dead"]);
-    wait_for(10, "new entries claimed after DELCONSUMER", || {
+    wait_for(10, "new entries moved after DELCONSUMER", || {
         let pel = pending_raw(&mut c, b"o", b"g");
         (pel.iter().map(|e| e.0.clone()).collect::<Vec<_>>() == more
             && pel.iter().all(|e| e.1 == b"reclaim"))
@@ -529,9 +612,10 @@ fn owner_deleted_while_sweeping() {
     healthy(&mut s, &mut c);
 }
 
-/// The DLQ is replaced by a string while entries are being dead-lettered: the moves stop (no
-/// entry acked without its append), STATS says so, the over-limit entry stays pending as it was;
-/// once the key is free again every entry is dead-lettered exactly once.
+/// The DLQ is replaced by a string while entries are being dead-lettered (a failing worker takes
+/// them again and again, each reaches its limit after 3 deliveries): the moves stop (no entry
+/// acked without its append), STATS says so, the over-limit entry stays pending as it was; once the
+/// key is free again every entry is dead-lettered exactly once.
 #[test]
 fn dlq_replaced_by_a_string_while_sweeping() {
     let mut s = Server::new();
@@ -545,6 +629,7 @@ fn dlq_replaced_by_a_string_while_sweeping() {
         "g",
         "MIN-IDLE 1 MAX-DELIVERIES 3 DLQ q:dlq INTERVAL 1",
     );
+    let _worker = Worker::start(&s, 0, "q");
     wait_for(10, "dead-letter moves started", || {
         (xlen(&mut c, b"q:dlq") > 0).then_some(())
     });
@@ -617,8 +702,8 @@ fn flushall_while_sweeping() {
     let mut s = Server::new();
     let mut c0 = s.conn_db(0);
     let mut c3 = s.conn_db(3);
-    busy(&mut c0, "f", 500);
-    busy(&mut c3, "f3", 500);
+    let (_w0, _) = busy(&s, 0, "f", 500);
+    let (_w3, _) = busy(&s, 3, "f3", 500);
     assert_eq!(reclaim_info(&mut c0, "policies"), 2);
     let _: () = q(&mut c0, &["FLUSHALL"]);
     assert_eq!(get_policy(&mut c0, b"f", b"g"), None);
@@ -643,22 +728,29 @@ fn swapdb_while_sweeping() {
     let mut c0 = s.conn_db(0);
     let mut c1 = s.conn_db(1);
     let _: () = q(&mut c1, &["SET", "other", "x"]);
-    let ids = busy(&mut c0, "w", 500);
+    // Its worker keeps reading db 0, where the stream is no more after the swap.
+    let (w0, ids) = busy(&s, 0, "w", 500);
     let pol = get_policy(&mut c0, b"w", b"g");
     let _: () = q(&mut c0, &["SWAPDB", "0", "1"]);
     assert_eq!(get_policy(&mut c1, b"w", b"g"), pol);
     assert_eq!(get_policy(&mut c0, b"w", b"g"), None);
-    // Sweeping continues in db 1; db 0 only holds what was in db 1.
+    // Sweeping continues in db 1, where a worker reads now; db 0 only holds what was in db 1.
+    let w1 = Worker::start(&s, 1, "w");
     let claimed = stat(&mut c1, "w", "g", "claimed");
     wait_for(10, "sweeping continues in db 1", || {
         (stat(&mut c1, "w", "g", "claimed") >= claimed + 500).then_some(())
     });
+    drop(w0);
+    drop(w1);
     wait_steps(&mut c1, 5);
     let keys: Vec<String> = q(&mut c0, &["KEYS", "*"]);
     assert_eq!(keys, ["other"]);
-    let pel = pending_raw(&mut c1, b"w", b"g");
+    // With the workers gone, the sweep moves everything they held to the inbox.
+    let pel = wait_for(10, "every entry in the inbox", || {
+        let pel = pending_raw(&mut c1, b"w", b"g");
+        pel.iter().all(|e| e.1 == b"reclaim").then_some(pel)
+    });
     assert_eq!(pel.iter().map(|e| e.0.clone()).collect::<Vec<_>>(), ids);
-    assert!(pel.iter().all(|e| e.1 == b"reclaim"));
     assert_eq!(status(&mut c1, "w", "g"), "active");
     assert_eq!(
         error_of(&mut c0, cmd("RECLAIM.STATS").arg("w").arg("g")),
@@ -752,7 +844,7 @@ fn numbers_at_the_i64_limits() {
     assert_eq!(pending_raw(&mut c, b"n", b"g"), before);
 
     // MIN-IDLE 1: the entry at count 2^63-1 is stale at the limit and is dead-lettered with that
-    // count; the other is claimed.
+    // count; the other is moved to the inbox, its count unchanged.
     set_policy_opts(
         &mut c,
         "n",
@@ -764,7 +856,7 @@ fn numbers_at_the_i64_limits() {
     });
     assert_eq!(
         pending_raw(&mut c, b"n", b"g"),
-        vec![(ids[1].clone(), b"reclaim".to_vec(), 2)]
+        vec![(ids[1].clone(), b"reclaim".to_vec(), 1)]
     );
     let dlq = xrange(&mut c, b"n:dlq");
     assert_eq!(dlq.len(), 1);
@@ -842,8 +934,8 @@ fn one_megabyte_values_are_dead_lettered_intact() {
     healthy(&mut s, &mut c);
 }
 
-/// Binary, non-UTF-8 names (NUL, CR LF, 0xff, braces) for key, group, consumer, claimant, DLQ and
-/// fields, through claim, claim and dead-letter.
+/// Binary, non-UTF-8 names (NUL, CR LF, 0xff, braces) for key, group, consumer, claimant, worker,
+/// DLQ and fields, through move, hand-over by a failing worker, move, hand-over and dead-letter.
 #[test]
 fn binary_names_through_a_full_dead_letter_move() {
     let mut s = Server::new();
@@ -881,18 +973,27 @@ fn binary_names_through_a_full_dead_letter_move() {
         assert_eq!(get_policy(&mut c, stream, group), Some(p));
         ids.push(id);
     }
+    let workers: [&[u8]; 2] = [b"w\xff\x00 \r\n", b"\xfe\x00w"];
     for (i, (stream, group, _consumer, claimant, dlq)) in cases.iter().enumerate() {
-        let d = wait_for(10, "claimed twice, then dead-lettered", || {
-            let d = xrange(&mut c, dlq);
-            (pending_raw(&mut c, stream, group).is_empty() && !d.is_empty()).then_some(d)
-        });
+        for want in [2, 3] {
+            let got = take_inbox(&mut c, stream, group, claimant, workers[i], 1);
+            assert_eq!(got, [(ids[i].clone(), want)], "case {i}");
+        }
+        let d = wait_for(
+            10,
+            "moved and handed over twice, then dead-lettered",
+            || {
+                let d = xrange(&mut c, dlq);
+                (pending_raw(&mut c, stream, group).is_empty() && !d.is_empty()).then_some(d)
+            },
+        );
         assert_eq!(d.len(), 1);
         let mut want = fields.clone();
         for (k, v) in [
             (&b"reclaim-stream"[..], *stream),
             (b"reclaim-group", *group),
             (b"reclaim-id", ids[i].as_bytes()),
-            (b"reclaim-consumer", *claimant),
+            (b"reclaim-consumer", workers[i]),
             (b"reclaim-deliveries", b"3"),
         ] {
             want.push(k.to_vec());
@@ -905,6 +1006,7 @@ fn binary_names_through_a_full_dead_letter_move() {
             .query(&mut c)
             .unwrap();
         assert_eq!(int_field(&st, "claimed"), 2, "case {i}: {st:?}");
+        assert_eq!(int_field(&st, "redelivered"), 2, "case {i}: {st:?}");
         assert_eq!(int_field(&st, "dead-lettered"), 1, "case {i}: {st:?}");
     }
     let listed: BTreeSet<(Vec<u8>, Vec<u8>)> = list_policies(&mut c)

@@ -1,6 +1,8 @@
-//! Sweep behaviour against a real server: claims, dead-letters, deletions, untouched entries,
-//! cursor coverage across ticks, missing and wrong-type keys, RECLAIM.SWEEP, and how sweep effects
-//! reach replicas and the AOF.
+//! Sweep behaviour against a real server: moves into the claimant's inbox (a move is not a
+//! delivery: the count stays), the inbox waiting for a reader, dead-letters, deletions, untouched
+//! entries, cursor coverage across ticks, missing and wrong-type keys, RECLAIM.SWEEP, and how sweep
+//! effects reach replicas and the AOF. Deliveries after a move are made by a worker reading with
+//! RECLAIM.READGROUP (the kit's `take_inbox`), one each.
 //!
 //! Timing: the tests use the timer with small INTERVALs and poll with `wait_for` for a state or a
 //! progress counter (passes, steps), never for a duration. Exact replies come from fixtures
@@ -9,8 +11,10 @@
 
 use reclaim_testkit::*;
 
+/// A dead consumer's entries move to the claimant's inbox with their count unchanged (a move is
+/// not a delivery), and wait there; a worker's read hands them over again: their second delivery.
 #[test]
-fn dead_consumer_entries_go_to_the_claimant_with_count_2() {
+fn dead_consumer_entries_go_to_the_claimant_with_their_count() {
     let s = Server::new();
     let mut c = s.conn();
     run(
@@ -21,13 +25,23 @@ fn dead_consumer_entries_go_to_the_claimant_with_count_2() {
     deliver(&mut c, "orders", "workers", "c1", None);
     // The consumer "dies": it never acknowledges.
     set_policy_opts(&mut c, "orders", "workers", "MIN-IDLE 200 INTERVAL 50");
-    let p = wait_for(10, "all 5 entries claimed", || {
+    let p = wait_for(10, "all 5 entries moved to the inbox", || {
         let p = pending(&mut c, "orders", "workers");
         p.iter().all(|e| e.consumer == "reclaim").then_some(p)
     });
     assert_eq!(p.len(), 5);
-    assert!(p.iter().all(|e| e.count == 2), "{p:?}");
-    assert_eq!(int_field(&stats(&mut c, "orders", "workers"), "claimed"), 5);
+    assert!(p.iter().all(|e| e.count == 1), "{p:?}");
+    let st = stats(&mut c, "orders", "workers");
+    assert_eq!(int_field(&st, "claimed"), 5, "{st:?}");
+    assert_eq!(int_field(&st, "inbox"), 5, "{st:?}");
+    // The inbox waits for a reader: passes move nothing again.
+    wait_passes(&mut c, "orders", "workers", 3);
+    assert_eq!(pending(&mut c, "orders", "workers").len(), 5);
+    assert_eq!(stat(&mut c, "orders", "workers", "claimed"), 5);
+    // A worker takes them: count 2, each.
+    let got = take_inbox(&mut c, "orders", "workers", "reclaim", "w", 5);
+    assert!(got.iter().all(|(_, n)| *n == 2), "{got:?}");
+    assert_eq!(stat(&mut c, "orders", "workers", "redelivered"), 5);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -163,9 +177,9 @@ fn dlq_fields(
 // Poison messages: dead-lettered exactly once, with their fields and provenance
 // ---------------------------------------------------------------------------------------------
 
-/// A handler that always fails and leaves the entry idle (it crashes): every pass that finds the
-/// entry stale claims it (+1), until the count reaches MAX-DELIVERIES while stale; then the entry
-/// moves to the DLQ, once.
+/// A handler that always fails and leaves the entry idle (it crashes): each time the entry goes
+/// stale the sweep moves it to the inbox (no delivery), and the next worker takes it (+1), until
+/// the count reaches MAX-DELIVERIES while stale; then the entry moves to the DLQ, once.
 #[test]
 fn failing_handler_that_goes_idle_is_dead_lettered_after_max_deliveries() {
     let s = Server::new();
@@ -182,15 +196,24 @@ fn failing_handler_that_goes_idle_is_dead_lettered_after_max_deliveries() {
         "g",
         "MIN-IDLE 100 MAX-DELIVERIES 3 DLQ jobs:dlq INTERVAL 50",
     );
+    // Deliveries: c1 (1), moved, w1 (2), moved, w2 (3), then stale at the limit -> DLQ. Each
+    // worker crashes too.
+    for (w, n) in [("w1", 2), ("w2", 3)] {
+        assert!(
+            !exists(&mut c, "jobs:dlq"),
+            "dead-lettered before 3 deliveries"
+        );
+        let got = take_inbox(&mut c, "jobs", "g", "reclaim", w, 1);
+        assert_eq!(got, [("1-0".to_string(), n)]);
+    }
     wait_for(20, "the poison entry in the DLQ", || {
         exists(&mut c, "jobs:dlq").then_some(())
     });
-    // Deliveries: c1 (1), claim (2), claim (3), then stale at the limit -> DLQ.
     let dlq = xrange_text(&mut c, "jobs:dlq");
     assert_eq!(dlq.len(), 1, "{dlq:?}");
     assert_eq!(
         dlq[0].1,
-        dlq_fields(&body, "jobs", "g", "1-0", "reclaim", 3),
+        dlq_fields(&body, "jobs", "g", "1-0", "w2", 3),
         "DLQ entry fields"
     );
     assert_eq!(pel_total(&mut c, "jobs", "g"), 0);
@@ -201,6 +224,7 @@ fn failing_handler_that_goes_idle_is_dead_lettered_after_max_deliveries() {
     );
     let st = stats(&mut c, "jobs", "g");
     assert_eq!(int_field(&st, "claimed"), 2, "{st:?}");
+    assert_eq!(int_field(&st, "redelivered"), 2, "{st:?}");
     assert_eq!(int_field(&st, "dead-lettered"), 1, "{st:?}");
     assert_eq!(int_field(&st, "deleted"), 0, "{st:?}");
 
@@ -319,8 +343,8 @@ fn entries_below_min_idle_are_never_touched() {
 // The rules, one entry per case, through RECLAIM.SWEEP (exact replies)
 // ---------------------------------------------------------------------------------------------
 
-/// Each kind of entry (stale, at or over the delivery limit, stale or not, deleted, fresh) in one
-/// PEL, one sweep, separate counts.
+/// Each kind of entry (stale, at or over the delivery limit, stale or not, deleted, fresh, waiting
+/// in the inbox) in one PEL, one sweep, separate counts.
 #[test]
 fn sweep_applies_each_rule_and_counts_separately() {
     let s = Server::new();
@@ -332,33 +356,38 @@ fn sweep_applies_each_rule_and_counts_separately() {
         "g",
         "MIN-IDLE 60000 MAX-DELIVERIES 3 DLQ t:dlq CLAIMANT reaper COUNT 3",
     );
-    add_range(&mut c, "t", 1, 8);
+    add_range(&mut c, "t", 1, 10);
     deliver(&mut c, "t", "g", "c1", None);
-    fix1(&mut c, "t", "g", "c1", "1-0", 120_000, 1); // stale -> claim
-    fix1(&mut c, "t", "g", "c1", "2-0", 120_000, 2); // stale, below the limit -> claim (3)
+    fix1(&mut c, "t", "g", "c1", "1-0", 120_000, 1); // stale -> move (count stays 1)
+    fix1(&mut c, "t", "g", "c1", "2-0", 120_000, 2); // stale, below the limit -> move (2)
     fix1(&mut c, "t", "g", "c1", "3-0", 120_000, 3); // stale at the limit -> DLQ
     fix1(&mut c, "t", "g", "c1", "4-0", 0, 3); // at the limit, not stale -> untouched
     fix1(&mut c, "t", "g", "c1", "5-0", 0, 4); // over the limit, not stale -> DLQ
     fix1(&mut c, "t", "g", "c1", "6-0", 120_000, 10); // over the limit but deleted -> deleted
-    fix1(&mut c, "t", "g", "c1", "7-0", 60_000, 1); // idle == MIN-IDLE is stale -> claim
+    fix1(&mut c, "t", "g", "c1", "7-0", 60_000, 1); // idle == MIN-IDLE is stale -> move
     fix1(&mut c, "t", "g", "c1", "8-0", 0, 1); // fresh -> untouched
+    fix1(&mut c, "t", "g", "reaper", "9-0", 120_000, 1); // in the inbox, stale -> waits
+    fix1(&mut c, "t", "g", "reaper", "10-0", 120_000, 3); // in the inbox, stale at the limit -> DLQ
     let _: i64 = q(&mut c, &["XDEL", "t", "6-0"]);
 
-    assert_eq!(sweep(&mut c, "t", "g", None), (3, 2, 1));
+    assert_eq!(sweep(&mut c, "t", "g", None), (3, 3, 1));
 
     assert_eq!(
         pel_state(&mut c, "t", "g"),
         [
-            one("1-0", "reaper", 2),
-            one("2-0", "reaper", 3),
+            one("1-0", "reaper", 1),
+            one("2-0", "reaper", 2),
             one("4-0", "c1", 3),
-            one("7-0", "reaper", 2),
+            one("7-0", "reaper", 1),
             one("8-0", "c1", 1),
+            one("9-0", "reaper", 1),
         ]
     );
     for p in pending(&mut c, "t", "g") {
-        if p.consumer == "reaper" {
-            assert!(p.idle < 60_000, "a claim resets idle: {p:?}");
+        if p.id == "9-0" {
+            assert!(p.idle >= 120_000, "waiting in the inbox, untouched: {p:?}");
+        } else if p.consumer == "reaper" {
+            assert!(p.idle < 60_000, "a move resets idle: {p:?}");
         }
     }
     let dlq = xrange_text(&mut c, "t:dlq");
@@ -368,17 +397,19 @@ fn sweep_applies_each_rule_and_counts_separately() {
         [
             &dlq_fields(&[("n", "3")], "t", "g", "3-0", "c1", 3),
             &dlq_fields(&[("n", "5")], "t", "g", "5-0", "c1", 4),
+            &dlq_fields(&[("n", "10")], "t", "g", "10-0", "reaper", 3),
         ]
     );
-    assert_eq!(xlen(&mut c, "t"), 7, "only the XDEL removed a stream entry");
+    assert_eq!(xlen(&mut c, "t"), 9, "only the XDEL removed a stream entry");
 
-    // Nothing is stale any more: a second sweep changes nothing.
+    // Only the inbox's 9-0 is stale, and it waits: a second sweep changes nothing.
     assert_eq!(sweep(&mut c, "t", "g", None), (0, 0, 0));
-    assert_eq!(xlen(&mut c, "t:dlq"), 2);
+    assert_eq!(xlen(&mut c, "t:dlq"), 3);
     let st = stats(&mut c, "t", "g");
     assert_eq!(int_field(&st, "claimed"), 3, "{st:?}");
-    assert_eq!(int_field(&st, "dead-lettered"), 2, "{st:?}");
+    assert_eq!(int_field(&st, "dead-lettered"), 3, "{st:?}");
     assert_eq!(int_field(&st, "deleted"), 1, "{st:?}");
+    assert_eq!(int_field(&st, "inbox"), 4, "{st:?}");
 }
 
 /// By the timer: deleted + stale + count above the limit -> removed from the PEL, never DLQ.
@@ -490,8 +521,8 @@ fn fully_trimmed_pel_of_20000_drains_across_ticks() {
 // Coverage of a big PEL, cursor, starvation
 // ---------------------------------------------------------------------------------------------
 
-/// 3000 stale entries, COUNT 10: one pass covers all of them, each exactly once
-/// (count 2), in bounded steps whose cursor carries over between ticks.
+/// 3000 stale entries, COUNT 10: one pass covers all of them, each moved exactly once (3000
+/// moves, counts unchanged), in bounded steps whose cursor carries over between ticks.
 #[test]
 fn pel_much_larger_than_count_is_covered_once_per_pass() {
     let s = Server::new();
@@ -515,11 +546,11 @@ fn pel_much_larger_than_count_is_covered_once_per_pass() {
     assert_eq!(p.len(), 3000);
     let wrong: Vec<_> = p
         .iter()
-        .filter(|(_, owner, n)| owner != "reclaim" || *n != 2)
+        .filter(|(_, owner, n)| owner != "reclaim" || *n != 1)
         .collect();
     assert!(
         wrong.is_empty(),
-        "not claimed exactly once: {:?}",
+        "not moved with the count unchanged: {:?}",
         &wrong[..wrong.len().min(5)]
     );
     let st = stats(&mut c, "many", "g");
@@ -545,9 +576,9 @@ fn stale_entry_behind_many_fresh_ones_is_reached() {
     delivered_to_c1(&mut c, "st", "g", 101);
     fix1(&mut c, "st", "g", "c1", "101-0", 120_000, 1);
     set_policy_opts(&mut c, "st", "g", "MIN-IDLE 60000 COUNT 10 INTERVAL 50");
-    wait_for(20, "101-0 claimed", || {
+    wait_for(20, "101-0 moved", || {
         let p = pel_state(&mut c, "st", "g");
-        (p.last() == Some(&one("101-0", "reclaim", 2))).then_some(p)
+        (p.last() == Some(&one("101-0", "reclaim", 1))).then_some(p)
     });
     let p = pel_state(&mut c, "st", "g");
     assert_eq!(p.len(), 101);
@@ -562,10 +593,11 @@ fn stale_entry_behind_many_fresh_ones_is_reached() {
 // Counting
 // ---------------------------------------------------------------------------------------------
 
-/// By the timer: count 2, stale, MAX 3 -> claimed for the claimant with count 3 (+1 exactly),
-/// not dead-lettered, and left alone afterwards while it is fresh.
+/// By the timer: count 2, stale, MAX 3 -> moved to the claimant with count 2 (a move adds no
+/// delivery), not dead-lettered, and left alone afterwards in the inbox, even once stale; a
+/// worker's read hands it over with count 3 (+1 exactly).
 #[test]
-fn claim_adds_exactly_one_delivery() {
+fn a_move_adds_no_delivery_and_a_hand_over_exactly_one() {
     let s = Server::new();
     let mut c = s.conn();
     delivered_to_c1(&mut c, "s1", "g1", 1);
@@ -576,16 +608,31 @@ fn claim_adds_exactly_one_delivery() {
         "g1",
         "MIN-IDLE 60000 MAX-DELIVERIES 3 DLQ dlq1 CLAIMANT reaper INTERVAL 50",
     );
-    wait_for(10, "1-0 claimed by reaper", || {
-        (pel_state(&mut c, "s1", "g1") == [one("1-0", "reaper", 3)]).then_some(())
+    wait_for(10, "1-0 moved to reaper", || {
+        (pel_state(&mut c, "s1", "g1") == [one("1-0", "reaper", 2)]).then_some(())
     });
     let p = pending(&mut c, "s1", "g1");
-    assert!(p[0].idle < 60_000, "idle reset by the claim: {p:?}");
+    assert!(p[0].idle < 60_000, "idle reset by the move: {p:?}");
     assert!(!exists(&mut c, "dlq1"));
     wait_passes(&mut c, "s1", "g1", 3);
-    assert_eq!(pel_state(&mut c, "s1", "g1"), [one("1-0", "reaper", 3)]);
+    assert_eq!(pel_state(&mut c, "s1", "g1"), [one("1-0", "reaper", 2)]);
+    // Stale in the inbox: it still waits for a reader.
+    fix1(&mut c, "s1", "g1", "reaper", "1-0", 120_000, 2);
+    wait_passes(&mut c, "s1", "g1", 3);
+    assert_eq!(pel_state(&mut c, "s1", "g1"), [one("1-0", "reaper", 2)]);
     assert!(!exists(&mut c, "dlq1"));
     assert_eq!(int_field(&stats(&mut c, "s1", "g1"), "claimed"), 1);
+    // The hand-over: exactly one delivery.
+    let got = take_inbox(&mut c, "s1", "g1", "reaper", "w", 1);
+    assert_eq!(got, [("1-0".to_string(), 3)]);
+    assert_eq!(pel_state(&mut c, "s1", "g1"), [one("1-0", "w", 3)]);
+    assert!(
+        !exists(&mut c, "dlq1"),
+        "the third attempt is still running"
+    );
+    let st = stats(&mut c, "s1", "g1");
+    assert_eq!(int_field(&st, "claimed"), 1, "{st:?}");
+    assert_eq!(int_field(&st, "redelivered"), 1, "{st:?}");
 }
 
 /// A policy on (s, g1) never reads or changes the PEL of g2, even when g2's entries are stale
@@ -610,10 +657,10 @@ fn policy_of_one_group_never_touches_another_group() {
         "g1",
         "MIN-IDLE 60000 MAX-DELIVERIES 3 DLQ s:dlq INTERVAL 50",
     );
-    wait_for(10, "g1's entries claimed", || {
+    wait_for(10, "g1's entries moved", || {
         let p = pel_state(&mut c, "s", "g1");
         p.iter()
-            .all(|(_, o, n)| o == "reclaim" && *n == 2)
+            .all(|(_, o, n)| o == "reclaim" && *n == 1)
             .then_some(())
     });
     wait_passes(&mut c, "s", "g1", 3);
@@ -630,7 +677,8 @@ fn policy_of_one_group_never_touches_another_group() {
     assert_eq!(xlen(&mut c, "s"), 4);
 }
 
-/// MAX-DELIVERIES 0: never dead-letter, whatever the count; stale entries are still claimed (+1).
+/// MAX-DELIVERIES 0: never dead-letter, whatever the count; stale entries are still moved (count
+/// unchanged) and handed over again (+1).
 #[test]
 fn max_deliveries_0_never_dead_letters() {
     let s = Server::new();
@@ -644,7 +692,7 @@ fn max_deliveries_0_never_dead_letters() {
         "g",
         "MIN-IDLE 60000 MAX-DELIVERIES 0 INTERVAL 50",
     );
-    wait_for(10, "stale entries claimed", || {
+    wait_for(10, "stale entries moved", || {
         let p = pel_state(&mut c, "m", "g");
         (p[0].1 == "reclaim").then_some(())
     });
@@ -652,13 +700,20 @@ fn max_deliveries_0_never_dead_letters() {
     assert_eq!(
         pel_state(&mut c, "m", "g"),
         [
-            one("1-0", "reclaim", 1_000_001),
+            one("1-0", "reclaim", 1_000_000),
             one("2-0", "c1", 1_000_000),
             one("3-0", "c1", 1),
         ]
     );
+    let got = take_inbox(&mut c, "m", "g", "reclaim", "w", 1);
+    assert_eq!(
+        got,
+        [("1-0".to_string(), 1_000_001)],
+        "handed over, not dead-lettered"
+    );
     let st = stats(&mut c, "m", "g");
     assert_eq!(int_field(&st, "claimed"), 1, "{st:?}");
+    assert_eq!(int_field(&st, "redelivered"), 1, "{st:?}");
     assert_eq!(int_field(&st, "dead-lettered"), 0, "{st:?}");
     let keys: Vec<String> = q(&mut c, &["KEYS", "*"]);
     let mut keys: Vec<&str> = keys
@@ -716,8 +771,8 @@ fn policy_waits_for_missing_stream_and_group() {
     let _: () = q(&mut c, &["XGROUP", "CREATE", "late", "g", "0"]);
     deliver(&mut c, "late", "g", "c1", None);
     fix1(&mut c, "late", "g", "c1", "1-0", 120_000, 1);
-    wait_for(10, "1-0 claimed", || {
-        (pel_state(&mut c, "late", "g") == [one("1-0", "reclaim", 2)]).then_some(())
+    wait_for(10, "1-0 moved", || {
+        (pel_state(&mut c, "late", "g") == [one("1-0", "reclaim", 1)]).then_some(())
     });
     assert_eq!(status(&mut c, "late", "g"), "active");
 
@@ -739,8 +794,8 @@ fn policy_waits_for_missing_stream_and_group() {
     add(&mut c, "late", "7-0", &[("f", "v")]);
     deliver(&mut c, "late", "g", "c2", None);
     fix1(&mut c, "late", "g", "c2", "7-0", 120_000, 1);
-    wait_for(10, "7-0 claimed after the stream came back", || {
-        (pel_state(&mut c, "late", "g") == [one("7-0", "reclaim", 2)]).then_some(())
+    wait_for(10, "7-0 moved after the stream came back", || {
+        (pel_state(&mut c, "late", "g") == [one("7-0", "reclaim", 1)]).then_some(())
     });
 
     // The group is destroyed and recreated: waiting, then resumes.
@@ -753,8 +808,8 @@ fn policy_waits_for_missing_stream_and_group() {
     let _: () = q(&mut c, &["XGROUP", "CREATE", "late", "g", "0"]);
     deliver(&mut c, "late", "g", "c3", None);
     fix1(&mut c, "late", "g", "c3", "7-0", 120_000, 1);
-    wait_for(10, "7-0 claimed after the group came back", || {
-        (pel_state(&mut c, "late", "g") == [one("7-0", "reclaim", 2)]).then_some(())
+    wait_for(10, "7-0 moved after the group came back", || {
+        (pel_state(&mut c, "late", "g") == [one("7-0", "reclaim", 1)]).then_some(())
     });
     assert!(!exists(&mut c, "late:dlq"));
     assert!(
@@ -774,8 +829,8 @@ fn wrong_type_stream_is_reported_and_others_still_swept() {
     delivered_to_c1(&mut c, "good", "g", 2);
     fixture(&mut c, "good", "g", "c1", &ids(1, 2), 120_000, 1);
     set_policy_opts(&mut c, "good", "g", "MIN-IDLE 60000 INTERVAL 50");
-    wait_for(10, "good's entries claimed", || {
-        (pel_state(&mut c, "good", "g") == [one("1-0", "reclaim", 2), one("2-0", "reclaim", 2)])
+    wait_for(10, "good's entries moved", || {
+        (pel_state(&mut c, "good", "g") == [one("1-0", "reclaim", 1), one("2-0", "reclaim", 1)])
             .then_some(())
     });
     wait_for(10, "an error counted for bad", || {
@@ -794,7 +849,7 @@ fn wrong_type_stream_is_reported_and_others_still_swept() {
 }
 
 /// The DLQ key holds a string: the over-limit entry stays pending exactly as it was (no XACK),
-/// the problem is reported and counted, other entries are still claimed; once the key is fixed, the
+/// the problem is reported and counted, other entries are still moved; once the key is fixed, the
 /// entry is dead-lettered.
 #[test]
 fn dlq_of_the_wrong_type_leaves_the_entry_pending() {
@@ -813,8 +868,8 @@ fn dlq_of_the_wrong_type_leaves_the_entry_pending() {
     deliver(&mut c, "s1", "g1", "c1", None);
     fix1(&mut c, "s1", "g1", "c1", "1-0", 120_000, 5);
     fix1(&mut c, "s1", "g1", "c1", "2-0", 120_000, 1);
-    wait_for(10, "2-0 claimed despite the DLQ problem", || {
-        (pel_state(&mut c, "s1", "g1") == [one("1-0", "c1", 5), one("2-0", "reclaim", 2)])
+    wait_for(10, "2-0 moved despite the DLQ problem", || {
+        (pel_state(&mut c, "s1", "g1") == [one("1-0", "c1", 5), one("2-0", "reclaim", 1)])
             .then_some(())
     });
     wait_passes(&mut c, "s1", "g1", 3);
@@ -840,7 +895,7 @@ fn dlq_of_the_wrong_type_leaves_the_entry_pending() {
 
     let _: i64 = q(&mut c, &["DEL", "dlq1"]);
     wait_for(10, "1-0 dead-lettered once the DLQ key is free", || {
-        (pel_state(&mut c, "s1", "g1") == [one("2-0", "reclaim", 2)]).then_some(())
+        (pel_state(&mut c, "s1", "g1") == [one("2-0", "reclaim", 1)]).then_some(())
     });
     let dlq = xrange_text(&mut c, "dlq1");
     assert_eq!(dlq.len(), 1);
@@ -873,15 +928,15 @@ fn sweep_limit_handles_at_most_n_entries() {
     assert_eq!(sweep(&mut c, "l", "g", Some(7)), (7, 0, 0));
     let p = pel_state(&mut c, "l", "g");
     assert!(
-        p[..7].iter().all(|(_, o, n)| o == "reclaim" && *n == 2),
+        p[..7].iter().all(|(_, o, n)| o == "reclaim" && *n == 1),
         "{p:?}"
     );
     assert!(p[7..].iter().all(|(_, o, n)| o == "c1" && *n == 1), "{p:?}");
 
-    // The rest in one unlimited sweep; the first 7 are fresh now and stay as they are.
+    // The rest in one unlimited sweep; the first 7 wait in the inbox and stay as they are.
     assert_eq!(sweep(&mut c, "l", "g", Some(1000)), (18, 0, 0));
     let p = pel_state(&mut c, "l", "g");
-    assert!(p.iter().all(|(_, o, n)| o == "reclaim" && *n == 2), "{p:?}");
+    assert!(p.iter().all(|(_, o, n)| o == "reclaim" && *n == 1), "{p:?}");
 
     // Deleted entries count against the limit too.
     fixture(&mut c, "l", "g", "c1", &ids(1, 25), 120_000, 1);
@@ -918,7 +973,7 @@ fn sweep_effects_replicate_and_survive_restart() {
     add(&mut c, "s1", "3-0", &[("f", "c")]);
     add(&mut c, "s1", "4-0", &[("f", "gone")]);
     deliver(&mut c, "s1", "g1", "c1", None);
-    fix1(&mut c, "s1", "g1", "c1", "1-0", 120_000, 1); // claimed
+    fix1(&mut c, "s1", "g1", "c1", "1-0", 120_000, 1); // moved, count unchanged
     fix1(&mut c, "s1", "g1", "c1", "2-0", 120_000, 4); // dead-lettered
     fix1(&mut c, "s1", "g1", "c1", "4-0", 120_000, 1); // deleted
     let _: i64 = q(&mut c, &["XDEL", "s1", "4-0"]);
@@ -928,7 +983,7 @@ fn sweep_effects_replicate_and_survive_restart() {
         "g1",
         "MIN-IDLE 60000 MAX-DELIVERIES 3 DLQ dlq1 INTERVAL 50",
     );
-    let want = [one("1-0", "reclaim", 2), one("3-0", "c1", 1)];
+    let want = [one("1-0", "reclaim", 1), one("3-0", "c1", 1)];
     wait_for(10, "the primary swept", || {
         (pel_state(&mut c, "s1", "g1") == want && exists(&mut c, "dlq1")).then_some(())
     });
@@ -971,7 +1026,7 @@ fn sweep_effects_replicate_and_survive_restart() {
 
 /// A policy that never dead-letters scans ID windows for stale entries (`XPENDING ... IDLE`)
 /// instead of paging every pending entry: stale entries scattered through a large fresh PEL are
-/// all claimed, the fresh ones are untouched, and trimmed fresh entries are purged.
+/// all moved, the fresh ones are untouched, and trimmed fresh entries are purged.
 #[test]
 fn windowed_scan_finds_scattered_stale_entries_and_purges_trimmed_ones() {
     let s = Server::new();
@@ -996,7 +1051,7 @@ fn windowed_scan_finds_scattered_stale_entries_and_purges_trimmed_ones() {
     assert_eq!(pel.len(), 20_000 - 100);
     for (id, owner, n) in &pel {
         if stale.contains(id) {
-            assert_eq!((owner.as_str(), *n), ("reclaim", 2), "{id}");
+            assert_eq!((owner.as_str(), *n), ("reclaim", 1), "{id}");
         } else {
             assert_eq!((owner.as_str(), *n), ("c1", 1), "{id}");
         }
@@ -1024,10 +1079,10 @@ fn renamed_policy_key_follows_its_new_name() {
     );
     let got: Value = q(&mut c, &["RECLAIM.POLICY", "GET", "a", "g"]);
     assert_eq!(got, Value::Nil);
-    wait_for(10, "b's entries claimed under the renamed policy", || {
+    wait_for(10, "b's entries moved under the renamed policy", || {
         pel_state(&mut c, "b", "g")
             .iter()
-            .all(|e| e.1 == "reclaim" && e.2 == 2)
+            .all(|e| e.1 == "reclaim" && e.2 == 1)
             .then_some(())
     });
     assert_eq!(try_stat(&mut c, "b", "g", "claimed"), Some(3));
@@ -1047,7 +1102,7 @@ fn server_ms(c: &mut Connection) -> i64 {
     s * 1000 + us / 1000
 }
 
-/// Entries that only age (nobody touches them) are claimed once stale, although the passes in
+/// Entries that only age (nobody touches them) are moved once stale, although the passes in
 /// between skipped their scans.
 #[test]
 fn aging_entries_are_claimed_although_scans_were_skipped() {
@@ -1062,13 +1117,13 @@ fn aging_entries_are_claimed_although_scans_were_skipped() {
     let horizon = stat(&mut c, "a", "g", "stale-not-before");
     assert!(horizon > delivered, "{horizon} vs {delivered}");
     assert_eq!(try_stat(&mut c, "a", "g", "claimed"), Some(0));
-    wait_for(20, "all 50 entries claimed once stale", || {
+    wait_for(20, "all 50 entries moved once stale", || {
         (try_stat(&mut c, "a", "g", "claimed") == Some(50)).then_some(())
     });
     let pel = pel_state(&mut c, "a", "g");
     assert_eq!(pel.len(), 50);
     assert!(
-        pel.iter().all(|(_, o, n)| o == "reclaim" && *n == 2),
+        pel.iter().all(|(_, o, n)| o == "reclaim" && *n == 1),
         "{pel:?}"
     );
     assert_eq!(
@@ -1080,7 +1135,7 @@ fn aging_entries_are_claimed_although_scans_were_skipped() {
 }
 
 /// A client's `XCLAIM ... IDLE` (from a connection or from a script) can make an entry stale at
-/// once: the skip ends and the next pass claims it.
+/// once: the skip ends and the next pass moves it.
 #[test]
 fn client_xclaim_with_idle_ends_a_skip() {
     let s = Server::new();
@@ -1092,7 +1147,7 @@ fn client_xclaim_with_idle_ends_a_skip() {
 
     fix1(&mut c, "x", "g", "c1", "1-0", 700_000, 1);
     assert_eq!(try_stat(&mut c, "x", "g", "stale-not-before"), Some(0));
-    wait_for(20, "the entry made stale by XCLAIM IDLE claimed", || {
+    wait_for(20, "the entry made stale by XCLAIM IDLE moved", || {
         (try_stat(&mut c, "x", "g", "claimed") == Some(1)).then_some(())
     });
 
@@ -1106,14 +1161,14 @@ fn client_xclaim_with_idle_ends_a_skip() {
             "x",
         ],
     );
-    wait_for(20, "the entry made stale from a script claimed", || {
+    wait_for(20, "the entry made stale from a script moved", || {
         (try_stat(&mut c, "x", "g", "claimed") == Some(2)).then_some(())
     });
     assert_eq!(
         pel_state(&mut c, "x", "g"),
         [
-            one("1-0", "reclaim", 2),
-            one("2-0", "reclaim", 2),
+            one("1-0", "reclaim", 1),
+            one("2-0", "reclaim", 1),
             one("3-0", "c1", 1)
         ]
     );
@@ -1198,12 +1253,12 @@ fn stream_renamed_over_a_policy_stream_is_scanned_at_once() {
     deliver(&mut c, "other", "g", "c9", None);
     fix1(&mut c, "other", "g", "c9", "2-0", 700_000, 1);
     run(&mut c, &["RENAME", "other", "r"]);
-    wait_for(20, "the renamed stream's stale entry claimed", || {
+    wait_for(20, "the renamed stream's stale entry moved", || {
         (try_stat(&mut c, "r", "g", "claimed") == Some(1)).then_some(())
     });
     assert_eq!(
         pel_state(&mut c, "r", "g"),
-        [one("1-0", "c9", 1), one("2-0", "reclaim", 2)]
+        [one("1-0", "c9", 1), one("2-0", "reclaim", 1)]
     );
 }
 

@@ -9,6 +9,7 @@
 //! | [`replies`] | field/value replies, strings, errors, `INFO` fields |
 //! | [`streams`] | groups, entries, deliveries, the PEL |
 //! | [`policies`] | `RECLAIM.POLICY` and `RECLAIM.STATS` |
+//! | [`readers`] | workers taking deliveries with `RECLAIM.READGROUP` (the inbox, redeliveries) |
 //! | [`aof`] | AOF files and their commands |
 //! | [`words`] | commands given as words ([`q`], [`run`]) |
 //! | [`sweeper`] | the sweeper's progress: `RECLAIM.STATS` fields, waits for steps, passes, skips |
@@ -19,6 +20,7 @@
 pub mod aof;
 pub mod dlq;
 pub mod policies;
+pub mod readers;
 pub mod replies;
 pub mod server;
 pub mod streams;
@@ -31,6 +33,7 @@ pub use redis::{cmd, Connection, Value};
 pub use aof::*;
 pub use dlq::*;
 pub use policies::*;
+pub use readers::*;
 pub use replies::*;
 pub use server::*;
 pub use streams::*;

@@ -8,6 +8,26 @@ use crate::policies::{set_policy_opts, stats};
 use crate::replies::{int_field, reclaim_info, str_field};
 use crate::wait::wait_for;
 
+/// The fields of `RECLAIM.STATS`, in order (docs/commands.md).
+pub const STATS_FIELDS: [&str; 16] = [
+    "passes",
+    "claimed",
+    "dead-lettered",
+    "deleted",
+    "oom-skips",
+    "errors",
+    "last-pass-ms",
+    "last-pass-us",
+    "full-passes",
+    "scans-skipped",
+    "consumer-checks",
+    "redelivered",
+    "inbox",
+    "stale-not-before",
+    "cursor",
+    "status",
+];
+
 /// One integer field of `RECLAIM.STATS s g` (panics when there is no policy).
 pub fn stat(c: &mut Connection, s: &str, g: &str, field: &str) -> i64 {
     int_field(&stats(c, s, g), field)
