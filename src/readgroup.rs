@@ -38,7 +38,7 @@ use crate::metrics::Stat;
 use crate::planner::{self, Pending};
 use crate::policy::{self, Policy};
 use crate::registry::{self, PolicyId};
-use crate::runtime::count_step;
+use crate::runtime::count_outcome;
 use crate::store;
 use crate::sweep::{Outcome, Target};
 
@@ -378,7 +378,7 @@ fn redeliver(
         *redelivered = Some(r);
     }
     registry::update(&id, |rt| {
-        count_step(&mut rt.counters, &out);
+        count_outcome(&mut rt.counters, &out);
         rt.counters.add(Stat::Redelivered, handed);
     });
     handed as i64

@@ -496,11 +496,16 @@ impl Runtime {
     }
 }
 
-/// Counts what one step did (claims, moves, purges, skipped moves, errors) in `c` and the
-/// server-wide totals: the one place where a step's outcome becomes counters, for the timer's
-/// steps and `RECLAIM.SWEEP`'s alike.
+/// Counts a sweep step (the timer's or `RECLAIM.SWEEP`'s): `INFO reclaim_steps` and what it did
+/// ([`count_outcome`]).
 pub fn count_step(c: &mut Counters, out: &Outcome) {
     metrics::STEPS.add(1);
+    count_outcome(c, out);
+}
+
+/// Counts what a step or a read did (moves, dead-letters, purges, skipped moves, errors) in `c`
+/// and the server-wide totals: the one place where an outcome becomes counters.
+pub fn count_outcome(c: &mut Counters, out: &Outcome) {
     c.add(Stat::Claimed, out.claimed);
     c.add(Stat::DeadLettered, out.dead_lettered);
     c.add(Stat::Deleted, out.deleted);

@@ -9,48 +9,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// One entry as a worker got it: (ID, [field, value, ...]).
-type Got = (String, Vec<Vec<u8>>);
-
-/// `RECLAIM.READGROUP GROUP g <consumer> COUNT n [BLOCK ms] STREAMS s >`, as the entries of stream
-/// `s` (none on nil).
-fn readgroup(
-    c: &mut Connection,
-    s: &str,
-    g: &str,
-    consumer: &str,
-    n: usize,
-    block: Option<u64>,
-) -> Vec<Got> {
-    let mut k = cmd("RECLAIM.READGROUP");
-    k.arg("GROUP").arg(g).arg(consumer).arg("COUNT").arg(n);
-    if let Some(ms) = block {
-        k.arg("BLOCK").arg(ms);
-    }
-    k.arg("STREAMS").arg(s).arg(">");
-    let v: Value = k.query(c).expect("RECLAIM.READGROUP");
-    entries_of(&v)
-}
-
-/// The entries of a one-stream `XREADGROUP`-shaped reply (RESP2 or RESP3).
-fn entries_of(v: &Value) -> Vec<Got> {
-    let streams: Vec<(String, Vec<Got>)> = match v {
-        Value::Nil => return Vec::new(),
-        Value::Map(m) => m
-            .iter()
-            .map(|(k, e)| {
-                (
-                    redis::from_redis_value(k.clone()).expect("key"),
-                    redis::from_redis_value(e.clone()).expect("entries"),
-                )
-            })
-            .collect(),
-        v => redis::from_redis_value(v.clone()).expect("XREADGROUP shape"),
-    };
-    assert!(streams.len() <= 1, "{streams:?}");
-    streams.into_iter().flat_map(|(_, e)| e).collect()
-}
-
 /// (owner, count) of each pending entry, by ID.
 fn owners(c: &mut Connection, s: &str, g: &str) -> HashMap<String, (String, i64)> {
     pending(c, s, g)
@@ -346,7 +304,7 @@ fn block_wakes_on_xadd_and_on_an_entry_turning_stale_and_times_out() {
     // Nothing: nil at the timeout.
     assert_eq!(
         readgroup(&mut c, "b", "workers", "w1", 1, Some(100)),
-        Vec::<Got>::new()
+        Vec::<Entry>::new()
     );
     // An XADD wakes a blocked reader.
     let port = s.port;
@@ -539,7 +497,7 @@ fn a_stream_without_a_policy_reads_as_xreadgroup() {
             ">",
         ],
     );
-    let keys: Vec<(String, Vec<Got>)> = redis::from_redis_value(v).unwrap();
+    let keys: Vec<(String, Vec<Entry>)> = redis::from_redis_value(v).unwrap();
     assert_eq!(
         keys.iter().map(|k| k.0.as_str()).collect::<Vec<_>>(),
         ["wp", "np2"]

@@ -250,7 +250,7 @@ fn run_sections(set: &Settings) -> Results {
         }
     }
     if set.runs("readgroup") {
-        match section(|| readgroup(set.read_n, set.reps)) {
+        match section(|| readgroup_section(set.read_n, set.reps)) {
             Ok(r) => res.read = Some(r),
             Err(e) => res.errors.push(format!("RECLAIM.READGROUP: {e}")),
         }

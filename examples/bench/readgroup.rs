@@ -177,7 +177,7 @@ fn redeliveries(con: &mut Connection, m: usize, reps: usize) -> Res<Vec<(f64, f6
 }
 
 /// Section 5: `n` new entries, and `n` redeliveries.
-pub fn readgroup(n: usize, reps: usize) -> Res<ReadResult> {
+pub fn readgroup_section(n: usize, reps: usize) -> Res<ReadResult> {
     eprintln!("== RECLAIM.READGROUP: {n} new entries, {n} redeliveries");
     let srv = start_server()?;
     let mut con = bench_conn(&srv)?;
