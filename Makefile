@@ -72,7 +72,7 @@ test-upstream: build ## Redis's own test suite (Debian source of the installed s
 
 test-all: test test-upstream test-matrix test-valgrind ## Everything CI runs: make test, Redis's own suite, the server matrix, the valgrind run
 
-demo: build ## The crash scenario: producer, workers, a SIGKILL'd worker, a poison entry, a tally
+demo: build ## The crash scenario: producer, workers on RECLAIM.READGROUP, a SIGKILL'd worker, a poison entry, a tally
 	$(CARGO_CMD) run --release --quiet --example demo
 
 SOAK_SECS ?= 300
