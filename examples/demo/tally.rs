@@ -289,8 +289,8 @@ pub fn verdict(t: &Tally, w: &Watch) -> bool {
     }
     if !lease.cut_short.is_empty() {
         problems.push(format!(
-            "{} handed over while a lease ran",
-            plural(lease.cut_short.len(), "entry was", "entries were")
+            "{} while an earlier delivery's lease ran",
+            plural(lease.cut_short.len(), "redelivery came", "redeliveries came")
         ));
     }
     if !ok {
