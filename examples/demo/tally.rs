@@ -290,7 +290,11 @@ pub fn verdict(t: &Tally, w: &Watch) -> bool {
     if !lease.cut_short.is_empty() {
         problems.push(format!(
             "{} while an earlier delivery's lease ran",
-            plural(lease.cut_short.len(), "redelivery came", "redeliveries came")
+            plural(
+                lease.cut_short.len(),
+                "redelivery came",
+                "redeliveries came"
+            )
         ));
     }
     if !ok {
