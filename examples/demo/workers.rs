@@ -1,5 +1,6 @@
-//! The worker processes (the demo re-executes itself as each): the plain consumer-group loop
-//! with no recovery code, and the recovery worker that reads the claimant's history.
+//! The worker processes (the demo re-executes itself as each): the loop every worker of the pool
+//! runs on `RECLAIM.READGROUP`, and the log each one writes (what it was handed and when, and what
+//! its handler did), which the timeline follows and the tally counts.
 
 use super::*;
 
@@ -32,7 +33,8 @@ impl Order {
 }
 
 /// An XRANGE-style list of entries. An entry whose fields are nil (deleted from the stream but
-/// still in a PEL, as XREADGROUP history reports it) gets no fields.
+/// still in a PEL, as a history read reports it; RECLAIM.READGROUP never returns one) gets no
+/// fields.
 pub fn entries(v: &Value) -> Vec<Order> {
     let Value::Array(items) = v else {
         return Vec::new();
@@ -92,14 +94,14 @@ pub fn exit_with_parent() {
 
 pub fn child_args(args: &[String]) -> Res<(u16, String, PathBuf)> {
     if args.len() < 5 {
-        return Err("usage: demo worker|recover <port> <name> <log-file> [stall-after-ms]".into());
+        return Err("usage: demo worker <port> <name> <log-file> [stall-after-ms]".into());
     }
     Ok((args[2].parse()?, args[3].clone(), PathBuf::from(&args[4])))
 }
 
 /// What every worker process does first: reads its arguments, exits with the demo, connects and
-/// names its connection (`CLIENT SETNAME <name>`), opens its ack log for appending.
-fn start_child(args: &[String]) -> Res<(Connection, String, std::fs::File)> {
+/// names its connection (`CLIENT SETNAME <name>`), opens its log for appending.
+fn start_child(args: &[String]) -> Res<(Connection, String, File)> {
     let (port, name, log_path) = child_args(args)?;
     exit_with_parent();
     let mut con = connect(port)?;
@@ -111,34 +113,113 @@ fn start_child(args: &[String]) -> Res<(Connection, String, std::fs::File)> {
     Ok((con, name, log))
 }
 
-/// `XREADGROUP GROUP workers <name> COUNT 10 [BLOCK ms] STREAMS orders <from>`: a batch of new
-/// entries (`>`) or of the consumer's own history (`0`).
-fn read_batch(name: &str, block_ms: Option<u64>, from: &str) -> redis::Cmd {
-    let mut c = cmd("XREADGROUP");
-    c.arg("GROUP").arg(GROUP).arg(name).arg("COUNT").arg(10);
-    if let Some(ms) = block_ms {
-        c.arg("BLOCK").arg(ms);
-    }
-    c.arg("STREAMS").arg(STREAM).arg(from);
+/// Entries a worker asks for at a time, and how long it waits for some.
+pub const BATCH: usize = 10;
+pub const BLOCK_MS: u64 = 1000;
+
+/// `RECLAIM.READGROUP GROUP workers <name> COUNT 10 BLOCK 1000 STREAMS orders >`: entries due for
+/// redelivery first (the inbox, other workers' stale entries), then new ones.
+fn read_batch(name: &str) -> redis::Cmd {
+    let mut c = cmd("RECLAIM.READGROUP");
+    c.arg("GROUP").arg(GROUP).arg(name).arg("COUNT").arg(BATCH);
+    c.arg("BLOCK")
+        .arg(BLOCK_MS)
+        .arg("STREAMS")
+        .arg(STREAM)
+        .arg(">");
     c
 }
 
-/// Handles one entry: "process" it; a poison entry fails (no XACK, the caller moves on);
-/// otherwise XACK it and log its ID (one line, flushed). Returns whether it was acknowledged.
-pub fn handle(con: &mut Connection, log: &mut std::fs::File, e: &Order) -> Res<bool> {
-    thread::sleep(Duration::from_millis(PROCESS_MS));
-    if e.is_poison() {
-        return Ok(false);
-    }
-    let _: i64 = cmd("XACK").arg(STREAM).arg(GROUP).arg(&e.id).query(con)?;
-    writeln!(log, "{}", e.id)?;
-    log.flush()?;
-    Ok(true)
+/// One line of a worker's log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LogLine {
+    /// `deliver <id> <count> <ms>`: the entry was handed to this worker, its `count`-th delivery,
+    /// at `ms` on the server's clock (`None`: the worker no longer held it when it looked).
+    Deliver {
+        id: String,
+        count: i64,
+        at_ms: Option<i64>,
+    },
+    /// `ok <id>`: handled and acknowledged.
+    Ok(String),
+    /// `fail <id>`: the handler failed (the poison entry); not acknowledged.
+    Fail(String),
 }
 
-/// The plain worker loop: read new entries, process, acknowledge. No recovery code at all.
-/// With `stall-after-ms`, the first batch read after that time hangs halfway (after acking the
-/// first half), reporting `STALL <acked> <held>` on stdout, so that the SIGKILL lands mid-batch.
+impl LogLine {
+    pub fn parse(line: &str) -> Option<LogLine> {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        match w.as_slice() {
+            ["deliver", id, count, at] => Some(LogLine::Deliver {
+                id: id.to_string(),
+                count: count.parse().ok()?,
+                at_ms: at.parse().ok(),
+            }),
+            ["ok", id] => Some(LogLine::Ok(id.to_string())),
+            ["fail", id] => Some(LogLine::Fail(id.to_string())),
+            _ => None,
+        }
+    }
+}
+
+/// A worker's log: its lines, in order.
+pub fn read_log(path: &Path) -> Vec<LogLine> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(LogLine::parse)
+        .collect()
+}
+
+/// Logs the batch a read handed over: `deliver <id> <count> <ms>` per entry. The delivery count and
+/// time come from the server, read right after the read in one MULTI/EXEC: `TIME`, and `XPENDING`
+/// of this worker's entries (idle time and count); delivered at = TIME - idle, in ms. So the lease
+/// check compares server times, not the workers' clocks and scheduling.
+fn log_deliveries(con: &mut Connection, name: &str, log: &mut File, batch: &[Order]) -> Res<()> {
+    let ((secs, us), pel): ((String, String), Vec<PelEntry>) = redis::pipe()
+        .atomic()
+        .cmd("TIME")
+        .cmd("XPENDING")
+        .arg(STREAM)
+        .arg(GROUP)
+        .arg("-")
+        .arg("+")
+        .arg(1000)
+        .arg(name)
+        .query(con)?;
+    let now_ms = secs.parse::<i64>()? * 1000 + us.parse::<i64>()? / 1000;
+    for e in batch {
+        match pel.iter().find(|(id, ..)| *id == e.id) {
+            Some((_, _, idle, count)) => {
+                writeln!(log, "deliver {} {count} {}", e.id, now_ms - idle)?
+            }
+            None => writeln!(log, "deliver {} 0 -", e.id)?,
+        }
+    }
+    log.flush()?;
+    Ok(())
+}
+
+/// Handles one entry: "process" it; the poison entry's handler fails (no XACK, logged `fail`);
+/// otherwise XACK it and log `ok`. One line each, flushed.
+pub fn handle(con: &mut Connection, log: &mut File, e: &Order) -> Res<()> {
+    thread::sleep(Duration::from_millis(PROCESS_MS));
+    if e.is_poison() {
+        writeln!(log, "fail {}", e.id)?;
+    } else {
+        let _: i64 = cmd("XACK").arg(STREAM).arg(GROUP).arg(&e.id).query(con)?;
+        writeln!(log, "ok {}", e.id)?;
+    }
+    log.flush()?;
+    Ok(())
+}
+
+/// The worker loop: read (redeliveries first, then new entries), log what was handed over,
+/// handle, acknowledge. With `stall-after-ms`, the first batch after that time of at least two
+/// entries, none of them the poison entry, hangs halfway (after handling the first half),
+/// reporting `STALL <acked> <held>` on stdout, so that the SIGKILL lands mid-batch. (The tally
+/// counts the poison entry's handler runs: a delivery cut short by the kill would be one its
+/// handler never ran.)
 pub fn worker_main(args: &[String]) -> Res<()> {
     let stall_after = args
         .get(5)
@@ -148,13 +229,20 @@ pub fn worker_main(args: &[String]) -> Res<()> {
     let (mut con, name, mut log) = start_child(args)?;
     let started = Instant::now();
     loop {
-        let reply: Value = read_batch(&name, Some(100), ">").query(&mut con)?;
+        let reply: Value = read_batch(&name).query(&mut con)?;
         let batch = read_reply(&reply);
         if batch.is_empty() {
             continue;
         }
+        log_deliveries(&mut con, &name, &mut log, &batch)?;
         let stall_at = match stall_after {
-            Some(d) if started.elapsed() >= d => Some(batch.len() / 2),
+            Some(d)
+                if started.elapsed() >= d
+                    && batch.len() >= 2
+                    && !batch.iter().any(Order::is_poison) =>
+            {
+                Some(batch.len() / 2)
+            }
             _ => None,
         };
         for (i, e) in batch.iter().enumerate() {
@@ -167,24 +255,6 @@ pub fn worker_main(args: &[String]) -> Res<()> {
                 }
             }
             handle(&mut con, &mut log, e)?;
-        }
-    }
-}
-
-/// The recovery worker: reads the claimant's history (entries the module claimed for it),
-/// processes and acknowledges them the same way; sleeps 100 ms when a read acknowledged nothing.
-pub fn recover_main(args: &[String]) -> Res<()> {
-    let (mut con, name, mut log) = start_child(args)?;
-    loop {
-        let reply: Value = read_batch(&name, None, "0").query(&mut con)?;
-        let mut acked = 0;
-        for e in read_reply(&reply) {
-            if handle(&mut con, &mut log, &e)? {
-                acked += 1;
-            }
-        }
-        if acked == 0 {
-            thread::sleep(Duration::from_millis(100));
         }
     }
 }
