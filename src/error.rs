@@ -26,6 +26,12 @@ pub const NOPERM_DLQ: &str = "NOPERM this user has no permissions to write the p
 /// The policy key of the stream exists but holds something else (written by hand).
 pub const POLICY_KEY_TAKEN: &str =
     "ERR the policy key of this stream holds a value that is not a reclaim policy";
+/// A `BACKOFF` that is none of its three forms.
+pub const BACKOFF_SYNTAX: &str = "ERR BACKOFF takes FIXED, EXPONENTIAL max-ms or LIST ms [ms ...]";
+/// `BACKOFF LIST` with no value, or too many.
+pub const BACKOFF_LIST_LENGTH: &str = "ERR BACKOFF LIST takes 1 to 64 values (ms)";
+/// `BACKOFF EXPONENTIAL max-ms` below `MIN-IDLE`.
+pub const BACKOFF_BELOW_MIN_IDLE: &str = "ERR BACKOFF EXPONENTIAL max-ms must be at least MIN-IDLE";
 /// `RECLAIM.READGROUP` with an option it does not know, or without `STREAMS` (Redis's own text).
 pub const SYNTAX: &str = "ERR syntax error";
 /// `RECLAIM.READGROUP` without `GROUP group consumer`.

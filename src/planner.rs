@@ -41,14 +41,27 @@ pub enum Action {
     DeadLetter,
 }
 
+/// Whether `p` is stale under `policy`: idle for at least the time its delivery count needs
+/// (`MIN-IDLE`, grown by `BACKOFF`: [`Policy::due_idle`]).
+pub fn is_stale(p: &Pending, policy: &Policy) -> bool {
+    p.idle_ms >= policy.due_idle(p.deliveries)
+}
+
+/// Whether `p` may be taken from its owner now: it waits in the inbox, or its owner is `quiet`
+/// (not seen for `LIVENESS` ms; always, without `LIVENESS`).
+fn takeable(p: &Pending, policy: &Policy, quiet: bool) -> bool {
+    in_inbox(p, policy) || policy.liveness_ms == 0 || quiet
+}
+
 /// Whether `p` has used up its deliveries under `policy`: over `MAX-DELIVERIES`, or at it and
-/// stale (its last attempt ended without an acknowledgement). Never with `MAX-DELIVERIES 0`.
-pub fn over_delivered(p: &Pending, policy: &Policy) -> bool {
+/// stale with its owner quiet (its last attempt ended without an acknowledgement). Never with
+/// `MAX-DELIVERIES 0`. `quiet`: the owner has not been seen for `LIVENESS` ms.
+pub fn over_delivered(p: &Pending, policy: &Policy, quiet: bool) -> bool {
     let max = policy.max_deliveries;
     max > 0
         && (p.deliveries < 0
             || p.deliveries > max
-            || (p.idle_ms >= policy.min_idle_ms && p.deliveries == max))
+            || (p.deliveries == max && is_stale(p, policy) && takeable(p, policy, quiet)))
 }
 
 /// Whether `p` waits in the policy's inbox: owned by the CLAIMANT. Nothing moves it again; a
@@ -57,16 +70,26 @@ pub fn in_inbox(p: &Pending, policy: &Policy) -> bool {
     p.consumer == policy.claimant
 }
 
-/// Classifies one pending entry under `policy`.
-pub fn classify(p: &Pending, policy: &Policy) -> Action {
-    if over_delivered(p, policy) {
+/// Classifies one pending entry under `policy`; `quiet`: its owner has not been seen for
+/// `LIVENESS` ms (see [`Owners`]).
+pub fn classify(p: &Pending, policy: &Policy, quiet: bool) -> Action {
+    if over_delivered(p, policy, quiet) {
         Action::DeadLetter
-    } else if in_inbox(p, policy) || p.idle_ms < policy.min_idle_ms {
+    } else if in_inbox(p, policy) || !is_stale(p, policy) || !takeable(p, policy, quiet) {
         Action::Untouched
     } else {
         Action::Move
     }
 }
+
+/// Whether `p` is stale but kept by its owner, which was seen less than `LIVENESS` ms ago.
+pub fn held(p: &Pending, policy: &Policy, quiet: bool) -> bool {
+    is_stale(p, policy) && !takeable(p, policy, quiet)
+}
+
+/// Whether a consumer has been quiet for `LIVENESS` ms (`XINFO CONSUMERS` `idle`). `None` for a
+/// consumer the view does not know: quiet (a consumer that is gone cannot work on anything).
+pub type Owners<'a> = &'a dyn Fn(&[u8]) -> bool;
 
 /// Whether `p`'s next delivery would pass `MAX-DELIVERIES`: `RECLAIM.READGROUP` dead-letters
 /// it instead of handing it over (never with `MAX-DELIVERIES 0`).
@@ -178,44 +201,52 @@ pub fn pass_kind(
     }
 }
 
-/// The entries a step read that were not stale: how many, and the largest idle time among them.
+/// The entries a step read that were not stale: how many, and the least time (ms) any of them
+/// needs to turn stale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fresh {
-    /// Entries read with an idle time below `MIN-IDLE`.
+    /// Entries read that were not stale yet (or stale but held by a live owner).
     pub watched: u64,
-    /// Largest idle time among them, ms (-1: none).
-    pub max_idle_ms: i64,
+    /// The least time any of them needs to be due, ms (`i64::MAX`: none; 0 for an entry held
+    /// by a live owner, which may be taken as soon as its owner goes quiet).
+    pub min_remaining_ms: i64,
 }
 
 impl Default for Fresh {
     fn default() -> Self {
         Fresh {
             watched: 0,
-            max_idle_ms: -1,
+            min_remaining_ms: i64::MAX,
         }
     }
 }
 
 impl Fresh {
-    /// Adds the entries of `page` that are not stale under `policy`, but those waiting in the
-    /// inbox that can never need the sweep (at their last delivery, they go to the DLQ when they
-    /// go stale, and count).
-    pub fn observe(&mut self, page: &[Pending], policy: &Policy) {
-        let watched = |p: &&Pending| {
-            p.idle_ms < policy.min_idle_ms
-                && (!in_inbox(p, policy)
-                    || (policy.max_deliveries > 0 && p.deliveries >= policy.max_deliveries))
-        };
-        for p in page.iter().filter(watched) {
+    /// Adds the entries of `page` that the sweep may have to handle later: not stale yet, or
+    /// held by a live owner; but not those waiting in the inbox that never need the sweep (only
+    /// those at their last delivery go to the DLQ when they go stale).
+    pub fn observe(&mut self, page: &[Pending], policy: &Policy, owners: Owners) {
+        for p in page {
+            let later = policy.max_deliveries > 0 && p.deliveries >= policy.max_deliveries;
+            if in_inbox(p, policy) && !later {
+                continue;
+            }
+            let remaining = if !is_stale(p, policy) {
+                policy.due_idle(p.deliveries) - p.idle_ms
+            } else if held(p, policy, owners(&p.consumer)) {
+                0
+            } else {
+                continue;
+            };
             self.watched += 1;
-            self.max_idle_ms = self.max_idle_ms.max(p.idle_ms);
+            self.min_remaining_ms = self.min_remaining_ms.min(remaining);
         }
     }
 
     /// Adds what another step saw.
     pub fn merge(&mut self, other: &Fresh) {
         self.watched += other.watched;
-        self.max_idle_ms = self.max_idle_ms.max(other.max_idle_ms);
+        self.min_remaining_ms = self.min_remaining_ms.min(other.min_remaining_ms);
     }
 }
 
@@ -248,11 +279,12 @@ impl Horizon {
     }
 
     /// Wall-clock ms before which no entry of the PEL can be stale, for a pass that ended with
-    /// every stale entry it found handled: `start + MIN-IDLE - max(threshold, largest fresh idle)`.
+    /// every stale entry it found handled: `start + min(MIN-IDLE - threshold, least time a
+    /// returned entry needs)` (entries below the threshold need at least `MIN-IDLE - threshold`).
     pub fn stale_not_before_ms(&self, min_idle_ms: i64) -> i64 {
-        let seen = self.threshold_ms.max(self.fresh.max_idle_ms).max(0);
+        let unseen = min_idle_ms.saturating_sub(self.threshold_ms.max(0));
         self.start_ms
-            .saturating_add(min_idle_ms.saturating_sub(seen))
+            .saturating_add(unseen.min(self.fresh.min_remaining_ms).max(0))
     }
 }
 
@@ -361,6 +393,7 @@ pub fn plan(
     policy: &Policy,
     max_batch: usize,
     first: Option<(u64, u64)>,
+    owners: Owners,
 ) -> Vec<Batch> {
     let cap = max_batch.max(1);
     let mut out: Vec<Batch> = Vec::new();
@@ -373,7 +406,7 @@ pub fn plan(
             }
             continue;
         }
-        match classify(p, policy) {
+        match classify(p, policy, owners(&p.consumer)) {
             Action::Untouched => match last {
                 Some(Batch::Skip(id, n)) => {
                     *id = p.id.clone();

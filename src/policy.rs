@@ -1,8 +1,10 @@
 //! Policies and their argument parser (pure: no Redis calls, unit-tested without a server).
 //!
 //! A policy tells the sweeper, for one (stream, consumer group), when a pending entry is stale
-//! (`MIN-IDLE`), when it is dead-lettered (`MAX-DELIVERIES`, `DLQ`), who receives claimed entries
-//! (`CLAIMANT`), how much one step may handle (`COUNT`) and how often a pass starts (`INTERVAL`).
+//! (`MIN-IDLE`, growing with its deliveries by `BACKOFF`, and only once its consumer went quiet
+//! with `LIVENESS`), when it is dead-lettered (`MAX-DELIVERIES`, `DLQ`), who receives moved
+//! entries (`CLAIMANT`), how much one step may handle (`COUNT`) and how often a pass starts
+//! (`INTERVAL`).
 
 use crate::error::{self, ReclaimError};
 
@@ -18,6 +20,22 @@ pub const DEFAULT_COUNT: i64 = 100;
 pub const MAX_COUNT: i64 = 10_000;
 /// Default `INTERVAL`, in ms between the end of one pass and the start of the next.
 pub const DEFAULT_INTERVAL_MS: i64 = 10_000;
+
+/// Most values of `BACKOFF LIST`.
+pub const MAX_BACKOFF_STEPS: usize = 64;
+
+/// How the idle time an entry needs before its next redelivery grows with its delivery count.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Backoff {
+    /// `BACKOFF FIXED`: always `MIN-IDLE`.
+    #[default]
+    Fixed,
+    /// `BACKOFF EXPONENTIAL max-ms`: `MIN-IDLE` x 2^(count-1), at most `max-ms`.
+    Exponential(i64),
+    /// `BACKOFF LIST ms [ms ...]`: after the n-th delivery the n-th value, the last one repeating;
+    /// never below `MIN-IDLE`.
+    List(Vec<i64>),
+}
 
 /// One (stream, group) policy. Field names follow the `RECLAIM.POLICY GET` reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,6 +53,11 @@ pub struct Policy {
     pub count: i64,
     /// `interval`: ms from the end of a pass to the start of the next, >= 1.
     pub interval_ms: i64,
+    /// `backoff`: how the idle an entry needs grows with its delivery count.
+    pub backoff: Backoff,
+    /// `liveness`: ms; an entry is taken from its consumer only when that consumer has not been
+    /// seen (XINFO CONSUMERS `idle`) for at least this long. 0 = off.
+    pub liveness_ms: i64,
 }
 
 impl Default for Policy {
@@ -46,6 +69,8 @@ impl Default for Policy {
             claimant: DEFAULT_CLAIMANT.to_vec(),
             count: DEFAULT_COUNT,
             interval_ms: DEFAULT_INTERVAL_MS,
+            backoff: Backoff::Fixed,
+            liveness_ms: 0,
         }
     }
 }
@@ -71,7 +96,42 @@ impl Policy {
         a.push(self.count.to_string().into_bytes());
         a.push(b"INTERVAL".to_vec());
         a.push(self.interval_ms.to_string().into_bytes());
+        a.push(b"BACKOFF".to_vec());
+        a.extend(self.backoff_words());
+        a.push(b"LIVENESS".to_vec());
+        a.push(self.liveness_ms.to_string().into_bytes());
         a
+    }
+
+    /// The words after `BACKOFF`: `FIXED`, `EXPONENTIAL max-ms` or `LIST ms ...`.
+    pub fn backoff_words(&self) -> Vec<Vec<u8>> {
+        let n = |v: &i64| v.to_string().into_bytes();
+        match &self.backoff {
+            Backoff::Fixed => vec![b"FIXED".to_vec()],
+            Backoff::Exponential(max) => vec![b"EXPONENTIAL".to_vec(), n(max)],
+            Backoff::List(v) => std::iter::once(b"LIST".to_vec()).chain(v.iter().map(n)).collect(),
+        }
+    }
+
+    /// The idle time (ms) that makes an entry delivered `count` times due for its next delivery:
+    /// `MIN-IDLE`, grown by `BACKOFF` (a count below 1 counts as 1; one that reads negative, above
+    /// 2^63-1, as the largest).
+    pub fn due_idle(&self, count: i64) -> i64 {
+        let n = if count < 0 { i64::MAX } else { count.max(1) };
+        match &self.backoff {
+            Backoff::Fixed => self.min_idle_ms,
+            Backoff::Exponential(max) => {
+                let shift = (n - 1).min(62) as u32;
+                self.min_idle_ms
+                    .saturating_mul(1i64 << shift)
+                    .min(*max)
+                    .max(self.min_idle_ms)
+            }
+            Backoff::List(v) => {
+                let i = ((n - 1) as usize).min(v.len().saturating_sub(1));
+                v.get(i).copied().unwrap_or(0).max(self.min_idle_ms)
+            }
+        }
     }
 }
 
@@ -124,44 +184,114 @@ fn number(
     }
 }
 
+/// The options of `RECLAIM.POLICY SET`, each with how many values it takes (`None`: one or more,
+/// the numbers that follow: `BACKOFF LIST ms ...`).
+const SET_OPTIONS: &[&str] = &[
+    "MIN-IDLE",
+    "MAX-DELIVERIES",
+    "DLQ",
+    "CLAIMANT",
+    "COUNT",
+    "INTERVAL",
+    "BACKOFF",
+    "LIVENESS",
+];
+
+/// Splits `RECLAIM.POLICY SET` options into (canonical name, index of the name, its values):
+/// every option takes one value, but `BACKOFF`, which takes `FIXED`, `EXPONENTIAL max-ms` or
+/// `LIST ms [ms ...]` (the numbers that follow). Errors: unknown option, missing value.
+fn set_spans<'a>(
+    opts: &'a [&'a [u8]],
+) -> Result<Vec<(&'static str, usize, &'a [&'a [u8]])>, ReclaimError> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < opts.len() {
+        let raw = opts[i];
+        let up = raw.to_ascii_uppercase();
+        let Some(name) = SET_OPTIONS.iter().find(|o| o.as_bytes() == up.as_slice()) else {
+            return Err(ReclaimError::UnknownOption(printable(raw)));
+        };
+        let first = *opts.get(i + 1).ok_or(ReclaimError::MissingValue(name))?;
+        let len = if *name != "BACKOFF" {
+            1
+        } else if first.eq_ignore_ascii_case(b"EXPONENTIAL") {
+            2
+        } else if first.eq_ignore_ascii_case(b"LIST") {
+            1 + opts[i + 2..]
+                .iter()
+                .take_while(|v| parse_i64(v).is_some())
+                .count()
+        } else {
+            1
+        };
+        let end = (i + 1 + len).min(opts.len());
+        out.push((*name, i, &opts[i + 1..end]));
+        i = end;
+    }
+    Ok(out)
+}
+
+/// Parses the words after `BACKOFF`.
+fn parse_backoff(v: &[&[u8]]) -> Result<Backoff, ReclaimError> {
+    let bad = ReclaimError::Static(error::BACKOFF_SYNTAX);
+    let kind = v.first().ok_or(bad.clone())?;
+    if kind.eq_ignore_ascii_case(b"FIXED") {
+        return Ok(Backoff::Fixed);
+    }
+    if kind.eq_ignore_ascii_case(b"EXPONENTIAL") {
+        let max = v.get(1).ok_or(bad)?;
+        let range = "a positive integer (ms) after EXPONENTIAL";
+        return Ok(Backoff::Exponential(number("BACKOFF", range, max, 1, i64::MAX)?));
+    }
+    if kind.eq_ignore_ascii_case(b"LIST") {
+        let steps = &v[1..];
+        if steps.is_empty() || steps.len() > MAX_BACKOFF_STEPS {
+            return Err(ReclaimError::Static(error::BACKOFF_LIST_LENGTH));
+        }
+        let range = "a list of positive integers (ms) after LIST";
+        let list = steps
+            .iter()
+            .map(|x| number("BACKOFF", range, x, 1, i64::MAX))
+            .collect::<Result<Vec<_>, _>>()?;
+        return Ok(Backoff::List(list));
+    }
+    Err(bad)
+}
+
 /// Parses the options of `RECLAIM.POLICY SET key group [MIN-IDLE ms] [MAX-DELIVERIES n]
-/// [DLQ dlq-key] [CLAIMANT consumer] [COUNT n] [INTERVAL ms]` (everything after `group`).
-/// Option names are case-insensitive; values are binary-safe.
+/// [DLQ dlq-key] [CLAIMANT consumer] [COUNT n] [INTERVAL ms] [BACKOFF FIXED | EXPONENTIAL max-ms |
+/// LIST ms [ms ...]] [LIVENESS ms]` (everything after `group`). Option names are
+/// case-insensitive; values are binary-safe.
 ///
 /// Errors: unknown option, repeated option, option without value, number out of range
-/// (`MIN-IDLE`, `COUNT`, `INTERVAL` >= 1, `COUNT` <= [`MAX_COUNT`], `MAX-DELIVERIES` >= 0),
+/// (`MIN-IDLE`, `COUNT`, `INTERVAL` >= 1, `COUNT` <= [`MAX_COUNT`], `MAX-DELIVERIES` and
+/// `LIVENESS` >= 0), a malformed `BACKOFF`, `BACKOFF EXPONENTIAL` below `MIN-IDLE`,
 /// `MAX-DELIVERIES` > 0 without `DLQ`, `DLQ` equal to `stream`.
 pub fn parse_set_options(stream: &[u8], opts: &[&[u8]]) -> Result<Policy, ReclaimError> {
     let mut p = Policy::default();
     let mut seen: Vec<&'static str> = Vec::new();
-    let mut i = 0;
-    while i < opts.len() {
-        let raw = opts[i];
-        let name: &'static str = match raw.to_ascii_uppercase().as_slice() {
-            b"MIN-IDLE" => "MIN-IDLE",
-            b"MAX-DELIVERIES" => "MAX-DELIVERIES",
-            b"DLQ" => "DLQ",
-            b"CLAIMANT" => "CLAIMANT",
-            b"COUNT" => "COUNT",
-            b"INTERVAL" => "INTERVAL",
-            _ => return Err(ReclaimError::UnknownOption(printable(raw))),
-        };
+    for (name, _, v) in set_spans(opts)? {
         if seen.contains(&name) {
             return Err(ReclaimError::RepeatedOption(name));
         }
         seen.push(name);
-        let v = *opts.get(i + 1).ok_or(ReclaimError::MissingValue(name))?;
+        let first = v[0];
+        let pos = "a positive integer (ms)";
         match name {
-            "MIN-IDLE" => p.min_idle_ms = number(name, "a positive integer (ms)", v, 1, i64::MAX)?,
+            "MIN-IDLE" => p.min_idle_ms = number(name, pos, first, 1, i64::MAX)?,
             "MAX-DELIVERIES" => {
-                p.max_deliveries = number(name, "a non-negative integer", v, 0, i64::MAX)?
+                p.max_deliveries = number(name, "a non-negative integer", first, 0, i64::MAX)?
             }
-            "DLQ" => p.dlq = Some(v.to_vec()),
-            "CLAIMANT" => p.claimant = v.to_vec(),
-            "COUNT" => p.count = number(name, "an integer from 1 to 10000", v, 1, MAX_COUNT)?,
-            _ => p.interval_ms = number(name, "a positive integer (ms)", v, 1, i64::MAX)?,
+            "DLQ" => p.dlq = Some(first.to_vec()),
+            "CLAIMANT" => p.claimant = first.to_vec(),
+            "COUNT" => p.count = number(name, "an integer from 1 to 10000", first, 1, MAX_COUNT)?,
+            "INTERVAL" => p.interval_ms = number(name, pos, first, 1, i64::MAX)?,
+            "BACKOFF" => p.backoff = parse_backoff(v)?,
+            _ => p.liveness_ms = number(name, "a non-negative integer (ms)", first, 0, i64::MAX)?,
         }
-        i += 2;
+    }
+    if matches!(p.backoff, Backoff::Exponential(max) if max < p.min_idle_ms) {
+        return Err(ReclaimError::Static(error::BACKOFF_BELOW_MIN_IDLE));
     }
     if p.max_deliveries > 0 && p.dlq.is_none() {
         return Err(ReclaimError::Static(error::MAX_DELIVERIES_NEEDS_DLQ));
@@ -179,18 +309,16 @@ pub fn parse_set_options(stream: &[u8], opts: &[&[u8]]) -> Result<Policy, Reclai
 }
 
 /// Where the DLQ key sits in a `RECLAIM.POLICY SET` argument vector (`argv[0]` is
-/// `RECLAIM.POLICY`, `argv[1]` is `SET`), or `None` when there is no `DLQ` option. Walks the
-/// options pairwise as [`parse_set_options`] does, so `CLAIMANT DLQ` is a value, never a key.
+/// `RECLAIM.POLICY`, `argv[1]` is `SET`), or `None` when there is no `DLQ` option. Splits the
+/// options as [`parse_set_options`] does, so `CLAIMANT DLQ` is a value, never a key.
 /// Used by the getkeys callback (`COMMAND GETKEYS`, ACL, cluster routing).
 pub fn dlq_position(argv: &[&[u8]]) -> Option<usize> {
-    let mut i = 4;
-    while i + 1 < argv.len() {
-        if argv[i].eq_ignore_ascii_case(b"DLQ") {
-            return Some(i + 1);
-        }
-        i += 2;
-    }
-    None
+    let opts = argv.get(4..)?;
+    let spans = set_spans(opts).ok()?;
+    spans
+        .into_iter()
+        .find(|(name, _, _)| *name == "DLQ")
+        .map(|(_, at, _)| 4 + at + 1)
 }
 
 /// Parses `RECLAIM.SWEEP key group [LIMIT n]` options (after `group`): the entry limit, `None`
@@ -230,6 +358,28 @@ mod tests {
         assert_eq!(p.claimant, b"reclaim");
         assert_eq!(p.count, 100);
         assert_eq!(p.interval_ms, 10_000);
+        assert_eq!((p.backoff.clone(), p.liveness_ms), (Backoff::Fixed, 0));
+    }
+
+    #[test]
+    fn backoff_and_liveness() {
+        let p = set(&["MIN-IDLE", "100", "BACKOFF", "exponential", "1000", "LIVENESS", "5"]).unwrap();
+        assert_eq!(p.backoff, Backoff::Exponential(1000));
+        let waits: Vec<i64> = (1..=6).map(|n| p.due_idle(n)).collect();
+        assert_eq!(waits, [100, 200, 400, 800, 1000, 1000]);
+        assert_eq!((p.due_idle(0), p.due_idle(-1), p.liveness_ms), (100, 1000, 5));
+        let p = set(&["BACKOFF", "LIST", "50", "2000", "9000", "MIN-IDLE", "100", "DLQ", "d", "MAX-DELIVERIES", "9"]).unwrap();
+        assert_eq!(p.backoff, Backoff::List(vec![50, 2000, 9000]));
+        let waits: Vec<i64> = (1..=5).map(|n| p.due_idle(n)).collect();
+        assert_eq!(waits, [100, 2000, 9000, 9000, 9000]);
+        // Round trip through to_args.
+        let args = p.to_args();
+        let a: Vec<&[u8]> = args.iter().map(|v| v.as_slice()).collect();
+        assert_eq!(parse_set_options(b"orders", &a).unwrap(), p);
+        assert_eq!(set(&["BACKOFF", "FIXED"]).unwrap().backoff, Backoff::Fixed);
+        // The DLQ after a LIST is found where it is.
+        let argv: Vec<&[u8]> = vec![b"RECLAIM.POLICY", b"SET", b"s", b"g", b"BACKOFF", b"LIST", b"1", b"2", b"DLQ", b"d"];
+        assert_eq!(dlq_position(&argv), Some(9));
     }
 
     #[test]
@@ -257,7 +407,8 @@ mod tests {
                 dlq: Some(b"orders:dlq".to_vec()),
                 claimant: b"c".to_vec(),
                 count: 7,
-                interval_ms: 9
+                interval_ms: 9,
+                ..Policy::default()
             }
         );
         // to_args round-trips.
@@ -327,6 +478,15 @@ mod tests {
                 "ERR option COUNT given more than once",
             ),
             (&["COUNT"], "ERR option COUNT needs a value"),
+            (&["BACKOFF"], "ERR option BACKOFF needs a value"),
+            (&["BACKOFF", "SLOW"], "ERR BACKOFF takes FIXED, EXPONENTIAL max-ms or LIST ms [ms ...]"),
+            (&["BACKOFF", "EXPONENTIAL"], "ERR BACKOFF takes FIXED, EXPONENTIAL max-ms or LIST ms [ms ...]"),
+            (&["BACKOFF", "EXPONENTIAL", "0"], "ERR BACKOFF must be a positive integer (ms) after EXPONENTIAL"),
+            (&["MIN-IDLE", "1000", "BACKOFF", "EXPONENTIAL", "999"], "ERR BACKOFF EXPONENTIAL max-ms must be at least MIN-IDLE"),
+            (&["BACKOFF", "LIST"], "ERR BACKOFF LIST takes 1 to 64 values (ms)"),
+            (&["BACKOFF", "LIST", "0"], "ERR BACKOFF must be a list of positive integers (ms) after LIST"),
+            (&["BACKOFF", "FIXED", "BACKOFF", "FIXED"], "ERR option BACKOFF given more than once"),
+            (&["LIVENESS", "-1"], "ERR LIVENESS must be a non-negative integer (ms)"),
         ];
         for (opts, want) in cases {
             assert_eq!(set(opts).unwrap_err(), *want, "options {opts:?}");

@@ -263,33 +263,31 @@ fn due_entries(t: &Target, id: &PolicyId, limit: i64) -> Vec<Pending> {
         None => b"-".to_vec(),
     };
     let page = pending_from(t, &start, size);
-    let min_idle = t.policy.min_idle_ms;
-    let others = || page.iter().filter(|p| !planner::in_inbox(p, t.policy));
-    let stale: Vec<Pending> = others()
-        .filter(|p| p.idle_ms >= min_idle)
-        .cloned()
-        .collect();
-    let max_idle = others()
-        .filter(|p| p.idle_ms < min_idle)
-        .map(|p| p.idle_ms)
-        .max()
-        .unwrap_or(-1);
+    let p = t.policy;
+    let owners = t.owners_of(&page);
+    let others = || page.iter().filter(|e| !planner::in_inbox(e, p));
+    let (stale, later): (Vec<&Pending>, Vec<&Pending>) = others().partition(|e| {
+        planner::is_stale(e, p) && !planner::held(e, p, owners.quiet(&e.consumer))
+    });
+    // The least time one of the others needs: until due, or 0 when held by a live owner.
+    let remaining = later
+        .iter()
+        .map(|e| (p.due_idle(e.deliveries) - e.idle_ms).max(0))
+        .min();
     let last = (page.len() as i64 == size)
-        .then(|| page.last().map(|p| p.id.clone()))
+        .then(|| page.last().map(|e| e.id.clone()))
         .flatten();
     registry::update(id, |rt| {
-        // A round over the whole PEL that found nothing stale: none can be before the most
-        // idle entry it saw is (idle times only grow; a client's XCLAIM IDLE/TIME, which can set
-        // an older one, clears this, as it clears the passes' horizon).
-        if let Some(quiet) = rt
-            .read_scan
-            .page(last, !stale.is_empty(), max_idle, now, min_idle)
-        {
+        // A round over the whole PEL that found nothing due: none can be before the least time
+        // it saw (idle times only grow; a client's XCLAIM IDLE/TIME, which can set an older
+        // one, clears this, as it clears the passes' horizon).
+        let found = !stale.is_empty();
+        if let Some(quiet) = rt.read_scan.page(last, found, remaining, now, p.min_idle_ms) {
             rt.read_not_before_ms = quiet;
         }
     });
-    due.extend(stale);
-    due.sort_by_key(|p| planner::parse_id(&p.id));
+    due.extend(stale.into_iter().cloned());
+    due.sort_by_key(|e| planner::parse_id(&e.id));
     due.dedup_by(|a, b| a.id == b.id);
     due.truncate(limit.max(0) as usize);
     due

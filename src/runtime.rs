@@ -222,30 +222,35 @@ pub struct ReadScan {
     pub cursor: Option<Vec<u8>>,
     /// A stale entry was found in this round.
     pub found: bool,
-    /// Largest idle time (ms) among the entries of this round that were not stale (0: none).
-    pub max_idle_ms: i64,
+    /// The least time (ms) an entry of this round needs to be due (`None`: none seen).
+    pub min_remaining_ms: Option<i64>,
 }
 
 impl ReadScan {
     /// Notes one page read from the cursor: `last` its last ID (`None`: the page ended the round,
-    /// at the end of the PEL), `stale` whether it held stale entries, `max_idle` the largest idle
-    /// time of those that were not. At the end of a round that found nothing, returns when the
-    /// next stale entry can appear at the earliest (`now` + `MIN-IDLE` - that idle time).
+    /// at the end of the PEL), `stale` whether it held due entries, `remaining` the least time one
+    /// of the others needs to be due. At the end of a round that found nothing, returns when the
+    /// next due entry can appear at the earliest (`now` + that time; `now` + `min_idle` when the
+    /// round saw no entry).
     pub fn page(
         &mut self,
         last: Option<Vec<u8>>,
         stale: bool,
-        max_idle: i64,
+        remaining: Option<i64>,
         now: i64,
         min_idle: i64,
     ) -> Option<i64> {
         self.found |= stale;
-        self.max_idle_ms = self.max_idle_ms.max(max_idle);
+        self.min_remaining_ms = match (self.min_remaining_ms, remaining) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         self.cursor = last;
         if self.cursor.is_some() {
             return None;
         }
-        let quiet = (!self.found).then(|| now.saturating_add(min_idle - self.max_idle_ms.max(0)));
+        let wait = self.min_remaining_ms.unwrap_or(min_idle).max(0);
+        let quiet = (!self.found).then(|| now.saturating_add(wait));
         *self = ReadScan::default();
         quiet
     }
@@ -572,20 +577,18 @@ mod tests {
     #[test]
     fn readers_rounds_learn_when_to_look_again() {
         let mut r = ReadScan::default();
-        // A round of two pages, nothing stale, the most idle entry 700 ms idle: look again when
-        // it turns stale (MIN-IDLE 1000).
-        assert_eq!(
-            r.page(Some(b"5-0".to_vec()), false, 300, 10_000, 1000),
-            None
-        );
+        // A round of two pages, nothing stale, an entry due in 300 ms at the least: look again
+        // then.
+        let first = r.page(Some(b"5-0".to_vec()), false, Some(700), 10_000, 1000);
+        assert_eq!(first, None);
         assert_eq!(r.cursor.as_deref(), Some(&b"5-0"[..]));
-        assert_eq!(r.page(None, false, 700, 10_050, 1000), Some(10_350));
+        assert_eq!(r.page(None, false, Some(300), 10_050, 1000), Some(10_350));
         assert_eq!(r, ReadScan::default());
         // A round that found a stale entry: look again at once.
-        assert_eq!(r.page(Some(b"1-0".to_vec()), true, -1, 0, 1000), None);
-        assert_eq!(r.page(None, false, 10, 0, 1000), None);
+        assert_eq!(r.page(Some(b"1-0".to_vec()), true, None, 0, 1000), None);
+        assert_eq!(r.page(None, false, Some(990), 0, 1000), None);
         // An empty PEL: nothing before MIN-IDLE from now.
-        assert_eq!(r.page(None, false, -1, 500, 1000), Some(1500));
+        assert_eq!(r.page(None, false, None, 500, 1000), Some(1500));
     }
 
     #[test]

@@ -30,7 +30,9 @@ use crate::policy::Policy;
 use crate::registry;
 
 /// RDB encoding version of a policy value.
-const ENCODING_VERSION: i32 = 1;
+/// 1: 0.1.0 (MIN-IDLE, MAX-DELIVERIES, DLQ, CLAIMANT, COUNT, INTERVAL); 2: also BACKOFF and
+/// LIVENESS. Version 1 values load with BACKOFF FIXED and LIVENESS 0.
+const ENCODING_VERSION: i32 = 2;
 
 /// All policies of one stream, by consumer group (binary-safe names).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -188,7 +190,47 @@ fn load_i64(rdb: *mut raw::RedisModuleIO) -> Option<i64> {
     raw::load_signed(rdb).ok()
 }
 
-fn load_set(rdb: *mut raw::RedisModuleIO) -> Option<PolicySet> {
+/// Reads a `BACKOFF` (encoding version 2): a kind (0 fixed, 1 exponential, 2 list), then its
+/// values.
+fn load_backoff(rdb: *mut raw::RedisModuleIO) -> Option<crate::policy::Backoff> {
+    use crate::policy::{Backoff, MAX_BACKOFF_STEPS};
+    Some(match raw::load_unsigned(rdb).ok()? {
+        0 => Backoff::Fixed,
+        1 => Backoff::Exponential(load_i64(rdb)?),
+        2 => {
+            let n = raw::load_unsigned(rdb).ok()? as usize;
+            if n > MAX_BACKOFF_STEPS {
+                return None;
+            }
+            let mut v = Vec::with_capacity(n);
+            for _ in 0..n {
+                v.push(load_i64(rdb)?);
+            }
+            Backoff::List(v)
+        }
+        _ => return None,
+    })
+}
+
+fn save_backoff(rdb: *mut raw::RedisModuleIO, b: &crate::policy::Backoff) {
+    use crate::policy::Backoff;
+    match b {
+        Backoff::Fixed => raw::save_unsigned(rdb, 0),
+        Backoff::Exponential(max) => {
+            raw::save_unsigned(rdb, 1);
+            raw::save_signed(rdb, *max);
+        }
+        Backoff::List(v) => {
+            raw::save_unsigned(rdb, 2);
+            raw::save_unsigned(rdb, v.len() as u64);
+            for x in v {
+                raw::save_signed(rdb, *x);
+            }
+        }
+    }
+}
+
+fn load_set(rdb: *mut raw::RedisModuleIO, encver: i32) -> Option<PolicySet> {
     let stream = load_bytes(rdb)?;
     let n = raw::load_unsigned(rdb).ok()?;
     let mut groups = BTreeMap::new();
@@ -205,6 +247,11 @@ fn load_set(rdb: *mut raw::RedisModuleIO) -> Option<PolicySet> {
         let claimant = load_bytes(rdb)?;
         let count = load_i64(rdb)?;
         let interval_ms = load_i64(rdb)?;
+        let (backoff, liveness_ms) = if encver >= 2 {
+            (load_backoff(rdb)?, load_i64(rdb)?)
+        } else {
+            (Default::default(), 0)
+        };
         let p = Policy {
             min_idle_ms,
             max_deliveries,
@@ -212,6 +259,8 @@ fn load_set(rdb: *mut raw::RedisModuleIO) -> Option<PolicySet> {
             claimant,
             count,
             interval_ms,
+            backoff,
+            liveness_ms,
         };
         // Only a policy that `RECLAIM.POLICY SET` would accept is good.
         let args = p.to_args();
@@ -227,13 +276,13 @@ fn load_set(rdb: *mut raw::RedisModuleIO) -> Option<PolicySet> {
 
 unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
     guard("rdb_load", || {
-        if encver != ENCODING_VERSION {
+        if !(1..=ENCODING_VERSION).contains(&encver) {
             crate::ffi::log_warning(&format!(
                 "reclaim: unknown policy encoding version {encver}"
             ));
             return std::ptr::null_mut();
         }
-        let Some(set) = load_set(rdb) else {
+        let Some(set) = load_set(rdb, encver) else {
             return std::ptr::null_mut();
         };
         let db = unsafe { raw::RedisModule_GetDbIdFromIO.map(|f| f(rdb)).unwrap_or(0) };
@@ -264,6 +313,8 @@ unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) 
             raw::save_slice(rdb, &p.claimant);
             raw::save_signed(rdb, p.count);
             raw::save_signed(rdb, p.interval_ms);
+            save_backoff(rdb, &p.backoff);
+            raw::save_signed(rdb, p.liveness_ms);
         }
     });
 }

@@ -16,6 +16,7 @@
 //! MULTI/EXEC (Redis 7.0+, PR #9890), so a DLQ append is never separated from its XACK.
 //! Time is checked between batches: a step stops early at `deadline` and resumes from its cursor.
 
+use std::collections::HashMap;
 use std::time::Instant;
 
 use redis_module::{
@@ -458,9 +459,52 @@ impl Target<'_> {
         deadline: Option<Instant>,
         out: &mut Outcome,
     ) -> bool {
-        out.fresh.observe(page, self.policy);
-        let batches = planner::plan(page, self.policy, BATCH, first);
+        let owners = self.owners_of(page);
+        let quiet = |c: &[u8]| owners.quiet(c);
+        out.fresh.observe(page, self.policy, &quiet);
+        let batches = planner::plan(page, self.policy, BATCH, first, &quiet);
         self.run_batches(&batches, deadline, out)
+    }
+
+    /// The owners' liveness for `page`: read (`XINFO CONSUMERS key group`, O(consumers)) only
+    /// with `LIVENESS` and a stale entry of a consumer other than the claimant on the page.
+    pub(crate) fn owners_of(&self, page: &[Pending]) -> Owners {
+        let p = self.policy;
+        let needed = p.liveness_ms > 0
+            && page
+                .iter()
+                .any(|e| !planner::in_inbox(e, p) && planner::is_stale(e, p));
+        if !needed {
+            return Owners::default();
+        }
+        let args: [&[u8]; 3] = [b"CONSUMERS", self.stream, self.group];
+        let r: CallResult = self.ctx.call_ext("XINFO", &read_opts(), &args[..]);
+        let mut seen = HashMap::new();
+        if let Ok(CallReply::Array(consumers)) = r {
+            for c in consumers.iter() {
+                let Ok(CallReply::Array(c)) = c else {
+                    continue;
+                };
+                // name <name> pending <n> idle <ms> [inactive <ms>] (RESP2: flat pairs).
+                let (mut name, mut idle) = (None, None);
+                for i in (0..c.len()).step_by(2) {
+                    let key = c.get(i).as_ref().and_then(bytes);
+                    let value = c.get(i + 1);
+                    match key.as_deref() {
+                        Some(b"name") => name = value.as_ref().and_then(bytes),
+                        Some(b"idle") => idle = value.as_ref().and_then(int),
+                        _ => {}
+                    }
+                }
+                if let (Some(name), Some(idle)) = (name, idle) {
+                    seen.insert(name, idle);
+                }
+            }
+        }
+        Owners {
+            liveness_ms: p.liveness_ms,
+            idle_ms: seen,
+        }
     }
 }
 
@@ -492,6 +536,26 @@ pub fn pel_and_inbox(t: &Target) -> Option<(u64, u64)> {
         }
     }
     Some((total, inbox))
+}
+
+/// Which consumers went quiet for `LIVENESS` ms, from one `XINFO CONSUMERS` (empty without
+/// `LIVENESS`: everyone counts as quiet).
+#[derive(Debug, Default)]
+pub struct Owners {
+    liveness_ms: i64,
+    /// Consumer -> ms since it was last seen (`XINFO CONSUMERS` `idle`).
+    idle_ms: HashMap<Vec<u8>, i64>,
+}
+
+impl Owners {
+    /// Whether `consumer` has not been seen for `LIVENESS` ms (a consumer that is gone, too).
+    pub fn quiet(&self, consumer: &[u8]) -> bool {
+        self.liveness_ms == 0
+            || self
+                .idle_ms
+                .get(consumer)
+                .map_or(true, |idle| *idle >= self.liveness_ms)
+    }
 }
 
 /// Pending entries handled per XCLAIM, XACK or dead-letter batch: bounds one call's time.
