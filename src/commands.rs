@@ -40,6 +40,8 @@ fn policy_map(p: &Policy) -> Vec<(&'static str, Reply)> {
         ("claimant", Reply::Bytes(p.claimant.clone())),
         ("count", Reply::Int(p.count)),
         ("interval", Reply::Int(p.interval_ms)),
+        ("backoff", Reply::Bytes(p.backoff_words().join(&b' '))),
+        ("liveness", Reply::Int(p.liveness_ms)),
     ]
 }
 
@@ -278,7 +280,7 @@ fn stats(ctx: &Context, args: &[RedisString]) -> CmdResult {
 fn policy_help(_ctx: &Context, _args: &[RedisString]) -> CmdResult {
     let lines: &[&str] = &[
         "RECLAIM.POLICY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-        "SET <key> <group> [MIN-IDLE <ms>] [MAX-DELIVERIES <n>] [DLQ <dlq-key>] [CLAIMANT <consumer>] [COUNT <n>] [INTERVAL <ms>]",
+        "SET <key> <group> [MIN-IDLE <ms>] [MAX-DELIVERIES <n>] [DLQ <dlq-key>] [CLAIMANT <consumer>] [COUNT <n>] [INTERVAL <ms>] [BACKOFF FIXED|EXPONENTIAL <max-ms>|LIST <ms> [<ms> ...]] [LIVENESS <ms>]",
         "    Set (replace) the reclaim policy of a stream's consumer group.",
         "GET <key> <group>",
         "    Return the policy as field/value pairs, or nil.",
@@ -318,6 +320,9 @@ entry!(
     "RECLAIM.READGROUP",
     crate::readgroup::readgroup_cmd
 );
+entry!(c_extend, "RECLAIM.EXTEND", crate::verbs::extend_cmd);
+entry!(c_nack, "RECLAIM.NACK", crate::verbs::nack_cmd);
+entry!(c_term, "RECLAIM.TERM", crate::verbs::term_cmd);
 
 /// Every command of the module, registered in this order (a container before its subcommands).
 pub const COMMANDS: &[CommandSpec] = &[
@@ -422,6 +427,39 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Read new and due entries from streams of a consumer group, with redelivery under the policies (a drop-in for XREADGROUP ... >)",
         complexity: "As XREADGROUP, plus O(log N + M) per stream with a policy for the M entries handed over again",
         keys: &[Spec::HalfAfterKeyword("STREAMS", 4, KEY_RW | ACCESS | UPDATE)],
+    },
+    CommandSpec {
+        parent: None,
+        name: "reclaim.extend",
+        func: Some(c_extend),
+        flags: "write fast",
+        first_key: 1,
+        arity: -5,
+        summary: "Renew the lease of a consumer's own pending entries (idle reset, count unchanged)",
+        complexity: "O(M log N) for M IDs",
+        keys: &[Spec::Index(1, KEY_RW | UPDATE)],
+    },
+    CommandSpec {
+        parent: None,
+        name: "reclaim.nack",
+        func: Some(c_nack),
+        flags: "write fast",
+        first_key: 1,
+        arity: -5,
+        summary: "Give a consumer's own pending entries back for redelivery, now or after a delay",
+        complexity: "O(M log N) for M IDs",
+        keys: &[Spec::Index(1, KEY_RW | UPDATE)],
+    },
+    CommandSpec {
+        parent: None,
+        name: "reclaim.term",
+        func: Some(c_term),
+        flags: "write deny-oom",
+        first_key: 1,
+        arity: -5,
+        summary: "Dead-letter a consumer's own pending entries at once (never retried)",
+        complexity: "O(M log N) for M IDs",
+        keys: &[Spec::Index(1, KEY_RW | UPDATE)],
     },
 ];
 

@@ -26,6 +26,12 @@ pub const NOPERM_DLQ: &str = "NOPERM this user has no permissions to write the p
 /// The policy key of the stream exists but holds something else (written by hand).
 pub const POLICY_KEY_TAKEN: &str =
     "ERR the policy key of this stream holds a value that is not a reclaim policy";
+/// An ID that is not a stream ID (Redis's own text).
+pub const INVALID_ID: &str = "ERR Invalid stream ID specified as stream command argument";
+/// `RECLAIM.NACK ... DELAY` that is not a non-negative integer.
+pub const DELAY_RANGE: &str = "ERR DELAY must be a non-negative integer (ms)";
+/// `RECLAIM.TERM` on a policy without a DLQ.
+pub const TERM_NEEDS_DLQ: &str = "ERR the policy of this key and group has no DLQ";
 /// A `BACKOFF` that is none of its three forms.
 pub const BACKOFF_SYNTAX: &str = "ERR BACKOFF takes FIXED, EXPONENTIAL max-ms or LIST ms [ms ...]";
 /// `BACKOFF LIST` with no value, or too many.
@@ -75,6 +81,8 @@ pub enum ReclaimError {
     BadNumber(&'static str, &'static str),
     /// A fixed message from the constants above.
     Static(&'static str),
+    /// `RECLAIM.NACK ... DELAY d` longer than the idle that makes an entry due: (d, that idle).
+    DelayTooLong(i64, i64),
     /// `RECLAIM.READGROUP` on a stream key that does not exist or has no such group; carries the
     /// key and the group (printable). Same text as XREADGROUP's.
     NoGroup(String, String),
@@ -88,6 +96,10 @@ impl fmt::Display for ReclaimError {
             ReclaimError::MissingValue(o) => write!(f, "ERR option {o} needs a value"),
             ReclaimError::BadNumber(o, range) => write!(f, "ERR {o} must be {range}"),
             ReclaimError::Static(s) => f.write_str(s),
+            ReclaimError::DelayTooLong(d, due) => write!(
+                f,
+                "ERR DELAY {d} is longer than {due}, the idle (ms) after which the entry is due (MIN-IDLE or its BACKOFF step)"
+            ),
             ReclaimError::NoGroup(k, g) => write!(
                 f,
                 "NOGROUP No such key '{k}' or consumer group '{g}' in XREADGROUP with GROUP option"

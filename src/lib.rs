@@ -23,6 +23,7 @@ pub mod runtime;
 pub mod scheduler;
 pub mod store;
 pub mod sweep;
+pub mod verbs;
 pub mod watch;
 
 use std::os::raw::c_int;

@@ -47,10 +47,11 @@ pub fn is_stale(p: &Pending, policy: &Policy) -> bool {
     p.idle_ms >= policy.due_idle(p.deliveries)
 }
 
-/// Whether `p` may be taken from its owner now: it waits in the inbox, or its owner is `quiet`
-/// (not seen for `LIVENESS` ms; always, without `LIVENESS`).
+/// Whether `p` may be taken from its owner now: the module holds it (the inbox, or given back
+/// with `RECLAIM.NACK ... DELAY`), or its owner is `quiet` (not seen for `LIVENESS` ms; always,
+/// without `LIVENESS`).
 fn takeable(p: &Pending, policy: &Policy, quiet: bool) -> bool {
-    in_inbox(p, policy) || policy.liveness_ms == 0 || quiet
+    in_inbox(p, policy) || policy.is_delayed(&p.consumer) || policy.liveness_ms == 0 || quiet
 }
 
 /// Whether `p` has used up its deliveries under `policy`: over `MAX-DELIVERIES`, or at it and

@@ -21,6 +21,9 @@ pub const MAX_COUNT: i64 = 10_000;
 /// Default `INTERVAL`, in ms between the end of one pass and the start of the next.
 pub const DEFAULT_INTERVAL_MS: i64 = 10_000;
 
+/// What follows the claimant's name in the name of the consumer that holds delayed entries.
+pub const DELAYED_SUFFIX: &[u8] = b":delayed";
+
 /// Most values of `BACKOFF LIST`.
 pub const MAX_BACKOFF_STEPS: usize = 64;
 
@@ -103,13 +106,28 @@ impl Policy {
         a
     }
 
+    /// The consumer that holds entries given back with `RECLAIM.NACK ... DELAY ms` until they are
+    /// due again: the claimant's name followed by `:delayed`.
+    pub fn delayed(&self) -> Vec<u8> {
+        [self.claimant.as_slice(), DELAYED_SUFFIX].concat()
+    }
+
+    /// Whether `consumer` is [`Policy::delayed`] (without building its name).
+    pub fn is_delayed(&self, consumer: &[u8]) -> bool {
+        consumer.len() == self.claimant.len() + DELAYED_SUFFIX.len()
+            && consumer.starts_with(&self.claimant)
+            && consumer.ends_with(DELAYED_SUFFIX)
+    }
+
     /// The words after `BACKOFF`: `FIXED`, `EXPONENTIAL max-ms` or `LIST ms ...`.
     pub fn backoff_words(&self) -> Vec<Vec<u8>> {
         let n = |v: &i64| v.to_string().into_bytes();
         match &self.backoff {
             Backoff::Fixed => vec![b"FIXED".to_vec()],
             Backoff::Exponential(max) => vec![b"EXPONENTIAL".to_vec(), n(max)],
-            Backoff::List(v) => std::iter::once(b"LIST".to_vec()).chain(v.iter().map(n)).collect(),
+            Backoff::List(v) => std::iter::once(b"LIST".to_vec())
+                .chain(v.iter().map(n))
+                .collect(),
         }
     }
 
@@ -241,7 +259,13 @@ fn parse_backoff(v: &[&[u8]]) -> Result<Backoff, ReclaimError> {
     if kind.eq_ignore_ascii_case(b"EXPONENTIAL") {
         let max = v.get(1).ok_or(bad)?;
         let range = "a positive integer (ms) after EXPONENTIAL";
-        return Ok(Backoff::Exponential(number("BACKOFF", range, max, 1, i64::MAX)?));
+        return Ok(Backoff::Exponential(number(
+            "BACKOFF",
+            range,
+            max,
+            1,
+            i64::MAX,
+        )?));
     }
     if kind.eq_ignore_ascii_case(b"LIST") {
         let steps = &v[1..];
@@ -363,12 +387,37 @@ mod tests {
 
     #[test]
     fn backoff_and_liveness() {
-        let p = set(&["MIN-IDLE", "100", "BACKOFF", "exponential", "1000", "LIVENESS", "5"]).unwrap();
+        let p = set(&[
+            "MIN-IDLE",
+            "100",
+            "BACKOFF",
+            "exponential",
+            "1000",
+            "LIVENESS",
+            "5",
+        ])
+        .unwrap();
         assert_eq!(p.backoff, Backoff::Exponential(1000));
         let waits: Vec<i64> = (1..=6).map(|n| p.due_idle(n)).collect();
         assert_eq!(waits, [100, 200, 400, 800, 1000, 1000]);
-        assert_eq!((p.due_idle(0), p.due_idle(-1), p.liveness_ms), (100, 1000, 5));
-        let p = set(&["BACKOFF", "LIST", "50", "2000", "9000", "MIN-IDLE", "100", "DLQ", "d", "MAX-DELIVERIES", "9"]).unwrap();
+        assert_eq!(
+            (p.due_idle(0), p.due_idle(-1), p.liveness_ms),
+            (100, 1000, 5)
+        );
+        let p = set(&[
+            "BACKOFF",
+            "LIST",
+            "50",
+            "2000",
+            "9000",
+            "MIN-IDLE",
+            "100",
+            "DLQ",
+            "d",
+            "MAX-DELIVERIES",
+            "9",
+        ])
+        .unwrap();
         assert_eq!(p.backoff, Backoff::List(vec![50, 2000, 9000]));
         let waits: Vec<i64> = (1..=5).map(|n| p.due_idle(n)).collect();
         assert_eq!(waits, [100, 2000, 9000, 9000, 9000]);
@@ -378,7 +427,18 @@ mod tests {
         assert_eq!(parse_set_options(b"orders", &a).unwrap(), p);
         assert_eq!(set(&["BACKOFF", "FIXED"]).unwrap().backoff, Backoff::Fixed);
         // The DLQ after a LIST is found where it is.
-        let argv: Vec<&[u8]> = vec![b"RECLAIM.POLICY", b"SET", b"s", b"g", b"BACKOFF", b"LIST", b"1", b"2", b"DLQ", b"d"];
+        let argv: Vec<&[u8]> = vec![
+            b"RECLAIM.POLICY",
+            b"SET",
+            b"s",
+            b"g",
+            b"BACKOFF",
+            b"LIST",
+            b"1",
+            b"2",
+            b"DLQ",
+            b"d",
+        ];
         assert_eq!(dlq_position(&argv), Some(9));
     }
 
@@ -479,14 +539,38 @@ mod tests {
             ),
             (&["COUNT"], "ERR option COUNT needs a value"),
             (&["BACKOFF"], "ERR option BACKOFF needs a value"),
-            (&["BACKOFF", "SLOW"], "ERR BACKOFF takes FIXED, EXPONENTIAL max-ms or LIST ms [ms ...]"),
-            (&["BACKOFF", "EXPONENTIAL"], "ERR BACKOFF takes FIXED, EXPONENTIAL max-ms or LIST ms [ms ...]"),
-            (&["BACKOFF", "EXPONENTIAL", "0"], "ERR BACKOFF must be a positive integer (ms) after EXPONENTIAL"),
-            (&["MIN-IDLE", "1000", "BACKOFF", "EXPONENTIAL", "999"], "ERR BACKOFF EXPONENTIAL max-ms must be at least MIN-IDLE"),
-            (&["BACKOFF", "LIST"], "ERR BACKOFF LIST takes 1 to 64 values (ms)"),
-            (&["BACKOFF", "LIST", "0"], "ERR BACKOFF must be a list of positive integers (ms) after LIST"),
-            (&["BACKOFF", "FIXED", "BACKOFF", "FIXED"], "ERR option BACKOFF given more than once"),
-            (&["LIVENESS", "-1"], "ERR LIVENESS must be a non-negative integer (ms)"),
+            (
+                &["BACKOFF", "SLOW"],
+                "ERR BACKOFF takes FIXED, EXPONENTIAL max-ms or LIST ms [ms ...]",
+            ),
+            (
+                &["BACKOFF", "EXPONENTIAL"],
+                "ERR BACKOFF takes FIXED, EXPONENTIAL max-ms or LIST ms [ms ...]",
+            ),
+            (
+                &["BACKOFF", "EXPONENTIAL", "0"],
+                "ERR BACKOFF must be a positive integer (ms) after EXPONENTIAL",
+            ),
+            (
+                &["MIN-IDLE", "1000", "BACKOFF", "EXPONENTIAL", "999"],
+                "ERR BACKOFF EXPONENTIAL max-ms must be at least MIN-IDLE",
+            ),
+            (
+                &["BACKOFF", "LIST"],
+                "ERR BACKOFF LIST takes 1 to 64 values (ms)",
+            ),
+            (
+                &["BACKOFF", "LIST", "0"],
+                "ERR BACKOFF must be a list of positive integers (ms) after LIST",
+            ),
+            (
+                &["BACKOFF", "FIXED", "BACKOFF", "FIXED"],
+                "ERR option BACKOFF given more than once",
+            ),
+            (
+                &["LIVENESS", "-1"],
+                "ERR LIVENESS must be a non-negative integer (ms)",
+            ),
         ];
         for (opts, want) in cases {
             assert_eq!(set(opts).unwrap_err(), *want, "options {opts:?}");

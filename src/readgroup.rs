@@ -266,9 +266,8 @@ fn due_entries(t: &Target, id: &PolicyId, limit: i64) -> Vec<Pending> {
     let p = t.policy;
     let owners = t.owners_of(&page);
     let others = || page.iter().filter(|e| !planner::in_inbox(e, p));
-    let (stale, later): (Vec<&Pending>, Vec<&Pending>) = others().partition(|e| {
-        planner::is_stale(e, p) && !planner::held(e, p, owners.quiet(&e.consumer))
-    });
+    let (stale, later): (Vec<&Pending>, Vec<&Pending>) = others()
+        .partition(|e| planner::is_stale(e, p) && !planner::held(e, p, owners.quiet(&e.consumer)));
     // The least time one of the others needs: until due, or 0 when held by a live owner.
     let remaining = later
         .iter()
@@ -282,7 +281,10 @@ fn due_entries(t: &Target, id: &PolicyId, limit: i64) -> Vec<Pending> {
         // it saw (idle times only grow; a client's XCLAIM IDLE/TIME, which can set an older
         // one, clears this, as it clears the passes' horizon).
         let found = !stale.is_empty();
-        if let Some(quiet) = rt.read_scan.page(last, found, remaining, now, p.min_idle_ms) {
+        if let Some(quiet) = rt
+            .read_scan
+            .page(last, found, remaining, now, p.min_idle_ms)
+        {
             rt.read_not_before_ms = quiet;
         }
     });
@@ -363,7 +365,7 @@ fn redeliver(
         .partition(|e| planner::delivery_would_pass_limit(e, p));
     let mut out = Outcome::default();
     if let (false, Some(dlq)) = (dead.is_empty(), &p.dlq) {
-        if let Err(s) = t.dead_letter(dlq, &dead, &mut out) {
+        if let Err(s) = t.dead_letter(dlq, &dead, &mut out, crate::sweep::REASON_LIMIT) {
             out.problem = Some(s);
         }
     }

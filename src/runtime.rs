@@ -343,6 +343,13 @@ impl Runtime {
         unchecked + self.recent.len()
     }
 
+    /// The module set older idle times itself (`RECLAIM.NACK`): what passes and reads learnt
+    /// about when entries turn stale no longer holds, as after a client's `XCLAIM ... IDLE`.
+    pub fn idle_set_older(&mut self) {
+        self.idle_mark = self.idle_mark.wrapping_add(1);
+        self.forget_horizon();
+    }
+
     /// Forgets when entries can be stale at the earliest (what passes and reads learnt).
     fn forget_horizon(&mut self) {
         self.stale_not_before_ms = 0;

@@ -384,7 +384,14 @@ impl PolicySet {
             .groups
             .iter()
             .map(|(g, p)| {
-                g.capacity() + p.claimant.capacity() + p.dlq.as_ref().map_or(0, Vec::capacity)
+                let backoff = match &p.backoff {
+                    crate::policy::Backoff::List(v) => v.capacity() * 8,
+                    _ => 0,
+                };
+                g.capacity()
+                    + p.claimant.capacity()
+                    + p.dlq.as_ref().map_or(0, Vec::capacity)
+                    + backoff
             })
             .sum();
         std::mem::size_of::<PolicySet>() + self.stream.capacity() + nodes * node + names

@@ -313,11 +313,18 @@ impl Target<'_> {
         Some(f)
     }
 
-    /// Appends entry `e` (with `fields`) to `dlq` with the `reclaim-*` fields: `Ok` when the
-    /// append succeeded, the reason it did not otherwise.
-    fn append_dead_letter(&self, dlq: &[u8], e: &Pending, fields: &[Vec<u8>]) -> Result<(), Stop> {
+    /// Appends entry `e` (with `fields`) to `dlq` with the `reclaim-*` fields (`reason` as
+    /// `reclaim-reason`): `Ok` when the append succeeded, the reason it did not otherwise.
+    fn append_dead_letter(
+        &self,
+        dlq: &[u8],
+        e: &Pending,
+        fields: &[Vec<u8>],
+        reason: &[u8],
+    ) -> Result<(), Stop> {
         let deliveries = (e.deliveries as u64).to_string();
-        let mut xadd: Vec<&[u8]> = Vec::with_capacity(fields.len() + 12);
+        let moved = crate::clock::epoch_ms().to_string();
+        let mut xadd: Vec<&[u8]> = Vec::with_capacity(fields.len() + 16);
         xadd.push(dlq);
         xadd.push(b"*");
         xadd.extend(fields.iter().map(|f| f.as_slice()));
@@ -332,6 +339,10 @@ impl Target<'_> {
             &e.consumer,
             b"reclaim-deliveries",
             deliveries.as_bytes(),
+            b"reclaim-reason",
+            reason,
+            b"reclaim-moved-ms",
+            moved.as_bytes(),
         ]);
         let res: CallResult = self.ctx.call_ext("XADD", &append_opts(), &xadd[..]);
         match res {
@@ -359,6 +370,7 @@ impl Target<'_> {
         dlq: &[u8],
         entries: &[Pending],
         out: &mut Outcome,
+        reason: &[u8],
     ) -> Result<(), Stop> {
         let sname = RedisString::create_from_slice(self.ctx.ctx, self.stream);
         let mut moved: Vec<&[u8]> = Vec::with_capacity(entries.len());
@@ -376,7 +388,7 @@ impl Target<'_> {
                 gone.push(&e.id);
                 continue;
             };
-            match self.append_dead_letter(dlq, e, &fields) {
+            match self.append_dead_letter(dlq, e, &fields, reason) {
                 Ok(()) => moved.push(&e.id),
                 Err(f) => {
                     if f == Stop::Oom {
@@ -414,7 +426,7 @@ impl Target<'_> {
             Batch::Purge(ids) => self.purge(ids, out),
             Batch::Move(ids) => self.move_to_claimant(ids, out),
             Batch::DeadLetter(entries) => match &self.policy.dlq {
-                Some(d) => self.dead_letter(d, entries, out),
+                Some(d) => self.dead_letter(d, entries, out, REASON_LIMIT),
                 None => Ok(()),
             },
         }
@@ -557,6 +569,9 @@ impl Owners {
                 .map_or(true, |idle| *idle >= self.liveness_ms)
     }
 }
+
+/// `reclaim-reason` of an entry dead-lettered by the rule (its deliveries used up).
+pub const REASON_LIMIT: &[u8] = b"max-deliveries";
 
 /// Pending entries handled per XCLAIM, XACK or dead-letter batch: bounds one call's time.
 pub const BATCH: usize = 32;

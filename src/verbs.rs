@@ -1,0 +1,274 @@
+//! What a worker says about the entries it holds: `RECLAIM.EXTEND` ("still working"),
+//! `RECLAIM.NACK` ("give it back", optionally after a delay) and `RECLAIM.TERM` ("never retry
+//! this"). Each acts only on the entries pending **at the consumer that asks**: an entry owned by
+//! another consumer, or no longer pending, is left alone (the worker lost it and should stop).
+//!
+//! None of them adds a delivery. Their writes go through `RM_Call` with `!` (`XCLAIM ... JUSTID`,
+//! `XADD`/`XACK`), so replicas and the AOF see exactly the same, in one `MULTI`/`EXEC`.
+
+use redis_module::{CallOptionsBuilder, CallReply, CallResult, Context, RedisString};
+
+use crate::error::{self, ReclaimError};
+use crate::ffi::{self, CmdResult, Reply};
+use crate::planner::{self, Pending};
+use crate::policy::{self, Policy};
+use crate::registry::{self, PolicyId};
+use crate::runtime::count_outcome;
+use crate::store;
+use crate::sweep::{Outcome, Target};
+
+/// `reclaim-reason` of an entry dead-lettered by `RECLAIM.TERM` without `REASON`.
+pub const REASON_TERM: &[u8] = b"term";
+
+/// The common head of the three commands: `key group consumer id [id ...]` and an optional
+/// trailing `<word> <value>` (`DELAY ms`, `REASON text`).
+struct Verb<'a> {
+    stream: &'a [u8],
+    group: &'a [u8],
+    consumer: &'a [u8],
+    ids: Vec<&'a [u8]>,
+    option: Option<&'a [u8]>,
+}
+
+/// Parses `key group consumer id [id ...] [<word> value]` (after the command name). IDs must be
+/// stream IDs (Redis's own error otherwise).
+fn parse<'a>(a: &[&'a [u8]], word: &[u8]) -> Result<Verb<'a>, ReclaimError> {
+    let (stream, group, consumer) = (a[0], a[1], a[2]);
+    let mut ids = &a[3..];
+    let mut option = None;
+    if ids.len() >= 2 && ids[ids.len() - 2].eq_ignore_ascii_case(word) {
+        option = Some(ids[ids.len() - 1]);
+        ids = &ids[..ids.len() - 2];
+    }
+    if ids.is_empty() {
+        return Err(error::SYNTAX.into());
+    }
+    if ids.iter().any(|id| planner::parse_id(id).is_none()) {
+        return Err(error::INVALID_ID.into());
+    }
+    Ok(Verb {
+        stream,
+        group,
+        consumer,
+        ids: ids.to_vec(),
+        option,
+    })
+}
+
+/// The policy of the verb's (key, group) in the selected database ([`error::NO_POLICY`] when
+/// none, as `RECLAIM.STATS` answers).
+fn policy_of(ctx: &Context, v: &Verb) -> Result<Policy, ReclaimError> {
+    store::get(ctx, v.stream, v.group).ok_or(ReclaimError::Static(error::NO_POLICY))
+}
+
+/// The entries of `ids` pending at `consumer`, in the order given (each an `XPENDING key group id
+/// id 1 consumer`, O(log N)); the others are left out.
+fn owned(t: &Target, consumer: &[u8], ids: &[&[u8]]) -> Vec<Pending> {
+    let opts = CallOptionsBuilder::new().errors_as_replies().build();
+    let mut out = Vec::new();
+    for id in ids {
+        let args: [&[u8]; 6] = [t.stream, t.group, id, id, b"1", consumer];
+        let r: CallResult = t.ctx.call_ext("XPENDING", &opts, &args[..]);
+        let Ok(CallReply::Array(a)) = r else {
+            continue;
+        };
+        let Some(Ok(CallReply::Array(e))) = a.get(0) else {
+            continue;
+        };
+        let s = |i: usize| match e.get(i) {
+            Some(Ok(CallReply::String(s))) => Some(s.as_bytes().to_vec()),
+            _ => None,
+        };
+        let n = |i: usize| match e.get(i) {
+            Some(Ok(CallReply::I64(v))) => Some(v.to_i64()),
+            _ => None,
+        };
+        if let (Some(id), Some(owner), Some(idle), Some(count)) = (s(0), s(1), n(2), n(3)) {
+            if !out.iter().any(|p: &Pending| p.id == id) {
+                out.push(Pending {
+                    id,
+                    consumer: owner,
+                    idle_ms: idle,
+                    deliveries: count,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// `XCLAIM key group to 0 id... [IDLE ms] JUSTID` (replicated): owner `to`, delivery count
+/// unchanged, idle 0 (or `idle`). Returns the IDs claimed.
+fn reclaim_to(t: &Target, to: &[u8], ids: &[&[u8]], idle: Option<i64>) -> Vec<Vec<u8>> {
+    let opts = CallOptionsBuilder::new()
+        .replicate()
+        .errors_as_replies()
+        .build();
+    let idle_s = idle.map(|i| i.to_string());
+    let mut args: Vec<&[u8]> = vec![t.stream, t.group, to, b"0"];
+    args.extend_from_slice(ids);
+    if let Some(i) = &idle_s {
+        args.extend_from_slice(&[b"IDLE", i.as_bytes()]);
+    }
+    args.push(b"JUSTID");
+    let r: CallResult = t.ctx.call_ext("XCLAIM", &opts, &args[..]);
+    match r {
+        Ok(CallReply::Array(a)) => a
+            .iter()
+            .filter_map(|x| match x {
+                Ok(CallReply::String(s)) => Some(s.as_bytes().to_vec()),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn target<'a>(ctx: &'a Context, v: &'a Verb, p: &'a Policy) -> Target<'a> {
+    Target {
+        ctx,
+        stream: v.stream,
+        group: v.group,
+        policy: p,
+    }
+}
+
+fn slices(args: &[RedisString]) -> Vec<&[u8]> {
+    args.iter().skip(1).map(|a| a.as_slice()).collect()
+}
+
+/// `RECLAIM.EXTEND key group consumer id [id ...]` -> the IDs whose lease was renewed: those
+/// pending at `consumer` get idle 0 (`XCLAIM ... JUSTID` to the same consumer), count unchanged.
+pub fn extend_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
+    let a = slices(args);
+    let v = parse(&a, b"\0")?;
+    let p = policy_of(ctx, &v)?;
+    let t = target(ctx, &v, &p);
+    let mine: Vec<Pending> = owned(&t, v.consumer, &v.ids);
+    let ids: Vec<&[u8]> = mine.iter().map(|e| e.id.as_slice()).collect();
+    let renewed = if ids.is_empty() {
+        Vec::new()
+    } else {
+        reclaim_to(&t, v.consumer, &ids, None)
+    };
+    Ok(Reply::Array(
+        renewed.into_iter().map(Reply::Bytes).collect(),
+    ))
+}
+
+/// `RECLAIM.NACK key group consumer id [id ...] [DELAY ms]` -> how many entries were released.
+/// The consumer's own entries are due again after `DELAY` ms, their count unchanged: with `DELAY
+/// 0` (the default) they move to the claimant's inbox at once; otherwise to the consumer
+/// `<claimant>:delayed`, idle set so that they turn stale after `DELAY` ms. A `DELAY` longer than
+/// the idle that makes an entry due is refused, nothing changed.
+pub fn nack_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
+    let a = slices(args);
+    let v = parse(&a, b"DELAY")?;
+    let delay = match v.option {
+        None => 0,
+        Some(d) => policy::parse_i64(d)
+            .filter(|d| *d >= 0)
+            .ok_or(error::DELAY_RANGE)?,
+    };
+    let p = policy_of(ctx, &v)?;
+    let t = target(ctx, &v, &p);
+    let mine = owned(&t, v.consumer, &v.ids);
+    if let Some(e) = mine.iter().find(|e| delay > p.due_idle(e.deliveries)) {
+        return Err(ReclaimError::DelayTooLong(delay, p.due_idle(e.deliveries)));
+    }
+    let mut released = 0;
+    if delay == 0 {
+        let ids: Vec<&[u8]> = mine.iter().map(|e| e.id.as_slice()).collect();
+        if !ids.is_empty() {
+            released = reclaim_to(&t, &p.claimant, &ids, None).len();
+        }
+    } else {
+        // One XCLAIM per idle time (entries with other counts may need other idles).
+        let delayed = p.delayed();
+        let mut by_idle: Vec<(i64, Vec<&[u8]>)> = Vec::new();
+        for e in &mine {
+            let idle = p.due_idle(e.deliveries) - delay;
+            match by_idle.iter_mut().find(|(i, _)| *i == idle) {
+                Some((_, ids)) => ids.push(&e.id),
+                None => by_idle.push((idle, vec![&e.id])),
+            }
+        }
+        for (idle, ids) in by_idle {
+            released += reclaim_to(&t, &delayed, &ids, Some(idle)).len();
+        }
+    }
+    if released > 0 {
+        let id = PolicyId::new(ffi::selected_db(ctx), v.stream, v.group);
+        // Older idle times than the passes saw: what they learnt no longer holds.
+        registry::update(&id, |rt| rt.idle_set_older());
+        if delay == 0 {
+            crate::readgroup::signal_if_waiting(ctx, id.db, v.stream);
+        }
+    }
+    Ok(Reply::Int(released as i64))
+}
+
+/// `RECLAIM.TERM key group consumer id [id ...] [REASON text]` -> how many entries were
+/// dead-lettered: the consumer's own entries go to the policy's DLQ at once, whatever their
+/// count, with `reclaim-reason` `term` (or `text`), appended and acknowledged together.
+pub fn term_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
+    let a = slices(args);
+    let v = parse(&a, b"REASON")?;
+    let p = policy_of(ctx, &v)?;
+    let Some(dlq) = p.dlq.clone() else {
+        return Err(error::TERM_NEEDS_DLQ.into());
+    };
+    if !ffi::may_write_key(ctx, &dlq) {
+        return Err(error::NOPERM_DLQ.into());
+    }
+    if crate::sweep::is_non_stream(ctx, &dlq) {
+        return Err(error::WRONGTYPE_DLQ.into());
+    }
+    let t = target(ctx, &v, &p);
+    let mine = owned(&t, v.consumer, &v.ids);
+    let mut out = Outcome::default();
+    if !mine.is_empty() {
+        let reason = v.option.unwrap_or(REASON_TERM);
+        if let Err(s) = t.dead_letter(&dlq, &mine, &mut out, reason) {
+            out.problem = Some(s);
+        }
+        let id = PolicyId::new(ffi::selected_db(ctx), v.stream, v.group);
+        registry::update(&id, |rt| count_outcome(&mut rt.counters, &out));
+    }
+    Ok(Reply::Int(out.dead_lettered as i64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str, word: &[u8]) -> Result<(usize, Option<String>), String> {
+        let a: Vec<&[u8]> = s.split(' ').map(str::as_bytes).collect();
+        parse(&a, word)
+            .map(|v| {
+                (
+                    v.ids.len(),
+                    v.option.map(|o| String::from_utf8_lossy(o).into_owned()),
+                )
+            })
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn ids_and_a_trailing_option() {
+        assert_eq!(p("s g c 1-0 2-0", b"DELAY"), Ok((2, None)));
+        assert_eq!(
+            p("s g c 1-0 delay 500", b"DELAY"),
+            Ok((1, Some("500".into())))
+        );
+        assert_eq!(
+            p("s g c 1 REASON bad", b"REASON"),
+            Ok((1, Some("bad".into())))
+        );
+        assert_eq!(p("s g c DELAY 5", b"DELAY"), Err(error::SYNTAX.to_string()));
+        assert_eq!(
+            p("s g c 1-0 x-1", b"DELAY"),
+            Err(error::INVALID_ID.to_string())
+        );
+    }
+}
