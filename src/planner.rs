@@ -476,7 +476,7 @@ mod tests {
         ];
         for (idle, n, want) in table {
             assert_eq!(
-                classify(&pe("1-0", idle, n), &p),
+                classify(&pe("1-0", idle, n), &p, true),
                 want,
                 "idle {idle} count {n}"
             );
@@ -488,14 +488,21 @@ mod tests {
             } else {
                 want
             };
-            assert_eq!(classify(&inbox, &p), want, "inbox: idle {idle} count {n}");
+            assert_eq!(
+                classify(&inbox, &p, true),
+                want,
+                "inbox: idle {idle} count {n}"
+            );
         }
         // MAX-DELIVERIES 0: never dead-letter, whatever the count.
         let never = pol(1000, 0);
-        assert_eq!(classify(&pe("1-0", 5000, 1_000_000), &never), Action::Move);
-        assert_eq!(classify(&pe("1-0", 5000, -5), &never), Action::Move);
         assert_eq!(
-            classify(&pe("1-0", 10, 1_000_000), &never),
+            classify(&pe("1-0", 5000, 1_000_000), &never, true),
+            Action::Move
+        );
+        assert_eq!(classify(&pe("1-0", 5000, -5), &never, true), Action::Move);
+        assert_eq!(
+            classify(&pe("1-0", 10, 1_000_000), &never, true),
             Action::Untouched
         );
     }
@@ -511,7 +518,7 @@ mod tests {
         ];
         // first entry of the stream is 3-0: 1-0 and 2-5 are gone, whatever their idle or count.
         assert_eq!(
-            plan(&page, &p, 100, Some((3, 0))),
+            plan(&page, &p, 100, Some((3, 0)), &|_| true),
             vec![
                 Batch::Purge(vec![b"1-0".to_vec(), b"2-5".to_vec()]),
                 Batch::Skip(b"3-0".to_vec(), 1),
@@ -520,7 +527,7 @@ mod tests {
         );
         // empty stream: everything is gone.
         assert_eq!(
-            plan(&page[..1], &p, 100, None),
+            plan(&page[..1], &p, 100, None, &|_| true),
             vec![Batch::Purge(vec![b"1-0".to_vec()])]
         );
         assert_eq!(parse_id(b"12-3"), Some((12, 3)));
@@ -566,14 +573,15 @@ mod tests {
         let p = pol(60_000, 0);
         // Nothing returned below MIN-IDLE: every entry was under the threshold.
         let mut h = Horizon::new(1_000_000, 30_000);
-        h.fresh.observe(&[pe("1-0", 70_000, 1)], &p); // stale: handled by the pass, not watched
+        h.fresh.observe(&[pe("1-0", 70_000, 1)], &p, &|_| true); // stale: handled by the pass, not watched
         assert_eq!(h.fresh, Fresh::default());
         assert_eq!(h.stale_not_before_ms(60_000), 1_030_000);
         // A fresh entry 45 s idle: stale 15 s after the pass started, at the earliest.
         let mut step = Fresh::default();
-        step.observe(&[pe("2-0", 45_000, 1), pe("3-0", 31_000, 2)], &p);
+        step.observe(&[pe("2-0", 45_000, 1), pe("3-0", 31_000, 2)], &p, &|_| true);
         h.fresh.merge(&step);
-        assert_eq!((h.fresh.watched, h.fresh.max_idle_ms), (2, 45_000));
+        // Due in 15 s (60 s - 45 s) at the earliest.
+        assert_eq!((h.fresh.watched, h.fresh.min_remaining_ms), (2, 15_000));
         assert_eq!(h.stale_not_before_ms(60_000), 1_015_000);
         // A full pass (threshold 0) that saw no fresh entry: nothing before start + MIN-IDLE.
         assert_eq!(Horizon::new(5, 0).stale_not_before_ms(60_000), 60_005);
@@ -619,6 +627,33 @@ mod tests {
     }
 
     #[test]
+    fn backoff_and_liveness_decide_when_an_entry_is_due() {
+        let mut p = pol(100, 3);
+        p.backoff = crate::policy::Backoff::Exponential(1000);
+        // Count 2 needs 200 ms, count 3 400 ms.
+        assert_eq!(classify(&pe("1-0", 150, 2), &p, true), Action::Untouched);
+        assert_eq!(classify(&pe("1-0", 200, 2), &p, true), Action::Move);
+        assert_eq!(classify(&pe("1-0", 399, 3), &p, true), Action::Untouched);
+        assert_eq!(classify(&pe("1-0", 400, 3), &p, true), Action::DeadLetter);
+        // LIVENESS: a live owner keeps its stale entries, at the limit too; the inbox and the
+        // delayed entries are the module's.
+        p.liveness_ms = 5000;
+        assert_eq!(classify(&pe("1-0", 200, 2), &p, false), Action::Untouched);
+        assert!(held(&pe("1-0", 200, 2), &p, false));
+        assert_eq!(classify(&pe("1-0", 400, 3), &p, false), Action::Untouched);
+        assert_eq!(classify(&pe("1-0", 10, 4), &p, false), Action::DeadLetter);
+        let mut delayed = pe("1-0", 200, 2);
+        delayed.consumer = p.delayed();
+        assert_eq!(classify(&delayed, &p, false), Action::Move);
+        // What a pass learns: the least time left, 0 for a held entry.
+        let mut f = Fresh::default();
+        f.observe(&[pe("2-0", 150, 2)], &p, &|_| true);
+        assert_eq!(f.min_remaining_ms, 50);
+        f.observe(&[pe("3-0", 300, 2)], &p, &|_| false);
+        assert_eq!((f.watched, f.min_remaining_ms), (2, 0));
+    }
+
+    #[test]
     fn readgroup_dead_letters_what_it_may_not_deliver() {
         let p = pol(100, 3);
         for (n, want) in [(1, false), (2, false), (3, true), (9, true), (-1, true)] {
@@ -635,8 +670,8 @@ mod tests {
         let mut last = inbox.clone();
         last.deliveries = 3;
         let mut f = Fresh::default();
-        f.observe(&[inbox, last, pe("3-0", 20, 1)], &p);
-        assert_eq!((f.watched, f.max_idle_ms), (2, 50));
+        f.observe(&[inbox, last, pe("3-0", 20, 1)], &p, &|_| true);
+        assert_eq!((f.watched, f.min_remaining_ms), (2, 50));
     }
 
     #[test]
@@ -650,7 +685,7 @@ mod tests {
             pe("5-0", 500, 3),
             pe("6-0", 500, 1),
         ];
-        let b = plan(&page, &p, 100, Some((1, 0)));
+        let b = plan(&page, &p, 100, Some((1, 0)), &|_| true);
         assert_eq!(
             b,
             vec![
@@ -662,7 +697,7 @@ mod tests {
         );
         assert_eq!(last_id(&b[0]), b"3-0");
         // max_claim splits long runs.
-        let b = plan(&page[..2], &p, 1, Some((1, 0)));
+        let b = plan(&page[..2], &p, 1, Some((1, 0)), &|_| true);
         assert_eq!(b.len(), 2);
     }
 }

@@ -63,6 +63,8 @@ struct P {
     claimant: Vec<u8>,
     count: i64,
     interval: i64,
+    backoff: Vec<u8>,
+    liveness: i64,
 }
 
 /// The documented defaults.
@@ -74,6 +76,8 @@ fn defaults() -> P {
         claimant: b"reclaim".to_vec(),
         count: 100,
         interval: 10000,
+        backoff: b"FIXED".to_vec(),
+        liveness: 0,
     }
 }
 
@@ -90,6 +94,8 @@ impl P {
             (bs(b"claimant"), bs(&self.claimant)),
             (bs(b"count"), Value::Int(self.count)),
             (bs(b"interval"), Value::Int(self.interval)),
+            (bs(b"backoff"), bs(&self.backoff)),
+            (bs(b"liveness"), Value::Int(self.liveness)),
         ]
     }
 
@@ -236,6 +242,12 @@ fn policy_replies_resp2() {
             b"7",
             b"INTERVAL",
             b"250",
+            b"backoff",
+            b"list",
+            b"5",
+            b"300",
+            b"liveness",
+            b"2000",
         ],
     );
     let full = P {
@@ -245,6 +257,8 @@ fn policy_replies_resp2() {
         claimant: b"worker-9".to_vec(),
         count: 7,
         interval: 250,
+        backoff: b"LIST 5 300".to_vec(),
+        liveness: 2000,
     };
     assert_eq!(get(&mut c, b"s", b"g"), full.resp2());
 
@@ -1278,6 +1292,8 @@ fn command_info_and_docs() {
     assert_eq!(
         listed,
         [
+            "reclaim.extend",
+            "reclaim.nack",
             "reclaim.policy",
             "reclaim.policy|del",
             "reclaim.policy|get",
@@ -1286,7 +1302,8 @@ fn command_info_and_docs() {
             "reclaim.policy|set",
             "reclaim.readgroup",
             "reclaim.stats",
-            "reclaim.sweep"
+            "reclaim.sweep",
+            "reclaim.term"
         ]
     );
 

@@ -84,3 +84,36 @@ pub fn pel_and_dlq(c: &mut Connection, s: &str, g: &str, dlq: &str) -> (Vec<Pend
         .expect("EVAL XPENDING XRANGE");
     (pel.into_iter().map(|(i, o, _, n)| (i, o, n)).collect(), d)
 }
+
+/// Checks that a DLQ entry's field list (as text pairs) ends with `reclaim-moved-ms` holding a
+/// recent wall-clock time (ms since the epoch, within the last hour), and returns the list
+/// without it: the rest can be compared exactly.
+pub fn without_moved_ms(fields: &[(String, String)]) -> Vec<(String, String)> {
+    let (last, rest) = fields.split_last().expect("an empty DLQ entry");
+    assert_eq!(last.0, "reclaim-moved-ms", "{fields:?}");
+    assert_recent_ms(last.1.as_bytes());
+    rest.to_vec()
+}
+
+/// [`without_moved_ms`] for a flat, binary field list (`[field, value, ...]`).
+pub fn without_moved_ms_raw(flat: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let n = flat.len();
+    assert!(n >= 2 && flat[n - 2] == b"reclaim-moved-ms", "{flat:?}");
+    assert_recent_ms(&flat[n - 1]);
+    flat[..n - 2].to_vec()
+}
+
+fn assert_recent_ms(v: &[u8]) {
+    let ms: i64 = std::str::from_utf8(v)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("reclaim-moved-ms is not a number: {v:?}"));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0);
+    assert!(
+        ms <= now + 1000 && ms > now - 3_600_000,
+        "reclaim-moved-ms {ms} is not a recent time (now {now})"
+    );
+}

@@ -13,6 +13,10 @@ pub struct PolicyView {
     pub claimant: Vec<u8>,
     pub count: i64,
     pub interval: i64,
+    /// The words after `BACKOFF`, joined by spaces, as GET shows them (`FIXED`, `EXPONENTIAL
+    /// 60000`, `LIST 1000 5000`).
+    pub backoff: Vec<u8>,
+    pub liveness: i64,
 }
 
 impl PolicyView {
@@ -25,7 +29,21 @@ impl PolicyView {
             claimant: b"reclaim".to_vec(),
             count: 100,
             interval,
+            backoff: b"FIXED".to_vec(),
+            liveness: 0,
         }
+    }
+
+    /// The same policy with a BACKOFF (its words, space-separated: `EXPONENTIAL 60000`).
+    pub fn with_backoff(mut self, words: &str) -> PolicyView {
+        self.backoff = words.as_bytes().to_vec();
+        self
+    }
+
+    /// The same policy with a LIVENESS.
+    pub fn with_liveness(mut self, ms: i64) -> PolicyView {
+        self.liveness = ms;
+        self
     }
 
     /// The same policy with a DLQ and MAX-DELIVERIES.
@@ -67,7 +85,10 @@ impl PolicyView {
             self.count.to_string().into_bytes(),
             b"INTERVAL".to_vec(),
             self.interval.to_string().into_bytes(),
+            b"BACKOFF".to_vec(),
         ]);
+        a.extend(self.backoff.split(|b| *b == b' ').map(<[u8]>::to_vec));
+        a.extend([b"LIVENESS".to_vec(), self.liveness.to_string().into_bytes()]);
         a
     }
 
@@ -96,6 +117,8 @@ impl PolicyView {
             claimant: bytes_of(&get("claimant")),
             count: int("count"),
             interval: int("interval"),
+            backoff: bytes_of(&get("backoff")),
+            liveness: int("liveness"),
         }
     }
 }
