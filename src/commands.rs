@@ -156,11 +156,13 @@ fn sweep_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
             return Err(error::WRONGTYPE_DLQ.into());
         }
     }
+    let seen = registry::seen(&id);
     let target = Target {
         ctx,
         stream,
         group,
         policy: &p,
+        seen: &seen,
     };
     let mut remaining = limit.unwrap_or(i64::MAX);
     let mut cursor: Option<Vec<u8>> = None;
@@ -249,6 +251,7 @@ fn stats(ctx: &Context, args: &[RedisString]) -> CmdResult {
         stream: a[1],
         group: a[2],
         policy: &p,
+        seen: &[],
     };
     let inbox = sweep::pel_and_inbox(&target).map_or(0, |(_, n)| n as i64);
     let n = |s: Stat| (s.stats_name(), Reply::Int(c.get(s) as i64));

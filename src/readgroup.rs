@@ -348,13 +348,20 @@ fn redeliver(
     want: i64,
     redelivered: &mut Option<CallResult<'static>>,
 ) -> i64 {
+    let id = PolicyId::new(ffi::selected_db(ctx), key, &req.group);
+    let seen = if p.liveness_ms > 0 {
+        registry::saw(&id, &req.consumer, p.liveness_ms);
+        registry::seen(&id)
+    } else {
+        Vec::new()
+    };
     let t = Target {
         ctx,
         stream: key,
         group: &req.group,
         policy: p,
+        seen: &seen,
     };
-    let id = PolicyId::new(ffi::selected_db(ctx), key, &req.group);
     let limit = if want > 0 { want } else { p.count };
     let due = due_entries(&t, &id, limit);
     if due.is_empty() {

@@ -215,7 +215,7 @@ pub fn touch_on_exec() {
     remembering.retain(|id| {
         runtimes.get_mut(id).is_some_and(|rt| {
             rt.remark(now);
-            !rt.recent.is_empty()
+            !rt.recent.is_empty() || !rt.seen.is_empty()
         })
     });
 }
@@ -317,6 +317,30 @@ pub fn read_cursor(id: &PolicyId) -> Option<Vec<u8>> {
         .runtimes
         .get(id)
         .and_then(|rt| rt.read_scan.cursor.clone())
+}
+
+/// Consumer `consumer` of policy `id` talked to the module now (for `LIVENESS`, whose `ms` is
+/// how long it counts).
+pub fn saw(id: &PolicyId, consumer: &[u8], liveness_ms: i64) {
+    let now = now_ms();
+    let mut r = lock();
+    if let Some(rt) = r.runtimes.get_mut(id) {
+        rt.seen.note(consumer, now, liveness_ms.max(0) as u64);
+        r.remembering.insert(id.clone());
+    }
+}
+
+/// When the consumers of policy `id` last talked to the module, as ages (ms) by consumer.
+pub fn seen(id: &PolicyId) -> Vec<(Vec<u8>, u64)> {
+    let now = now_ms();
+    let r = lock();
+    let Some(rt) = r.runtimes.get(id) else {
+        return Vec::new();
+    };
+    rt.seen
+        .by_consumer()
+        .map(|(c, _)| (c.clone(), rt.seen.age(c, now).unwrap_or(u64::MAX)))
+        .collect()
 }
 
 /// Changes a policy's state without touching its schedule (used by `RECLAIM.SWEEP`).

@@ -208,10 +208,91 @@ pub struct Runtime {
     /// Where `RECLAIM.READGROUP` looks next for stale entries of other consumers, and what this
     /// round of looks over the PEL found so far.
     pub read_scan: ReadScan,
+    /// When consumers last talked to the module (`LIVENESS` policies only).
+    pub seen: Seen,
     /// Wall-clock ms before which `RECLAIM.READGROUP` need not look for stale entries of other
     /// consumers again: its last round over the PEL found none, and the most idle entry it saw
     /// turns stale then at the earliest (0 = look).
     pub read_not_before_ms: i64,
+}
+
+/// When consumers last talked to the module (`RECLAIM.READGROUP`, `EXTEND`, `NACK`, `TERM`),
+/// for `LIVENESS`: Redis 7.0's `XINFO CONSUMERS` `idle` moves only when a read returns entries,
+/// so a worker polling an empty stream would look gone. Bounded like the other sets
+/// ([`MAX_TRACKED`] names, [`MAX_TRACKED_BYTES`] bytes; past it the least recent one is
+/// forgotten), and entries older than `LIVENESS` are pruned on the timer.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Seen {
+    by_consumer: BTreeMap<Vec<u8>, u64>,
+    bytes: usize,
+    /// How long (ms) a sighting counts (the policy's `LIVENESS` when it was noted).
+    keep_ms: u64,
+}
+
+impl Seen {
+    /// Notes that `consumer` talked to the module at monotonic ms `now`.
+    pub fn note(&mut self, consumer: &[u8], now: u64, keep_ms: u64) {
+        self.keep_ms = keep_ms;
+        if let Some(at) = self.by_consumer.get_mut(consumer) {
+            *at = now;
+            return;
+        }
+        while !self.by_consumer.is_empty()
+            && (self.by_consumer.len() >= MAX_TRACKED
+                || self.bytes + consumer.len() > MAX_TRACKED_BYTES)
+        {
+            let oldest = self
+                .by_consumer
+                .iter()
+                .min_by_key(|(_, at)| **at)
+                .map(|(c, _)| c.clone());
+            if let Some(c) = oldest {
+                self.bytes -= c.len();
+                self.by_consumer.remove(&c);
+            }
+        }
+        if consumer.len() <= MAX_TRACKED_BYTES {
+            self.bytes += consumer.len();
+            self.by_consumer.insert(consumer.to_vec(), now);
+        }
+    }
+
+    /// Ms since `consumer` last talked to the module, if it did lately.
+    pub fn age(&self, consumer: &[u8], now: u64) -> Option<u64> {
+        self.by_consumer
+            .get(consumer)
+            .map(|at| now.saturating_sub(*at))
+    }
+
+    /// Forgets sightings older than they count for; whether any is left.
+    pub fn prune(&mut self, now: u64) -> bool {
+        let keep = self.keep_ms;
+        let mut bytes = 0;
+        self.by_consumer.retain(|c, at| {
+            let k = now.saturating_sub(*at) < keep;
+            if k {
+                bytes += c.len();
+            }
+            k
+        });
+        self.bytes = bytes;
+        !self.by_consumer.is_empty()
+    }
+
+    /// How many consumers.
+    pub fn len(&self) -> usize {
+        self.by_consumer.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.by_consumer.is_empty()
+    }
+
+    /// The consumers and when (monotonic ms) each was last seen.
+    pub fn by_consumer(&self) -> impl Iterator<Item = (&Vec<u8>, &u64)> {
+        self.by_consumer.iter()
+    }
 }
 
 /// `RECLAIM.READGROUP`'s rounds over the PEL looking for stale entries of other consumers, a page
@@ -320,10 +401,12 @@ impl Runtime {
         }
     }
 
-    /// Forgets touches older than [`EXEC_REMARK_MS`] (called on a timer); whether any is left.
+    /// Forgets touches older than [`EXEC_REMARK_MS`] and sightings older than `LIVENESS` (called
+    /// on a timer); whether any is left.
     pub fn prune(&mut self, now: u64) -> bool {
         self.recent.prune(now);
-        !self.recent.is_empty()
+        let seen = self.seen.prune(now);
+        !self.recent.is_empty() || seen
     }
 
     /// Forgets tracked consumers for which `has_pending` is false: with no pending entry, there
@@ -340,7 +423,7 @@ impl Runtime {
             Unchecked::All => 0,
             Unchecked::Consumers(s) => s.len(),
         };
-        unchecked + self.recent.len()
+        unchecked + self.recent.len() + self.seen.len()
     }
 
     /// The module set older idle times itself (`RECLAIM.NACK`): what passes and reads learnt

@@ -324,11 +324,17 @@ fn visit(ctx: &Context, id: &PolicyId, rt: &mut Runtime, now: u64, deadline: Ins
     // reads the rest of it again next time.
     let left_ns = deadline.saturating_duration_since(t0).as_nanos() as u64;
     let max = planner::step_entries(policy.count, left_ns, rt.entry_ns);
+    let seen: Vec<(Vec<u8>, u64)> = rt
+        .seen
+        .by_consumer()
+        .map(|(c, at)| (c.clone(), now.saturating_sub(*at)))
+        .collect();
     let target = Target {
         ctx,
         stream: &id.stream,
         group: &id.group,
         policy: &policy,
+        seen: &seen,
     };
     let checking = pass.check.first().cloned();
     let cursor = rt.cursor.as_deref();

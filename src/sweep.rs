@@ -143,6 +143,8 @@ pub struct Target<'a> {
     pub group: &'a [u8],
     /// The policy's rules.
     pub policy: &'a Policy,
+    /// How long ago (ms) consumers last talked to the module, for `LIVENESS` (empty without it).
+    pub seen: &'a [(Vec<u8>, u64)],
 }
 
 /// Checks the stream key: `None` when it is a stream, the stop reason otherwise.
@@ -512,6 +514,12 @@ impl Target<'_> {
                     seen.insert(name, idle);
                 }
             }
+        }
+        // A consumer that talked to the module since counts as seen then (Redis 7.0 refreshes
+        // `idle` only when a read returns entries).
+        for (c, age) in self.seen {
+            let idle = seen.entry(c.clone()).or_insert(i64::MAX);
+            *idle = (*idle).min(i64::try_from(*age).unwrap_or(i64::MAX));
         }
         Owners {
             liveness_ms: p.liveness_ms,

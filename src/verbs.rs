@@ -56,9 +56,16 @@ fn parse<'a>(a: &[&'a [u8]], word: &[u8]) -> Result<Verb<'a>, ReclaimError> {
 }
 
 /// The policy of the verb's (key, group) in the selected database ([`error::NO_POLICY`] when
-/// none, as `RECLAIM.STATS` answers).
+/// none, as `RECLAIM.STATS` answers). With `LIVENESS`, notes that the consumer talked to the
+/// module.
 fn policy_of(ctx: &Context, v: &Verb) -> Result<Policy, ReclaimError> {
-    store::get(ctx, v.stream, v.group).ok_or(ReclaimError::Static(error::NO_POLICY))
+    let p = store::get(ctx, v.stream, v.group).ok_or(ReclaimError::Static(error::NO_POLICY))?;
+    if p.liveness_ms > 0 {
+        let id = PolicyId::new(ffi::selected_db(ctx), v.stream, v.group);
+        registry::register(id.db, v.stream, v.group);
+        registry::saw(&id, v.consumer, p.liveness_ms);
+    }
+    Ok(p)
 }
 
 /// The entries of `ids` pending at `consumer`, in the order given (each an `XPENDING key group id
@@ -130,6 +137,7 @@ fn target<'a>(ctx: &'a Context, v: &'a Verb, p: &'a Policy) -> Target<'a> {
         stream: v.stream,
         group: v.group,
         policy: p,
+        seen: &[],
     }
 }
 

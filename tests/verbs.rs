@@ -1,0 +1,320 @@
+//! Workers steer their own entries: `RECLAIM.EXTEND` (a long job keeps its lease), `RECLAIM.NACK
+//! [DELAY]` (give it back now or later), `RECLAIM.TERM` (never retry), and the policy options
+//! `BACKOFF` (redeliveries slow down) and `LIVENESS` (no stealing from a consumer that is alive).
+
+use reclaim_testkit::*;
+
+use std::time::{Duration, Instant};
+
+/// A policy on stream `s`, group `g`, DLQ `s:dlq`: MIN-IDLE `min_idle`, MAX-DELIVERIES 10,
+/// INTERVAL 50 and `extra` options.
+fn policy(c: &mut Connection, s: &str, min_idle: i64, extra: &str) {
+    create_group(c, s.as_bytes(), b"g");
+    let opts = format!("MIN-IDLE {min_idle} MAX-DELIVERIES 10 DLQ {s}:dlq INTERVAL 50 {extra}");
+    set_policy_opts(c, s, "g", opts.trim());
+}
+
+/// (owner, delivery count) of entry `id` of group `g`, or `None` when it is not pending.
+fn owner(c: &mut Connection, s: &str, id: &str) -> Option<(String, i64)> {
+    pending(c, s, "g")
+        .into_iter()
+        .find(|p| p.id == id)
+        .map(|p| (p.consumer, p.count))
+}
+
+/// `RECLAIM.<verb> s g consumer ids... [extra...]` as a reply.
+fn verb(
+    c: &mut Connection,
+    name: &str,
+    s: &str,
+    consumer: &str,
+    ids: &[&str],
+    extra: &[&str],
+) -> Value {
+    let mut k = cmd(&format!("RECLAIM.{name}"));
+    k.arg(s).arg("g").arg(consumer).arg(ids).arg(extra);
+    k.query(c).unwrap_or_else(|e| panic!("RECLAIM.{name}: {e}"))
+}
+
+/// Worker `w` takes one entry with `RECLAIM.READGROUP`: its ID (None when nothing came).
+fn take(c: &mut Connection, s: &str, w: &str, block: u64) -> Option<String> {
+    readgroup(c, s, "g", w, 1, Some(block))
+        .into_iter()
+        .next()
+        .map(|e| e.0)
+}
+
+#[test]
+fn extend_keeps_a_long_job_and_a_lost_one_stays_lost() {
+    let s = Server::new();
+    let mut c = s.conn();
+    policy(&mut c, "e", 300, "");
+    let id: String = q(&mut c, &["XADD", "e", "*", "job", "long"]);
+    assert_eq!(take(&mut c, "e", "w1", 100).as_deref(), Some(id.as_str()));
+    // Five times MIN-IDLE, renewing every MIN-IDLE / 3: the entry never moves.
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(1500) {
+        let renewed: Vec<String> =
+            redis::from_redis_value(verb(&mut c, "EXTEND", "e", "w1", &[&id], &[])).unwrap();
+        assert_eq!(renewed, [id.clone()]);
+        assert_eq!(owner(&mut c, "e", &id), Some(("w1".into(), 1)));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(stat(&mut c, "e", "g", "claimed"), 0);
+    // The worker stops renewing: the entry is redelivered once, to another worker.
+    let mut c2 = s.conn();
+    let got = wait_for(10, "the redelivery", || take(&mut c2, "e", "w2", 100));
+    assert_eq!(got, id);
+    assert_eq!(owner(&mut c, "e", &id), Some(("w2".into(), 2)));
+    // w1 lost it: EXTEND renews nothing and changes nothing.
+    let renewed: Vec<String> =
+        redis::from_redis_value(verb(&mut c, "EXTEND", "e", "w1", &[&id, "99-0"], &[])).unwrap();
+    assert_eq!(renewed, Vec::<String>::new());
+    assert_eq!(owner(&mut c, "e", &id), Some(("w2".into(), 2)));
+}
+
+#[test]
+fn nack_gives_back_now_or_after_the_delay_with_the_count_unchanged() {
+    let s = Server::new();
+    let mut c = s.conn();
+    policy(&mut c, "n", 1000, "");
+    let a: String = q(&mut c, &["XADD", "n", "*", "job", "a"]);
+    let b: String = q(&mut c, &["XADD", "n", "*", "job", "b"]);
+    let got = readgroup(&mut c, "n", "g", "w1", 2, None);
+    assert_eq!(got.len(), 2);
+    // Too long a delay is refused, naming the limit; nothing changes.
+    let e = error_of(
+        &mut c,
+        cmd("RECLAIM.NACK").arg(&["n", "g", "w1", &a, "DELAY", "1001"]),
+    );
+    assert_eq!(
+        e,
+        "ERR DELAY 1001 is longer than 1000, the idle (ms) after which the entry is due (MIN-IDLE or its BACKOFF step)"
+    );
+    assert_eq!(owner(&mut c, "n", &a), Some(("w1".into(), 1)));
+    // Another consumer's NACK releases nothing.
+    assert_eq!(verb(&mut c, "NACK", "n", "w9", &[&a], &[]), Value::Int(0));
+    // NACK now: the next read takes it, its second delivery (the failed attempt counted once).
+    assert_eq!(verb(&mut c, "NACK", "n", "w1", &[&a], &[]), Value::Int(1));
+    assert_eq!(owner(&mut c, "n", &a), Some(("reclaim".into(), 1)));
+    assert_eq!(take(&mut c, "n", "w2", 0).as_deref(), Some(a.as_str()));
+    assert_eq!(owner(&mut c, "n", &a), Some(("w2".into(), 2)));
+    // NACK with DELAY 400: not redelivered before 400 ms, redelivered after.
+    let t0 = Instant::now();
+    assert_eq!(
+        verb(&mut c, "NACK", "n", "w1", &[&b], &["DELAY", "400"]),
+        Value::Int(1)
+    );
+    assert_eq!(owner(&mut c, "n", &b), Some(("reclaim:delayed".into(), 1)));
+    let mut c2 = s.conn();
+    let got = wait_for(10, "the delayed entry", || take(&mut c2, "n", "w3", 100));
+    assert_eq!(got, b);
+    assert!(
+        t0.elapsed() >= Duration::from_millis(400),
+        "{:?}",
+        t0.elapsed()
+    );
+    assert_eq!(owner(&mut c, "n", &b), Some(("w3".into(), 2)));
+}
+
+#[test]
+fn term_dead_letters_at_once_with_its_reason_in_one_transaction() {
+    let mut p = Server::start(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let r = p.replica(&[]);
+    let mut c = p.conn();
+    policy(&mut c, "t", 60_000, "");
+    let a: String = q(&mut c, &["XADD", "t", "*", "job", "bad"]);
+    let b: String = q(&mut c, &["XADD", "t", "*", "job", "worse"]);
+    assert_eq!(readgroup(&mut c, "t", "g", "w1", 2, None).len(), 2);
+    assert_eq!(verb(&mut c, "TERM", "t", "w2", &[&a], &[]), Value::Int(0));
+    assert_eq!(verb(&mut c, "TERM", "t", "w1", &[&a], &[]), Value::Int(1));
+    assert_eq!(
+        verb(
+            &mut c,
+            "TERM",
+            "t",
+            "w1",
+            &[&b],
+            &["REASON", "schema v1 rejected"]
+        ),
+        Value::Int(1)
+    );
+    let dlq = xrange_text(&mut c, "t:dlq");
+    let reasons: Vec<(String, String)> = dlq
+        .iter()
+        .map(|(_, f)| {
+            let get = |k: &str| f.iter().find(|x| x.0 == k).map(|x| x.1.clone()).unwrap();
+            (get("reclaim-id"), get("reclaim-reason"))
+        })
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            (a.clone(), "term".into()),
+            (b.clone(), "schema v1 rejected".into())
+        ]
+    );
+    for (_, f) in &dlq {
+        let _ = without_moved_ms(f);
+    }
+    assert_eq!(pel_total(&mut c, "t", "g"), 0);
+    assert_eq!(stat(&mut c, "t", "g", "dead-lettered"), 2);
+    // The AOF holds each TERM as one MULTI/EXEC: XADD to the DLQ, then XACK.
+    let cmds: Vec<Vec<Vec<u8>>> = p
+        .aof_manifest_files()
+        .iter()
+        .filter(|f| f.1 == "i")
+        .flat_map(|f| parse_aof(&f.2))
+        .collect();
+    let names: Vec<String> = cmds
+        .iter()
+        .map(|c| String::from_utf8_lossy(&c[0]).to_uppercase())
+        .filter(|n| ["MULTI", "XADD", "XACK", "EXEC"].contains(&n.as_str()))
+        .collect();
+    let want: Vec<&str> = ["MULTI", "XADD", "XACK", "EXEC"].repeat(2);
+    assert_eq!(names[names.len() - 8..], want[..], "{names:?}");
+    // The replica has the same DLQ and PEL.
+    let acked: i64 = q(&mut c, &["WAIT", "1", "5000"]);
+    assert_eq!(acked, 1);
+    let mut rc = r.conn();
+    assert_eq!(xrange(&mut rc, b"t:dlq"), xrange(&mut c, b"t:dlq"));
+    assert_eq!(pel_total(&mut rc, "t", "g"), 0);
+    // Without a DLQ TERM is refused.
+    set_policy_opts(&mut c, "t", "g", "MIN-IDLE 1000");
+    let e = error_of(&mut c, cmd("RECLAIM.TERM").arg(&["t", "g", "w1", &a]));
+    assert_eq!(e, "ERR the policy of this key and group has no DLQ");
+    p.kill();
+}
+
+#[test]
+fn verbs_refuse_a_missing_policy_and_bad_ids() {
+    let s = Server::new();
+    let mut c = s.conn();
+    create_group(&mut c, b"x", b"g");
+    for v in ["EXTEND", "NACK", "TERM"] {
+        let e = error_of(
+            &mut c,
+            cmd(&format!("RECLAIM.{v}")).arg(&["x", "g", "w", "1-0"]),
+        );
+        assert_eq!(e, "ERR no reclaim policy for this key and group", "{v}");
+    }
+    policy(&mut c, "y", 1000, "");
+    for v in ["EXTEND", "NACK", "TERM"] {
+        let e = error_of(
+            &mut c,
+            cmd(&format!("RECLAIM.{v}")).arg(&["y", "g", "w", "not-an-id"]),
+        );
+        assert_eq!(
+            e, "ERR Invalid stream ID specified as stream command argument",
+            "{v}"
+        );
+    }
+    let e = error_of(
+        &mut c,
+        cmd("RECLAIM.NACK").arg(&["y", "g", "w", "1-0", "DELAY", "-1"]),
+    );
+    assert_eq!(e, "ERR DELAY must be a non-negative integer (ms)");
+}
+
+/// Times between the deliveries of a poison entry to a worker that always fails, `n` deliveries.
+fn waits_between_deliveries(s: &Server, stream: &str, n: usize) -> Vec<Duration> {
+    let mut c = s.conn();
+    let _: String = q(&mut c, &["XADD", stream, "*", "job", "poison"]);
+    let mut times = Vec::new();
+    while times.len() < n {
+        let got = wait_for(30, "the next delivery", || take(&mut c, stream, "w", 50));
+        assert!(!got.is_empty());
+        times.push(Instant::now());
+    }
+    times.windows(2).map(|w| w[1] - w[0]).collect()
+}
+
+#[test]
+fn backoff_spaces_redeliveries() {
+    let s = Server::new();
+    let mut c = s.conn();
+    // EXPONENTIAL: 200, 400, 800, then capped at 1000.
+    policy(&mut c, "x", 200, "BACKOFF EXPONENTIAL 1000");
+    let waits = waits_between_deliveries(&s, "x", 5);
+    eprintln!("EXPONENTIAL waits: {waits:?}");
+    for (w, due) in waits.iter().zip([200u64, 400, 800, 1000]) {
+        assert!(*w >= Duration::from_millis(due), "{waits:?}");
+    }
+    assert!(waits[1] > waits[0] && waits[2] > waits[1], "{waits:?}");
+    // LIST: 300, then 700 repeating.
+    policy(&mut c, "l", 100, "BACKOFF LIST 300 700");
+    let waits = waits_between_deliveries(&s, "l", 4);
+    eprintln!("LIST waits: {waits:?}");
+    for (w, due) in waits.iter().zip([300u64, 700, 700]) {
+        assert!(*w >= Duration::from_millis(due), "{waits:?}");
+    }
+    // GET shows it.
+    let p = get_policy(&mut c, b"l", b"g").unwrap();
+    assert_eq!(p.backoff, b"LIST 300 700");
+}
+
+#[test]
+fn liveness_keeps_a_live_workers_slow_entry_and_frees_a_dead_ones() {
+    let s = Server::new();
+    let mut c = s.conn();
+    policy(&mut c, "v", 300, "LIVENESS 1000");
+    let slow: String = q(&mut c, &["XADD", "v", "*", "job", "slow"]);
+    let orphan: String = q(&mut c, &["XADD", "v", "*", "job", "orphan"]);
+    // One worker takes the slow job and keeps reading (nothing new comes) while it runs; the
+    // other takes the second job and dies.
+    assert_eq!(take(&mut c, "v", "alive", 50).as_deref(), Some(slow.as_str()));
+    let mut d = s.conn();
+    assert_eq!(take(&mut d, "v", "dead", 50).as_deref(), Some(orphan.as_str()));
+    drop(d);
+    let t0 = Instant::now();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let stop = stop.clone();
+        let mut c = s.conn();
+        std::thread::spawn(move || {
+            let mut got = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                got.extend(take(&mut c, "v", "alive", 100));
+            }
+            got
+        })
+    };
+    // The dead worker's entry moves once it has been quiet for LIVENESS, not at MIN-IDLE, and the
+    // live worker, reading, takes it (its second delivery).
+    wait_for(10, "the dead worker's entry redelivered", || {
+        (owner(&mut c, "v", &orphan) == Some(("alive".into(), 2))).then_some(())
+    });
+    assert!(t0.elapsed() >= Duration::from_millis(1000), "{:?}", t0.elapsed());
+    // The live worker keeps its slow entry, past MIN-IDLE five times over.
+    while t0.elapsed() < Duration::from_millis(1500) {
+        assert_eq!(owner(&mut c, "v", &slow), Some(("alive".into(), 1)));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(owner(&mut c, "v", &slow), Some(("alive".into(), 1)));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(reader.join().expect("the live reader"), [orphan]);
+}
+
+#[test]
+fn a_policy_written_by_0_1_0_loads_unchanged() {
+    // tests/fixtures/policies-0.1.0.rdb: saved by 0.1.0 (policy encoding version 1) with
+    // `RECLAIM.POLICY SET orders workers MIN-IDLE 1234 MAX-DELIVERIES 2 DLQ orders:dlq CLAIMANT
+    // rescuer COUNT 5 INTERVAL 77`.
+    let fixture =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/policies-0.1.0.rdb");
+    let s = Server::start(&["--dbfilename", "old.rdb"]);
+    let mut s = s;
+    s.kill();
+    std::fs::copy(&fixture, s.dir.path().join("old.rdb")).expect("copy the fixture");
+    s.restart();
+    let mut c = s.conn();
+    let p = get_policy(&mut c, b"orders", b"workers").expect("the 0.1.0 policy");
+    assert_eq!(
+        p,
+        PolicyView::new(1234, 77)
+            .with_dlq(b"orders:dlq", 2)
+            .with_claimant(b"rescuer")
+            .with_count(5)
+    );
+    assert_eq!(reclaim_info(&mut c, "policies"), 1);
+}
