@@ -215,12 +215,13 @@ const SET_OPTIONS: &[&str] = &[
     "LIVENESS",
 ];
 
+/// One option of `RECLAIM.POLICY SET`: (canonical name, index of the name, its values).
+type Span<'a> = (&'static str, usize, &'a [&'a [u8]]);
+
 /// Splits `RECLAIM.POLICY SET` options into (canonical name, index of the name, its values):
 /// every option takes one value, but `BACKOFF`, which takes `FIXED`, `EXPONENTIAL max-ms` or
 /// `LIST ms [ms ...]` (the numbers that follow). Errors: unknown option, missing value.
-fn set_spans<'a>(
-    opts: &'a [&'a [u8]],
-) -> Result<Vec<(&'static str, usize, &'a [&'a [u8]])>, ReclaimError> {
+fn set_spans<'a>(opts: &'a [&'a [u8]]) -> Result<Vec<Span<'a>>, ReclaimError> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < opts.len() {

@@ -596,13 +596,16 @@ struct Blocked {
     bc: usize,
 }
 
+/// Blocked readers by (db, stream key), as handles.
+type Waiting = HashMap<(i32, Vec<u8>), Vec<usize>>;
+
 lazy_static! {
     /// Blocked readers by (db, stream key), as handles: one entry per key of each reader that is
     /// blocked now (removed when its wait ends, whatever ends it).
-    static ref WAITING: Mutex<HashMap<(i32, Vec<u8>), Vec<usize>>> = Mutex::new(HashMap::new());
+    static ref WAITING: Mutex<Waiting> = Mutex::new(HashMap::new());
 }
 
-fn waiting() -> std::sync::MutexGuard<'static, HashMap<(i32, Vec<u8>), Vec<usize>>> {
+fn waiting() -> std::sync::MutexGuard<'static, Waiting> {
     WAITING.lock().unwrap_or_else(|e| e.into_inner())
 }
 

@@ -56,7 +56,7 @@ fn extend_keeps_a_long_job_and_a_lost_one_stays_lost() {
     while start.elapsed() < Duration::from_millis(1500) {
         let renewed: Vec<String> =
             redis::from_redis_value(verb(&mut c, "EXTEND", "e", "w1", &[&id], &[])).unwrap();
-        assert_eq!(renewed, [id.clone()]);
+        assert_eq!(renewed, std::slice::from_ref(&id));
         assert_eq!(owner(&mut c, "e", &id), Some(("w1".into(), 1)));
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -262,9 +262,15 @@ fn liveness_keeps_a_live_workers_slow_entry_and_frees_a_dead_ones() {
     let orphan: String = q(&mut c, &["XADD", "v", "*", "job", "orphan"]);
     // One worker takes the slow job and keeps reading (nothing new comes) while it runs; the
     // other takes the second job and dies.
-    assert_eq!(take(&mut c, "v", "alive", 50).as_deref(), Some(slow.as_str()));
+    assert_eq!(
+        take(&mut c, "v", "alive", 50).as_deref(),
+        Some(slow.as_str())
+    );
     let mut d = s.conn();
-    assert_eq!(take(&mut d, "v", "dead", 50).as_deref(), Some(orphan.as_str()));
+    assert_eq!(
+        take(&mut d, "v", "dead", 50).as_deref(),
+        Some(orphan.as_str())
+    );
     drop(d);
     let t0 = Instant::now();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -284,7 +290,11 @@ fn liveness_keeps_a_live_workers_slow_entry_and_frees_a_dead_ones() {
     wait_for(10, "the dead worker's entry redelivered", || {
         (owner(&mut c, "v", &orphan) == Some(("alive".into(), 2))).then_some(())
     });
-    assert!(t0.elapsed() >= Duration::from_millis(1000), "{:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() >= Duration::from_millis(1000),
+        "{:?}",
+        t0.elapsed()
+    );
     // The live worker keeps its slow entry, past MIN-IDLE five times over.
     while t0.elapsed() < Duration::from_millis(1500) {
         assert_eq!(owner(&mut c, "v", &slow), Some(("alive".into(), 1)));
