@@ -112,7 +112,6 @@ def main():
             "COUNT", 10, "BLOCK", 1000, "STREAMS", a.stream, ">",
         )
         for _stream, entries in reply or []:
-            last = time.monotonic()
             beat.hold(entry_id for entry_id, _ in entries)
             for entry_id, fields in entries:
                 # The delivery count: 1 on the first delivery, 2 on the first retry...
@@ -140,6 +139,7 @@ def main():
                     print(f"term {entry_id} delivery {n}: {failure}", flush=True)
                 else:  # no XACK: retried after its lease (BACKOFF), the DLQ after MAX-DELIVERIES
                     print(f"failed {entry_id} delivery {n}: {failure}", flush=True)
+                last = time.monotonic()  # busy until now: --until-idle counts from here
 
 
 if __name__ == "__main__":
