@@ -1,7 +1,9 @@
 //! The worker examples users copy, run as they are: `examples/worker.py` (redis-py) and
 //! `examples/worker.rs` (the `redis` crate), each a pool of two worker processes on
-//! RECLAIM.READGROUP draining a stream with a poison entry; and redis-py reading
-//! RECLAIM.READGROUP's reply with its XREADGROUP parser, in RESP2 and RESP3.
+//! RECLAIM.READGROUP draining a stream with a poison entry; `examples/steering_worker.py`
+//! (redis-py), a pool of two that keeps a long job with RECLAIM.EXTEND, gives a transient failure
+//! back with RECLAIM.NACK ... DELAY and dead-letters a permanent one with RECLAIM.TERM; and
+//! redis-py reading RECLAIM.READGROUP's reply with its XREADGROUP parser, in RESP2 and RESP3.
 //!
 //! The Python tests need python3 with redis-py 5 or later, from PyPI: they run in `make
 //! test-python` (not `make test`, which needs no network), which installs redis-py into
@@ -266,6 +268,124 @@ fn python_worker_drains_a_stream_with_a_poison_entry() {
 #[test]
 fn rust_worker_drains_a_stream_with_a_poison_entry() {
     drains_with_poison(rust_worker);
+}
+
+/// A pool of two `examples/steering_worker.py` on a policy with `BACKOFF`, given a job that runs
+/// three times `MIN-IDLE`, a transient failure, a permanent one and three ordinary entries: the
+/// long job stays with the worker that took it (its heartbeat's `RECLAIM.EXTEND`) and is
+/// acknowledged on its first delivery, never seen by the other worker nor handed over again; the
+/// transient failure is given back with `RECLAIM.NACK ... DELAY` and acknowledged on its second
+/// delivery; the permanent one is in the DLQ once, at once, with its
+/// reason and `reclaim-deliveries` 1; nothing pending, nothing lost.
+#[test]
+#[ignore = "needs redis-py from PyPI: make test-python"]
+fn python_steering_worker_extends_nacks_and_terms() {
+    let server = Server::new();
+    let mut con = server.conn();
+    create_group(&mut con, STREAM.as_bytes(), GROUP.as_bytes());
+    let opts = format!(
+        "MIN-IDLE {MIN_IDLE} MAX-DELIVERIES {MAX_DELIVERIES} DLQ {DLQ} INTERVAL 100 \
+         BACKOFF EXPONENTIAL 8000"
+    );
+    set_policy_opts(&mut con, STREAM, GROUP, &opts);
+    let job_ms = (3 * MIN_IDLE).to_string();
+    let long: String = q(
+        &mut con,
+        &["XADD", STREAM, "*", "job", "long", "ms", &job_ms],
+    );
+    let flaky: String = q(
+        &mut con,
+        &["XADD", STREAM, "*", "job", "flaky", "flaky", "1"],
+    );
+    let bad: String = q(
+        &mut con,
+        &["XADD", STREAM, "*", "job", "bad", "bad", "v0:{"],
+    );
+    let good = add_entries(&mut con, STREAM.as_bytes(), "good", 3);
+    let script = crate_dir().join("examples/steering_worker.py");
+    let mut pool = Pool::start(server.port, &["w1", "w2"], || {
+        let mut c = python();
+        c.arg(&script).args(["--retry-delay-ms", "300"]);
+        c
+    });
+    wait_for(
+        60,
+        "the long, flaky and good entries acknowledged, the bad one dead-lettered, nothing pending",
+        || {
+            let ok = pool.count("ok");
+            let done = [&long, &flaky]
+                .into_iter()
+                .chain(&good)
+                .all(|id| ok.contains_key(id))
+                && pel_total(&mut con, STREAM, GROUP) == 0
+                && xlen(&mut con, DLQ) == 1;
+            done.then_some(())
+        },
+    );
+    pool.wait_stopped();
+
+    // What the workers printed about each entry: (worker, line), in the order printed.
+    let lines = pool.lines();
+    for (w, l) in &lines {
+        println!("{w}: {l}");
+    }
+    let about = |id: &str| -> Vec<(String, String)> {
+        lines
+            .iter()
+            .filter(|(_, l)| {
+                l.split_whitespace().nth(1).map(|w| w.trim_end_matches(':')) == Some(id)
+            })
+            .cloned()
+            .collect()
+    };
+    let said = |id: &str| -> Vec<String> { about(id).into_iter().map(|(_, l)| l).collect() };
+    assert!(
+        lines
+            .iter()
+            .all(|(_, l)| !l.starts_with("lost") && !l.starts_with("failed")),
+        "no entry lost or failed: {lines:?}"
+    );
+    // The long job: one delivery, to one worker, acknowledged (the count read before the work).
+    assert_eq!(said(&long), [format!("ok {long} delivery 1")], "{lines:?}");
+    // The transient failure: given back on its first delivery, acknowledged on its second.
+    assert_eq!(
+        said(&flaky),
+        [
+            format!("nack {flaky} delivery 1: upstream timed out"),
+            format!("ok {flaky} delivery 2"),
+        ],
+        "{lines:?}"
+    );
+    // The permanent failure: dead-lettered on its first delivery, never retried.
+    assert_eq!(
+        said(&bad),
+        [format!("term {bad} delivery 1: cannot parse 'v0:{{'")],
+        "{lines:?}"
+    );
+    for id in &good {
+        assert_eq!(said(id), [format!("ok {id} delivery 1")], "{lines:?}");
+    }
+    let dlq = xrange(&mut con, DLQ.as_bytes());
+    assert_eq!(dlq.len(), 1, "{dlq:?}");
+    let termed_by = &about(&bad)[0].0;
+    assert_eq!(entry_field(&dlq[0], "reclaim-id"), bad.as_bytes());
+    assert_eq!(entry_field(&dlq[0], "bad"), b"v0:{");
+    assert_eq!(
+        entry_field(&dlq[0], "reclaim-reason"),
+        b"cannot parse 'v0:{'"
+    );
+    assert_eq!(entry_field(&dlq[0], "reclaim-deliveries"), b"1");
+    assert_eq!(
+        entry_field(&dlq[0], "reclaim-consumer"),
+        termed_by.as_bytes()
+    );
+    assert_eq!(pel_total(&mut con, STREAM, GROUP), 0);
+    let st = stats(&mut con, STREAM, GROUP);
+    // The one hand-over after a first delivery is the flaky entry's retry: the long job was never
+    // handed to anyone again.
+    assert_eq!(int_field(&st, "redelivered"), 1, "{st:?}");
+    assert_eq!(int_field(&st, "dead-lettered"), 1, "{st:?}");
+    assert_eq!(int_field(&st, "inbox"), 0, "{st:?}");
 }
 
 /// Streams s1 and s2 with the same 3 and 2 entries in the groups plain-P (no policy, nothing read)
