@@ -81,6 +81,9 @@ pub enum ReclaimError {
     BadNumber(&'static str, &'static str),
     /// A fixed message from the constants above.
     Static(&'static str),
+    /// An error reply of a command the module ran for the caller, passed on as Redis wrote it
+    /// (printable): `WRONGTYPE ...`, `NOGROUP ...`.
+    Redis(String),
     /// `RECLAIM.NACK ... DELAY d` longer than the idle that makes an entry due: (d, that idle).
     DelayTooLong(i64, i64),
     /// `RECLAIM.READGROUP` on a stream key that does not exist or has no such group; carries the
@@ -96,6 +99,7 @@ impl fmt::Display for ReclaimError {
             ReclaimError::MissingValue(o) => write!(f, "ERR option {o} needs a value"),
             ReclaimError::BadNumber(o, range) => write!(f, "ERR {o} must be {range}"),
             ReclaimError::Static(s) => f.write_str(s),
+            ReclaimError::Redis(e) => f.write_str(e),
             ReclaimError::DelayTooLong(d, due) => write!(
                 f,
                 "ERR DELAY {d} is longer than {due}, the idle (ms) after which the entry is due (MIN-IDLE or its BACKOFF step)"

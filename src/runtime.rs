@@ -453,6 +453,7 @@ impl Runtime {
     pub fn forget_tracking(&mut self) {
         self.unchecked = Unchecked::All;
         self.recent = Recent::default();
+        self.seen = Seen::default();
     }
 
     /// Starts a pass of `policy` at wall-clock ms `wall`, unless one is in progress: a full pass

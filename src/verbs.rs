@@ -30,15 +30,22 @@ struct Verb<'a> {
     option: Option<&'a [u8]>,
 }
 
-/// Parses `key group consumer id [id ...] [<word> value]` (after the command name). IDs must be
-/// stream IDs (Redis's own error otherwise).
-fn parse<'a>(a: &[&'a [u8]], word: &[u8]) -> Result<Verb<'a>, ReclaimError> {
+/// Parses `key group consumer id [id ...] [<word> value]` (after the command name; `word` is
+/// `DELAY` or `REASON`, in upper case). IDs must be stream IDs (Redis's own error otherwise).
+fn parse<'a>(a: &[&'a [u8]], word: &'static str) -> Result<Verb<'a>, ReclaimError> {
     let (stream, group, consumer) = (a[0], a[1], a[2]);
+    let is_word = |x: &[u8]| x.eq_ignore_ascii_case(word.as_bytes());
     let mut ids = &a[3..];
     let mut option = None;
-    if ids.len() >= 2 && ids[ids.len() - 2].eq_ignore_ascii_case(word) {
+    if ids.last().is_some_and(|x| is_word(x)) {
+        return Err(ReclaimError::MissingValue(word));
+    }
+    if ids.len() >= 2 && is_word(ids[ids.len() - 2]) {
         option = Some(ids[ids.len() - 1]);
         ids = &ids[..ids.len() - 2];
+    }
+    if ids.iter().any(|x| is_word(x)) {
+        return Err(ReclaimError::RepeatedOption(word));
     }
     if ids.is_empty() {
         return Err(error::SYNTAX.into());
@@ -69,15 +76,21 @@ fn policy_of(ctx: &Context, v: &Verb) -> Result<Policy, ReclaimError> {
 }
 
 /// The entries of `ids` pending at `consumer`, in the order given (each an `XPENDING key group id
-/// id 1 consumer`, O(log N)); the others are left out.
-fn owned(t: &Target, consumer: &[u8], ids: &[&[u8]]) -> Vec<Pending> {
+/// id 1 consumer`, O(log N)); the others are left out. A stream key of another type, or a
+/// missing stream or group, gets `XPENDING`'s own error (`WRONGTYPE ...`, `NOGROUP ...`).
+fn owned(t: &Target, consumer: &[u8], ids: &[&[u8]]) -> Result<Vec<Pending>, ReclaimError> {
     let opts = CallOptionsBuilder::new().errors_as_replies().build();
     let mut out = Vec::new();
     for id in ids {
         let args: [&[u8]; 6] = [t.stream, t.group, id, id, b"1", consumer];
         let r: CallResult = t.ctx.call_ext("XPENDING", &opts, &args[..]);
-        let Ok(CallReply::Array(a)) = r else {
-            continue;
+        let a = match r {
+            Ok(CallReply::Array(a)) => a,
+            Err(e) => {
+                let text = String::from_utf8_lossy(e.as_bytes()).replace(['\r', '\n'], " ");
+                return Err(ReclaimError::Redis(text));
+            }
+            Ok(_) => continue,
         };
         let Some(Ok(CallReply::Array(e))) = a.get(0) else {
             continue;
@@ -101,7 +114,7 @@ fn owned(t: &Target, consumer: &[u8], ids: &[&[u8]]) -> Vec<Pending> {
             }
         }
     }
-    out
+    Ok(out)
 }
 
 /// `XCLAIM key group to 0 id... [IDLE ms] JUSTID` (replicated): owner `to`, delivery count
@@ -149,10 +162,10 @@ fn slices(args: &[RedisString]) -> Vec<&[u8]> {
 /// pending at `consumer` get idle 0 (`XCLAIM ... JUSTID` to the same consumer), count unchanged.
 pub fn extend_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let a = slices(args);
-    let v = parse(&a, b"\0")?;
+    let v = parse(&a, "\0")?;
     let p = policy_of(ctx, &v)?;
     let t = target(ctx, &v, &p);
-    let mine: Vec<Pending> = owned(&t, v.consumer, &v.ids);
+    let mine: Vec<Pending> = owned(&t, v.consumer, &v.ids)?;
     let ids: Vec<&[u8]> = mine.iter().map(|e| e.id.as_slice()).collect();
     let renewed = if ids.is_empty() {
         Vec::new()
@@ -171,7 +184,7 @@ pub fn extend_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
 /// the idle that makes an entry due is refused, nothing changed.
 pub fn nack_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let a = slices(args);
-    let v = parse(&a, b"DELAY")?;
+    let v = parse(&a, "DELAY")?;
     let delay = match v.option {
         None => 0,
         Some(d) => policy::parse_i64(d)
@@ -180,7 +193,7 @@ pub fn nack_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     };
     let p = policy_of(ctx, &v)?;
     let t = target(ctx, &v, &p);
-    let mine = owned(&t, v.consumer, &v.ids);
+    let mine = owned(&t, v.consumer, &v.ids)?;
     if let Some(e) = mine.iter().find(|e| delay > p.due_idle(e.deliveries)) {
         return Err(ReclaimError::DelayTooLong(delay, p.due_idle(e.deliveries)));
     }
@@ -221,7 +234,7 @@ pub fn nack_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
 /// count, with `reclaim-reason` `term` (or `text`), appended and acknowledged together.
 pub fn term_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let a = slices(args);
-    let v = parse(&a, b"REASON")?;
+    let v = parse(&a, "REASON")?;
     let p = policy_of(ctx, &v)?;
     let Some(dlq) = p.dlq.clone() else {
         return Err(error::TERM_NEEDS_DLQ.into());
@@ -233,7 +246,7 @@ pub fn term_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
         return Err(error::WRONGTYPE_DLQ.into());
     }
     let t = target(ctx, &v, &p);
-    let mine = owned(&t, v.consumer, &v.ids);
+    let mine = owned(&t, v.consumer, &v.ids)?;
     let mut out = Outcome::default();
     if !mine.is_empty() {
         let reason = v.option.unwrap_or(REASON_TERM);
@@ -250,7 +263,7 @@ pub fn term_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
 mod tests {
     use super::*;
 
-    fn p(s: &str, word: &[u8]) -> Result<(usize, Option<String>), String> {
+    fn p(s: &str, word: &'static str) -> Result<(usize, Option<String>), String> {
         let a: Vec<&[u8]> = s.split(' ').map(str::as_bytes).collect();
         parse(&a, word)
             .map(|v| {

@@ -214,6 +214,38 @@ fn verbs_refuse_a_missing_policy_and_bad_ids() {
         cmd("RECLAIM.NACK").arg(&["y", "g", "w", "1-0", "DELAY", "-1"]),
     );
     assert_eq!(e, "ERR DELAY must be a non-negative integer (ms)");
+    let e = error_of(
+        &mut c,
+        cmd("RECLAIM.NACK").arg(&["y", "g", "w", "1-0", "DELAY"]),
+    );
+    assert_eq!(e, "ERR option DELAY needs a value");
+    let e = error_of(
+        &mut c,
+        cmd("RECLAIM.TERM").arg(&["y", "g", "w", "1-0", "REASON", "a", "REASON", "b"]),
+    );
+    assert_eq!(e, "ERR option REASON given more than once");
+    // The policy outlives its stream: XPENDING's own errors come back, nothing is written.
+    let _: () = cmd("DEL").arg("y").query(&mut c).unwrap();
+    for v in ["EXTEND", "NACK", "TERM"] {
+        let e = error_of(
+            &mut c,
+            cmd(&format!("RECLAIM.{v}")).arg(&["y", "g", "w", "1-0"]),
+        );
+        assert_eq!(e, "NOGROUP No such key 'y' or consumer group 'g'", "{v}");
+    }
+    let _: () = cmd("SET").arg("y").arg("text").query(&mut c).unwrap();
+    for v in ["EXTEND", "NACK", "TERM"] {
+        let e = error_of(
+            &mut c,
+            cmd(&format!("RECLAIM.{v}")).arg(&["y", "g", "w", "1-0"]),
+        );
+        assert_eq!(
+            e, "WRONGTYPE Operation against a key holding the wrong kind of value",
+            "{v}"
+        );
+    }
+    let keys: Vec<String> = cmd("KEYS").arg("y*").query(&mut c).unwrap();
+    assert_eq!(keys, vec!["y".to_string()], "no DLQ was created");
 }
 
 /// Times between the deliveries of a poison entry to a worker that always fails, `n` deliveries.
