@@ -277,19 +277,27 @@ mod tests {
 
     #[test]
     fn ids_and_a_trailing_option() {
-        assert_eq!(p("s g c 1-0 2-0", b"DELAY"), Ok((2, None)));
+        assert_eq!(p("s g c 1-0 2-0", "DELAY"), Ok((2, None)));
         assert_eq!(
-            p("s g c 1-0 delay 500", b"DELAY"),
+            p("s g c 1-0 delay 500", "DELAY"),
             Ok((1, Some("500".into())))
         );
         assert_eq!(
-            p("s g c 1 REASON bad", b"REASON"),
+            p("s g c 1 REASON bad", "REASON"),
             Ok((1, Some("bad".into())))
         );
-        assert_eq!(p("s g c DELAY 5", b"DELAY"), Err(error::SYNTAX.to_string()));
+        assert_eq!(p("s g c DELAY 5", "DELAY"), Err(error::SYNTAX.to_string()));
         assert_eq!(
-            p("s g c 1-0 x-1", b"DELAY"),
+            p("s g c 1-0 x-1", "DELAY"),
             Err(error::INVALID_ID.to_string())
+        );
+        assert_eq!(
+            p("s g c 1-0 DELAY", "DELAY"),
+            Err("ERR option DELAY needs a value".into())
+        );
+        assert_eq!(
+            p("s g c 1-0 REASON a REASON b", "REASON"),
+            Err("ERR option REASON given more than once".into())
         );
     }
 }

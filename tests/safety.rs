@@ -651,7 +651,7 @@ fn dlq_replaced_by_a_string_while_sweeping() {
         b"q",
         b"g",
         b"dead2",
-        &[poison.clone()],
+        std::slice::from_ref(&poison),
         9,
     ))
     .ignore();
