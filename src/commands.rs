@@ -332,6 +332,7 @@ fn stats(ctx: &Context, args: &[RedisString]) -> CmdResult {
         n(Stat::ScansSkipped),
         n(Stat::ConsumerChecks),
         n(Stat::Redelivered),
+        n(Stat::Storms),
         ("inbox", Reply::Int(inbox)),
         ("stale-not-before", Reply::Int(rt.stale_not_before_ms)),
         (

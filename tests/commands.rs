@@ -1371,6 +1371,8 @@ fn command_info_and_docs() {
             "reclaim.policy|get",
             "reclaim.policy|help",
             "reclaim.policy|list",
+            "reclaim.policy|pause",
+            "reclaim.policy|resume",
             "reclaim.policy|set"
         ]
     );
@@ -1699,6 +1701,14 @@ fn configs_from_the_command_line_and_loadmodule_args() {
     drop(c);
     drop(s);
 
+    // A yes/no config, as a module argument and on the command line.
+    let s = Server::start(&["enabled", "no"]);
+    assert_eq!(config_get(&mut s.conn(), "reclaim.enabled"), "no");
+    drop(s);
+    let s = Server::start(&["--reclaim.enabled", "no"]);
+    assert_eq!(config_get(&mut s.conn(), "reclaim.enabled"), "no");
+    drop(s);
+
     // Both: the command-line config wins over the module argument.
     let s = Server::start(&["tick-interval-ms", "5", "--reclaim.tick-interval-ms", "7"]);
     let mut c = s.conn();
@@ -1787,6 +1797,8 @@ fn out_of_range_configs_at_startup_are_refused() {
         &["tick-interval-ms", "1001"],
         &["tick-budget-us", "49"],
         &["tick-budget-us", "100001"],
+        &["enabled", "maybe"],
+        &["--reclaim.enabled", "maybe"],
     ];
     let failures: Vec<String> = cases
         .iter()
