@@ -80,7 +80,10 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
             .find(|p| p[0].as_slice() == c.name.as_bytes())
             .and_then(|p| p.get(1));
         if v.is_some_and(|v| v.as_slice() != b"yes" && v.as_slice() != b"no") {
-            ctx.log_warning(&format!("reclaim: module argument {} must be yes or no", c.name));
+            ctx.log_warning(&format!(
+                "reclaim: module argument {} must be yes or no",
+                c.name
+            ));
             return Status::Err;
         }
     }
@@ -218,7 +221,14 @@ pub unsafe extern "C" fn RedisModule_OnLoad(
     }
     for c in &config::BOOLEAN {
         let default = get_bool_default_config_value(&args, c.name, c.default).unwrap_or(c.default);
-        register_bool_configuration(&context, c.name, c.var, default, ConfigurationFlags::DEFAULT, None);
+        register_bool_configuration(
+            &context,
+            c.name,
+            c.var,
+            default,
+            ConfigurationFlags::DEFAULT,
+            None,
+        );
     }
     if let Some(load_configs) = unsafe { raw::RedisModule_LoadConfigs } {
         unsafe { load_configs(ctx) };

@@ -455,7 +455,13 @@ fn emit_aof(aof: *mut raw::RedisModuleIO, cmd: &CString, fmt: &CString, args: &[
         })
         .collect();
     unsafe {
-        raw::RedisModule_EmitAOF.unwrap()(aof, cmd.as_ptr(), fmt.as_ptr(), strs.as_ptr(), strs.len());
+        raw::RedisModule_EmitAOF.unwrap()(
+            aof,
+            cmd.as_ptr(),
+            fmt.as_ptr(),
+            strs.as_ptr(),
+            strs.len(),
+        );
         for s in strs {
             raw::RedisModule_FreeString.unwrap()(std::ptr::null_mut(), s);
         }

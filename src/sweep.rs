@@ -16,8 +16,8 @@
 //! MULTI/EXEC (Redis 7.0+, PR #9890), so a DLQ append is never separated from its XACK.
 //! Time is checked between batches: a step stops early at `deadline` and resumes from its cursor.
 
-use std::collections::HashMap;
 use std::cell::Cell;
+use std::collections::HashMap;
 use std::time::Instant;
 
 use redis_module::{
@@ -405,7 +405,8 @@ impl Target<'_> {
             match self.append_dead_letter(dlq, e, &fields, reason) {
                 Ok(()) => {
                     moved.push(&e.id);
-                    self.dead_letters.set(self.dead_letters.get().saturating_sub(1));
+                    self.dead_letters
+                        .set(self.dead_letters.get().saturating_sub(1));
                 }
                 Err(f) => {
                     if f == Stop::Oom {

@@ -4,7 +4,8 @@
 
 use reclaim_testkit::*;
 
-const PAUSED: &str = "ERR the policy of this key and group is paused (RECLAIM.POLICY RESUME resumes it)";
+const PAUSED: &str =
+    "ERR the policy of this key and group is paused (RECLAIM.POLICY RESUME resumes it)";
 const STORM_OPEN: &str =
     "ERR the STORM breaker of this policy is open: no dead-letters until RECLAIM.POLICY RESUME";
 const DISABLED: &str =
@@ -12,7 +13,10 @@ const DISABLED: &str =
 
 /// `RECLAIM.POLICY <words...>`, expecting `+OK`.
 fn policy_ok(c: &mut Connection, words: &[&str]) {
-    let r: Value = cmd("RECLAIM.POLICY").arg(words).query(c).expect("RECLAIM.POLICY");
+    let r: Value = cmd("RECLAIM.POLICY")
+        .arg(words)
+        .query(c)
+        .expect("RECLAIM.POLICY");
     assert!(
         matches!(&r, Value::Okay) || matches!(&r, Value::SimpleString(s) if s == "OK"),
         "{words:?}: {r:?}"
@@ -92,7 +96,11 @@ fn pause_stops_moves_and_dead_letters_until_resume() {
     wait_idle(&mut c, "jobs", 300);
     wait_passes(&mut c, "witness", "g", 3);
     assert_eq!(owners(&mut c, "jobs"), before, "nothing moved while paused");
-    assert_eq!(xlen(&mut c, "jobs:dlq"), 0, "nothing dead-lettered while paused");
+    assert_eq!(
+        xlen(&mut c, "jobs:dlq"),
+        0,
+        "nothing dead-lettered while paused"
+    );
     assert_eq!(stat(&mut c, "jobs", "g", "passes"), 0);
 
     // Commands that would move or dead-letter say why they do not.
@@ -154,19 +162,35 @@ fn pause_and_storm_errors() {
             &mut c,
             cmd("RECLAIM.POLICY").arg(&["PAUSE", "s", "g"]).arg(extra),
         );
-        assert_eq!(e, "ERR syntax error: RECLAIM.POLICY PAUSE key group [STORM]");
+        assert_eq!(
+            e,
+            "ERR syntax error: RECLAIM.POLICY PAUSE key group [STORM]"
+        );
     }
-    let e = error_of(&mut c, cmd("RECLAIM.POLICY").arg(&["RESUME", "s", "g", "x"]));
+    let e = error_of(
+        &mut c,
+        cmd("RECLAIM.POLICY").arg(&["RESUME", "s", "g", "x"]),
+    );
     assert!(e.starts_with("ERR wrong number of arguments"), "{e}");
-    let bad = "ERR STORM must be two positive integers: the most dead-letters, then the window (ms)";
-    for opts in [&["STORM", "0", "100"][..], &["STORM", "5", "0"], &["STORM", "5"], &["STORM", "a", "1"]] {
+    let bad =
+        "ERR STORM must be two positive integers: the most dead-letters, then the window (ms)";
+    for opts in [
+        &["STORM", "0", "100"][..],
+        &["STORM", "5", "0"],
+        &["STORM", "5"],
+        &["STORM", "a", "1"],
+    ] {
         let e = error_of(
             &mut c,
             cmd("RECLAIM.POLICY").arg(&["SET", "s", "g"]).arg(opts),
         );
         assert_eq!(e, bad, "{opts:?}");
     }
-    assert_eq!(state(&mut c, "s", "g"), "active", "a refused SET changes nothing");
+    assert_eq!(
+        state(&mut c, "s", "g"),
+        "active",
+        "a refused SET changes nothing"
+    );
     // PAUSE and RESUME are idempotent.
     policy_ok(&mut c, &["PAUSE", "s", "g"]);
     policy_ok(&mut c, &["PAUSE", "s", "g"]);
@@ -256,9 +280,15 @@ fn term_counts_toward_the_breaker() {
         .unwrap();
     assert_eq!(n, 3);
     assert_eq!(state(&mut c, "t", "g"), "storm");
-    let left: Vec<String> = pending(&mut c, "t", "g").into_iter().map(|e| e.id).collect();
+    let left: Vec<String> = pending(&mut c, "t", "g")
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
     assert_eq!(left, ids[3..].to_vec());
-    let e = error_of(&mut c, cmd("RECLAIM.TERM").arg(&["t", "g", "dead", ids[4].as_str()]));
+    let e = error_of(
+        &mut c,
+        cmd("RECLAIM.TERM").arg(&["t", "g", "dead", ids[4].as_str()]),
+    );
     assert_eq!(e, STORM_OPEN);
 }
 
@@ -290,9 +320,15 @@ fn reclaim_enabled_no_stops_every_policy() {
     assert_eq!(xlen(&mut c, "a:dlq"), 0);
     let e = error_of(&mut c, cmd("RECLAIM.SWEEP").arg(&["a", "g"]));
     assert_eq!(e, DISABLED);
-    let e = error_of(&mut c, cmd("RECLAIM.TERM").arg(&["a", "g", "dead", ids[1].as_str()]));
+    let e = error_of(
+        &mut c,
+        cmd("RECLAIM.TERM").arg(&["a", "g", "dead", ids[1].as_str()]),
+    );
     assert_eq!(e, DISABLED);
-    let e = error_of(&mut c, cmd("CONFIG").arg(&["SET", "reclaim.enabled", "maybe"]));
+    let e = error_of(
+        &mut c,
+        cmd("CONFIG").arg(&["SET", "reclaim.enabled", "maybe"]),
+    );
     assert!(e.contains("argument must be 'yes' or 'no'"), "{e}");
 
     let _: () = cmd("CONFIG")
