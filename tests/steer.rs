@@ -411,3 +411,69 @@ fn states_survive_restart_reload_and_promotion() {
             .then_some(())
     });
 }
+
+#[test]
+fn a_policy_saved_in_encoding_version_2_loads_active_without_storm() {
+    // tests/fixtures/policies-encoding-2.rdb: saved by the module before STORM and the state
+    // (policy encoding version 2) with `RECLAIM.POLICY SET orders workers MIN-IDLE 1234
+    // MAX-DELIVERIES 2 DLQ orders:dlq CLAIMANT rescuer COUNT 5 INTERVAL 77 BACKOFF EXPONENTIAL
+    // 9000 LIVENESS 500`.
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/policies-encoding-2.rdb");
+    let mut s = Server::start(&["--dbfilename", "old.rdb"]);
+    s.kill();
+    std::fs::copy(&fixture, s.dir.path().join("old.rdb")).expect("copy the fixture");
+    s.restart();
+    let mut c = s.conn();
+    let p = get_policy(&mut c, b"orders", b"workers").expect("the version 2 policy");
+    assert_eq!(
+        p,
+        PolicyView::new(1234, 77)
+            .with_dlq(b"orders:dlq", 2)
+            .with_claimant(b"rescuer")
+            .with_count(5)
+            .with_backoff("EXPONENTIAL 9000")
+            .with_liveness(500)
+    );
+    assert_eq!(p.state, b"active");
+    assert_eq!(p.storm, None);
+}
+
+#[test]
+fn readgroup_dead_letters_count_toward_the_breaker() {
+    let s = Server::new();
+    let mut c = s.conn();
+    create_group(&mut c, b"r", b"g");
+    // A long INTERVAL: after its first pass the sweep stays out of the way, so the readers
+    // decide.
+    set_policy_opts(
+        &mut c,
+        "r",
+        "g",
+        "MIN-IDLE 200 MAX-DELIVERIES 1 DLQ r:dlq INTERVAL 600000 STORM 1 600000",
+    );
+    let ids = add_entries(&mut c, b"r", "job", 3);
+    let first = readgroup(&mut c, "r", "g", "w1", 10, None);
+    assert_eq!(first.len(), 3);
+    wait_idle(&mut c, "r", 250);
+    // Every attempt is used up: the first is dead-lettered, the second would open the breaker.
+    wait_for(20, "a reader to meet the breaker", || {
+        let got = readgroup(&mut c, "r", "g", "w2", 10, None);
+        assert!(got.is_empty(), "nothing is handed over: {got:?}");
+        (state(&mut c, "r", "g") == "storm").then_some(())
+    });
+    assert_eq!(xlen(&mut c, "r:dlq"), 1);
+    let left: Vec<String> = pending(&mut c, "r", "g")
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    assert_eq!(left.len(), 2);
+    assert!(left.iter().all(|id| ids.contains(id)));
+    let got = readgroup(&mut c, "r", "g", "w2", 10, None);
+    assert!(got.is_empty(), "{got:?}");
+    assert_eq!(
+        xlen(&mut c, "r:dlq"),
+        1,
+        "the breaker holds for readers too"
+    );
+}
