@@ -11,12 +11,13 @@ use crate::clock::epoch_ms;
 use crate::error::{self, ReclaimError};
 use crate::ffi::{self, CmdResult, CommandSpec, Reply, Spec};
 use crate::metrics::Stat;
+use crate::planner::Action;
 use crate::policy::{self, Policy};
 use crate::registry::{self, PolicyId};
 use crate::runtime::{count_step, Runtime};
 use crate::scheduler;
 use crate::store;
-use crate::sweep::{self, Stop, Target};
+use crate::sweep::{self, Simulation, Stop, Target};
 
 const KEY_RW: u32 = raw::REDISMODULE_CMD_KEY_RW;
 const KEY_RO: u32 = raw::REDISMODULE_CMD_KEY_RO;
@@ -202,6 +203,102 @@ fn sweep_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     ]))
 }
 
+/// The actions in the order of `RECLAIM.SIMULATE`'s `totals` (that of SWEEP's reply, then
+/// `none`).
+const ACTIONS: [Action; 4] = [
+    Action::Move,
+    Action::DeadLetter,
+    Action::Purge,
+    Action::Untouched,
+];
+
+/// The policy `RECLAIM.SIMULATE` evaluates: the live one with `changes` applied or, when there
+/// is none, the defaults with them (the policy `RECLAIM.POLICY SET` would create);
+/// [`error::NO_POLICY`] when there is none and nothing is proposed. Registers nothing.
+fn proposed(
+    ctx: &Context,
+    stream: &[u8],
+    group: &[u8],
+    changes: policy::Changes,
+) -> Result<Policy, ReclaimError> {
+    let base = match store::get(ctx, stream, group) {
+        Some(p) => p,
+        None if changes.is_empty() => return Err(error::NO_POLICY.into()),
+        None => Policy::default(),
+    };
+    changes.apply(base, stream)
+}
+
+/// `RECLAIM.SIMULATE key group [LIMIT n] [MIN-IDLE ms] [MAX-DELIVERIES n] [DLQ dlq-key]
+/// [CLAIMANT consumer] [COUNT n] [INTERVAL ms] [BACKOFF ...] [LIVENESS ms]` -> map `policy` (the
+/// policy evaluated, as GET shows it), `now-ms`, `entries` (per entry examined, in PEL order:
+/// `id`, `consumer`, `idle`, `deliveries`, `action`, `rule`), `totals` (entries per action:
+/// `move`, `dead-letter`, `purge`, `none`) and `more` (1 when the PEL has entries after the last
+/// one examined): what `RECLAIM.SWEEP key group LIMIT n` would do now, decided by the sweep's own
+/// code ([`sweep::simulate`]). `LIMIT` defaults to the evaluated policy's `COUNT`. An empty plan
+/// while the stream or the group does not exist. Read-only: writes and propagates nothing,
+/// changes no run-time state (sightings are read, not noted), runs on replicas.
+/// Errors: the options' (as SET's, and LIMIT), no policy and no option, the proposed policy's
+/// (as SET's), WRONGTYPE (DLQ, stream).
+fn simulate_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
+    let a = slices(args);
+    let (stream, group) = (a[1], a[2]);
+    let (limit, changes) = policy::parse_simulate_options(&a[3..])?;
+    let p = proposed(ctx, stream, group, changes)?;
+    if let Some(d) = &p.dlq {
+        if sweep::is_non_stream(ctx, d) {
+            return Err(error::WRONGTYPE_DLQ.into());
+        }
+    }
+    let seen = registry::seen(&PolicyId::new(ffi::selected_db(ctx), stream, group));
+    let target = Target {
+        ctx,
+        stream,
+        group,
+        policy: &p,
+        seen: &seen,
+    };
+    let now = epoch_ms();
+    let plan = match sweep::simulate(&target, limit.unwrap_or(p.count)) {
+        Ok(s) => s,
+        Err(Stop::NoStream | Stop::NoGroup) => Simulation::default(),
+        Err(Stop::WrongTypeStream) => return Err(error::WRONGTYPE_STREAM.into()),
+        Err(Stop::Error(e)) if !e.starts_with(|c: char| c.is_ascii_lowercase()) => {
+            return Err(ReclaimError::Redis(e))
+        }
+        Err(other) => return Err(ReclaimError::Redis(format!("ERR {}", other.status()))),
+    };
+    let name = |s: &str| Reply::Bytes(s.as_bytes().to_vec());
+    let entries = plan
+        .entries
+        .iter()
+        .map(|e| {
+            Reply::Map(vec![
+                ("id", Reply::Bytes(e.entry.id.clone())),
+                ("consumer", Reply::Bytes(e.entry.consumer.clone())),
+                ("idle", Reply::Int(e.entry.idle_ms)),
+                ("deliveries", Reply::Int(e.entry.deliveries)),
+                ("action", name(e.rule.action().name())),
+                ("rule", name(e.rule.name())),
+            ])
+        })
+        .collect();
+    let totals = ACTIONS
+        .iter()
+        .map(|a| {
+            let n = plan.entries.iter().filter(|e| e.rule.action() == *a);
+            (a.name(), Reply::Int(n.count() as i64))
+        })
+        .collect();
+    Ok(Reply::Map(vec![
+        ("policy", Reply::Map(policy_map(&p))),
+        ("now-ms", Reply::Int(now)),
+        ("entries", Reply::Array(entries)),
+        ("totals", Reply::Map(totals)),
+        ("more", Reply::Int(plan.more as i64)),
+    ]))
+}
+
 /// The `status` field of `RECLAIM.STATS`, checked live.
 fn status(ctx: &Context, stream: &[u8], group: &[u8], p: &Policy, rt: &Runtime) -> String {
     if let Some(b) = scheduler::blocked(ctx) {
@@ -318,6 +415,7 @@ entry!(c_policy_list, "RECLAIM.POLICY LIST", policy_list);
 entry!(c_policy_help, "RECLAIM.POLICY HELP", policy_help);
 entry!(c_sweep, "RECLAIM.SWEEP", sweep_cmd);
 entry!(c_stats, "RECLAIM.STATS", stats);
+entry!(c_simulate, "RECLAIM.SIMULATE", simulate_cmd);
 entry!(
     c_readgroup,
     "RECLAIM.READGROUP",
@@ -418,6 +516,17 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: 3,
         summary: "Counters and status of a reclaim policy",
         complexity: "O(1)",
+        keys: &[Spec::Index(1, KEY_RO | ACCESS)],
+    },
+    CommandSpec {
+        parent: None,
+        name: "reclaim.simulate",
+        func: Some(c_simulate),
+        flags: "readonly",
+        first_key: 1,
+        arity: -3,
+        summary: "Show what one reclaim pass would do now to the first pending entries of a consumer group, entry by entry, under its policy or a proposed one (writes nothing)",
+        complexity: "O(L) with L = LIMIT (default COUNT) pending entries examined, plus O(consumers) with LIVENESS",
         keys: &[Spec::Index(1, KEY_RO | ACCESS)],
     },
     CommandSpec {

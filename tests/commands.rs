@@ -1280,7 +1280,7 @@ fn command_info_and_docs() {
     let (name, arity, _, _) = command_info(&mut c, "RECLAIM.POLICY|SET");
     assert_eq!((name.as_str(), arity), ("reclaim.policy|set", -4));
 
-    // COMMAND LIST FILTERBY MODULE: the four commands and the five subcommands.
+    // COMMAND LIST FILTERBY MODULE: the commands and the five subcommands.
     let mut listed: Vec<String> = cmd("COMMAND")
         .arg("LIST")
         .arg("FILTERBY")
@@ -1301,6 +1301,7 @@ fn command_info_and_docs() {
             "reclaim.policy|list",
             "reclaim.policy|set",
             "reclaim.readgroup",
+            "reclaim.simulate",
             "reclaim.stats",
             "reclaim.sweep",
             "reclaim.term"
