@@ -3,16 +3,19 @@
 //! [`crate::ffi::run_command`] sends either. Registration (flags, arity, key specs) is the table
 //! [`COMMANDS`]; syntax and replies are documented in docs/commands.md.
 
+use std::cell::Cell;
 use std::os::raw::c_int;
 
 use redis_module::{raw, Context, ContextFlags, RedisString};
 
-use crate::clock::epoch_ms;
+use crate::breaker::Breaker;
+use crate::clock::{epoch_ms, now_ms};
+use crate::config;
 use crate::error::{self, ReclaimError};
 use crate::ffi::{self, CmdResult, CommandSpec, Reply, Spec};
 use crate::metrics::Stat;
 use crate::planner::Action;
-use crate::policy::{self, Policy};
+use crate::policy::{self, Policy, State};
 use crate::registry::{self, PolicyId};
 use crate::runtime::{count_step, Runtime};
 use crate::scheduler;
@@ -43,6 +46,13 @@ fn policy_map(p: &Policy) -> Vec<(&'static str, Reply)> {
         ("interval", Reply::Int(p.interval_ms)),
         ("backoff", Reply::Bytes(p.backoff_words().join(&b' '))),
         ("liveness", Reply::Int(p.liveness_ms)),
+        (
+            "storm",
+            p.storm.map_or(Reply::Null, |s| {
+                Reply::Bytes(format!("{} {}", s.max, s.window_ms).into_bytes())
+            }),
+        ),
+        ("state", Reply::Bytes(p.state.name().as_bytes().to_vec())),
     ]
 }
 
@@ -125,6 +135,45 @@ fn policy_list(ctx: &Context, _args: &[RedisString]) -> CmdResult {
     Ok(Reply::Array(out))
 }
 
+/// `RECLAIM.POLICY PAUSE key group [STORM]` -> `+OK`: the policy moves, redelivers and
+/// dead-letters nothing until `RECLAIM.POLICY RESUME` (state `paused`; with `STORM`, state
+/// `storm`: only dead-letters stop, as when the breaker opens). Stored with the policy (RDB, AOF,
+/// replicas); propagated verbatim when it changed the state. Errors: no policy, a word other
+/// than `STORM`.
+fn policy_pause(ctx: &Context, args: &[RedisString]) -> CmdResult {
+    let a = slices(args);
+    let state = match a.get(4) {
+        None => State::Paused,
+        Some(w) if w.eq_ignore_ascii_case(b"STORM") && a.len() == 5 => State::Storm,
+        Some(_) => return Err(error::PAUSE_SYNTAX.into()),
+    };
+    change_state(ctx, a[2], a[3], state)
+}
+
+/// `RECLAIM.POLICY RESUME key group` -> `+OK`: the policy runs again (state `active`); an open
+/// `STORM` breaker closes, and does not open again for one window, so what it held back is
+/// dead-lettered. Propagated verbatim when it changed the state. Errors: no policy.
+fn policy_resume(ctx: &Context, args: &[RedisString]) -> CmdResult {
+    let a = slices(args);
+    change_state(ctx, a[2], a[3], State::Active)
+}
+
+/// Sets the state of the policy of (stream, group), propagates the command when it changed, and
+/// makes the policy due at once.
+fn change_state(ctx: &Context, stream: &[u8], group: &[u8], state: State) -> CmdResult {
+    let (id, p) = policy_or_error(ctx, stream, group)?;
+    if store::set_state(ctx, stream, group, state) != Some(state) {
+        ctx.replicate_verbatim();
+        registry::update(&id, |rt| {
+            if state == State::Active {
+                rt.breaker.resume(p.storm, now_ms());
+            }
+        });
+        registry::due_now(&id);
+    }
+    Ok(Reply::Status("OK"))
+}
+
 /// The policy of (stream, group) in the selected database, registered if the registry did not
 /// know it; [`error::NO_POLICY`] when there is none.
 fn policy_or_error(
@@ -149,6 +198,9 @@ fn sweep_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let (stream, group) = (a[1], a[2]);
     let limit = policy::parse_sweep_options(&a[3..])?;
     let (id, p) = policy_or_error(ctx, stream, group)?;
+    if let Some(e) = p.halted(config::enabled()) {
+        return Err(e.into());
+    }
     if let Some(d) = &p.dlq {
         if !ffi::may_write_key(ctx, d) {
             return Err(error::NOPERM_DLQ.into());
@@ -158,12 +210,14 @@ fn sweep_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
         }
     }
     let seen = registry::seen(&id);
+    let allowance = registry::dead_letter_allowance(&id, &p);
     let target = Target {
         ctx,
         stream,
         group,
         policy: &p,
         seen: &seen,
+        dead_letters: Cell::new(allowance),
     };
     let mut remaining = limit.unwrap_or(i64::MAX);
     let mut cursor: Option<Vec<u8>> = None;
@@ -176,7 +230,11 @@ fn sweep_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
         dead += out.dead_lettered;
         deleted += out.deleted;
         remaining -= out.examined as i64;
-        registry::update(&id, |rt| count_step(&mut rt.counters, &out));
+        registry::update(&id, |rt| {
+            count_step(&mut rt.counters, &out);
+            let hit = out.problem == Some(Stop::Storm);
+            store::note_dead_letters(ctx, stream, group, &p, rt, out.dead_lettered, hit);
+        });
         match &out.stop {
             Some(Stop::WrongTypeStream) => return Err(error::WRONGTYPE_STREAM.into()),
             Some(_) => break,
@@ -229,34 +287,73 @@ fn proposed(
     changes.apply(base, stream)
 }
 
+/// Why no pass of `p` runs now as planned, the name `RECLAIM.SIMULATE` shows in `halted`:
+/// `disabled` (`reclaim.enabled` is `no`: `enabled` false), else the policy's state when it is not
+/// active (`paused`, `storm`); `None` when a pass runs now.
+fn halted_reason(p: &Policy, enabled: bool) -> Option<&'static str> {
+    if !enabled {
+        Some("disabled")
+    } else if p.state != State::Active {
+        Some(p.state.name())
+    } else {
+        None
+    }
+}
+
+/// How many dead-letters the plan of `RECLAIM.SIMULATE` for policy `id` (evaluated as `p`) may
+/// make before the `STORM` breaker stops it, as [`sweep_cmd`] computes it after a `RESUME`:
+/// with a proposed `STORM` (`fresh`), a new breaker of that size (its `n`); for a paused or open
+/// (`storm`) policy, what `RECLAIM.POLICY RESUME` leaves (the breaker closed, in its grace:
+/// unlimited); else the live breaker's allowance ([`registry::dead_letter_allowance`]).
+fn simulated_allowance(id: &PolicyId, p: &Policy, fresh: bool) -> u64 {
+    let now = now_ms();
+    if fresh {
+        Breaker::default().allowance(p.storm, now)
+    } else if p.state != State::Active {
+        let mut b = Breaker::default();
+        b.resume(p.storm, now);
+        b.allowance(p.storm, now)
+    } else {
+        registry::dead_letter_allowance(id, p)
+    }
+}
+
 /// `RECLAIM.SIMULATE key group [LIMIT n] [MIN-IDLE ms] [MAX-DELIVERIES n] [DLQ dlq-key]
-/// [CLAIMANT consumer] [COUNT n] [INTERVAL ms] [BACKOFF ...] [LIVENESS ms]` -> map `policy` (the
-/// policy evaluated, as GET shows it), `now-ms`, `entries` (per entry examined, in PEL order:
-/// `id`, `consumer`, `idle`, `deliveries`, `action`, `rule`), `totals` (entries per action:
-/// `move`, `dead-letter`, `purge`, `none`) and `more` (1 when the PEL has entries after the last
-/// one examined): what `RECLAIM.SWEEP key group LIMIT n` would do now, decided by the sweep's own
-/// code ([`sweep::simulate`]). `LIMIT` defaults to the evaluated policy's `COUNT`. An empty plan
-/// while the stream or the group does not exist. Read-only: writes and propagates nothing,
-/// changes no run-time state (sightings are read, not noted), runs on replicas.
+/// [CLAIMANT consumer] [COUNT n] [INTERVAL ms] [BACKOFF ...] [LIVENESS ms] [STORM n window-ms]`
+/// -> map `policy` (the policy evaluated, as GET shows it, its `state` the live one), `halted`
+/// (nil, or why no pass runs now: [`halted_reason`]), `now-ms`, `entries` (per entry examined,
+/// in PEL order: `id`, `consumer`, `idle`, `deliveries`, `action`, `rule`), `totals` (entries
+/// per action: `move`, `dead-letter`, `purge`, `none`) and `more` (1 when the PEL has entries
+/// after the last one examined): what `RECLAIM.SWEEP key group LIMIT n` would do now (for a
+/// halted policy: once it runs again, after `RECLAIM.POLICY RESUME` or `CONFIG SET
+/// reclaim.enabled yes`), decided by the sweep's own code ([`sweep::simulate`]), dead-letters
+/// cut at the `STORM` allowance ([`simulated_allowance`]). `LIMIT` defaults to the evaluated
+/// policy's `COUNT`. An empty plan while the stream or the group does not exist. Read-only:
+/// writes and propagates nothing, changes no run-time state (sightings and the breaker are
+/// read, not noted), runs on replicas.
 /// Errors: the options' (as SET's, and LIMIT), no policy and no option, the proposed policy's
 /// (as SET's), WRONGTYPE (DLQ, stream).
 fn simulate_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let a = slices(args);
     let (stream, group) = (a[1], a[2]);
     let (limit, changes) = policy::parse_simulate_options(&a[3..])?;
+    let fresh_breaker = changes.storm().is_some();
     let p = proposed(ctx, stream, group, changes)?;
     if let Some(d) = &p.dlq {
         if sweep::is_non_stream(ctx, d) {
             return Err(error::WRONGTYPE_DLQ.into());
         }
     }
-    let seen = registry::seen(&PolicyId::new(ffi::selected_db(ctx), stream, group));
+    let id = PolicyId::new(ffi::selected_db(ctx), stream, group);
+    let seen = registry::seen(&id);
+    let halted = halted_reason(&p, config::enabled());
     let target = Target {
         ctx,
         stream,
         group,
         policy: &p,
         seen: &seen,
+        dead_letters: Cell::new(simulated_allowance(&id, &p, fresh_breaker)),
     };
     let now = epoch_ms();
     let plan = match sweep::simulate(&target, limit.unwrap_or(p.count)) {
@@ -292,6 +389,7 @@ fn simulate_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
         .collect();
     Ok(Reply::Map(vec![
         ("policy", Reply::Map(policy_map(&p))),
+        ("halted", halted.map_or(Reply::Null, name)),
         ("now-ms", Reply::Int(now)),
         ("entries", Reply::Array(entries)),
         ("totals", Reply::Map(totals)),
@@ -303,6 +401,12 @@ fn simulate_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
 fn status(ctx: &Context, stream: &[u8], group: &[u8], p: &Policy, rt: &Runtime) -> String {
     if let Some(b) = scheduler::blocked(ctx) {
         return b.status().to_string();
+    }
+    if !config::enabled() {
+        return "disabled".into();
+    }
+    if p.state != State::Active {
+        return p.state.name().into();
     }
     if let Some(s) = sweep::check_stream(ctx, stream) {
         return s.status();
@@ -349,6 +453,7 @@ fn stats(ctx: &Context, args: &[RedisString]) -> CmdResult {
         group: a[2],
         policy: &p,
         seen: &[],
+        dead_letters: Cell::new(0),
     };
     let inbox = sweep::pel_and_inbox(&target).map_or(0, |(_, n)| n as i64);
     let n = |s: Stat| (s.stats_name(), Reply::Int(c.get(s) as i64));
@@ -365,6 +470,7 @@ fn stats(ctx: &Context, args: &[RedisString]) -> CmdResult {
         n(Stat::ScansSkipped),
         n(Stat::ConsumerChecks),
         n(Stat::Redelivered),
+        n(Stat::Storms),
         ("inbox", Reply::Int(inbox)),
         ("stale-not-before", Reply::Int(rt.stale_not_before_ms)),
         (
@@ -380,7 +486,7 @@ fn stats(ctx: &Context, args: &[RedisString]) -> CmdResult {
 fn policy_help(_ctx: &Context, _args: &[RedisString]) -> CmdResult {
     let lines: &[&str] = &[
         "RECLAIM.POLICY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-        "SET <key> <group> [MIN-IDLE <ms>] [MAX-DELIVERIES <n>] [DLQ <dlq-key>] [CLAIMANT <consumer>] [COUNT <n>] [INTERVAL <ms>] [BACKOFF FIXED|EXPONENTIAL <max-ms>|LIST <ms> [<ms> ...]] [LIVENESS <ms>]",
+        "SET <key> <group> [MIN-IDLE <ms>] [MAX-DELIVERIES <n>] [DLQ <dlq-key>] [CLAIMANT <consumer>] [COUNT <n>] [INTERVAL <ms>] [BACKOFF FIXED|EXPONENTIAL <max-ms>|LIST <ms> [<ms> ...]] [LIVENESS <ms>] [STORM <n> <window-ms>]",
         "    Set (replace) the reclaim policy of a stream's consumer group.",
         "GET <key> <group>",
         "    Return the policy as field/value pairs, or nil.",
@@ -388,6 +494,10 @@ fn policy_help(_ctx: &Context, _args: &[RedisString]) -> CmdResult {
         "    Delete the policy (1 if it existed, else 0).",
         "LIST",
         "    Return every policy of the selected database.",
+        "PAUSE <key> <group> [STORM]",
+        "    Stop the policy's moves, redeliveries and dead-letters (STORM: only its dead-letters).",
+        "RESUME <key> <group>",
+        "    Let a paused policy run again, or close its STORM breaker.",
         "HELP",
         "    Print this help.",
     ];
@@ -416,6 +526,8 @@ entry!(c_policy_help, "RECLAIM.POLICY HELP", policy_help);
 entry!(c_sweep, "RECLAIM.SWEEP", sweep_cmd);
 entry!(c_stats, "RECLAIM.STATS", stats);
 entry!(c_simulate, "RECLAIM.SIMULATE", simulate_cmd);
+entry!(c_policy_pause, "RECLAIM.POLICY PAUSE", policy_pause);
+entry!(c_policy_resume, "RECLAIM.POLICY RESUME", policy_resume);
 entry!(
     c_readgroup,
     "RECLAIM.READGROUP",
@@ -473,6 +585,28 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Delete a reclaim policy",
         complexity: "O(1)",
         keys: &[Spec::Index(2, KEY_RW | DELETE)],
+    },
+    CommandSpec {
+        parent: Some("reclaim.policy"),
+        name: "pause",
+        func: Some(c_policy_pause),
+        flags: "write fast",
+        first_key: 2,
+        arity: -4,
+        summary: "Pause a reclaim policy (or open its STORM breaker)",
+        complexity: "O(1)",
+        keys: &[Spec::Index(2, KEY_RW | UPDATE)],
+    },
+    CommandSpec {
+        parent: Some("reclaim.policy"),
+        name: "resume",
+        func: Some(c_policy_resume),
+        flags: "write fast",
+        first_key: 2,
+        arity: 4,
+        summary: "Resume a paused reclaim policy, or close its STORM breaker",
+        complexity: "O(1)",
+        keys: &[Spec::Index(2, KEY_RW | UPDATE)],
     },
     CommandSpec {
         parent: Some("reclaim.policy"),

@@ -84,6 +84,11 @@ pub enum Rule {
     /// only, counted as `deleted`. Known to the executor only (the planner does not read the
     /// stream): never returned by [`decide`].
     Deleted,
+    /// Over-delivered, but the `STORM` breaker allows no more dead-letters now (its allowance is
+    /// used up by the entries before it, or the breaker is open): untouched, the entry stays
+    /// pending (the sweep stops its dead-letters there, [`crate::sweep::Stop::Storm`]). Known to
+    /// the executor only: never returned by [`decide`].
+    Storm,
 }
 
 impl Rule {
@@ -93,9 +98,12 @@ impl Rule {
             Rule::Trimmed | Rule::Deleted => Action::Purge,
             Rule::OverDelivered => Action::DeadLetter,
             Rule::Stale => Action::Move,
-            Rule::InInbox | Rule::Delayed | Rule::Fresh | Rule::Backoff | Rule::Held => {
-                Action::Untouched
-            }
+            Rule::InInbox
+            | Rule::Delayed
+            | Rule::Fresh
+            | Rule::Backoff
+            | Rule::Held
+            | Rule::Storm => Action::Untouched,
         }
     }
 
@@ -111,6 +119,7 @@ impl Rule {
             Rule::Held => "held",
             Rule::Stale => "stale",
             Rule::Deleted => "deleted",
+            Rule::Storm => "storm",
         }
     }
 }
@@ -679,6 +688,7 @@ mod tests {
             assert_eq!((got, got.action()), (*rule, *action), "{e:?} quiet {quiet}");
         }
         assert_eq!(Rule::Deleted.action(), Action::Purge);
+        assert_eq!(Rule::Storm.action(), Action::Untouched);
         // plan() acts on exactly these actions, in order (every owner quiet here).
         let page: Vec<Pending> = table.iter().map(|t| t.0.clone()).collect();
         let mut acted: Vec<(Vec<u8>, Action)> = Vec::new();

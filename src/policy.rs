@@ -40,6 +40,61 @@ pub enum Backoff {
     List(Vec<i64>),
 }
 
+/// Where a policy stands: whether its moves and dead-letters run. Not an option of
+/// `RECLAIM.POLICY SET` (a `SET` keeps it): `RECLAIM.POLICY PAUSE` and `RESUME` change it, and the
+/// `STORM` breaker opens it. Stored with the policy (RDB, AOF, replicas).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum State {
+    /// Sweeps, redeliveries and dead-letters run.
+    #[default]
+    Active,
+    /// `RECLAIM.POLICY PAUSE`: nothing is moved, redelivered or dead-lettered (new entries are
+    /// still read through `RECLAIM.READGROUP`).
+    Paused,
+    /// The `STORM` breaker opened: no dead-letters (entries stay pending); moves go on.
+    Storm,
+}
+
+impl State {
+    /// The name `RECLAIM.POLICY GET` and `RECLAIM.STATS` show: `active`, `paused`, `storm`.
+    pub fn name(self) -> &'static str {
+        match self {
+            State::Active => "active",
+            State::Paused => "paused",
+            State::Storm => "storm",
+        }
+    }
+
+    /// Its code in the RDB (encoding version 3): 0, 1, 2.
+    pub fn code(self) -> u64 {
+        match self {
+            State::Active => 0,
+            State::Paused => 1,
+            State::Storm => 2,
+        }
+    }
+
+    /// The state of an RDB code, `None` for an unknown one.
+    pub fn from_code(c: u64) -> Option<State> {
+        match c {
+            0 => Some(State::Active),
+            1 => Some(State::Paused),
+            2 => Some(State::Storm),
+            _ => None,
+        }
+    }
+}
+
+/// `STORM n window-ms`: the poison-storm breaker. When more than `max` entries would be
+/// dead-lettered within `window_ms`, the policy stops dead-lettering (state [`State::Storm`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Storm {
+    /// Most dead-letters within one window, >= 1.
+    pub max: i64,
+    /// The window, ms, >= 1.
+    pub window_ms: i64,
+}
+
 /// One (stream, group) policy. Field names follow the `RECLAIM.POLICY GET` reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Policy {
@@ -61,6 +116,10 @@ pub struct Policy {
     /// `liveness`: ms; an entry is taken from its consumer only when that consumer has not been
     /// seen (XINFO CONSUMERS `idle`) for at least this long. 0 = off.
     pub liveness_ms: i64,
+    /// `storm`: the dead-letter breaker; `None` = off.
+    pub storm: Option<Storm>,
+    /// Whether moves and dead-letters run now (not an option: see [`State`]).
+    pub state: State,
 }
 
 impl Default for Policy {
@@ -74,6 +133,8 @@ impl Default for Policy {
             interval_ms: DEFAULT_INTERVAL_MS,
             backoff: Backoff::Fixed,
             liveness_ms: 0,
+            storm: None,
+            state: State::Active,
         }
     }
 }
@@ -103,7 +164,34 @@ impl Policy {
         a.extend(self.backoff_words());
         a.push(b"LIVENESS".to_vec());
         a.push(self.liveness_ms.to_string().into_bytes());
+        if let Some(s) = self.storm {
+            a.push(b"STORM".to_vec());
+            a.push(s.max.to_string().into_bytes());
+            a.push(s.window_ms.to_string().into_bytes());
+        }
         a
+    }
+
+    /// Why moves and dead-letters may not run now, as the error a command gets: `reclaim.enabled`
+    /// is `no` (`enabled` false: [`error::DISABLED`]), or the policy is paused
+    /// ([`error::POLICY_PAUSED`]); `None` when they may (an open `STORM` breaker stops only
+    /// dead-letters: see the `dead_letters` allowance of [`crate::sweep::Target`]).
+    pub fn halted(&self, enabled: bool) -> Option<&'static str> {
+        if !enabled {
+            Some(error::DISABLED)
+        } else if self.state == State::Paused {
+            Some(error::POLICY_PAUSED)
+        } else {
+            None
+        }
+    }
+
+    /// The same options, another state: whether two policies differ in their options only.
+    pub fn with_state(&self, state: State) -> Policy {
+        Policy {
+            state,
+            ..self.clone()
+        }
     }
 
     /// The consumer that holds entries given back with `RECLAIM.NACK ... DELAY ms` until they are
@@ -213,6 +301,7 @@ const SET_OPTIONS: &[&str] = &[
     "INTERVAL",
     "BACKOFF",
     "LIVENESS",
+    "STORM",
 ];
 
 /// One option of `RECLAIM.POLICY SET`: (canonical name, index of the name, its values).
@@ -225,7 +314,7 @@ fn set_spans<'a>(opts: &'a [&'a [u8]]) -> Result<Vec<Span<'a>>, ReclaimError> {
     spans(opts, SET_OPTIONS)
 }
 
-/// [`set_spans`] with the options of `known` (each takes one value, but `BACKOFF`).
+/// [`set_spans`] with the options of `known` (each takes one value, but `BACKOFF` and `STORM`).
 fn spans<'a>(opts: &'a [&'a [u8]], known: &[&'static str]) -> Result<Vec<Span<'a>>, ReclaimError> {
     let mut out = Vec::new();
     let mut i = 0;
@@ -236,7 +325,9 @@ fn spans<'a>(opts: &'a [&'a [u8]], known: &[&'static str]) -> Result<Vec<Span<'a
             return Err(ReclaimError::UnknownOption(printable(raw)));
         };
         let first = *opts.get(i + 1).ok_or(ReclaimError::MissingValue(name))?;
-        let len = if *name != "BACKOFF" {
+        let len = if *name == "STORM" {
+            2
+        } else if *name != "BACKOFF" {
             1
         } else if first.eq_ignore_ascii_case(b"EXPONENTIAL") {
             2
@@ -253,6 +344,18 @@ fn spans<'a>(opts: &'a [&'a [u8]], known: &[&'static str]) -> Result<Vec<Span<'a
         i = end;
     }
     Ok(out)
+}
+
+/// Parses the words after `STORM`: `n window-ms`, both positive.
+fn parse_storm(v: &[&[u8]]) -> Result<Storm, ReclaimError> {
+    let range = "two positive integers: the most dead-letters, then the window (ms)";
+    let (Some(n), Some(w)) = (v.first(), v.get(1)) else {
+        return Err(ReclaimError::BadNumber("STORM", range));
+    };
+    Ok(Storm {
+        max: number("STORM", range, n, 1, i64::MAX)?,
+        window_ms: number("STORM", range, w, 1, i64::MAX)?,
+    })
 }
 
 /// Parses the words after `BACKOFF`.
@@ -300,12 +403,18 @@ pub struct Changes {
     interval_ms: Option<i64>,
     backoff: Option<Backoff>,
     liveness_ms: Option<i64>,
+    storm: Option<Storm>,
 }
 
 impl Changes {
     /// Whether no option was given.
     pub fn is_empty(&self) -> bool {
         *self == Changes::default()
+    }
+
+    /// The `STORM` option given, if any.
+    pub fn storm(&self) -> Option<Storm> {
+        self.storm
     }
 
     /// Reads one option (its canonical name and values, from [`spans`]). Errors: a number out
@@ -332,6 +441,7 @@ impl Changes {
             }
             "INTERVAL" => self.interval_ms = Some(number(name, pos, first, 1, i64::MAX)?),
             "BACKOFF" => self.backoff = Some(parse_backoff(v)?),
+            "STORM" => self.storm = Some(parse_storm(v)?),
             _ => {
                 self.liveness_ms = Some(number(
                     name,
@@ -359,6 +469,7 @@ impl Changes {
         p.interval_ms = self.interval_ms.unwrap_or(p.interval_ms);
         p.backoff = self.backoff.unwrap_or(p.backoff);
         p.liveness_ms = self.liveness_ms.unwrap_or(p.liveness_ms);
+        p.storm = self.storm.or(p.storm);
         if matches!(p.backoff, Backoff::Exponential(max) if max < p.min_idle_ms) {
             return Err(ReclaimError::Static(error::BACKOFF_BELOW_MIN_IDLE));
         }
@@ -403,7 +514,7 @@ fn read_changes(
 
 /// Parses the options of `RECLAIM.POLICY SET key group [MIN-IDLE ms] [MAX-DELIVERIES n]
 /// [DLQ dlq-key] [CLAIMANT consumer] [COUNT n] [INTERVAL ms] [BACKOFF FIXED | EXPONENTIAL max-ms |
-/// LIST ms [ms ...]] [LIVENESS ms]` (everything after `group`). Option names are
+/// LIST ms [ms ...]] [LIVENESS ms] [STORM n window-ms]` (everything after `group`). Option names are
 /// case-insensitive; values are binary-safe.
 ///
 /// Errors: unknown option, repeated option, option without value, number out of range
@@ -429,6 +540,7 @@ const SIMULATE_OPTIONS: &[&str] = &[
     "INTERVAL",
     "BACKOFF",
     "LIVENESS",
+    "STORM",
 ];
 
 /// Parses `RECLAIM.SIMULATE key group [LIMIT n] [option ...]` (everything after `group`): any
@@ -843,7 +955,10 @@ mod tests {
                 &["LIMIT", "1", "limit", "2"],
                 "ERR option LIMIT given more than once",
             ),
-            (&["STORM", "1"], "ERR unknown option 'STORM'"),
+            (
+                &["STORM", "1"],
+                "ERR STORM must be two positive integers: the most dead-letters, then the window (ms)",
+            ),
             (
                 &["COUNT", "0"],
                 "ERR COUNT must be an integer from 1 to 10000",

@@ -19,6 +19,7 @@
 //! [`simulate`] reads what a step reads and decides as [`Target::handle`] does, writing nothing
 //! (`RECLAIM.SIMULATE`).
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -45,6 +46,9 @@ pub enum Stop {
     WrongTypeStream,
     /// The DLQ key holds another type.
     WrongTypeDlq,
+    /// The `STORM` breaker is open, or the next dead-letter would open it: dead-letter moves
+    /// wait (the entries stay pending); moves go on.
+    Storm,
     /// Any other error reply (text included).
     Error(String),
 }
@@ -59,6 +63,7 @@ impl Stop {
             Stop::NoGroup => "waiting: consumer group does not exist".into(),
             Stop::WrongTypeStream => "error: stream key holds the wrong kind of value".into(),
             Stop::WrongTypeDlq => "error: DLQ key holds the wrong kind of value".into(),
+            Stop::Storm => "storm".into(),
             Stop::Error(e) => format!("error: {e}"),
         }
     }
@@ -148,6 +153,9 @@ pub struct Target<'a> {
     pub policy: &'a Policy,
     /// How long ago (ms) consumers last talked to the module, for `LIVENESS` (empty without it).
     pub seen: &'a [(Vec<u8>, u64)],
+    /// How many more entries may be dead-lettered before the `STORM` breaker opens
+    /// (`u64::MAX`: no limit; 0: the breaker is open). Each dead-letter takes one.
+    pub dead_letters: Cell<u64>,
 }
 
 /// Checks the stream key: `None` when it is a stream, the stop reason otherwise.
@@ -388,6 +396,10 @@ impl Target<'_> {
         let mut gone: Vec<&[u8]> = Vec::new();
         let mut failure = None;
         for (k, e) in entries.iter().enumerate() {
+            if self.dead_letters.get() == 0 {
+                failure = Some(Stop::Storm);
+                break;
+            }
             // Before copying the body: a large entry could itself push memory over the limit.
             // Every move of the batch not done counts as skipped.
             if self.out_of_memory() {
@@ -400,7 +412,11 @@ impl Target<'_> {
                 continue;
             };
             match self.append_dead_letter(dlq, e, &fields, reason) {
-                Ok(()) => moved.push(&e.id),
+                Ok(()) => {
+                    moved.push(&e.id);
+                    self.dead_letters
+                        .set(self.dead_letters.get().saturating_sub(1));
+                }
                 Err(f) => {
                     if f == Stop::Oom {
                         out.oom_skips += (entries.len() - k) as u64;
@@ -459,7 +475,7 @@ impl Target<'_> {
             }
             match self.run(b, out) {
                 Ok(()) => {}
-                Err(s @ (Stop::WrongTypeDlq | Stop::Oom)) => out.problem = Some(s),
+                Err(s @ (Stop::WrongTypeDlq | Stop::Oom | Stop::Storm)) => out.problem = Some(s),
                 Err(s) => {
                     out.stop = Some(s);
                     return false;
@@ -674,8 +690,11 @@ pub struct Simulation {
 /// (`RECLAIM.SWEEP ... LIMIT limit`), entry by entry, without writing anything: the same reads
 /// (`XPENDING key group - + <limit+1>`, the stream's first entry, the owners' liveness with
 /// `LIVENESS`), the same decision ([`planner::decide`], which [`planner::plan`] acts on), and
-/// for each entry to be moved or dead-lettered the same test of whether its stream entry still
-/// exists (gone: [`Rule::Deleted`], removed from the PEL only). Reads only, through `RM_Call`
+/// for each entry to be moved or dead-lettered the same tests, in the same order, as
+/// [`Target::dead_letter`] and `XCLAIM`: for a dead-letter, the `STORM` allowance first
+/// (`t.dead_letters` used up: [`Rule::Storm`], the entry stays pending), then whether its stream
+/// entry still exists (gone: [`Rule::Deleted`], removed from the PEL only); each planned
+/// dead-letter takes one of `t.dead_letters`, in PEL order. Reads only, through `RM_Call`
 /// without `!` and the module stream API; touches no run-time state.
 pub fn simulate(t: &Target, limit: i64) -> Result<Simulation, Stop> {
     if let Some(s) = check_stream(t.ctx, t.stream) {
@@ -697,10 +716,15 @@ pub fn simulate(t: &Target, limit: i64) -> Result<Simulation, Stop> {
         .into_iter()
         .map(|entry| {
             let mut rule = planner::decide(&entry, t.policy, first, owners.quiet(&entry.consumer));
-            if matches!(rule.action(), Action::Move | Action::DeadLetter)
+            let action = rule.action();
+            if action == Action::DeadLetter && t.dead_letters.get() == 0 {
+                rule = Rule::Storm;
+            } else if matches!(action, Action::Move | Action::DeadLetter)
                 && !t.has_entry(&sname, &entry.id)
             {
                 rule = Rule::Deleted;
+            } else if action == Action::DeadLetter {
+                t.dead_letters.set(t.dead_letters.get().saturating_sub(1));
             }
             Planned { entry, rule }
         })

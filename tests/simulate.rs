@@ -32,6 +32,8 @@ struct Planned {
 #[derive(Debug, Clone)]
 struct Sim {
     policy: PolicyView,
+    /// Why no pass runs now (`disabled`, `paused`, `storm`); `None`: a pass runs as planned.
+    halted: Option<String>,
     now_ms: i64,
     entries: Vec<Planned>,
     totals: Vec<(String, i64)>,
@@ -59,10 +61,10 @@ fn parse_sim(v: &Value) -> Sim {
     let names: Vec<&str> = top.iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(
         names,
-        ["policy", "now-ms", "entries", "totals", "more"],
+        ["policy", "halted", "now-ms", "entries", "totals", "more"],
         "{v:?}"
     );
-    let entries = items(&top[2].1)
+    let entries = items(&top[3].1)
         .iter()
         .map(|e| {
             let f = pairs(e);
@@ -82,7 +84,7 @@ fn parse_sim(v: &Value) -> Sim {
             }
         })
         .collect();
-    let totals: Vec<(String, i64)> = pairs(&top[3].1)
+    let totals: Vec<(String, i64)> = pairs(&top[4].1)
         .into_iter()
         .map(|(k, v)| (k, int_of(&v)))
         .collect();
@@ -90,10 +92,11 @@ fn parse_sim(v: &Value) -> Sim {
     assert_eq!(order, ["move", "dead-letter", "purge", "none"]);
     Sim {
         policy: PolicyView::from_reply(&top[0].1),
-        now_ms: int_of(&top[1].1),
+        halted: text(&top[1].1),
+        now_ms: int_of(&top[2].1),
         entries,
         totals,
-        more: int_of(&top[4].1),
+        more: int_of(&top[5].1),
     }
 }
 
@@ -256,6 +259,7 @@ fn simulate_plans_what_sweep_then_does_and_what_ifs_change_nothing() {
     assert_eq!(sim.plan(), want);
     assert_eq!(sim.more, 0);
     assert_eq!(sim.policy, live);
+    assert_eq!(sim.halted, None);
     let server_ms = t0[0].parse::<i64>().unwrap() * 1000 + t0[1].parse::<i64>().unwrap() / 1000;
     assert!(
         (sim.now_ms - server_ms).abs() < 5000,
@@ -501,7 +505,8 @@ fn what_if_without_a_policy_and_resp3() {
             ("2-0".to_string(), "none".to_string(), "fresh".to_string())
         ]
     );
-    assert!(matches!(items(&top[2].1)[0], Value::Map(_)), "entry: {v:?}");
+    assert_eq!(top[1].1, Value::Nil, "halted: {v:?}");
+    assert!(matches!(items(&top[3].1)[0], Value::Map(_)), "entry: {v:?}");
 
     // A missing group, or stream: nothing to do, as SWEEP's zeros.
     for (key, group) in [("o", "nogroup"), ("nostream", "g")] {
