@@ -651,3 +651,288 @@ fn simulate_errors_flags_and_keys() {
     let e = error_of(&mut no, &sim(&["e", "g"]));
     assert!(e.starts_with("NOPERM"), "{e}");
 }
+
+/// `RECLAIM.SWEEP s g LIMIT n` -> (claimed, dead-lettered, deleted).
+fn sweep_limit(c: &mut Connection, s: &str, g: &str, n: i64) -> (i64, i64, i64) {
+    let v = run(c, &["RECLAIM.SWEEP", s, g, "LIMIT", &n.to_string()]);
+    (
+        int_field(&v, "claimed"),
+        int_field(&v, "dead-lettered"),
+        int_field(&v, "deleted"),
+    )
+}
+
+/// What the PEL of `s` is once `plan` is done over `before`: moved entries wait in the
+/// claimant's inbox (`reclaim`, count unchanged), dead-lettered and purged ones are gone, the
+/// others are as they were.
+fn pel_after(
+    before: &BTreeMap<String, (String, i64)>,
+    plan: &Sim,
+) -> BTreeMap<String, (String, i64)> {
+    let mut after = before.clone();
+    for e in &plan.entries {
+        match e.action.as_str() {
+            "move" => {
+                let n = before[&e.id].1;
+                after.insert(e.id.clone(), ("reclaim".into(), n));
+            }
+            "dead-letter" | "purge" => {
+                after.remove(&e.id);
+            }
+            "none" => {}
+            other => panic!("action {other}"),
+        }
+    }
+    after
+}
+
+/// The `reclaim-id` of every entry of the DLQ `d`, in order.
+fn dead_lettered(c: &mut Connection, d: &str) -> Vec<String> {
+    xrange_text(c, d)
+        .into_iter()
+        .map(|(_, f)| {
+            f.into_iter()
+                .find(|(k, _)| k == "reclaim-id")
+                .map(|(_, v)| v)
+                .expect("reclaim-id")
+        })
+        .collect()
+}
+
+/// The IDs `plan` dead-letters, in PEL order.
+fn to_dlq(plan: &Sim) -> Vec<String> {
+    plan.entries
+        .iter()
+        .filter(|e| e.action == "dead-letter")
+        .map(|e| e.id.clone())
+        .collect()
+}
+
+/// (id, action, rule), for expected plans.
+fn t(id: &str, action: &str, rule: &str) -> (String, String, String) {
+    (id.to_string(), action.to_string(), rule.to_string())
+}
+
+/// `n` entries `1-0` .. `n-0` in stream `s`, group `g`, all delivered to consumer `w`.
+fn delivered_to_w(c: &mut Connection, s: &str, n: usize) {
+    for i in 1..=n {
+        let id = format!("{i}-0");
+        let got: String = q(c, &["XADD", s, &id, "n", &i.to_string()]);
+        assert_eq!(got, id);
+    }
+    deliver(c, s, "g", "w", None);
+}
+
+/// A paused policy (and one stopped by `reclaim.enabled no`): SIMULATE says why no pass runs
+/// and shows the plan of the pass that runs once it is resumed, changing nothing; that pass (the
+/// timer's, made due by RESUME) then does exactly that.
+#[test]
+fn a_halted_policy_shows_the_plan_after_resume_and_changes_nothing() {
+    let s = Server::new();
+    let mut c = s.conn();
+    let _: () = q(&mut c, &["XGROUP", "CREATE", "h", "g", "0", "MKSTREAM"]);
+    quiet_policy(
+        &mut c,
+        "h",
+        "g",
+        "MIN-IDLE 60000 MAX-DELIVERIES 2 DLQ h:dlq",
+    );
+    delivered_to_w(&mut c, "h", 5);
+    // Stale or over the limit: idle far past MIN-IDLE, so every kind of pass finds them.
+    fixture(&mut c, "h", "w", &["1-0"], 120_000, 1);
+    fixture(&mut c, "h", "w", &["2-0"], 120_000, 3);
+    fixture(&mut c, "h", "w", &["3-0"], 120_000, 1);
+    fixture(&mut c, "h", "w", &["4-0"], 0, 1);
+    fixture(&mut c, "h", "reclaim", &["5-0"], 120_000, 1);
+    let _: i64 = q(&mut c, &["XTRIM", "h", "MINID", "2"]);
+    let want = vec![
+        t("1-0", "purge", "trimmed"),
+        t("2-0", "dead-letter", "over-delivered"),
+        t("3-0", "move", "stale"),
+        t("4-0", "none", "fresh"),
+        t("5-0", "none", "in-inbox"),
+    ];
+    let _: () = q(&mut c, &["RECLAIM.POLICY", "PAUSE", "h", "g"]);
+    let before = untouched(&mut c, "h");
+    let paused = before.policy.clone().unwrap();
+    assert_eq!(paused.state, b"paused");
+
+    let sim = simulate(&mut c, "h", "g", &[]);
+    assert_eq!(sim.halted.as_deref(), Some("paused"));
+    assert_eq!(sim.policy, paused, "the live state, as GET shows it");
+    assert_eq!(sim.plan(), want);
+    // A what-if of a paused policy: the plan after RESUME under the proposed options.
+    let what_if = simulate(&mut c, "h", "g", &["MAX-DELIVERIES", "5"]);
+    assert_eq!(what_if.halted.as_deref(), Some("paused"));
+    assert_eq!(what_if.policy.state, b"paused");
+    assert_eq!(what_if.plan()[1], t("2-0", "move", "stale"));
+    // SWEEP refuses; the timer does nothing; SIMULATE changed nothing.
+    assert_eq!(
+        error_of(&mut c, cmd("RECLAIM.SWEEP").arg("h").arg("g")),
+        "ERR the policy of this key and group is paused (RECLAIM.POLICY RESUME resumes it)"
+    );
+    assert_eq!(untouched(&mut c, "h"), before);
+
+    // reclaim.enabled no is named first: RESUME alone would not run a pass.
+    let _: () = q(&mut c, &["CONFIG", "SET", "reclaim.enabled", "no"]);
+    let sim = simulate(&mut c, "h", "g", &[]);
+    assert_eq!(sim.halted.as_deref(), Some("disabled"));
+    assert_eq!(sim.plan(), want);
+    let _: () = q(&mut c, &["RECLAIM.POLICY", "RESUME", "h", "g"]);
+    let sim = simulate(&mut c, "h", "g", &[]);
+    assert_eq!(sim.halted.as_deref(), Some("disabled"));
+    assert_eq!(sim.policy.state, b"active");
+    assert_eq!(sim.plan(), want);
+    assert_eq!(
+        error_of(&mut c, cmd("RECLAIM.SWEEP").arg("h").arg("g")),
+        "ERR reclaim is disabled on this server (CONFIG SET reclaim.enabled yes enables it)"
+    );
+    assert_eq!(pel(&mut c, "h"), before.pel);
+    assert_eq!(xlen(&mut c, "h:dlq"), 0);
+
+    // Enabled again: the pass RESUME made due does what SIMULATE showed.
+    let _: () = q(&mut c, &["CONFIG", "SET", "reclaim.enabled", "yes"]);
+    let expected = pel_after(&before.pel, &sim);
+    wait_for(20, "the resumed pass", || {
+        (pel(&mut c, "h") == expected).then_some(())
+    });
+    assert_eq!(dead_lettered(&mut c, "h:dlq"), to_dlq(&sim));
+    let next = simulate(&mut c, "h", "g", &[]);
+    assert_eq!(next.halted, None);
+    assert_eq!(
+        next.plan(),
+        [
+            t("3-0", "none", "in-inbox"),
+            t("4-0", "none", "fresh"),
+            t("5-0", "none", "in-inbox"),
+        ]
+    );
+}
+
+/// With `STORM`, the plan dead-letters as many entries as the breaker allows now and no more
+/// (rule `storm`, the entries stay pending; moves go on), exactly where SWEEP stops; a what-if
+/// `STORM` gets a fresh breaker; an open breaker shows the plan after RESUME.
+#[test]
+fn storm_cuts_the_plan_where_sweep_stops() {
+    let s = Server::new();
+    let mut c = s.conn();
+    let _: () = q(&mut c, &["XGROUP", "CREATE", "t", "g", "0", "MKSTREAM"]);
+    quiet_policy(
+        &mut c,
+        "t",
+        "g",
+        "MIN-IDLE 60000 MAX-DELIVERIES 2 DLQ t:dlq STORM 3 3600000",
+    );
+    delivered_to_w(&mut c, "t", 9);
+    for id in ["1-0", "3-0", "4-0", "5-0", "6-0", "7-0"] {
+        fixture(&mut c, "t", "w", &[id], 120_000, 5);
+    }
+    fixture(&mut c, "t", "w", &["2-0", "8-0"], 120_000, 1);
+    fixture(&mut c, "t", "w", &["9-0"], 0, 1);
+    let _: i64 = q(&mut c, &["XDEL", "t", "4-0", "7-0"]);
+    let before = untouched(&mut c, "t");
+    let live = before.policy.clone().unwrap();
+
+    // The breaker allows 3: 1-0, 3-0, 5-0 (4-0 is gone from the stream: purged, not counted);
+    // 6-0 would open it, and 7-0 after it stays pending though it is gone too.
+    let sim = simulate(&mut c, "t", "g", &[]);
+    assert_eq!(sim.halted, None);
+    let cut = [
+        t("6-0", "none", "storm"),
+        t("7-0", "none", "storm"),
+        t("8-0", "move", "stale"),
+        t("9-0", "none", "fresh"),
+    ];
+    let mut want = vec![
+        t("1-0", "dead-letter", "over-delivered"),
+        t("2-0", "move", "stale"),
+        t("3-0", "dead-letter", "over-delivered"),
+        t("4-0", "purge", "deleted"),
+        t("5-0", "dead-letter", "over-delivered"),
+    ];
+    want.extend(cut.clone());
+    assert_eq!(sim.plan(), want);
+    // What if STORM were 1 in the window: only 1-0.
+    let what_if = simulate(&mut c, "t", "g", &["STORM", "1", "3600000"]);
+    assert_eq!(what_if.policy, live.clone().with_storm(1, 3_600_000));
+    assert_eq!(
+        what_if.plan(),
+        [
+            t("1-0", "dead-letter", "over-delivered"),
+            t("2-0", "move", "stale"),
+            t("3-0", "none", "storm"),
+            t("4-0", "none", "storm"),
+            t("5-0", "none", "storm"),
+            t("6-0", "none", "storm"),
+            t("7-0", "none", "storm"),
+            t("8-0", "move", "stale"),
+            t("9-0", "none", "fresh"),
+        ]
+    );
+    assert_eq!(untouched(&mut c, "t"), before);
+
+    // One dead-letter made: the live breaker allows 2 more, a fresh one of the same size 3.
+    assert_eq!(sweep_limit(&mut c, "t", "g", 1), (0, 1, 0));
+    let mid = untouched(&mut c, "t");
+    let sim = simulate(&mut c, "t", "g", &[]);
+    assert_eq!(sim.plan(), want[1..]);
+    let fresh = simulate(&mut c, "t", "g", &["STORM", "3", "3600000"]);
+    assert_eq!(fresh.policy, live);
+    assert_eq!(
+        fresh.plan()[4..6],
+        [
+            t("6-0", "dead-letter", "over-delivered"),
+            t("7-0", "none", "storm")
+        ]
+    );
+    assert_eq!(untouched(&mut c, "t"), mid);
+
+    // SWEEP stops where SIMULATE said, entry by entry; the breaker opens.
+    assert_eq!(
+        sweep(&mut c, "t", "g"),
+        (
+            sim.total("move"),
+            sim.total("dead-letter"),
+            sim.total("purge")
+        )
+    );
+    assert_eq!(pel(&mut c, "t"), pel_after(&mid.pel, &sim));
+    assert_eq!(dead_lettered(&mut c, "t:dlq"), ["1-0", "3-0", "5-0"]);
+    assert_eq!(stat(&mut c, "t", "g", "storms"), 1);
+
+    // Open: SIMULATE shows the pass after RESUME (the breaker closed, in its grace: no cut);
+    // a what-if STORM still gets a fresh breaker of its size.
+    let open = untouched(&mut c, "t");
+    assert_eq!(open.policy.as_ref().unwrap().state, b"storm");
+    let sim = simulate(&mut c, "t", "g", &[]);
+    assert_eq!(sim.halted.as_deref(), Some("storm"));
+    assert_eq!(sim.policy.state, b"storm");
+    let after_resume = [
+        t("2-0", "none", "in-inbox"),
+        t("6-0", "dead-letter", "over-delivered"),
+        t("7-0", "purge", "deleted"),
+        t("8-0", "none", "in-inbox"),
+        t("9-0", "none", "fresh"),
+    ];
+    assert_eq!(sim.plan(), after_resume);
+    let what_if = simulate(&mut c, "t", "g", &["STORM", "1", "3600000"]);
+    assert_eq!(what_if.halted.as_deref(), Some("storm"));
+    assert_eq!(
+        what_if.plan()[1..3],
+        [
+            t("6-0", "dead-letter", "over-delivered"),
+            t("7-0", "none", "storm")
+        ]
+    );
+    assert_eq!(untouched(&mut c, "t"), open);
+
+    // RESUME: the pass it makes due does what SIMULATE showed.
+    let _: () = q(&mut c, &["RECLAIM.POLICY", "RESUME", "t", "g"]);
+    let expected = pel_after(&open.pel, &sim);
+    wait_for(20, "the resumed pass", || {
+        (pel(&mut c, "t") == expected).then_some(())
+    });
+    assert_eq!(dead_lettered(&mut c, "t:dlq"), ["1-0", "3-0", "5-0", "6-0"]);
+    let next = simulate(&mut c, "t", "g", &[]);
+    assert_eq!((next.halted, next.policy.state), (None, b"active".to_vec()));
+}
