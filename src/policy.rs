@@ -971,6 +971,22 @@ mod tests {
         for (opts, want) in cases {
             assert_eq!(sim(opts).unwrap_err(), *want, "options {opts:?}");
         }
+        // STORM is proposed as SET reads it; the live state stays (it is not an option).
+        let (_, c) = sim(&["STORM", "5", "1000", "LIMIT", "2"]).unwrap();
+        let storm = Storm {
+            max: 5,
+            window_ms: 1000,
+        };
+        assert_eq!(c.storm(), Some(storm));
+        let paused = live.with_state(State::Paused);
+        assert_eq!(
+            c.apply(paused.clone(), b"orders").unwrap(),
+            Policy {
+                storm: Some(storm),
+                ..paused
+            }
+        );
+        assert_eq!(sim(&["COUNT", "5"]).unwrap().1.storm(), None);
         // SET does not take LIMIT.
         assert_eq!(
             set(&["LIMIT", "5"]).unwrap_err(),
