@@ -301,8 +301,9 @@ fn halted_reason(p: &Policy, enabled: bool) -> Option<&'static str> {
 }
 
 /// How many dead-letters the plan of `RECLAIM.SIMULATE` for policy `id` (evaluated as `p`) may
-/// make before the `STORM` breaker stops it, as [`sweep_cmd`] computes it after a `RESUME`:
-/// with a proposed `STORM` (`fresh`), a new breaker of that size (its `n`); for a paused or open
+/// make before the `STORM` breaker stops it (the `dead_letters` of [`sweep_cmd`]'s `Target`, for
+/// the pass the plan shows): with a proposed `STORM` (`fresh`), a new breaker of that size (its
+/// `n`); for a paused or open
 /// (`storm`) policy, what `RECLAIM.POLICY RESUME` leaves (the breaker closed, in its grace:
 /// unlimited); else the live breaker's allowance ([`registry::dead_letter_allowance`]).
 fn simulated_allowance(id: &PolicyId, p: &Policy, fresh: bool) -> u64 {
