@@ -11,6 +11,10 @@
 //!
 //! Whether the entry still exists in the stream is checked by the executor: a deleted entry is
 //! removed from the PEL and counted as `deleted`, never dead-lettered.
+//!
+//! [`decide`] names the row of that table (docs/design.md, "Sweep rules") that decides an entry,
+//! a [`Rule`]; its [`Action`] follows from the rule. The sweep acts on the action
+//! ([`plan`]); `RECLAIM.SIMULATE` reports both.
 
 use crate::policy::Policy;
 
@@ -39,6 +43,85 @@ pub enum Action {
     Move,
     /// Append to the DLQ and acknowledge, atomically.
     DeadLetter,
+    /// Remove from the PEL (`XACK`), counted as `deleted`: the stream entry is gone.
+    Purge,
+}
+
+impl Action {
+    /// The name `RECLAIM.SIMULATE` shows: `none`, `move`, `dead-letter`, `purge`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Action::Untouched => "none",
+            Action::Move => "move",
+            Action::DeadLetter => "dead-letter",
+            Action::Purge => "purge",
+        }
+    }
+}
+
+/// The row of the sweep's table (docs/design.md, "Sweep rules") that decides a pending entry;
+/// the first row that applies decides, in this order. Each rule has one [`Action`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rule {
+    /// Its ID is below the stream's first entry (or the stream is empty): purge.
+    Trimmed,
+    /// Its deliveries are used up ([`over_delivered`]): dead-letter.
+    OverDelivered,
+    /// Owned by the CLAIMANT and not over-delivered: waits for a reader, untouched.
+    InInbox,
+    /// Owned by `<CLAIMANT>:delayed` (given back with `RECLAIM.NACK ... DELAY`), its delay not
+    /// over yet: untouched.
+    Delayed,
+    /// Idle below `MIN-IDLE`: untouched.
+    Fresh,
+    /// Idle at least `MIN-IDLE` but below the `BACKOFF` step of its count: untouched.
+    Backoff,
+    /// Stale, but its owner was seen within `LIVENESS`: untouched, the owner keeps it.
+    Held,
+    /// Stale, of another consumer (`<CLAIMANT>:delayed` included): move to the CLAIMANT.
+    Stale,
+    /// To be moved or dead-lettered, but the stream entry is gone (`XDEL`): removed from the PEL
+    /// only, counted as `deleted`. Known to the executor only (the planner does not read the
+    /// stream): never returned by [`decide`].
+    Deleted,
+    /// Over-delivered, but the `STORM` breaker allows no more dead-letters now (its allowance is
+    /// used up by the entries before it, or the breaker is open): untouched, the entry stays
+    /// pending (the sweep stops its dead-letters there, [`crate::sweep::Stop::Storm`]). Known to
+    /// the executor only: never returned by [`decide`].
+    Storm,
+}
+
+impl Rule {
+    /// What the sweep does with an entry this rule decides.
+    pub fn action(self) -> Action {
+        match self {
+            Rule::Trimmed | Rule::Deleted => Action::Purge,
+            Rule::OverDelivered => Action::DeadLetter,
+            Rule::Stale => Action::Move,
+            Rule::InInbox
+            | Rule::Delayed
+            | Rule::Fresh
+            | Rule::Backoff
+            | Rule::Held
+            | Rule::Storm => Action::Untouched,
+        }
+    }
+
+    /// The name `RECLAIM.SIMULATE` shows.
+    pub fn name(self) -> &'static str {
+        match self {
+            Rule::Trimmed => "trimmed",
+            Rule::OverDelivered => "over-delivered",
+            Rule::InInbox => "in-inbox",
+            Rule::Delayed => "delayed",
+            Rule::Fresh => "fresh",
+            Rule::Backoff => "backoff",
+            Rule::Held => "held",
+            Rule::Stale => "stale",
+            Rule::Deleted => "deleted",
+            Rule::Storm => "storm",
+        }
+    }
 }
 
 /// Whether `p` is stale under `policy`: idle for at least the time its delivery count needs
@@ -71,16 +154,35 @@ pub fn in_inbox(p: &Pending, policy: &Policy) -> bool {
     p.consumer == policy.claimant
 }
 
-/// Classifies one pending entry under `policy`; `quiet`: its owner has not been seen for
-/// `LIVENESS` ms (see [`Owners`]).
-pub fn classify(p: &Pending, policy: &Policy, quiet: bool) -> Action {
-    if over_delivered(p, policy, quiet) {
-        Action::DeadLetter
-    } else if in_inbox(p, policy) || !is_stale(p, policy) || !takeable(p, policy, quiet) {
-        Action::Untouched
+/// The rule that decides pending entry `p` under `policy` (the first row of the sweep's table
+/// that applies); `first`: the stream's first entry ID (`None`: the stream is empty); `quiet`:
+/// its owner has not been seen for `LIVENESS` ms (see [`Owners`]).
+pub fn decide(p: &Pending, policy: &Policy, first: Option<(u64, u64)>, quiet: bool) -> Rule {
+    if is_trimmed(&p.id, first) {
+        Rule::Trimmed
+    } else if over_delivered(p, policy, quiet) {
+        Rule::OverDelivered
+    } else if in_inbox(p, policy) {
+        Rule::InInbox
+    } else if !is_stale(p, policy) {
+        if policy.is_delayed(&p.consumer) {
+            Rule::Delayed
+        } else if p.idle_ms >= policy.min_idle_ms {
+            Rule::Backoff
+        } else {
+            Rule::Fresh
+        }
+    } else if !takeable(p, policy, quiet) {
+        Rule::Held
     } else {
-        Action::Move
+        Rule::Stale
     }
+}
+
+/// What the sweep does with pending entry `p` under `policy`, whatever the stream holds (an
+/// entry still in the stream: [`decide`] without the trimming test).
+pub fn classify(p: &Pending, policy: &Policy, quiet: bool) -> Action {
+    decide(p, policy, Some((0, 0)), quiet).action()
 }
 
 /// Whether `p` is stale but kept by its owner, which was seen less than `LIVENESS` ms ago.
@@ -400,14 +502,11 @@ pub fn plan(
     let mut out: Vec<Batch> = Vec::new();
     for p in page {
         let last = out.last_mut();
-        if is_trimmed(&p.id, first) {
-            match last {
+        match decide(p, policy, first, owners(&p.consumer)).action() {
+            Action::Purge => match last {
                 Some(Batch::Purge(ids)) if ids.len() < cap => ids.push(p.id.clone()),
                 _ => out.push(Batch::Purge(vec![p.id.clone()])),
-            }
-            continue;
-        }
-        match classify(p, policy, owners(&p.consumer)) {
+            },
             Action::Untouched => match last {
                 Some(Batch::Skip(id, n)) => {
                     *id = p.id.clone();
@@ -505,6 +604,116 @@ mod tests {
             classify(&pe("1-0", 10, 1_000_000), &never, true),
             Action::Untouched
         );
+    }
+
+    #[test]
+    fn each_rule_of_the_table_and_its_action() {
+        let mut p = pol(1000, 3);
+        p.backoff = crate::policy::Backoff::Exponential(100_000);
+        p.liveness_ms = 5000;
+        let of = |id: &str, owner: &[u8], idle: i64, n: i64| Pending {
+            consumer: owner.to_vec(),
+            ..pe(id, idle, n)
+        };
+        let inbox = p.claimant.clone();
+        let delayed = p.delayed();
+        let first = Some((5, 0));
+        // (entry, owner quiet, rule, action)
+        let table = [
+            (of("1-0", b"c1", 10, 9), true, Rule::Trimmed, Action::Purge),
+            (
+                of("5-0", b"c1", 10, 4),
+                false,
+                Rule::OverDelivered,
+                Action::DeadLetter,
+            ),
+            (
+                of("6-0", b"c1", 4000, 3),
+                true,
+                Rule::OverDelivered,
+                Action::DeadLetter,
+            ),
+            (
+                of("7-0", &inbox, 99_999, 2),
+                true,
+                Rule::InInbox,
+                Action::Untouched,
+            ),
+            (
+                of("8-0", &inbox, 4000, 3),
+                true,
+                Rule::OverDelivered,
+                Action::DeadLetter,
+            ),
+            (
+                of("9-0", &delayed, 500, 1),
+                true,
+                Rule::Delayed,
+                Action::Untouched,
+            ),
+            (
+                of("10-0", &delayed, 1000, 1),
+                false,
+                Rule::Stale,
+                Action::Move,
+            ),
+            (
+                of("11-0", b"c1", 999, 1),
+                true,
+                Rule::Fresh,
+                Action::Untouched,
+            ),
+            (
+                of("12-0", b"c1", 1500, 2),
+                true,
+                Rule::Backoff,
+                Action::Untouched,
+            ),
+            (
+                of("13-0", b"c1", 2000, 2),
+                false,
+                Rule::Held,
+                Action::Untouched,
+            ),
+            (
+                of("14-0", b"c1", 4000, 3),
+                false,
+                Rule::Held,
+                Action::Untouched,
+            ),
+            (of("15-0", b"c1", 2000, 2), true, Rule::Stale, Action::Move),
+        ];
+        for (e, quiet, rule, action) in &table {
+            let got = decide(e, &p, first, *quiet);
+            assert_eq!((got, got.action()), (*rule, *action), "{e:?} quiet {quiet}");
+        }
+        assert_eq!(Rule::Deleted.action(), Action::Purge);
+        assert_eq!(Rule::Storm.action(), Action::Untouched);
+        // plan() acts on exactly these actions, in order (every owner quiet here).
+        let page: Vec<Pending> = table.iter().map(|t| t.0.clone()).collect();
+        let mut acted: Vec<(Vec<u8>, Action)> = Vec::new();
+        for b in plan(&page, &p, 100, first, &|_| true) {
+            match b {
+                Batch::Move(ids) => acted.extend(ids.into_iter().map(|i| (i, Action::Move))),
+                Batch::Purge(ids) => acted.extend(ids.into_iter().map(|i| (i, Action::Purge))),
+                Batch::DeadLetter(v) => {
+                    acted.extend(v.into_iter().map(|e| (e.id, Action::DeadLetter)))
+                }
+                Batch::Skip(_, n) => {
+                    let from = acted.len();
+                    acted.extend(
+                        page[from..from + n as usize]
+                            .iter()
+                            .map(|e| (e.id.clone(), Action::Untouched)),
+                    )
+                }
+            }
+        }
+        let want: Vec<(Vec<u8>, Action)> = page
+            .iter()
+            .map(|e| (e.id.clone(), decide(e, &p, first, true).action()))
+            .collect();
+        assert_eq!(acted, want);
     }
 
     #[test]

@@ -311,12 +311,17 @@ type Span<'a> = (&'static str, usize, &'a [&'a [u8]]);
 /// every option takes one value, but `BACKOFF`, which takes `FIXED`, `EXPONENTIAL max-ms` or
 /// `LIST ms [ms ...]` (the numbers that follow). Errors: unknown option, missing value.
 fn set_spans<'a>(opts: &'a [&'a [u8]]) -> Result<Vec<Span<'a>>, ReclaimError> {
+    spans(opts, SET_OPTIONS)
+}
+
+/// [`set_spans`] with the options of `known` (each takes one value, but `BACKOFF` and `STORM`).
+fn spans<'a>(opts: &'a [&'a [u8]], known: &[&'static str]) -> Result<Vec<Span<'a>>, ReclaimError> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < opts.len() {
         let raw = opts[i];
         let up = raw.to_ascii_uppercase();
-        let Some(name) = SET_OPTIONS.iter().find(|o| o.as_bytes() == up.as_slice()) else {
+        let Some(name) = known.iter().find(|o| o.as_bytes() == up.as_slice()) else {
             return Err(ReclaimError::UnknownOption(printable(raw)));
         };
         let first = *opts.get(i + 1).ok_or(ReclaimError::MissingValue(name))?;
@@ -386,6 +391,127 @@ fn parse_backoff(v: &[&[u8]]) -> Result<Backoff, ReclaimError> {
     Err(bad)
 }
 
+/// The options of one `RECLAIM.POLICY SET`, each as given (`None`: not given), checked one by
+/// one but not yet against each other (see [`Changes::apply`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Changes {
+    min_idle_ms: Option<i64>,
+    max_deliveries: Option<i64>,
+    dlq: Option<Vec<u8>>,
+    claimant: Option<Vec<u8>>,
+    count: Option<i64>,
+    interval_ms: Option<i64>,
+    backoff: Option<Backoff>,
+    liveness_ms: Option<i64>,
+    storm: Option<Storm>,
+}
+
+impl Changes {
+    /// Whether no option was given.
+    pub fn is_empty(&self) -> bool {
+        *self == Changes::default()
+    }
+
+    /// The `STORM` option given, if any.
+    pub fn storm(&self) -> Option<Storm> {
+        self.storm
+    }
+
+    /// Reads one option (its canonical name and values, from [`spans`]). Errors: a number out
+    /// of range, a malformed `BACKOFF`.
+    fn read(&mut self, name: &'static str, v: &[&[u8]]) -> Result<(), ReclaimError> {
+        let first = v[0];
+        let pos = "a positive integer (ms)";
+        match name {
+            "MIN-IDLE" => self.min_idle_ms = Some(number(name, pos, first, 1, i64::MAX)?),
+            "MAX-DELIVERIES" => {
+                self.max_deliveries =
+                    Some(number(name, "a non-negative integer", first, 0, i64::MAX)?)
+            }
+            "DLQ" => self.dlq = Some(first.to_vec()),
+            "CLAIMANT" => self.claimant = Some(first.to_vec()),
+            "COUNT" => {
+                self.count = Some(number(
+                    name,
+                    "an integer from 1 to 10000",
+                    first,
+                    1,
+                    MAX_COUNT,
+                )?)
+            }
+            "INTERVAL" => self.interval_ms = Some(number(name, pos, first, 1, i64::MAX)?),
+            "BACKOFF" => self.backoff = Some(parse_backoff(v)?),
+            "STORM" => self.storm = Some(parse_storm(v)?),
+            _ => {
+                self.liveness_ms = Some(number(
+                    name,
+                    "a non-negative integer (ms)",
+                    first,
+                    0,
+                    i64::MAX,
+                )?)
+            }
+        }
+        Ok(())
+    }
+
+    /// `base` with these options changed: the policy `RECLAIM.POLICY SET` would make of them
+    /// over `base` (its defaults for SET itself), checked as a whole for `stream`. Errors:
+    /// `BACKOFF EXPONENTIAL` below `MIN-IDLE`, `MAX-DELIVERIES` > 0 without `DLQ`, `DLQ` equal
+    /// to `stream` or a policy key.
+    pub fn apply(self, base: Policy, stream: &[u8]) -> Result<Policy, ReclaimError> {
+        let mut p = base;
+        p.min_idle_ms = self.min_idle_ms.unwrap_or(p.min_idle_ms);
+        p.max_deliveries = self.max_deliveries.unwrap_or(p.max_deliveries);
+        p.dlq = self.dlq.or(p.dlq);
+        p.claimant = self.claimant.unwrap_or(p.claimant);
+        p.count = self.count.unwrap_or(p.count);
+        p.interval_ms = self.interval_ms.unwrap_or(p.interval_ms);
+        p.backoff = self.backoff.unwrap_or(p.backoff);
+        p.liveness_ms = self.liveness_ms.unwrap_or(p.liveness_ms);
+        p.storm = self.storm.or(p.storm);
+        if matches!(p.backoff, Backoff::Exponential(max) if max < p.min_idle_ms) {
+            return Err(ReclaimError::Static(error::BACKOFF_BELOW_MIN_IDLE));
+        }
+        if p.max_deliveries > 0 && p.dlq.is_none() {
+            return Err(ReclaimError::Static(error::MAX_DELIVERIES_NEEDS_DLQ));
+        }
+        if p.dlq.as_deref() == Some(stream) {
+            return Err(ReclaimError::Static(error::DLQ_IS_STREAM));
+        }
+        if p.dlq
+            .as_deref()
+            .is_some_and(|d| d.starts_with(crate::keys::POLICY_KEY_PREFIX))
+        {
+            return Err(ReclaimError::Static(error::DLQ_IS_POLICY_KEY));
+        }
+        Ok(p)
+    }
+}
+
+/// Reads the spans of `RECLAIM.POLICY SET` options into [`Changes`], in the order given;
+/// `other` reads those that are not SET's own. Errors: repeated option, and those of
+/// [`Changes::read`] and `other`.
+fn read_changes(
+    spans: &[Span],
+    mut other: impl FnMut(&'static str, &[&[u8]]) -> Result<(), ReclaimError>,
+) -> Result<Changes, ReclaimError> {
+    let mut c = Changes::default();
+    let mut seen: Vec<&'static str> = Vec::new();
+    for (name, _, v) in spans {
+        if seen.contains(name) {
+            return Err(ReclaimError::RepeatedOption(name));
+        }
+        seen.push(name);
+        if SET_OPTIONS.contains(name) {
+            c.read(name, v)?;
+        } else {
+            other(name, v)?;
+        }
+    }
+    Ok(c)
+}
+
 /// Parses the options of `RECLAIM.POLICY SET key group [MIN-IDLE ms] [MAX-DELIVERIES n]
 /// [DLQ dlq-key] [CLAIMANT consumer] [COUNT n] [INTERVAL ms] [BACKOFF FIXED | EXPONENTIAL max-ms |
 /// LIST ms [ms ...]] [LIVENESS ms] [STORM n window-ms]` (everything after `group`). Option names are
@@ -396,45 +522,40 @@ fn parse_backoff(v: &[&[u8]]) -> Result<Backoff, ReclaimError> {
 /// `LIVENESS` >= 0), a malformed `BACKOFF`, `BACKOFF EXPONENTIAL` below `MIN-IDLE`,
 /// `MAX-DELIVERIES` > 0 without `DLQ`, `DLQ` equal to `stream`.
 pub fn parse_set_options(stream: &[u8], opts: &[&[u8]]) -> Result<Policy, ReclaimError> {
-    let mut p = Policy::default();
-    let mut seen: Vec<&'static str> = Vec::new();
-    for (name, _, v) in set_spans(opts)? {
-        if seen.contains(&name) {
-            return Err(ReclaimError::RepeatedOption(name));
-        }
-        seen.push(name);
-        let first = v[0];
-        let pos = "a positive integer (ms)";
-        match name {
-            "MIN-IDLE" => p.min_idle_ms = number(name, pos, first, 1, i64::MAX)?,
-            "MAX-DELIVERIES" => {
-                p.max_deliveries = number(name, "a non-negative integer", first, 0, i64::MAX)?
-            }
-            "DLQ" => p.dlq = Some(first.to_vec()),
-            "CLAIMANT" => p.claimant = first.to_vec(),
-            "COUNT" => p.count = number(name, "an integer from 1 to 10000", first, 1, MAX_COUNT)?,
-            "INTERVAL" => p.interval_ms = number(name, pos, first, 1, i64::MAX)?,
-            "BACKOFF" => p.backoff = parse_backoff(v)?,
-            "STORM" => p.storm = Some(parse_storm(v)?),
-            _ => p.liveness_ms = number(name, "a non-negative integer (ms)", first, 0, i64::MAX)?,
-        }
-    }
-    if matches!(p.backoff, Backoff::Exponential(max) if max < p.min_idle_ms) {
-        return Err(ReclaimError::Static(error::BACKOFF_BELOW_MIN_IDLE));
-    }
-    if p.max_deliveries > 0 && p.dlq.is_none() {
-        return Err(ReclaimError::Static(error::MAX_DELIVERIES_NEEDS_DLQ));
-    }
-    if p.dlq.as_deref() == Some(stream) {
-        return Err(ReclaimError::Static(error::DLQ_IS_STREAM));
-    }
-    if p.dlq
-        .as_deref()
-        .is_some_and(|d| d.starts_with(crate::keys::POLICY_KEY_PREFIX))
-    {
-        return Err(ReclaimError::Static(error::DLQ_IS_POLICY_KEY));
-    }
-    Ok(p)
+    read_changes(&set_spans(opts)?, |_, _| Ok(()))?.apply(Policy::default(), stream)
+}
+
+/// Largest `LIMIT` of `RECLAIM.SIMULATE` (its default is the evaluated policy's `COUNT`): bounds
+/// the reply and the time of the command.
+pub const MAX_SIMULATE_LIMIT: i64 = 10_000;
+
+/// The options of `RECLAIM.SIMULATE`: `SET`'s and `LIMIT`.
+const SIMULATE_OPTIONS: &[&str] = &[
+    "LIMIT",
+    "MIN-IDLE",
+    "MAX-DELIVERIES",
+    "DLQ",
+    "CLAIMANT",
+    "COUNT",
+    "INTERVAL",
+    "BACKOFF",
+    "LIVENESS",
+    "STORM",
+];
+
+/// Parses `RECLAIM.SIMULATE key group [LIMIT n] [option ...]` (everything after `group`): any
+/// option of `RECLAIM.POLICY SET`, read as SET reads it, and `LIMIT`, in any order. Returns the
+/// limit (`None`: not given) and the policy changes (not yet applied: see [`Changes::apply`]).
+/// Errors: those of SET's options one by one (unknown, repeated, without value, out of range,
+/// malformed `BACKOFF`), and `LIMIT` outside 1 ..= [`MAX_SIMULATE_LIMIT`].
+pub fn parse_simulate_options(opts: &[&[u8]]) -> Result<(Option<i64>, Changes), ReclaimError> {
+    let mut limit = None;
+    let changes = read_changes(&spans(opts, SIMULATE_OPTIONS)?, |_, v| {
+        let range = "an integer from 1 to 10000";
+        limit = Some(number("LIMIT", range, v[0], 1, MAX_SIMULATE_LIMIT)?);
+        Ok(())
+    })?;
+    Ok((limit, changes))
 }
 
 /// Where the DLQ key sits in a `RECLAIM.POLICY SET` argument vector (`argv[0]` is
@@ -757,6 +878,123 @@ mod tests {
     }
 
     #[test]
+    fn simulate_options_change_a_base_policy() {
+        let sim = |opts: &[&str]| {
+            let o: Vec<&[u8]> = opts.iter().map(|s| s.as_bytes()).collect();
+            parse_simulate_options(&o).map_err(|e| e.to_string())
+        };
+        let live = set(&[
+            "MIN-IDLE",
+            "500",
+            "MAX-DELIVERIES",
+            "3",
+            "DLQ",
+            "d",
+            "COUNT",
+            "7",
+        ])
+        .unwrap();
+        // Nothing given: the live policy as it is, no limit.
+        let (limit, c) = sim(&[]).unwrap();
+        assert!(c.is_empty() && limit.is_none());
+        assert_eq!(c.apply(live.clone(), b"orders").unwrap(), live);
+        // LIMIT alone changes nothing of the policy.
+        let (limit, c) = sim(&["limit", "5"]).unwrap();
+        assert!(c.is_empty());
+        assert_eq!(limit, Some(5));
+        // Options anywhere around LIMIT; only those given change; CLAIMANT LIMIT is a value.
+        let (limit, c) =
+            sim(&["MAX-DELIVERIES", "2", "LIMIT", "10000", "CLAIMANT", "LIMIT"]).unwrap();
+        assert_eq!(limit, Some(10_000));
+        assert_eq!(
+            c.apply(live.clone(), b"orders").unwrap(),
+            Policy {
+                max_deliveries: 2,
+                claimant: b"LIMIT".to_vec(),
+                ..live.clone()
+            }
+        );
+        // The proposed policy must be one SET accepts, over the live one.
+        let (_, c) = sim(&["BACKOFF", "EXPONENTIAL", "400"]).unwrap();
+        assert_eq!(
+            c.apply(live.clone(), b"orders").unwrap_err().to_string(),
+            "ERR BACKOFF EXPONENTIAL max-ms must be at least MIN-IDLE"
+        );
+        let (_, c) = sim(&["MAX-DELIVERIES", "2"]).unwrap();
+        assert_eq!(
+            c.apply(Policy::default(), b"orders")
+                .unwrap_err()
+                .to_string(),
+            "ERR MAX-DELIVERIES above 0 needs a DLQ key"
+        );
+        let (_, c) = sim(&["DLQ", "orders"]).unwrap();
+        assert_eq!(
+            c.apply(live.clone(), b"orders").unwrap_err().to_string(),
+            "ERR the DLQ key must differ from the stream key"
+        );
+        // Errors one option at a time, in the order given.
+        let cases: &[(&[&str], &str)] = &[
+            (
+                &["LIMIT", "0"],
+                "ERR LIMIT must be an integer from 1 to 10000",
+            ),
+            (
+                &["LIMIT", "10001"],
+                "ERR LIMIT must be an integer from 1 to 10000",
+            ),
+            (
+                &["LIMIT", "x", "MIN-IDLE", "0"],
+                "ERR LIMIT must be an integer from 1 to 10000",
+            ),
+            (
+                &["MIN-IDLE", "0", "LIMIT", "0"],
+                "ERR MIN-IDLE must be a positive integer (ms)",
+            ),
+            (&["LIMIT"], "ERR option LIMIT needs a value"),
+            (
+                &["LIMIT", "1", "limit", "2"],
+                "ERR option LIMIT given more than once",
+            ),
+            (
+                &["STORM", "1"],
+                "ERR STORM must be two positive integers: the most dead-letters, then the window (ms)",
+            ),
+            (
+                &["COUNT", "0"],
+                "ERR COUNT must be an integer from 1 to 10000",
+            ),
+            (
+                &["BACKOFF", "SLOW"],
+                "ERR BACKOFF takes FIXED, EXPONENTIAL max-ms or LIST ms [ms ...]",
+            ),
+        ];
+        for (opts, want) in cases {
+            assert_eq!(sim(opts).unwrap_err(), *want, "options {opts:?}");
+        }
+        // STORM is proposed as SET reads it; the live state stays (it is not an option).
+        let (_, c) = sim(&["STORM", "5", "1000", "LIMIT", "2"]).unwrap();
+        let storm = Storm {
+            max: 5,
+            window_ms: 1000,
+        };
+        assert_eq!(c.storm(), Some(storm));
+        let paused = live.with_state(State::Paused);
+        assert_eq!(
+            c.apply(paused.clone(), b"orders").unwrap(),
+            Policy {
+                storm: Some(storm),
+                ..paused
+            }
+        );
+        assert_eq!(sim(&["COUNT", "5"]).unwrap().1.storm(), None);
+        // SET does not take LIMIT.
+        assert_eq!(
+            set(&["LIMIT", "5"]).unwrap_err(),
+            "ERR unknown option 'LIMIT'"
+        );
+    }
+
+    #[test]
     fn printable_is_safe() {
         assert_eq!(printable(b"a\r\nb\0"), "a??b?");
         assert_eq!(printable(&[b'x'; 100]).len(), 67);
@@ -768,6 +1006,7 @@ mod tests {
             let a: Vec<&[u8]> = args.iter().map(|x| x.as_slice()).collect();
             let _ = parse_set_options(b"s", &a);
             let _ = parse_sweep_options(&a);
+            let _ = parse_simulate_options(&a).map(|(_, c)| c.apply(Policy::default(), b"s"));
             let _ = dlq_position(&a);
         }
 

@@ -15,6 +15,9 @@
 //! each move. All writes of one timer callback or one command reach the AOF and replicas in one
 //! MULTI/EXEC (Redis 7.0+, PR #9890), so a DLQ append is never separated from its XACK.
 //! Time is checked between batches: a step stops early at `deadline` and resumes from its cursor.
+//!
+//! [`simulate`] reads what a step reads and decides as [`Target::handle`] does, writing nothing
+//! (`RECLAIM.SIMULATE`).
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -25,7 +28,7 @@ use redis_module::{
     RedisString,
 };
 
-use crate::planner::{self, Batch, Pending};
+use crate::planner::{self, Action, Batch, Pending, Rule};
 use crate::policy::Policy;
 
 /// Why a step ended before handling every entry it read.
@@ -303,6 +306,12 @@ impl Target<'_> {
 
     fn out_of_memory(&self) -> bool {
         self.ctx.get_flags().contains(ContextFlags::OOM)
+    }
+
+    /// Whether the stream still holds entry `id` (the test [`Target::dead_letter`] makes before
+    /// an append; `XCLAIM` makes the same one before a move).
+    fn has_entry(&self, stream: &RedisString, id: &[u8]) -> bool {
+        self.entry_fields(stream, id).is_some()
     }
 
     /// Reads the fields of entry `id` (Redis `RM_StreamIteratorStart` over `[id, id]`), `None`
@@ -656,6 +665,71 @@ pub fn step_page(
         }
         Ok(())
     })
+}
+
+/// One pending entry as [`simulate`] found it, and the rule that decides it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Planned {
+    /// The entry as `XPENDING` reports it.
+    pub entry: Pending,
+    /// The rule that decides it ([`planner::decide`], or [`Rule::Deleted`]); its action is
+    /// `rule.action()`.
+    pub rule: Rule,
+}
+
+/// What [`simulate`] found: the entries examined, in PEL order, and whether the PEL has more.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Simulation {
+    /// The first `limit` pending entries, each with its rule.
+    pub entries: Vec<Planned>,
+    /// The PEL has entries after the last one examined.
+    pub more: bool,
+}
+
+/// What the steps of [`step_page`] would do now to the first `limit` pending entries of `t`
+/// (`RECLAIM.SWEEP ... LIMIT limit`), entry by entry, without writing anything: the same reads
+/// (`XPENDING key group - + <limit+1>`, the stream's first entry, the owners' liveness with
+/// `LIVENESS`), the same decision ([`planner::decide`], which [`planner::plan`] acts on), and
+/// for each entry to be moved or dead-lettered the same tests, in the same order, as
+/// [`Target::dead_letter`] and `XCLAIM`: for a dead-letter, the `STORM` allowance first
+/// (`t.dead_letters` used up: [`Rule::Storm`], the entry stays pending), then whether its stream
+/// entry still exists (gone: [`Rule::Deleted`], removed from the PEL only); each planned
+/// dead-letter takes one of `t.dead_letters`, in PEL order. Reads only, through `RM_Call`
+/// without `!` and the module stream API; touches no run-time state.
+pub fn simulate(t: &Target, limit: i64) -> Result<Simulation, Stop> {
+    if let Some(s) = check_stream(t.ctx, t.stream) {
+        return Err(s);
+    }
+    let mut page = t.pending(Query {
+        idle: None,
+        start: b"-",
+        end: b"+",
+        count: limit.saturating_add(1),
+        consumer: None,
+    })?;
+    let first = t.first_id()?;
+    let more = page.len() as i64 > limit;
+    page.truncate(limit.max(0) as usize);
+    let owners = t.owners_of(&page);
+    let sname = RedisString::create_from_slice(t.ctx.ctx, t.stream);
+    let entries = page
+        .into_iter()
+        .map(|entry| {
+            let mut rule = planner::decide(&entry, t.policy, first, owners.quiet(&entry.consumer));
+            let action = rule.action();
+            if action == Action::DeadLetter && t.dead_letters.get() == 0 {
+                rule = Rule::Storm;
+            } else if matches!(action, Action::Move | Action::DeadLetter)
+                && !t.has_entry(&sname, &entry.id)
+            {
+                rule = Rule::Deleted;
+            } else if action == Action::DeadLetter {
+                t.dead_letters.set(t.dead_letters.get().saturating_sub(1));
+            }
+            Planned { entry, rule }
+        })
+        .collect();
+    Ok(Simulation { entries, more })
 }
 
 /// Where a scan step starts, and what it learnt so far.

@@ -1320,6 +1320,7 @@ fn command_info_and_docs() {
             "reclaim.policy|resume",
             "reclaim.policy|set",
             "reclaim.readgroup",
+            "reclaim.simulate",
             "reclaim.stats",
             "reclaim.sweep",
             "reclaim.term"
