@@ -85,6 +85,17 @@ pub const IMPORT_NOT_SERVED: &str =
 pub const NOPERM_STREAM: &str = "NOPERM this user has no permissions to write the stream key";
 /// `RECLAIM.POLICY IMPORT` by a user whose ACL does not allow writing a policy's DLQ key.
 pub const NOPERM_DLQ_KEY: &str = "NOPERM this user has no permissions to write the DLQ key";
+/// A command that would move or dead-letter under a policy that `RECLAIM.POLICY PAUSE` paused.
+pub const POLICY_PAUSED: &str =
+    "ERR the policy of this key and group is paused (RECLAIM.POLICY RESUME resumes it)";
+/// A dead-letter refused because the policy's `STORM` breaker is open (or this one would open it).
+pub const STORM_OPEN: &str =
+    "ERR the STORM breaker of this policy is open: no dead-letters until RECLAIM.POLICY RESUME";
+/// A command that would move or dead-letter while `reclaim.enabled` is `no`.
+pub const DISABLED: &str =
+    "ERR reclaim is disabled on this server (CONFIG SET reclaim.enabled yes enables it)";
+/// `RECLAIM.POLICY PAUSE key group <word>` with a word other than `STORM`.
+pub const PAUSE_SYNTAX: &str = "ERR syntax error: RECLAIM.POLICY PAUSE key group [STORM]";
 /// Any panic caught at the FFI boundary (a bug: the server keeps running, the log has details).
 pub const INTERNAL: &str = "ERR internal error in the reclaim module (see the server log)";
 

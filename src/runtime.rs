@@ -8,9 +8,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::breaker::Breaker;
 use crate::metrics::{self, Counters, Stat};
 use crate::planner::{self, Horizon, PassKind};
-use crate::policy::Policy;
+use crate::policy::{Policy, State};
 use crate::sweep::{Outcome, Stop};
 
 /// Most consumers one policy tracks in each of its sets ([`Unchecked::Consumers`], the recent
@@ -214,6 +215,8 @@ pub struct Runtime {
     /// consumers again: its last round over the PEL found none, and the most idle entry it saw
     /// turns stale then at the earliest (0 = look).
     pub read_not_before_ms: i64,
+    /// Dead-letters of the recent `STORM` window (policies with `STORM` only).
+    pub breaker: Breaker,
 }
 
 /// When consumers last talked to the module (`RECLAIM.READGROUP`, `EXTEND`, `NACK`, `TERM`),
@@ -343,6 +346,15 @@ impl Runtime {
         Runtime {
             due_ms,
             ..Runtime::default()
+        }
+    }
+
+    /// How many entries `policy` may dead-letter at monotonic ms `now` before its `STORM` breaker
+    /// opens: 0 unless the policy is active, unlimited (`u64::MAX`) without `STORM`.
+    pub fn dead_letter_allowance(&self, policy: &Policy, now: u64) -> u64 {
+        match policy.state {
+            State::Active => self.breaker.allowance(policy.storm, now),
+            _ => 0,
         }
     }
 

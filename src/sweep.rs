@@ -16,6 +16,7 @@
 //! MULTI/EXEC (Redis 7.0+, PR #9890), so a DLQ append is never separated from its XACK.
 //! Time is checked between batches: a step stops early at `deadline` and resumes from its cursor.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -42,6 +43,9 @@ pub enum Stop {
     WrongTypeStream,
     /// The DLQ key holds another type.
     WrongTypeDlq,
+    /// The `STORM` breaker is open, or the next dead-letter would open it: dead-letter moves
+    /// wait (the entries stay pending); moves go on.
+    Storm,
     /// Any other error reply (text included).
     Error(String),
 }
@@ -56,6 +60,7 @@ impl Stop {
             Stop::NoGroup => "waiting: consumer group does not exist".into(),
             Stop::WrongTypeStream => "error: stream key holds the wrong kind of value".into(),
             Stop::WrongTypeDlq => "error: DLQ key holds the wrong kind of value".into(),
+            Stop::Storm => "storm".into(),
             Stop::Error(e) => format!("error: {e}"),
         }
     }
@@ -145,6 +150,9 @@ pub struct Target<'a> {
     pub policy: &'a Policy,
     /// How long ago (ms) consumers last talked to the module, for `LIVENESS` (empty without it).
     pub seen: &'a [(Vec<u8>, u64)],
+    /// How many more entries may be dead-lettered before the `STORM` breaker opens
+    /// (`u64::MAX`: no limit; 0: the breaker is open). Each dead-letter takes one.
+    pub dead_letters: Cell<u64>,
 }
 
 /// Checks the stream key: `None` when it is a stream, the stop reason otherwise.
@@ -379,6 +387,10 @@ impl Target<'_> {
         let mut gone: Vec<&[u8]> = Vec::new();
         let mut failure = None;
         for (k, e) in entries.iter().enumerate() {
+            if self.dead_letters.get() == 0 {
+                failure = Some(Stop::Storm);
+                break;
+            }
             // Before copying the body: a large entry could itself push memory over the limit.
             // Every move of the batch not done counts as skipped.
             if self.out_of_memory() {
@@ -391,7 +403,11 @@ impl Target<'_> {
                 continue;
             };
             match self.append_dead_letter(dlq, e, &fields, reason) {
-                Ok(()) => moved.push(&e.id),
+                Ok(()) => {
+                    moved.push(&e.id);
+                    self.dead_letters
+                        .set(self.dead_letters.get().saturating_sub(1));
+                }
                 Err(f) => {
                     if f == Stop::Oom {
                         out.oom_skips += (entries.len() - k) as u64;
@@ -450,7 +466,7 @@ impl Target<'_> {
             }
             match self.run(b, out) {
                 Ok(()) => {}
-                Err(s @ (Stop::WrongTypeDlq | Stop::Oom)) => out.problem = Some(s),
+                Err(s @ (Stop::WrongTypeDlq | Stop::Oom | Stop::Storm)) => out.problem = Some(s),
                 Err(s) => {
                     out.stop = Some(s);
                     return false;

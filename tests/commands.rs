@@ -65,6 +65,9 @@ struct P {
     interval: i64,
     backoff: Vec<u8>,
     liveness: i64,
+    /// `STORM` as GET shows it (`n window-ms`), `None` = off.
+    storm: Option<Vec<u8>>,
+    state: Vec<u8>,
 }
 
 /// The documented defaults.
@@ -78,6 +81,8 @@ fn defaults() -> P {
         interval: 10000,
         backoff: b"FIXED".to_vec(),
         liveness: 0,
+        storm: None,
+        state: b"active".to_vec(),
     }
 }
 
@@ -96,6 +101,11 @@ impl P {
             (bs(b"interval"), Value::Int(self.interval)),
             (bs(b"backoff"), bs(&self.backoff)),
             (bs(b"liveness"), Value::Int(self.liveness)),
+            (
+                bs(b"storm"),
+                self.storm.as_deref().map(bs).unwrap_or(Value::Nil),
+            ),
+            (bs(b"state"), bs(&self.state)),
         ]
     }
 
@@ -248,6 +258,9 @@ fn policy_replies_resp2() {
             b"300",
             b"liveness",
             b"2000",
+            b"storm",
+            b"50",
+            b"60000",
         ],
     );
     let full = P {
@@ -259,6 +272,8 @@ fn policy_replies_resp2() {
         interval: 250,
         backoff: b"LIST 5 300".to_vec(),
         liveness: 2000,
+        storm: Some(b"50 60000".to_vec()),
+        state: b"active".to_vec(),
     };
     assert_eq!(get(&mut c, b"s", b"g"), full.resp2());
 
@@ -1254,6 +1269,8 @@ fn command_info_and_docs() {
             ("reclaim.policy|help".to_string(), 2),
             ("reclaim.policy|import".to_string(), -3),
             ("reclaim.policy|list".to_string(), 2),
+            ("reclaim.policy|pause".to_string(), -4),
+            ("reclaim.policy|resume".to_string(), 4),
             ("reclaim.policy|set".to_string(), -4),
         ]
     );
@@ -1291,7 +1308,7 @@ fn command_info_and_docs() {
     let (name, arity, _, _) = command_info(&mut c, "RECLAIM.POLICY|SET");
     assert_eq!((name.as_str(), arity), ("reclaim.policy|set", -4));
 
-    // COMMAND LIST FILTERBY MODULE: the seven commands and the seven subcommands.
+    // COMMAND LIST FILTERBY MODULE: every command and subcommand.
     let mut listed: Vec<String> = cmd("COMMAND")
         .arg("LIST")
         .arg("FILTERBY")
@@ -1312,6 +1329,8 @@ fn command_info_and_docs() {
             "reclaim.policy|help",
             "reclaim.policy|import",
             "reclaim.policy|list",
+            "reclaim.policy|pause",
+            "reclaim.policy|resume",
             "reclaim.policy|set",
             "reclaim.readgroup",
             "reclaim.stats",
@@ -1367,6 +1386,8 @@ fn command_info_and_docs() {
             "reclaim.policy|help",
             "reclaim.policy|import",
             "reclaim.policy|list",
+            "reclaim.policy|pause",
+            "reclaim.policy|resume",
             "reclaim.policy|set"
         ]
     );
@@ -1607,8 +1628,13 @@ fn config_get_and_set() {
     names.sort();
     assert_eq!(
         names,
-        ["reclaim.tick-budget-us", "reclaim.tick-interval-ms"]
+        [
+            "reclaim.enabled",
+            "reclaim.tick-budget-us",
+            "reclaim.tick-interval-ms"
+        ]
     );
+    assert_eq!(config_get(&mut c, "reclaim.enabled"), "yes");
 
     let cases: &[(&str, &[&str], &[&str], &str)] = &[
         (
@@ -1688,6 +1714,14 @@ fn configs_from_the_command_line_and_loadmodule_args() {
         .collect();
     assert!(names.iter().any(|n| n == "reclaim"), "{names:?}");
     drop(c);
+    drop(s);
+
+    // A yes/no config, as a module argument and on the command line.
+    let s = Server::start(&["enabled", "no"]);
+    assert_eq!(config_get(&mut s.conn(), "reclaim.enabled"), "no");
+    drop(s);
+    let s = Server::start(&["--reclaim.enabled", "no"]);
+    assert_eq!(config_get(&mut s.conn(), "reclaim.enabled"), "no");
     drop(s);
 
     // Both: the command-line config wins over the module argument.
@@ -1778,6 +1812,8 @@ fn out_of_range_configs_at_startup_are_refused() {
         &["tick-interval-ms", "1001"],
         &["tick-budget-us", "49"],
         &["tick-budget-us", "100001"],
+        &["enabled", "maybe"],
+        &["--reclaim.enabled", "maybe"],
     ];
     let failures: Vec<String> = cases
         .iter()
@@ -2014,6 +2050,8 @@ fn policy_help_lists_the_subcommands() {
         "LIST",
         "EXPORT",
         "IMPORT <json> [REPLACE]",
+        "PAUSE <key> <group> [STORM]",
+        "RESUME <key> <group>",
         "HELP",
     ] {
         assert!(
