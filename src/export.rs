@@ -15,7 +15,8 @@
 //!       "count": 100,
 //!       "interval": 10000,
 //!       "backoff": { "exponential": 60000 },
-//!       "liveness": 0
+//!       "liveness": 0,
+//!       "storm": { "max": 50, "window": 60000 }
 //!     }
 //!   ]
 //! }
@@ -26,6 +27,10 @@
 //! the option's default, as an option left out of SET. Names (key, group, `dlq`, `claimant`) are
 //! [`Name`]s: a JSON string when the bytes are UTF-8, else `{"hex": "..."}`.
 //!
+//! The policy's state (`active`, `paused`, `storm`: `RECLAIM.POLICY PAUSE`/`RESUME` and the
+//! `STORM` breaker) is operational, not configuration: it is not exported, and a policy that
+//! IMPORT replaces keeps its state (as `RECLAIM.POLICY SET` keeps it); a new one starts active.
+//!
 //! Import checks everything before anything is applied: the document's size, its JSON, its
 //! version and its number of policies ([`parse_document`]), then each policy in order through
 //! `RECLAIM.POLICY SET`'s own parser ([`PolicyDoc::to_policy`] builds SET's words and calls
@@ -34,8 +39,8 @@
 //! keyspace (types, ACL, cluster slots, existing policies) is checked by the command handler.
 //!
 //! **A new option** is one `Option<...>` field of [`PolicyDoc`] (named after the option), a line
-//! in [`PolicyDoc::from_policy`] and one in [`PolicyDoc::set_words`]. A new field that is not a
-//! SET option (a state) is applied in [`PolicyDoc::to_policy`] after the parser. New optional
+//! in [`PolicyDoc::from_policy`] and one in [`PolicyDoc::set_words`] (an option of several values
+//! is a small object, as `storm`). Operational state is not configuration and gets no field. New optional
 //! fields keep [`VERSION`]: old documents still import, and an older module refuses a document
 //! that uses them (`unknown field`), which is right, since it could not honour them.
 //!
@@ -145,9 +150,20 @@ pub enum BackoffDoc {
     List(Vec<i64>),
 }
 
+/// `STORM n window-ms` in JSON: `{"max": n, "window": ms}` (`null`: no breaker).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "{\"max\": n, \"window\": ms}")]
+pub struct StormDoc {
+    /// Most dead-letters within one window (`STORM`'s `n`).
+    pub max: i64,
+    /// The window, ms (`STORM`'s `window-ms`).
+    pub window: i64,
+}
+
 /// One policy of a document: its key and group, then the options of `RECLAIM.POLICY SET`, each
 /// named after its option in lower case (as `RECLAIM.POLICY GET` names them). `None` (left out,
-/// or `null`): the option's default; for `dlq`, no DLQ. Export fills every field.
+/// or `null`): the option's default; for `dlq`, no DLQ; for `storm`, no breaker. Export fills every
+/// field (`dlq` and `storm` are `null` when unset). The policy's state is not a field.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(
     deny_unknown_fields,
@@ -167,6 +183,7 @@ pub struct PolicyDoc {
     pub interval: Option<i64>,
     pub backoff: Option<BackoffDoc>,
     pub liveness: Option<i64>,
+    pub storm: Option<StormDoc>,
 }
 
 impl PolicyDoc {
@@ -187,6 +204,10 @@ impl PolicyDoc {
                 Backoff::List(v) => BackoffDoc::List(v.clone()),
             }),
             liveness: Some(p.liveness_ms),
+            storm: p.storm.map(|s| StormDoc {
+                max: s.max,
+                window: s.window_ms,
+            }),
         }
     }
 
@@ -232,6 +253,9 @@ impl PolicyDoc {
         }
         if let Some(v) = self.liveness {
             opt("LIVENESS", vec![num(v)]);
+        }
+        if let Some(s) = &self.storm {
+            opt("STORM", vec![num(s.max), num(s.window)]);
         }
         w
     }
@@ -320,7 +344,10 @@ impl<'de: 'a, 'a> Deserialize<'de> for Entries<'a> {
 
 /// The document `RECLAIM.POLICY IMPORT` reads.
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields, expecting = "an object with \"version\" and \"policies\"")]
+#[serde(
+    deny_unknown_fields,
+    expecting = "an object with \"version\" and \"policies\""
+)]
 struct DocumentIn<'a> {
     version: u64,
     #[serde(borrow)]
@@ -455,8 +482,8 @@ pub fn parse_document(doc: &[u8]) -> Result<Vec<Imported>, ReclaimError> {
             "invalid type: {kind}, expected an object with \"version\" and \"policies\""
         )));
     }
-    let d: DocumentIn = serde_json::from_slice(doc)
-        .map_err(|e| ReclaimError::Document(message(&e.to_string())))?;
+    let d: DocumentIn =
+        serde_json::from_slice(doc).map_err(|e| ReclaimError::Document(message(&e.to_string())))?;
     if d.version != VERSION {
         return Err(ReclaimError::DocumentVersion(d.version));
     }
@@ -521,7 +548,10 @@ mod tests {
             (b"a\x00b\r\n\"q\"\\", r#""a\u0000b\r\n\"q\"\\""#),
             ("é€".as_bytes(), "\"é€\""),
             (b"", r#""""#),
-            (b"bin\x00\xff\r\nstream", r#"{"hex":"62696e00ff0d0a73747265616d"}"#),
+            (
+                b"bin\x00\xff\r\nstream",
+                r#"{"hex":"62696e00ff0d0a73747265616d"}"#,
+            ),
             (b"\xfe", r#"{"hex":"fe"}"#),
         ];
         for (bytes, json) in cases {
@@ -565,10 +595,24 @@ mod tests {
     #[test]
     fn export_then_import_gives_the_same_policies() {
         let p1 = pol(&[
-            "MIN-IDLE", "1000", "MAX-DELIVERIES", "2", "DLQ", "d", "BACKOFF", "EXPONENTIAL",
-            "60000", "LIVENESS", "30000",
+            "MIN-IDLE",
+            "1000",
+            "MAX-DELIVERIES",
+            "2",
+            "DLQ",
+            "d",
+            "BACKOFF",
+            "EXPONENTIAL",
+            "60000",
+            "LIVENESS",
+            "30000",
+            "STORM",
+            "50",
+            "60000",
         ]);
-        let p2 = pol(&["BACKOFF", "LIST", "5", "70000", "CLAIMANT", "c", "COUNT", "7"]);
+        let p2 = pol(&[
+            "BACKOFF", "LIST", "5", "70000", "CLAIMANT", "c", "COUNT", "7",
+        ]);
         let mut p3 = pol(&["INTERVAL", "9"]);
         p3.dlq = Some(b"\xff\x00dlq".to_vec());
         p3.claimant = b"c\"\\\r\n\x00".to_vec();
@@ -610,7 +654,8 @@ mod tests {
           70000
         ]
       },
-      "liveness": 0
+      "liveness": 0,
+      "storm": null
     }
   ]
 }"#;
@@ -620,6 +665,29 @@ mod tests {
             to_json(none).unwrap(),
             "{\n  \"version\": 1,\n  \"policies\": []\n}"
         );
+    }
+
+    #[test]
+    fn storm_is_an_object_and_the_state_is_not_exported() {
+        let mut p = pol(&["STORM", "3", "1000"]);
+        p.state = policy::State::Paused;
+        let json = to_json([(&b"s"[..], &b"g"[..], &p)]).unwrap();
+        assert!(
+            json.contains("\"storm\": {\n        \"max\": 3,\n        \"window\": 1000\n      }\n"),
+            "{json}"
+        );
+        assert!(
+            !json.contains("paused") && !json.contains("state"),
+            "{json}"
+        );
+        // Imported, the same options, state active (the store keeps an existing policy's).
+        let back = parse_document(json.as_bytes()).unwrap();
+        assert_eq!(back[0].policy, p.with_state(policy::State::Active));
+        let got = parse_document(
+            doc(&[r#"{"key": "a", "group": "g", "storm": {"window": 5, "max": 2}}"#]).as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(got[0].policy, pol(&["STORM", "2", "5"]));
     }
 
     #[test]
@@ -737,6 +805,22 @@ mod tests {
                 r#"{"key": "orders", "group": "workers", "liveness": -1}"#,
                 "ERR policies[1] (key 'orders', group 'workers'), field 'liveness': LIVENESS must be a non-negative integer (ms)",
             ),
+            (
+                r#"{"key": "orders", "group": "workers", "storm": {"max": 0, "window": 1000}}"#,
+                "ERR policies[1] (key 'orders', group 'workers'), field 'storm': STORM must be two positive integers: the most dead-letters, then the window (ms)",
+            ),
+            (
+                r#"{"key": "orders", "group": "workers", "storm": {"max": 5}}"#,
+                "ERR policies[1] (key 'orders', group 'workers'), field 'storm': missing field `window`",
+            ),
+            (
+                r#"{"key": "orders", "group": "workers", "storm": {"max": 5, "window": 1, "state": "paused"}}"#,
+                "ERR policies[1] (key 'orders', group 'workers'), field 'storm': unknown field `state`, expected `max` or `window`",
+            ),
+            (
+                r#"{"key": "orders", "group": "workers", "state": "paused"}"#,
+                "ERR policies[1] (key 'orders', group 'workers'), field 'state': unknown field `state`, expected one of `key`, `group`, `min-idle`, `max-deliveries`, `dlq`, `claimant`, `count`, `interval`, `backoff`, `liveness`, `storm`",
+            ),
             // Types: the JSON parser's message, with the field.
             (
                 r#"{"key": "orders", "group": "workers", "min-idle": 1.5}"#,
@@ -768,7 +852,7 @@ mod tests {
             ),
             (
                 r#"{"key": "orders", "group": "workers", "min_idle": 5}"#,
-                "ERR policies[1] (key 'orders', group 'workers'), field 'min_idle': unknown field `min_idle`, expected one of `key`, `group`, `min-idle`, `max-deliveries`, `dlq`, `claimant`, `count`, `interval`, `backoff`, `liveness`",
+                "ERR policies[1] (key 'orders', group 'workers'), field 'min_idle': unknown field `min_idle`, expected one of `key`, `group`, `min-idle`, `max-deliveries`, `dlq`, `claimant`, `count`, `interval`, `backoff`, `liveness`, `storm`",
             ),
             (
                 r#"{"key": "orders", "group": "workers", "count": 1, "count": 2}"#,
@@ -812,10 +896,10 @@ mod tests {
         assert_eq!(a(&["{}"]), Ok(("{}".into(), false)));
         assert_eq!(a(&["{}", "replace"]), Ok(("{}".into(), true)));
         assert_eq!(a(&["REPLACE", "{}\n"]), Ok(("{}\n".into(), true)));
-        assert_eq!(a(&["{}", "FORCE"]), Err("ERR unknown option 'FORCE'".into()));
         assert_eq!(
-            a(&["{}", "REPLACE", "x"]),
-            Err("ERR syntax error".into())
+            a(&["{}", "FORCE"]),
+            Err("ERR unknown option 'FORCE'".into())
         );
+        assert_eq!(a(&["{}", "REPLACE", "x"]), Err("ERR syntax error".into()));
     }
 }
