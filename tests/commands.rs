@@ -2038,7 +2038,7 @@ fn policy_help_lists_the_subcommands() {
     let s = Server::new();
     let mut c = s.conn();
     let lines: Vec<String> = cmd("RECLAIM.POLICY").arg("HELP").query(&mut c).unwrap();
-    assert_eq!(lines.len(), 15);
+    assert_eq!(lines.len(), 19);
     assert!(
         lines[0].starts_with("RECLAIM.POLICY <subcommand>"),
         "{lines:?}"
