@@ -390,7 +390,8 @@ fn message(s: &str) -> String {
 }
 
 /// What JSON value `text` starts with, as serde names it, when it is not an object (serde's derive
-/// would read an array as the fields in order, which a document must not rely on).
+/// would read an array as the fields in order, which a document must not rely on); `None` for an
+/// object, or for text that is no JSON value (the parser's error then says where).
 fn not_an_object(text: &[u8]) -> Option<&'static str> {
     let first = text.iter().find(|b| !b.is_ascii_whitespace())?;
     Some(match first {
@@ -399,7 +400,9 @@ fn not_an_object(text: &[u8]) -> Option<&'static str> {
         b'"' => "string",
         b't' | b'f' => "boolean",
         b'n' => "null",
-        _ => "number",
+        b'-' | b'0'..=b'9' => "number",
+        // Not JSON at all: the parser says where.
+        _ => return None,
     })
 }
 
@@ -734,6 +737,8 @@ mod tests {
             (r#"{"version": 1, "policies": [], "db": 0}"#, "ERR the policy document is not valid: unknown field `db`, expected `version` or `policies` at line 1 column 35"),
             (r#"{"version": 1, "policies": [] "#, "ERR the policy document is not valid: EOF while parsing an object at line 1 column 30"),
             (r#"{"version": 1, "policies": []} x"#, "ERR the policy document is not valid: trailing characters at line 1 column 32"),
+            ("REPLACE", "ERR the policy document is not valid: expected value at line 1 column 1"),
+            ("-1", "ERR the policy document is not valid: invalid type: number, expected an object with \"version\" and \"policies\""),
             (r#"{"version": 2, "policies": []}"#, "ERR the policy document has version 2: this module reads version 1"),
             (r#"{"version": "1", "policies": []}"#, "ERR the policy document is not valid: invalid type: string \"1\", expected u64 at line 1 column 15"),
         ];

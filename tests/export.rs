@@ -437,3 +437,45 @@ fn witness_write(s: &Server, c: &mut Connection, name: &str) -> Vec<Vec<Vec<u8>>
             .then_some(all)
     })
 }
+
+#[test]
+fn import_checks_each_policys_keys_against_the_users_acl() {
+    let s = Server::new();
+    let mut c = s.conn();
+    let _: () = cmd("ACL")
+        .arg(
+            &[
+                "SETUSER",
+                "ops",
+                "on",
+                "nopass",
+                "~orders*",
+                "+reclaim.policy",
+            ][..],
+        )
+        .query(&mut c)
+        .unwrap();
+    let mut ops = s.conn();
+    let _: () = cmd("AUTH").arg("ops").arg("x").query(&mut ops).unwrap();
+    let ok = r#"{"key": "orders", "group": "g", "max-deliveries": 1, "dlq": "orders:dlq"}"#;
+    for (bad, want) in [
+        (
+            r#"{"key": "payments", "group": "g"}"#,
+            "NOPERM policies[1] (key 'payments', group 'g'), field 'key': this user has no permissions to write the stream key",
+        ),
+        (
+            r#"{"key": "orders2", "group": "g", "max-deliveries": 1, "dlq": "dead"}"#,
+            "NOPERM policies[1] (key 'orders2', group 'g'), field 'dlq': this user has no permissions to write the DLQ key",
+        ),
+    ] {
+        let doc = format!(r#"{{"version": 1, "policies": [{ok}, {bad}]}}"#);
+        assert_eq!(error_of(&mut ops, &import_cmd(doc.as_bytes(), false)), want);
+        assert_eq!(export_policies(&mut c), EMPTY);
+    }
+    let doc = format!(r#"{{"version": 1, "policies": [{ok}]}}"#);
+    assert_eq!(import_policies(&mut ops, doc.as_bytes(), false), 1);
+    assert_eq!(
+        get_policy(&mut c, b"orders", b"g"),
+        Some(PolicyView::new(60_000, 10_000).with_dlq(b"orders:dlq", 1))
+    );
+}
