@@ -125,13 +125,13 @@ fn hex(b: &[u8]) -> String {
 }
 
 fn unhex(s: &str) -> Option<Vec<u8>> {
-    let s = s.as_bytes();
-    if s.len() % 2 != 0 {
-        return None;
-    }
     let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
-    s.chunks(2)
-        .map(|p| Some(digit(p[0])? << 4 | digit(p[1])?))
+    s.as_bytes()
+        .chunks(2)
+        .map(|p| match *p {
+            [hi, lo] => Some(digit(hi)? << 4 | digit(lo)?),
+            _ => None,
+        })
         .collect()
 }
 
