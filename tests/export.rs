@@ -479,3 +479,66 @@ fn import_checks_each_policys_keys_against_the_users_acl() {
         Some(PolicyView::new(60_000, 10_000).with_dlq(b"orders:dlq", 1))
     );
 }
+
+#[test]
+fn in_redis_cluster_import_checks_each_policys_slots() {
+    // One node serving half of the slots (the other half has no node).
+    let s = Server::start(&[
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        "nodes.conf",
+        "--cluster-require-full-coverage",
+        "no",
+    ]);
+    let mut c = s.conn();
+    let _: () = cmd("CLUSTER")
+        .arg("ADDSLOTSRANGE")
+        .arg(0)
+        .arg(8191)
+        .query(&mut c)
+        .unwrap();
+    wait_for(20, "cluster_state:ok", || {
+        let info: String = cmd("CLUSTER").arg("INFO").query(&mut c).ok()?;
+        info.contains("cluster_state:ok").then_some(())
+    });
+    let slot = |c: &mut Connection, k: &str| -> i64 {
+        cmd("CLUSTER").arg("KEYSLOT").arg(k).query(c).unwrap()
+    };
+    let names: Vec<String> = (0..64).map(|i| format!("s{i}")).collect();
+    let served = names
+        .iter()
+        .find(|k| slot(&mut c, k) <= 8191)
+        .unwrap()
+        .clone();
+    let other = names
+        .iter()
+        .find(|k| slot(&mut c, k) > 8191)
+        .unwrap()
+        .clone();
+    let ok = format!(r#"{{"key": "{served}", "group": "g"}}"#);
+    for (bad, want) in [
+        (
+            format!(r#"{{"key": "{other}", "group": "g"}}"#),
+            format!("ERR policies[1] (key '{other}', group 'g'), field 'key': this node does not serve the stream key's hash slot (import each node's own policies there)"),
+        ),
+        (
+            format!(r#"{{"key": "{served}", "group": "h", "max-deliveries": 1, "dlq": "{other}"}}"#),
+            format!("CROSSSLOT policies[1] (key '{served}', group 'h'), field 'dlq': the DLQ key must hash to the stream key's slot (use a hash tag, e.g. {{orders}}:dlq)"),
+        ),
+    ] {
+        let doc = format!(r#"{{"version": 1, "policies": [{ok}, {bad}]}}"#);
+        assert_eq!(error_of(&mut c, &import_cmd(doc.as_bytes(), false)), want);
+        assert_eq!(export_policies(&mut c), EMPTY);
+    }
+    // A DLQ with the stream's hash tag is in its slot.
+    let dlq = format!("{{{served}}}:dlq");
+    let good =
+        format!(r#"{{"key": "{served}", "group": "h", "max-deliveries": 1, "dlq": "{dlq}"}}"#);
+    let doc = format!(r#"{{"version": 1, "policies": [{ok}, {good}]}}"#);
+    assert_eq!(import_policies(&mut c, doc.as_bytes(), false), 2);
+    assert_eq!(
+        get_policy(&mut c, served.as_bytes(), b"h"),
+        Some(PolicyView::new(60_000, 10_000).with_dlq(dlq.as_bytes(), 1))
+    );
+}
