@@ -12,7 +12,9 @@ use crate::breaker::Breaker;
 use crate::clock::{epoch_ms, now_ms};
 use crate::config;
 use crate::error::{self, ReclaimError};
+use crate::export;
 use crate::ffi::{self, CmdResult, CommandSpec, Reply, Spec};
+use crate::keys;
 use crate::metrics::Stat;
 use crate::planner::Action;
 use crate::policy::{self, Policy, State};
@@ -85,12 +87,19 @@ fn policy_set(ctx: &Context, args: &[RedisString]) -> CmdResult {
             }
         }
     }
+    apply_set(ctx, stream, group, p)?;
+    Ok(Reply::Status("OK"))
+}
+
+/// What `RECLAIM.POLICY SET` does once its policy is checked (and `IMPORT` for each policy):
+/// stores it, restarts its pass, and propagates `RECLAIM.POLICY SET` with every option explicit.
+fn apply_set(ctx: &Context, stream: &[u8], group: &[u8], p: Policy) -> Result<(), ReclaimError> {
     let repl = store::set_command_args(stream, group, &p);
     store::put(ctx, stream, group, p)?;
     registry::reset(ffi::selected_db(ctx), stream, group);
     let r: Vec<&[u8]> = repl.iter().map(|v| v.as_slice()).collect();
     ctx.replicate("RECLAIM.POLICY", &r[..]);
-    Ok(Reply::Status("OK"))
+    Ok(())
 }
 
 /// `RECLAIM.POLICY GET key group` -> the policy as a map (`min-idle`, `max-deliveries`, `dlq`,
@@ -115,24 +124,104 @@ fn policy_del(ctx: &Context, args: &[RedisString]) -> CmdResult {
     Ok(Reply::Int(removed as i64))
 }
 
+/// Every policy of the selected database, ordered by key then group (byte order). O(policies of
+/// all databases).
+fn policies_in_db(ctx: &Context) -> Vec<(PolicyId, Policy)> {
+    let mut ids = registry::ids_in_db(ffi::selected_db(ctx));
+    ids.sort();
+    ids.into_iter()
+        .filter_map(|id| store::get(ctx, &id.stream, &id.group).map(|p| (id, p)))
+        .collect()
+}
+
 /// `RECLAIM.POLICY LIST` -> one map per policy of the selected database (`key`, `group`, then the
 /// fields of GET), ordered by key then group. O(policies of all databases).
 fn policy_list(ctx: &Context, _args: &[RedisString]) -> CmdResult {
-    let db = ffi::selected_db(ctx);
-    let mut ids = registry::ids_in_db(db);
-    ids.sort();
-    let mut out = Vec::new();
-    for id in ids {
-        if let Some(p) = store::get(ctx, &id.stream, &id.group) {
+    let out = policies_in_db(ctx)
+        .into_iter()
+        .map(|(id, p)| {
             let mut m = vec![
-                ("key", Reply::Bytes(id.stream.clone())),
-                ("group", Reply::Bytes(id.group.clone())),
+                ("key", Reply::Bytes(id.stream)),
+                ("group", Reply::Bytes(id.group)),
             ];
             m.extend(policy_map(&p));
-            out.push(Reply::Map(m));
+            Reply::Map(m)
+        })
+        .collect();
+    Ok(Reply::Array(out))
+}
+
+/// `RECLAIM.POLICY EXPORT` -> every policy of the selected database as one JSON document (bulk
+/// string), ordered as LIST, every option explicit ([`export::to_json`]).
+fn policy_export(ctx: &Context, _args: &[RedisString]) -> CmdResult {
+    let all = policies_in_db(ctx);
+    let json = export::to_json(
+        all.iter()
+            .map(|(id, p)| (id.stream.as_slice(), id.group.as_slice(), p)),
+    )?;
+    Ok(Reply::Bytes(json.into_bytes()))
+}
+
+/// Checks one policy of an IMPORT against the keyspace, in this order: the caller's write
+/// permission on the stream and the DLQ (what SET's key specs ask of ACL), in Redis Cluster the
+/// DLQ's slot and whether this node serves the stream's slot (what SET's routing and `CROSSSLOT`
+/// check), the type of the stream and of the DLQ (SET's `WRONGTYPE` checks), the policy key
+/// (SET's [`error::POLICY_KEY_TAKEN`]), then, without `REPLACE`, that (key, group) has no policy.
+fn import_check(
+    ctx: &Context,
+    index: usize,
+    p: &export::Imported,
+    replace: bool,
+) -> Result<(), ReclaimError> {
+    let (stream, group, dlq) = (&p.stream, &p.group, p.policy.dlq.as_deref());
+    let fail = |field: Option<&str>, e: ReclaimError| {
+        export::in_policy(index, Some(stream), Some(group), field, e)
+    };
+    if !ffi::may_write_key(ctx, stream) {
+        return Err(fail(Some("key"), error::NOPERM_STREAM.into()));
+    }
+    if dlq.is_some_and(|d| !ffi::may_write_key(ctx, d)) {
+        return Err(fail(Some("dlq"), error::NOPERM_DLQ_KEY.into()));
+    }
+    if ctx.get_flags().contains(ContextFlags::CLUSTER) {
+        if dlq.is_some_and(|d| keys::key_slot(d) != keys::key_slot(stream)) {
+            return Err(fail(Some("dlq"), error::IMPORT_CROSSSLOT.into()));
+        }
+        if !ffi::serves_key(ctx, &keys::policy_key(stream)) {
+            return Err(fail(Some("key"), error::IMPORT_NOT_SERVED.into()));
         }
     }
-    Ok(Reply::Array(out))
+    if sweep::is_non_stream(ctx, stream) {
+        return Err(fail(Some("key"), error::WRONGTYPE_STREAM.into()));
+    }
+    if dlq.is_some_and(|d| sweep::is_non_stream(ctx, d)) {
+        return Err(fail(Some("dlq"), error::WRONGTYPE_DLQ.into()));
+    }
+    match store::has(ctx, stream, group) {
+        Err(taken) => Err(fail(Some("key"), taken.into())),
+        Ok(true) if !replace => Err(fail(None, error::IMPORT_EXISTS.into())),
+        Ok(_) => Ok(()),
+    }
+}
+
+/// `RECLAIM.POLICY IMPORT json [REPLACE]` (or `IMPORT REPLACE json`) -> the number of policies
+/// imported. Checks the whole document first ([`export::parse_document`], then
+/// [`import_check`] for each policy in order) and applies nothing unless all of it is good; then
+/// each policy as `RECLAIM.POLICY SET` does ([`apply_set`]), in document order, each propagated
+/// as its own `RECLAIM.POLICY SET` (Redis wraps them in one `MULTI`/`EXEC`), so replicas and the
+/// AOF never read JSON. Policies the document does not name are not touched.
+fn policy_import(ctx: &Context, args: &[RedisString]) -> CmdResult {
+    let a = slices(args);
+    let (doc, replace) = export::import_args(&a[2..])?;
+    let policies = export::parse_document(doc)?;
+    for (i, p) in policies.iter().enumerate() {
+        import_check(ctx, i, p, replace)?;
+    }
+    let n = policies.len() as i64;
+    for p in policies {
+        apply_set(ctx, &p.stream, &p.group, p.policy)?;
+    }
+    Ok(Reply::Int(n))
 }
 
 /// `RECLAIM.POLICY PAUSE key group [STORM]` -> `+OK`: the policy moves, redelivers and
@@ -495,6 +584,10 @@ fn policy_help(_ctx: &Context, _args: &[RedisString]) -> CmdResult {
         "    Delete the policy (1 if it existed, else 0).",
         "LIST",
         "    Return every policy of the selected database.",
+        "EXPORT",
+        "    Return every policy of the selected database as one JSON document.",
+        "IMPORT <json> [REPLACE]",
+        "    Set the policies of a JSON document (as EXPORT writes it), all or none; REPLACE replaces existing ones.",
         "PAUSE <key> <group> [STORM]",
         "    Stop the policy's moves, redeliveries and dead-letters (STORM: only its dead-letters).",
         "RESUME <key> <group>",
@@ -523,6 +616,8 @@ entry!(c_policy_set, "RECLAIM.POLICY SET", policy_set);
 entry!(c_policy_get, "RECLAIM.POLICY GET", policy_get);
 entry!(c_policy_del, "RECLAIM.POLICY DEL", policy_del);
 entry!(c_policy_list, "RECLAIM.POLICY LIST", policy_list);
+entry!(c_policy_export, "RECLAIM.POLICY EXPORT", policy_export);
+entry!(c_policy_import, "RECLAIM.POLICY IMPORT", policy_import);
 entry!(c_policy_help, "RECLAIM.POLICY HELP", policy_help);
 entry!(c_sweep, "RECLAIM.SWEEP", sweep_cmd);
 entry!(c_stats, "RECLAIM.STATS", stats);
@@ -618,6 +713,28 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: 2,
         summary: "List the reclaim policies of the selected database",
         complexity: "O(P) with P policies",
+        keys: &[],
+    },
+    CommandSpec {
+        parent: Some("reclaim.policy"),
+        name: "export",
+        func: Some(c_policy_export),
+        flags: "readonly",
+        first_key: 0,
+        arity: 2,
+        summary: "Export the reclaim policies of the selected database as one JSON document",
+        complexity: "O(P) with P policies",
+        keys: &[],
+    },
+    CommandSpec {
+        parent: Some("reclaim.policy"),
+        name: "import",
+        func: Some(c_policy_import),
+        flags: "write deny-oom",
+        first_key: 0,
+        arity: -3,
+        summary: "Import reclaim policies from a JSON document (as EXPORT writes it), all or none",
+        complexity: "O(N + P log M) with N the document's length, P its policies, M the policies of a stream",
         keys: &[],
     },
     CommandSpec {

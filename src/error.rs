@@ -63,6 +63,28 @@ pub const UNBLOCKED_NO_STREAM: &str = "UNBLOCKED the stream key no longer exists
 /// A blocked `RECLAIM.READGROUP` whose group was destroyed meanwhile (XREADGROUP's text).
 pub const UNBLOCKED_NO_GROUP: &str =
     "NOGROUP the consumer group this client was blocked on no longer exists";
+/// `RECLAIM.POLICY IMPORT` of a document longer than [`crate::export::MAX_BYTES`].
+pub const IMPORT_TOO_LARGE: &str =
+    "ERR the policy document is longer than 16777216 bytes (16 MiB): split it";
+/// `RECLAIM.POLICY IMPORT` of a document with more than [`crate::export::MAX_POLICIES`] policies.
+pub const IMPORT_TOO_MANY: &str =
+    "ERR the policy document holds more than 10000 policies: split it";
+/// `RECLAIM.POLICY IMPORT` without `REPLACE` of a policy whose (key, group) has one already
+/// (said of one policy of the document, see [`ReclaimError::InPolicy`]).
+pub const IMPORT_EXISTS: &str =
+    "ERR this key and group have a policy already (IMPORT ... REPLACE replaces it)";
+/// `RECLAIM.POLICY IMPORT` in Redis Cluster of a policy whose DLQ is in another slot than its
+/// stream (what the server answers `RECLAIM.POLICY SET` with, as `CROSSSLOT`).
+pub const IMPORT_CROSSSLOT: &str =
+    "CROSSSLOT the DLQ key must hash to the stream key's slot (use a hash tag, e.g. {orders}:dlq)";
+/// `RECLAIM.POLICY IMPORT` in Redis Cluster of a policy whose stream's slot this node does not
+/// serve (or while the cluster is down).
+pub const IMPORT_NOT_SERVED: &str =
+    "ERR this node does not serve the stream key's hash slot (import each node's own policies there)";
+/// `RECLAIM.POLICY IMPORT` by a user whose ACL does not allow writing a policy's stream key.
+pub const NOPERM_STREAM: &str = "NOPERM this user has no permissions to write the stream key";
+/// `RECLAIM.POLICY IMPORT` by a user whose ACL does not allow writing a policy's DLQ key.
+pub const NOPERM_DLQ_KEY: &str = "NOPERM this user has no permissions to write the DLQ key";
 /// A command that would move or dead-letter under a policy that `RECLAIM.POLICY PAUSE` paused.
 pub const POLICY_PAUSED: &str =
     "ERR the policy of this key and group is paused (RECLAIM.POLICY RESUME resumes it)";
@@ -100,6 +122,58 @@ pub enum ReclaimError {
     /// `RECLAIM.READGROUP` on a stream key that does not exist or has no such group; carries the
     /// key and the group (printable). Same text as XREADGROUP's.
     NoGroup(String, String),
+    /// A `RECLAIM.POLICY IMPORT` document that is not JSON or not shaped as a policy document;
+    /// carries the JSON parser's message (printable, bounded), with its line and column.
+    Document(String),
+    /// A `RECLAIM.POLICY IMPORT` document of a version this module does not read.
+    DocumentVersion(u64),
+    /// A message of the JSON parser about one value (printable, bounded), e.g. `invalid type:
+    /// string "x", expected i64`: said of one policy (see [`ReclaimError::InPolicy`]).
+    Json(String),
+    /// `RECLAIM.POLICY IMPORT` of a document that holds (key, group) twice: the index of the first.
+    Duplicate(usize),
+    /// An error of one policy of a `RECLAIM.POLICY IMPORT` document, naming it.
+    InPolicy(Box<InPolicy>),
+}
+
+/// Where in a `RECLAIM.POLICY IMPORT` document an error is, and the error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InPolicy {
+    /// Index of the policy in the document's `policies` array (from 0, as `jq .policies[i]`).
+    pub index: usize,
+    /// Its key and group, when they could be read.
+    pub key: Option<Vec<u8>>,
+    pub group: Option<Vec<u8>>,
+    /// The field the error is about (`min-idle`, `dlq`...), when it is about one.
+    pub field: Option<String>,
+    /// The error, with its own prefix (`ERR`, `WRONGTYPE`, `NOPERM`, `CROSSSLOT`), which the
+    /// message keeps in front.
+    pub error: ReclaimError,
+}
+
+impl fmt::Display for InPolicy {
+    /// `<PREFIX> policies[<index>] (key '<key>', group '<group>'), field '<field>': <message>`,
+    /// without the field part when the error is about no one field; a key or group that could
+    /// not be read shows as `?`. Names are [`crate::policy::printable`].
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let inner = self.error.to_string();
+        let (code, msg) = inner.split_once(' ').unwrap_or(("ERR", inner.as_str()));
+        let name = |n: &Option<Vec<u8>>| match n {
+            Some(b) => format!("'{}'", crate::policy::printable(b)),
+            None => "?".to_string(),
+        };
+        write!(
+            f,
+            "{code} policies[{}] (key {}, group {})",
+            self.index,
+            name(&self.key),
+            name(&self.group)
+        )?;
+        if let Some(field) = &self.field {
+            write!(f, ", field '{field}'")?;
+        }
+        write!(f, ": {msg}")
+    }
 }
 
 impl fmt::Display for ReclaimError {
@@ -119,6 +193,18 @@ impl fmt::Display for ReclaimError {
                 f,
                 "NOGROUP No such key '{k}' or consumer group '{g}' in XREADGROUP with GROUP option"
             ),
+            ReclaimError::Document(m) => write!(f, "ERR the policy document is not valid: {m}"),
+            ReclaimError::DocumentVersion(v) => write!(
+                f,
+                "ERR the policy document has version {v}: this module reads version {}",
+                crate::export::VERSION
+            ),
+            ReclaimError::Json(m) => write!(f, "ERR {m}"),
+            ReclaimError::Duplicate(first) => write!(
+                f,
+                "ERR the document has a policy for this key and group already, at policies[{first}]"
+            ),
+            ReclaimError::InPolicy(p) => p.fmt(f),
         }
     }
 }
@@ -151,6 +237,36 @@ mod tests {
         assert_eq!(
             ReclaimError::BadNumber("COUNT", "an integer from 1 to 10000").to_string(),
             "ERR COUNT must be an integer from 1 to 10000"
+        );
+    }
+
+    #[test]
+    fn import_limits_in_the_texts() {
+        let e = crate::export::MAX_BYTES.to_string();
+        assert!(IMPORT_TOO_LARGE.contains(&format!(" {e} bytes")));
+        let n = crate::export::MAX_POLICIES.to_string();
+        assert!(IMPORT_TOO_MANY.contains(&format!(" {n} policies")));
+    }
+
+    #[test]
+    fn in_policy_keeps_the_prefix_in_front() {
+        let e = |field: Option<&str>, error: ReclaimError| {
+            ReclaimError::InPolicy(Box::new(InPolicy {
+                index: 3,
+                key: Some(b"orders\r\n".to_vec()),
+                group: None,
+                field: field.map(String::from),
+                error,
+            }))
+            .to_string()
+        };
+        assert_eq!(
+            e(Some("dlq"), WRONGTYPE_DLQ.into()),
+            "WRONGTYPE policies[3] (key 'orders??', group ?), field 'dlq': the DLQ key holds the wrong kind of value (it must be a stream)"
+        );
+        assert_eq!(
+            e(None, ReclaimError::Duplicate(1)),
+            "ERR policies[3] (key 'orders??', group ?): the document has a policy for this key and group already, at policies[1]"
         );
     }
 }

@@ -435,3 +435,14 @@ pub fn may_write_key(ctx: &Context, key: &[u8]) -> bool {
         ok
     }
 }
+
+/// Whether this node may write `key` now, as Redis Cluster routes it (`RM_Call` refuses a key of
+/// a slot served elsewhere, or any key while the cluster is down, the checks a client's command
+/// goes through): asked with `EXISTS key`. Only meaningful in cluster mode.
+pub fn serves_key(ctx: &Context, key: &[u8]) -> bool {
+    let opts = redis_module::CallOptionsBuilder::new()
+        .errors_as_replies()
+        .build();
+    let res: redis_module::CallResult = ctx.call_ext("EXISTS", &opts, &[key][..]);
+    res.is_ok()
+}

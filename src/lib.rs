@@ -12,6 +12,7 @@ pub mod clock;
 pub mod commands;
 pub mod config;
 pub mod error;
+pub mod export;
 pub mod ffi;
 pub mod hooks;
 pub mod keys;

@@ -558,6 +558,27 @@ pub fn parse_simulate_options(opts: &[&[u8]]) -> Result<(Option<i64>, Changes), 
     Ok((limit, changes))
 }
 
+/// The option of `RECLAIM.POLICY SET` that an error of [`parse_set_options`] is about (upper
+/// case, as typed in SET), or `None` for an unknown option name. `RECLAIM.POLICY IMPORT` names
+/// the document's field from it (the option's name in lower case). A new check in the parser adds
+/// its error here.
+pub fn option_of(e: &ReclaimError) -> Option<&'static str> {
+    match e {
+        ReclaimError::RepeatedOption(o)
+        | ReclaimError::MissingValue(o)
+        | ReclaimError::BadNumber(o, _) => Some(o),
+        ReclaimError::Static(s) => match *s {
+            error::BACKOFF_SYNTAX | error::BACKOFF_LIST_LENGTH | error::BACKOFF_BELOW_MIN_IDLE => {
+                Some("BACKOFF")
+            }
+            error::MAX_DELIVERIES_NEEDS_DLQ => Some("MAX-DELIVERIES"),
+            error::DLQ_IS_STREAM | error::DLQ_IS_POLICY_KEY => Some("DLQ"),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// Where the DLQ key sits in a `RECLAIM.POLICY SET` argument vector (`argv[0]` is
 /// `RECLAIM.POLICY`, `argv[1]` is `SET`), or `None` when there is no `DLQ` option. Splits the
 /// options as [`parse_set_options`] does, so `CLAIMANT DLQ` is a value, never a key.
@@ -800,6 +821,16 @@ mod tests {
         ];
         for (opts, want) in cases {
             assert_eq!(set(opts).unwrap_err(), *want, "options {opts:?}");
+            // Each error is about one option of those given (but an unknown name).
+            let o: Vec<&[u8]> = opts.iter().map(|s| s.as_bytes()).collect();
+            let e = parse_set_options(b"orders", &o).unwrap_err();
+            match option_of(&e) {
+                Some(name) => assert!(
+                    opts.iter().any(|w| w.eq_ignore_ascii_case(name)),
+                    "{want} is about {name}, not in {opts:?}"
+                ),
+                None => assert!(matches!(e, ReclaimError::UnknownOption(_)), "{want}"),
+            }
         }
     }
 

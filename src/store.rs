@@ -108,6 +108,22 @@ pub fn get(ctx: &Context, stream: &[u8], group: &[u8]) -> Option<Policy> {
     }
 }
 
+/// Whether (stream, group) has a policy in the selected database, without copying it. Errs with
+/// [`crate::error::POLICY_KEY_TAKEN`] when the policy key holds something else (where
+/// [`put`] would fail).
+pub fn has(ctx: &Context, stream: &[u8], group: &[u8]) -> Result<bool, &'static str> {
+    let name = RedisString::create_from_slice(ctx.ctx, &keys::policy_key(stream));
+    let key = ctx.open_key(&name);
+    match key.key_type() {
+        KeyType::Empty => Ok(false),
+        KeyType::Module => match key.get_value::<PolicySet>(&POLICY_TYPE) {
+            Ok(Some(v)) => Ok(v.groups.contains_key(group)),
+            _ => Err(crate::error::POLICY_KEY_TAKEN),
+        },
+        _ => Err(crate::error::POLICY_KEY_TAKEN),
+    }
+}
+
 /// Sets (replaces) the options of the policy of (stream, group) in the selected database; a
 /// policy that exists keeps its [`State`] (a paused policy stays paused). Errs with
 /// [`crate::error::POLICY_KEY_TAKEN`] when the policy key holds something else.

@@ -885,6 +885,8 @@ fn wrong_arity_and_unknown_subcommand() {
             wrong("reclaim.policy|del"),
         ),
         (pol(&[b"LIST", b"x"]), wrong("reclaim.policy|list")),
+        (pol(&[b"EXPORT", b"x"]), wrong("reclaim.policy|export")),
+        (pol(&[b"IMPORT"]), wrong("reclaim.policy|import")),
         (rc("RECLAIM.SWEEP", &[]), wrong("reclaim.sweep")),
         (rc("RECLAIM.SWEEP", &[b"s"]), wrong("reclaim.sweep")),
         (rc("RECLAIM.STATS", &[]), wrong("reclaim.stats")),
@@ -1262,8 +1264,10 @@ fn command_info_and_docs() {
         summary,
         vec![
             ("reclaim.policy|del".to_string(), 4),
+            ("reclaim.policy|export".to_string(), 2),
             ("reclaim.policy|get".to_string(), 4),
             ("reclaim.policy|help".to_string(), 2),
+            ("reclaim.policy|import".to_string(), -3),
             ("reclaim.policy|list".to_string(), 2),
             ("reclaim.policy|pause".to_string(), -4),
             ("reclaim.policy|resume".to_string(), 4),
@@ -1280,6 +1284,13 @@ fn command_info_and_docs() {
     assert!(flags_of("reclaim.policy|get").contains(&"readonly".to_string()));
     assert!(flags_of("reclaim.policy|list").contains(&"readonly".to_string()));
     assert!(flags_of("reclaim.policy|del").contains(&"write".to_string()));
+    assert!(flags_of("reclaim.policy|export").contains(&"readonly".to_string()));
+    for f in ["write", "denyoom"] {
+        assert!(
+            flags_of("reclaim.policy|import").contains(&f.to_string()),
+            "import lacks {f}"
+        );
+    }
 
     let (name, arity, flags, _) = command_info(&mut c, "RECLAIM.SWEEP");
     assert_eq!((name.as_str(), arity), ("reclaim.sweep", -3));
@@ -1313,8 +1324,10 @@ fn command_info_and_docs() {
             "reclaim.nack",
             "reclaim.policy",
             "reclaim.policy|del",
+            "reclaim.policy|export",
             "reclaim.policy|get",
             "reclaim.policy|help",
+            "reclaim.policy|import",
             "reclaim.policy|list",
             "reclaim.policy|pause",
             "reclaim.policy|resume",
@@ -1369,8 +1382,10 @@ fn command_info_and_docs() {
         subnames,
         [
             "reclaim.policy|del",
+            "reclaim.policy|export",
             "reclaim.policy|get",
             "reclaim.policy|help",
+            "reclaim.policy|import",
             "reclaim.policy|list",
             "reclaim.policy|pause",
             "reclaim.policy|resume",
@@ -2024,7 +2039,7 @@ fn policy_help_lists_the_subcommands() {
     let s = Server::new();
     let mut c = s.conn();
     let lines: Vec<String> = cmd("RECLAIM.POLICY").arg("HELP").query(&mut c).unwrap();
-    assert_eq!(lines.len(), 15);
+    assert_eq!(lines.len(), 19);
     assert!(
         lines[0].starts_with("RECLAIM.POLICY <subcommand>"),
         "{lines:?}"
@@ -2034,6 +2049,8 @@ fn policy_help_lists_the_subcommands() {
         "GET <key> <group>",
         "DEL <key> <group>",
         "LIST",
+        "EXPORT",
+        "IMPORT <json> [REPLACE]",
         "PAUSE <key> <group> [STORM]",
         "RESUME <key> <group>",
         "HELP",

@@ -1,4 +1,4 @@
-//! Reclaim policies: `RECLAIM.POLICY SET/GET/DEL/LIST` and `RECLAIM.STATS`.
+//! Reclaim policies: `RECLAIM.POLICY SET/GET/DEL/LIST/EXPORT/IMPORT` and `RECLAIM.STATS`.
 
 use redis::{cmd, Connection, Value};
 
@@ -245,4 +245,29 @@ pub fn stats(con: &mut Connection, key: &str, group: &str) -> Value {
         .arg(group)
         .query(con)
         .expect("RECLAIM.STATS")
+}
+
+/// `RECLAIM.POLICY EXPORT`: the JSON document of the selected database's policies.
+pub fn export_policies(con: &mut Connection) -> String {
+    cmd("RECLAIM.POLICY")
+        .arg("EXPORT")
+        .query(con)
+        .expect("RECLAIM.POLICY EXPORT")
+}
+
+/// The command `RECLAIM.POLICY IMPORT doc [REPLACE]`.
+pub fn import_cmd(doc: &[u8], replace: bool) -> redis::Cmd {
+    let mut c = cmd("RECLAIM.POLICY");
+    c.arg("IMPORT").arg(doc);
+    if replace {
+        c.arg("REPLACE");
+    }
+    c
+}
+
+/// `RECLAIM.POLICY IMPORT doc [REPLACE]`: the number of policies imported (panics on an error).
+pub fn import_policies(con: &mut Connection, doc: &[u8], replace: bool) -> i64 {
+    import_cmd(doc, replace)
+        .query(con)
+        .expect("RECLAIM.POLICY IMPORT")
 }

@@ -1,9 +1,10 @@
 //! The server under test: real redis-server processes with the module loaded, on free loopback
 //! ports, in temporary directories, always stopped (on drop, also when a test panics).
 //!
-//! `REDIS_SERVER` selects the server binary (default `redis-server` on PATH); `RECLAIM_MODULE` the
-//! module (default: the `libredis_reclaim.so` of `cargo build --release` in the target directory
-//! cargo built the tests in, see [`module_path`]; `make test` builds it first).
+//! `REDIS_SERVER` selects the server binary (default `redis-server` on PATH), `REDIS_CLI` its
+//! command-line client (see [`cli_binary`]); `RECLAIM_MODULE` the module (default: the
+//! `libredis_reclaim.so` of `cargo build --release` in the target directory cargo built the tests
+//! in, see [`module_path`]; `make test` builds it first).
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -45,6 +46,24 @@ pub fn module_path() -> PathBuf {
 /// The server binary under test.
 pub fn server_binary() -> String {
     std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_string())
+}
+
+/// The command-line client for the server under test: `REDIS_CLI` when set, else the
+/// `redis-cli` or `valkey-cli` beside the server binary, else `redis-cli` on PATH (installed with
+/// redis-server; it talks to every server of the matrix).
+pub fn cli_binary() -> PathBuf {
+    if let Ok(p) = std::env::var("REDIS_CLI") {
+        return PathBuf::from(p);
+    }
+    let server = PathBuf::from(server_binary());
+    if let Some(dir) = server.parent().filter(|d| !d.as_os_str().is_empty()) {
+        for name in ["redis-cli", "valkey-cli"] {
+            if dir.join(name).is_file() {
+                return dir.join(name);
+            }
+        }
+    }
+    PathBuf::from("redis-cli")
 }
 
 /// A free TCP port on 127.0.0.1.
