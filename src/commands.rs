@@ -253,7 +253,7 @@ fn stats(ctx: &Context, args: &[RedisString]) -> CmdResult {
         policy: &p,
         seen: &[],
     };
-    let inbox = sweep::pel_and_inbox(&target).map_or(0, |(_, n)| n as i64);
+    let inbox = sweep::pel_summary(&target, |_, _| {}).map_or(0, |s| s.inbox as i64);
     let n = |s: Stat| (s.stats_name(), Reply::Int(c.get(s) as i64));
     Ok(Reply::Map(vec![
         n(Stat::Passes),

@@ -184,9 +184,10 @@ pub unsafe extern "C" fn on_async_load(
     });
 }
 
-/// `INFO reclaim`: the module's state now (policies, tracked consumers, memory), then the
-/// counters of [`metrics::fields`].
-pub unsafe extern "C" fn on_info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
+/// `INFO reclaim`: section `reclaim`, the module's state now (policies, tracked consumers,
+/// memory), then the counters of [`metrics::fields`]; and section `reclaim_policies`, one line
+/// per policy ([`policy_line`]), left out of crash reports.
+pub unsafe extern "C" fn on_info(ctx: *mut raw::RedisModuleInfoCtx, for_crash_report: c_int) {
     ffi::guard("INFO", || unsafe {
         let state = [
             ("policies", registry::len() as u64),
@@ -206,7 +207,59 @@ pub unsafe extern "C" fn on_info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_r
             };
             raw::RedisModule_InfoAddFieldULongLong.unwrap()(ctx, n.as_ptr(), v);
         }
+        if for_crash_report != 0 {
+            return;
+        }
+        // Built first: nothing calls into Redis while the registry is locked.
+        let lines = registry::map_sorted(policy_line);
+        if raw::RedisModule_InfoAddSection.unwrap()(ctx, c"policies".as_ptr())
+            != raw::REDISMODULE_OK as c_int
+        {
+            return; // INFO asked for another section
+        }
+        for (i, line) in lines.into_iter().enumerate() {
+            let (Ok(name), Ok(value)) = (
+                std::ffi::CString::new(format!("policy_{i}")),
+                std::ffi::CString::new(line),
+            ) else {
+                continue;
+            };
+            raw::RedisModule_InfoAddFieldCString.unwrap()(ctx, name.as_ptr(), value.as_ptr());
+        }
     });
+}
+
+/// One policy's line in `INFO reclaim` (section `reclaim_policies`), after
+/// `reclaim_policy_<n>:`, in the keyspace style: `db=0,stream=...,group=...,pending=...`, with
+/// names escaped by [`metrics::info_escape`]. Only what passes already learnt: no call into
+/// Redis. The PEL figures (`pending`, `inbox`, `consumers`, `max_consumer_pending`,
+/// `oldest_pending_ms`) are those of the end of the last complete pass (`last_pass_ms`); the
+/// counters are since the module was loaded; `status` is the state of the last step.
+pub fn policy_line(id: &registry::PolicyId, rt: &crate::runtime::Runtime) -> String {
+    use crate::metrics::Stat;
+    let s = rt.summary();
+    let c = &rt.counters;
+    format!(
+        "db={},stream={},group={},pending={},inbox={},claimed={},dead_lettered={},deleted={},\
+         oldest_pending_ms={},status={},consumers={},max_consumer_pending={},redelivered={},\
+         errors={},passes={},last_pass_ms={}",
+        id.db,
+        metrics::info_escape(&id.stream),
+        metrics::info_escape(&id.group),
+        s.pending,
+        s.inbox,
+        c.get(Stat::Claimed),
+        c.get(Stat::DeadLettered),
+        c.get(Stat::Deleted),
+        s.oldest_pending_ms(),
+        rt.state(),
+        s.consumers,
+        s.max_consumer_pending,
+        c.get(Stat::Redelivered),
+        c.get(Stat::Errors),
+        c.get(Stat::Passes),
+        c.last_pass_ms,
+    )
 }
 
 /// Command filter (Redis `RM_RegisterCommandFilter`, with `NOSELF`; it sees every command of

@@ -11,6 +11,7 @@ pub mod clock;
 pub mod commands;
 pub mod config;
 pub mod error;
+pub mod events;
 pub mod ffi;
 pub mod hooks;
 pub mod keys;

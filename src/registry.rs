@@ -420,6 +420,14 @@ pub fn forget_db(db: i32) {
     r.reindex();
 }
 
+/// `f` of every known policy, ordered by database, stream, group. O(P log P) with P policies.
+pub fn map_sorted<T>(mut f: impl FnMut(&PolicyId, &Runtime) -> T) -> Vec<T> {
+    let r = lock();
+    let mut all: Vec<(&PolicyId, &Runtime)> = r.runtimes.iter().collect();
+    all.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    all.into_iter().map(|(id, rt)| f(id, rt)).collect()
+}
+
 /// Number of known policies (all databases).
 pub fn len() -> usize {
     lock().runtimes.len()
@@ -427,7 +435,12 @@ pub fn len() -> usize {
 
 /// Entries waiting in the inboxes of all policies, as their last passes saw them. O(policies).
 pub fn inbox_total() -> u64 {
-    lock().runtimes.values().map(|rt| rt.inbox).sum()
+    lock()
+        .runtimes
+        .values()
+        .filter_map(|rt| rt.health.as_ref())
+        .map(|h| h.summary.inbox)
+        .sum()
 }
 
 /// Consumers tracked by all policies now (unchecked ones and recent touches; see

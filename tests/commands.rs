@@ -1807,8 +1807,18 @@ fn info_section() {
     ] {
         let _ = info_int(&mut c, "reclaim", f);
     }
-    // Every line of the section is `reclaim_<name>:<integer>`.
-    for l in &lines[1..] {
+    // Every line of the section is `reclaim_<name>:<integer>`; the per-policy lines follow in
+    // their own section (tests/observe.rs).
+    let totals: Vec<&&str> = lines[1..]
+        .iter()
+        .take_while(|l| !l.starts_with('#'))
+        .collect();
+    assert_eq!(
+        lines.get(totals.len() + 1).map(|l| l.trim()),
+        Some("# reclaim_policies"),
+        "{text}"
+    );
+    for l in totals {
         let (k, v) = l.split_once(':').unwrap_or_else(|| panic!("line {l:?}"));
         assert!(k.starts_with("reclaim_"), "{l:?}");
         assert!(v.trim().parse::<u64>().is_ok(), "{l:?}");
