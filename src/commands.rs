@@ -11,6 +11,7 @@ use crate::clock::epoch_ms;
 use crate::error::{self, ReclaimError};
 use crate::ffi::{self, CmdResult, CommandSpec, Reply, Spec};
 use crate::metrics::Stat;
+use crate::planner::{PassKind, Tally};
 use crate::policy::{self, Policy};
 use crate::registry::{self, PolicyId};
 use crate::runtime::{count_step, Runtime};
@@ -167,6 +168,7 @@ fn sweep_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let mut remaining = limit.unwrap_or(i64::MAX);
     let mut cursor: Option<Vec<u8>> = None;
     let (mut claimed, mut dead, mut deleted) = (0u64, 0u64, 0u64);
+    let mut tally = Tally::default();
     let t0 = std::time::Instant::now();
     loop {
         let max = p.count.min(remaining);
@@ -175,6 +177,7 @@ fn sweep_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
         dead += out.dead_lettered;
         deleted += out.deleted;
         remaining -= out.examined as i64;
+        tally.merge(&out.tally);
         registry::update(&id, |rt| count_step(&mut rt.counters, &out));
         match &out.stop {
             Some(Stop::WrongTypeStream) => return Err(error::WRONGTYPE_STREAM.into()),
@@ -183,10 +186,15 @@ fn sweep_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
         }
         if out.pass_done {
             let us = t0.elapsed().as_micros() as i64;
+            let summary = sweep::pel_summary(&target, |_, _| {});
             registry::update(&id, |rt| {
                 rt.counters.add(Stat::Passes, 1);
                 rt.counters.last_pass_ms = epoch_ms();
                 rt.counters.last_pass_us = us;
+                rt.note_tally(tally, epoch_ms(), PassKind::Full);
+                if let Some(s) = summary {
+                    rt.note_summary(s);
+                }
             });
             break;
         }
@@ -318,6 +326,7 @@ entry!(c_policy_list, "RECLAIM.POLICY LIST", policy_list);
 entry!(c_policy_help, "RECLAIM.POLICY HELP", policy_help);
 entry!(c_sweep, "RECLAIM.SWEEP", sweep_cmd);
 entry!(c_stats, "RECLAIM.STATS", stats);
+entry!(c_health, "RECLAIM.HEALTH", crate::health::health_cmd);
 entry!(
     c_readgroup,
     "RECLAIM.READGROUP",
@@ -418,6 +427,17 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: 3,
         summary: "Counters and status of a reclaim policy",
         complexity: "O(1)",
+        keys: &[Spec::Index(1, KEY_RO | ACCESS)],
+    },
+    CommandSpec {
+        parent: None,
+        name: "reclaim.health",
+        func: Some(c_health),
+        flags: "readonly",
+        first_key: 1,
+        arity: 3,
+        summary: "Health signals of a consumer group under a reclaim policy, each with the time it was taken",
+        complexity: "O(C) with C consumers of the group",
         keys: &[Spec::Index(1, KEY_RO | ACCESS)],
     },
     CommandSpec {

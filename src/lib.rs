@@ -13,6 +13,7 @@ pub mod config;
 pub mod error;
 pub mod events;
 pub mod ffi;
+pub mod health;
 pub mod hooks;
 pub mod keys;
 pub mod metrics;

@@ -480,6 +480,15 @@ impl Runtime {
         h.summary = s;
     }
 
+    /// Notes what a complete pass of `kind` that ended at wall-clock ms `wall` read
+    /// ([`Health::tally`]).
+    pub fn note_tally(&mut self, tally: Tally, wall: i64, kind: PassKind) {
+        let h = self.health.get_or_insert_with(Box::default);
+        h.tally = tally;
+        h.tally_ms = wall;
+        h.tally_kind = Some(kind);
+    }
+
     /// The PEL at the end of the last complete pass (all zero before one).
     pub fn summary(&self) -> Summary {
         self.health
@@ -577,10 +586,7 @@ impl Runtime {
             return;
         };
         if p.kind != PassKind::TrimOnly {
-            let h = self.health.get_or_insert_with(Box::default);
-            h.tally = p.tally;
-            h.tally_ms = wall;
-            h.tally_kind = Some(p.kind);
+            self.note_tally(p.tally, wall, p.kind);
         }
         // A stale or over-delivered entry left pending must be found again on the next pass; a
         // client's `XCLAIM ... IDLE` during the pass may have made an entry stale behind it.
