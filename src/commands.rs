@@ -3,16 +3,18 @@
 //! [`crate::ffi::run_command`] sends either. Registration (flags, arity, key specs) is the table
 //! [`COMMANDS`]; syntax and replies are documented in docs/commands.md.
 
+use std::cell::Cell;
 use std::os::raw::c_int;
 
 use redis_module::{raw, Context, ContextFlags, RedisString};
 
-use crate::clock::epoch_ms;
+use crate::clock::{epoch_ms, now_ms};
+use crate::config;
 use crate::error::{self, ReclaimError};
 use crate::ffi::{self, CmdResult, CommandSpec, Reply, Spec};
 use crate::metrics::Stat;
 use crate::planner::{PassKind, Tally};
-use crate::policy::{self, Policy};
+use crate::policy::{self, Policy, State};
 use crate::registry::{self, PolicyId};
 use crate::runtime::{count_step, Runtime};
 use crate::scheduler;
@@ -43,6 +45,13 @@ fn policy_map(p: &Policy) -> Vec<(&'static str, Reply)> {
         ("interval", Reply::Int(p.interval_ms)),
         ("backoff", Reply::Bytes(p.backoff_words().join(&b' '))),
         ("liveness", Reply::Int(p.liveness_ms)),
+        (
+            "storm",
+            p.storm.map_or(Reply::Null, |s| {
+                Reply::Bytes(format!("{} {}", s.max, s.window_ms).into_bytes())
+            }),
+        ),
+        ("state", Reply::Bytes(p.state.name().as_bytes().to_vec())),
     ]
 }
 
@@ -125,6 +134,52 @@ fn policy_list(ctx: &Context, _args: &[RedisString]) -> CmdResult {
     Ok(Reply::Array(out))
 }
 
+/// `RECLAIM.POLICY PAUSE key group [STORM]` -> `+OK`: the policy moves, redelivers and
+/// dead-letters nothing until `RECLAIM.POLICY RESUME` (state `paused`; with `STORM`, state
+/// `storm`: only dead-letters stop, as when the breaker opens). Stored with the policy (RDB, AOF,
+/// replicas); propagated verbatim when it changed the state. Errors: no policy, a word other
+/// than `STORM`.
+fn policy_pause(ctx: &Context, args: &[RedisString]) -> CmdResult {
+    let a = slices(args);
+    let state = match a.get(4) {
+        None => State::Paused,
+        Some(w) if w.eq_ignore_ascii_case(b"STORM") && a.len() == 5 => State::Storm,
+        Some(_) => return Err(error::PAUSE_SYNTAX.into()),
+    };
+    change_state(ctx, a[2], a[3], state)
+}
+
+/// `RECLAIM.POLICY RESUME key group` -> `+OK`: the policy runs again (state `active`); an open
+/// `STORM` breaker closes, and does not open again for one window, so what it held back is
+/// dead-lettered. Propagated verbatim when it changed the state. Errors: no policy.
+fn policy_resume(ctx: &Context, args: &[RedisString]) -> CmdResult {
+    let a = slices(args);
+    change_state(ctx, a[2], a[3], State::Active)
+}
+
+/// Sets the state of the policy of (stream, group), propagates the command when it changed, and
+/// makes the policy due at once.
+fn change_state(ctx: &Context, stream: &[u8], group: &[u8], state: State) -> CmdResult {
+    let (id, p) = policy_or_error(ctx, stream, group)?;
+    if store::set_state(ctx, stream, group, state) != Some(state) {
+        ctx.replicate_verbatim();
+        registry::update(&id, |rt| {
+            if state == State::Active {
+                rt.breaker.resume(p.storm, now_ms());
+                if rt.problem == Some(Stop::Storm) {
+                    // The breaker held dead-letters back; it no longer does.
+                    rt.problem = None;
+                }
+            }
+            // Announced by store::set_state.
+            rt.held = state;
+            rt.announced = state.name();
+        });
+        registry::due_now(&id);
+    }
+    Ok(Reply::Status("OK"))
+}
+
 /// The policy of (stream, group) in the selected database, registered if the registry did not
 /// know it; [`error::NO_POLICY`] when there is none.
 fn policy_or_error(
@@ -149,6 +204,9 @@ fn sweep_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let (stream, group) = (a[1], a[2]);
     let limit = policy::parse_sweep_options(&a[3..])?;
     let (id, p) = policy_or_error(ctx, stream, group)?;
+    if let Some(e) = p.halted(config::enabled()) {
+        return Err(e.into());
+    }
     if let Some(d) = &p.dlq {
         if !ffi::may_write_key(ctx, d) {
             return Err(error::NOPERM_DLQ.into());
@@ -158,12 +216,14 @@ fn sweep_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
         }
     }
     let seen = registry::seen(&id);
+    let allowance = registry::dead_letter_allowance(&id, &p);
     let target = Target {
         ctx,
         stream,
         group,
         policy: &p,
         seen: &seen,
+        dead_letters: Cell::new(allowance),
     };
     let mut remaining = limit.unwrap_or(i64::MAX);
     let mut cursor: Option<Vec<u8>> = None;
@@ -178,7 +238,11 @@ fn sweep_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
         deleted += out.deleted;
         remaining -= out.examined as i64;
         tally.merge(&out.tally);
-        registry::update(&id, |rt| count_step(&mut rt.counters, &out));
+        registry::update(&id, |rt| {
+            count_step(&mut rt.counters, &out);
+            let hit = out.problem == Some(Stop::Storm);
+            store::note_dead_letters(ctx, stream, group, &p, rt, out.dead_lettered, hit);
+        });
         match &out.stop {
             Some(Stop::WrongTypeStream) => return Err(error::WRONGTYPE_STREAM.into()),
             Some(_) => break,
@@ -214,6 +278,12 @@ fn sweep_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
 fn status(ctx: &Context, stream: &[u8], group: &[u8], p: &Policy, rt: &Runtime) -> String {
     if let Some(b) = scheduler::blocked(ctx) {
         return b.status().to_string();
+    }
+    if !config::enabled() {
+        return "disabled".into();
+    }
+    if p.state != State::Active {
+        return p.state.name().into();
     }
     if let Some(s) = sweep::check_stream(ctx, stream) {
         return s.status();
@@ -260,6 +330,7 @@ fn stats(ctx: &Context, args: &[RedisString]) -> CmdResult {
         group: a[2],
         policy: &p,
         seen: &[],
+        dead_letters: Cell::new(0),
     };
     let inbox = sweep::pel_summary(&target, |_, _| {}).map_or(0, |s| s.inbox as i64);
     let n = |s: Stat| (s.stats_name(), Reply::Int(c.get(s) as i64));
@@ -276,6 +347,7 @@ fn stats(ctx: &Context, args: &[RedisString]) -> CmdResult {
         n(Stat::ScansSkipped),
         n(Stat::ConsumerChecks),
         n(Stat::Redelivered),
+        n(Stat::Storms),
         ("inbox", Reply::Int(inbox)),
         ("stale-not-before", Reply::Int(rt.stale_not_before_ms)),
         (
@@ -291,7 +363,7 @@ fn stats(ctx: &Context, args: &[RedisString]) -> CmdResult {
 fn policy_help(_ctx: &Context, _args: &[RedisString]) -> CmdResult {
     let lines: &[&str] = &[
         "RECLAIM.POLICY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-        "SET <key> <group> [MIN-IDLE <ms>] [MAX-DELIVERIES <n>] [DLQ <dlq-key>] [CLAIMANT <consumer>] [COUNT <n>] [INTERVAL <ms>] [BACKOFF FIXED|EXPONENTIAL <max-ms>|LIST <ms> [<ms> ...]] [LIVENESS <ms>]",
+        "SET <key> <group> [MIN-IDLE <ms>] [MAX-DELIVERIES <n>] [DLQ <dlq-key>] [CLAIMANT <consumer>] [COUNT <n>] [INTERVAL <ms>] [BACKOFF FIXED|EXPONENTIAL <max-ms>|LIST <ms> [<ms> ...]] [LIVENESS <ms>] [STORM <n> <window-ms>]",
         "    Set (replace) the reclaim policy of a stream's consumer group.",
         "GET <key> <group>",
         "    Return the policy as field/value pairs, or nil.",
@@ -299,6 +371,10 @@ fn policy_help(_ctx: &Context, _args: &[RedisString]) -> CmdResult {
         "    Delete the policy (1 if it existed, else 0).",
         "LIST",
         "    Return every policy of the selected database.",
+        "PAUSE <key> <group> [STORM]",
+        "    Stop the policy's moves, redeliveries and dead-letters (STORM: only its dead-letters).",
+        "RESUME <key> <group>",
+        "    Let a paused policy run again, or close its STORM breaker.",
         "HELP",
         "    Print this help.",
     ];
@@ -327,6 +403,8 @@ entry!(c_policy_help, "RECLAIM.POLICY HELP", policy_help);
 entry!(c_sweep, "RECLAIM.SWEEP", sweep_cmd);
 entry!(c_stats, "RECLAIM.STATS", stats);
 entry!(c_health, "RECLAIM.HEALTH", crate::health::health_cmd);
+entry!(c_policy_pause, "RECLAIM.POLICY PAUSE", policy_pause);
+entry!(c_policy_resume, "RECLAIM.POLICY RESUME", policy_resume);
 entry!(
     c_readgroup,
     "RECLAIM.READGROUP",
@@ -384,6 +462,28 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Delete a reclaim policy",
         complexity: "O(1)",
         keys: &[Spec::Index(2, KEY_RW | DELETE)],
+    },
+    CommandSpec {
+        parent: Some("reclaim.policy"),
+        name: "pause",
+        func: Some(c_policy_pause),
+        flags: "write fast",
+        first_key: 2,
+        arity: -4,
+        summary: "Pause a reclaim policy (or open its STORM breaker)",
+        complexity: "O(1)",
+        keys: &[Spec::Index(2, KEY_RW | UPDATE)],
+    },
+    CommandSpec {
+        parent: Some("reclaim.policy"),
+        name: "resume",
+        func: Some(c_policy_resume),
+        flags: "write fast",
+        first_key: 2,
+        arity: 4,
+        summary: "Resume a paused reclaim policy, or close its STORM breaker",
+        complexity: "O(1)",
+        keys: &[Spec::Index(2, KEY_RW | UPDATE)],
     },
     CommandSpec {
         parent: Some("reclaim.policy"),

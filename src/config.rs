@@ -2,7 +2,7 @@
 //! redis.conf, on the `loadmodule` line (`tick-interval-ms 5`), with `MODULE LOADEX ... CONFIG`, and
 //! at run time with `CONFIG SET`/`CONFIG GET`. Redis validates the ranges below.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 /// `reclaim.tick-interval-ms`: ms between two sweep ticks. Default 10, range 1..=1000.
 pub static TICK_INTERVAL_MS: AtomicI64 = AtomicI64::new(DEFAULT_TICK_INTERVAL_MS);
@@ -22,6 +22,13 @@ pub const DEFAULT_TICK_BUDGET_US: i64 = 500;
 pub const MIN_TICK_BUDGET_US: i64 = 50;
 /// Largest `reclaim.tick-budget-us`.
 pub const MAX_TICK_BUDGET_US: i64 = 100_000;
+
+/// `reclaim.enabled`: `no` stops every policy at once (no sweeps, no redeliveries, no
+/// dead-letters; new entries are still read), `yes` lets them run. Default `yes`. Not
+/// replicated: each server has its own (a replica never sweeps anyway).
+pub static ENABLED: AtomicBool = AtomicBool::new(true);
+/// Name of the `reclaim.enabled` config (without the module prefix).
+pub const ENABLED_NAME: &str = "enabled";
 
 /// Name of the `reclaim.tick-interval-ms` config (without the module prefix).
 pub const TICK_INTERVAL: &str = "tick-interval-ms";
@@ -59,6 +66,36 @@ pub const NUMERIC: [Numeric; 2] = [
         max: MAX_TICK_BUDGET_US,
     },
 ];
+
+/// One yes/no config: name (without `reclaim.`), its variable, default.
+pub struct Boolean {
+    /// Name, as in `CONFIG SET reclaim.<name>` and on the `loadmodule` line.
+    pub name: &'static str,
+    /// The variable Redis sets.
+    pub var: &'static AtomicBool,
+    /// Value when not configured.
+    pub default: bool,
+}
+
+/// Every yes/no config of the module, registered after [`NUMERIC`].
+pub const BOOLEAN: [Boolean; 1] = [Boolean {
+    name: ENABLED_NAME,
+    var: &ENABLED,
+    default: true,
+}];
+
+/// The names of every config, numeric then yes/no.
+pub fn names() -> impl Iterator<Item = &'static str> {
+    NUMERIC
+        .iter()
+        .map(|c| c.name)
+        .chain(BOOLEAN.iter().map(|c| c.name))
+}
+
+/// Whether policies may run now (`reclaim.enabled`).
+pub fn enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
+}
 
 /// Current tick interval, ms.
 pub fn tick_interval_ms() -> i64 {

@@ -63,6 +63,17 @@ pub const UNBLOCKED_NO_STREAM: &str = "UNBLOCKED the stream key no longer exists
 /// A blocked `RECLAIM.READGROUP` whose group was destroyed meanwhile (XREADGROUP's text).
 pub const UNBLOCKED_NO_GROUP: &str =
     "NOGROUP the consumer group this client was blocked on no longer exists";
+/// A command that would move or dead-letter under a policy that `RECLAIM.POLICY PAUSE` paused.
+pub const POLICY_PAUSED: &str =
+    "ERR the policy of this key and group is paused (RECLAIM.POLICY RESUME resumes it)";
+/// A dead-letter refused because the policy's `STORM` breaker is open (or this one would open it).
+pub const STORM_OPEN: &str =
+    "ERR the STORM breaker of this policy is open: no dead-letters until RECLAIM.POLICY RESUME";
+/// A command that would move or dead-letter while `reclaim.enabled` is `no`.
+pub const DISABLED: &str =
+    "ERR reclaim is disabled on this server (CONFIG SET reclaim.enabled yes enables it)";
+/// `RECLAIM.POLICY PAUSE key group <word>` with a word other than `STORM`.
+pub const PAUSE_SYNTAX: &str = "ERR syntax error: RECLAIM.POLICY PAUSE key group [STORM]";
 /// Any panic caught at the FFI boundary (a bug: the server keeps running, the log has details).
 pub const INTERNAL: &str = "ERR internal error in the reclaim module (see the server log)";
 

@@ -13,14 +13,19 @@
 //! | `reclaim-deliver` | `RECLAIM.READGROUP` handed entries from the PEL to a reader (redeliveries, not new entries) |
 //! | `reclaim-deadletter` | entries were moved to the DLQ (the DLQ's own key gets Redis's `xadd`) |
 //! | `reclaim-purge` | pending entries whose stream entry was gone were removed from the PEL |
-//! | `reclaim-<state>` | the policy's state changed ([`notify_state`]) |
+//! | `reclaim-<state>` | the sweep's state changed: `reclaim-active`, `reclaim-waiting`, `reclaim-oom`, `reclaim-error` ([`notify_state`]) |
+//! | `reclaim-paused` | `RECLAIM.POLICY PAUSE` paused the policy ([`notify_policy_state`]) |
+//! | `reclaim-storm` | the `STORM` breaker opened (or `RECLAIM.POLICY PAUSE ... STORM`) |
+//! | `reclaim-resumed` | `RECLAIM.POLICY RESUME` made a paused or storm policy active again |
 //!
-//! Everything here is a leaf: it calls no other module of the crate.
+//! Everything here is a leaf: it calls no other module of the crate (it names `policy::State`).
 
 use std::ffi::CStr;
 use std::os::raw::c_int;
 
 use redis_module::{raw, Context, RedisString};
+
+use crate::policy::State;
 
 /// Stale entries were moved to the CLAIMANT.
 pub const CLAIM: &CStr = c"reclaim-claim";
@@ -31,9 +36,12 @@ pub const DEADLETTER: &CStr = c"reclaim-deadletter";
 /// Entries gone from the stream were removed from the PEL.
 pub const PURGE: &CStr = c"reclaim-purge";
 
+/// A paused or storm policy was made active again (`RECLAIM.POLICY RESUME`).
+pub const RESUMED: &CStr = c"reclaim-resumed";
+
 /// Every policy state, and the event that announces it (`reclaim-<state>`). The sweep announces
 /// `active`, `waiting`, `oom` and `error` itself (see `Runtime::state`); `paused` and `storm`
-/// are the states of a paused policy and of an open storm breaker, for the code that sets them.
+/// are announced where the stored state changes ([`notify_policy_state`]).
 pub const STATES: [(&str, &CStr); 6] = [
     ("active", c"reclaim-active"),
     ("waiting", c"reclaim-waiting"),
@@ -64,5 +72,14 @@ pub fn notify(ctx: &Context, key: &[u8], event: &CStr) {
 pub fn notify_state(ctx: &Context, stream_key: &[u8], state: &str) {
     if let Some((_, ev)) = STATES.iter().find(|(s, _)| *s == state) {
         notify(ctx, stream_key, ev);
+    }
+}
+
+/// Announces that the stored state of the policy of `stream_key` changed to `state`:
+/// `reclaim-paused`, `reclaim-storm`, or `reclaim-resumed` (back to active).
+pub fn notify_policy_state(ctx: &Context, stream_key: &[u8], state: State) {
+    match state {
+        State::Active => notify(ctx, stream_key, RESUMED),
+        held => notify_state(ctx, stream_key, held.name()),
     }
 }

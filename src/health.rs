@@ -140,6 +140,7 @@ pub fn health_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
         group,
         policy: &p,
         seen: &[],
+        dead_letters: std::cell::Cell::new(0),
     };
     let last = rt.summary();
     let (sizes, change) = sizes(&rt);

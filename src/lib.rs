@@ -7,6 +7,7 @@
 #![allow(clippy::missing_safety_doc)]
 
 pub mod alloc;
+pub mod breaker;
 pub mod clock;
 pub mod commands;
 pub mod config;
@@ -31,7 +32,8 @@ pub mod watch;
 use std::os::raw::c_int;
 
 use redis_module::configuration::{
-    get_i64_default_config_value, register_i64_configuration, ConfigurationFlags,
+    get_bool_default_config_value, get_i64_default_config_value, register_bool_configuration,
+    register_i64_configuration, ConfigurationFlags,
 };
 use redis_module::{raw, Context, RedisString, Status};
 
@@ -53,12 +55,12 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     }
     // Loadmodule arguments: `name value` pairs of known configs, nothing else.
     let known = || -> String {
-        let names: Vec<&str> = config::NUMERIC.iter().map(|c| c.name).collect();
+        let names: Vec<&str> = config::names().collect();
         names.join(", ")
     };
     for pair in args.chunks(2) {
         let name = pair[0].as_slice();
-        if !config::NUMERIC.iter().any(|c| c.name.as_bytes() == name) {
+        if !config::names().any(|c| c.as_bytes() == name) {
             ctx.log_warning(&format!(
                 "reclaim: unknown module argument '{}' (known: {})",
                 policy::printable(name),
@@ -70,6 +72,19 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
             ctx.log_warning(&format!(
                 "reclaim: module argument '{}' needs a value",
                 policy::printable(name)
+            ));
+            return Status::Err;
+        }
+    }
+    for c in &config::BOOLEAN {
+        let v = args
+            .chunks(2)
+            .find(|p| p[0].as_slice() == c.name.as_bytes())
+            .and_then(|p| p.get(1));
+        if v.is_some_and(|v| v.as_slice() != b"yes" && v.as_slice() != b"no") {
+            ctx.log_warning(&format!(
+                "reclaim: module argument {} must be yes or no",
+                c.name
             ));
             return Status::Err;
         }
@@ -202,6 +217,17 @@ pub unsafe extern "C" fn RedisModule_OnLoad(
             default,
             c.min,
             c.max,
+            ConfigurationFlags::DEFAULT,
+            None,
+        );
+    }
+    for c in &config::BOOLEAN {
+        let default = get_bool_default_config_value(&args, c.name, c.default).unwrap_or(c.default);
+        register_bool_configuration(
+            &context,
+            c.name,
+            c.var,
+            default,
             ConfigurationFlags::DEFAULT,
             None,
         );

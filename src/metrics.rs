@@ -56,11 +56,13 @@ pub enum Stat {
     Errors,
     /// Entries handed from the PEL to a worker by `RECLAIM.READGROUP` (a delivery each).
     Redelivered,
+    /// Times the `STORM` breaker opened (dead-letters stopped).
+    Storms,
 }
 
 impl Stat {
     /// Every stat, in `INFO reclaim` order.
-    pub const ALL: [Stat; 10] = [
+    pub const ALL: [Stat; 11] = [
         Stat::Passes,
         Stat::FullPasses,
         Stat::ScansSkipped,
@@ -71,6 +73,7 @@ impl Stat {
         Stat::OomSkips,
         Stat::Errors,
         Stat::Redelivered,
+        Stat::Storms,
     ];
 
     /// The field name in `INFO reclaim` (after `reclaim_`).
@@ -86,6 +89,7 @@ impl Stat {
             Stat::OomSkips => "oom_skips",
             Stat::Errors => "errors",
             Stat::Redelivered => "redelivered",
+            Stat::Storms => "storms",
         }
     }
 
@@ -102,12 +106,14 @@ impl Stat {
             Stat::OomSkips => "oom-skips",
             Stat::Errors => "errors",
             Stat::Redelivered => "redelivered",
+            Stat::Storms => "storms",
         }
     }
 }
 
 /// The server-wide sum of each [`Stat`], indexed by `Stat as usize`.
-static TOTALS: [Counter; 10] = [
+static TOTALS: [Counter; 11] = [
+    Counter::new(),
     Counter::new(),
     Counter::new(),
     Counter::new(),
@@ -129,7 +135,7 @@ pub fn total(s: Stat) -> u64 {
 /// [`Counters::add`] also adds to the server-wide total of `INFO reclaim`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Counters {
-    counts: [u64; 10],
+    counts: [u64; 11],
     /// Wall-clock time (ms since the epoch) when the last complete pass ended; 0 = never.
     pub last_pass_ms: i64,
     /// Time spent in the steps of the last complete pass, in µs.

@@ -40,6 +40,61 @@ pub enum Backoff {
     List(Vec<i64>),
 }
 
+/// Where a policy stands: whether its moves and dead-letters run. Not an option of
+/// `RECLAIM.POLICY SET` (a `SET` keeps it): `RECLAIM.POLICY PAUSE` and `RESUME` change it, and the
+/// `STORM` breaker opens it. Stored with the policy (RDB, AOF, replicas).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum State {
+    /// Sweeps, redeliveries and dead-letters run.
+    #[default]
+    Active,
+    /// `RECLAIM.POLICY PAUSE`: nothing is moved, redelivered or dead-lettered (new entries are
+    /// still read through `RECLAIM.READGROUP`).
+    Paused,
+    /// The `STORM` breaker opened: no dead-letters (entries stay pending); moves go on.
+    Storm,
+}
+
+impl State {
+    /// The name `RECLAIM.POLICY GET` and `RECLAIM.STATS` show: `active`, `paused`, `storm`.
+    pub fn name(self) -> &'static str {
+        match self {
+            State::Active => "active",
+            State::Paused => "paused",
+            State::Storm => "storm",
+        }
+    }
+
+    /// Its code in the RDB (encoding version 3): 0, 1, 2.
+    pub fn code(self) -> u64 {
+        match self {
+            State::Active => 0,
+            State::Paused => 1,
+            State::Storm => 2,
+        }
+    }
+
+    /// The state of an RDB code, `None` for an unknown one.
+    pub fn from_code(c: u64) -> Option<State> {
+        match c {
+            0 => Some(State::Active),
+            1 => Some(State::Paused),
+            2 => Some(State::Storm),
+            _ => None,
+        }
+    }
+}
+
+/// `STORM n window-ms`: the poison-storm breaker. When more than `max` entries would be
+/// dead-lettered within `window_ms`, the policy stops dead-lettering (state [`State::Storm`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Storm {
+    /// Most dead-letters within one window, >= 1.
+    pub max: i64,
+    /// The window, ms, >= 1.
+    pub window_ms: i64,
+}
+
 /// One (stream, group) policy. Field names follow the `RECLAIM.POLICY GET` reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Policy {
@@ -61,6 +116,10 @@ pub struct Policy {
     /// `liveness`: ms; an entry is taken from its consumer only when that consumer has not been
     /// seen (XINFO CONSUMERS `idle`) for at least this long. 0 = off.
     pub liveness_ms: i64,
+    /// `storm`: the dead-letter breaker; `None` = off.
+    pub storm: Option<Storm>,
+    /// Whether moves and dead-letters run now (not an option: see [`State`]).
+    pub state: State,
 }
 
 impl Default for Policy {
@@ -74,6 +133,8 @@ impl Default for Policy {
             interval_ms: DEFAULT_INTERVAL_MS,
             backoff: Backoff::Fixed,
             liveness_ms: 0,
+            storm: None,
+            state: State::Active,
         }
     }
 }
@@ -103,7 +164,34 @@ impl Policy {
         a.extend(self.backoff_words());
         a.push(b"LIVENESS".to_vec());
         a.push(self.liveness_ms.to_string().into_bytes());
+        if let Some(s) = self.storm {
+            a.push(b"STORM".to_vec());
+            a.push(s.max.to_string().into_bytes());
+            a.push(s.window_ms.to_string().into_bytes());
+        }
         a
+    }
+
+    /// Why moves and dead-letters may not run now, as the error a command gets: `reclaim.enabled`
+    /// is `no` (`enabled` false: [`error::DISABLED`]), or the policy is paused
+    /// ([`error::POLICY_PAUSED`]); `None` when they may (an open `STORM` breaker stops only
+    /// dead-letters: see the `dead_letters` allowance of [`crate::sweep::Target`]).
+    pub fn halted(&self, enabled: bool) -> Option<&'static str> {
+        if !enabled {
+            Some(error::DISABLED)
+        } else if self.state == State::Paused {
+            Some(error::POLICY_PAUSED)
+        } else {
+            None
+        }
+    }
+
+    /// The same options, another state: whether two policies differ in their options only.
+    pub fn with_state(&self, state: State) -> Policy {
+        Policy {
+            state,
+            ..self.clone()
+        }
     }
 
     /// The consumer that holds entries given back with `RECLAIM.NACK ... DELAY ms` until they are
@@ -213,6 +301,7 @@ const SET_OPTIONS: &[&str] = &[
     "INTERVAL",
     "BACKOFF",
     "LIVENESS",
+    "STORM",
 ];
 
 /// One option of `RECLAIM.POLICY SET`: (canonical name, index of the name, its values).
@@ -231,7 +320,9 @@ fn set_spans<'a>(opts: &'a [&'a [u8]]) -> Result<Vec<Span<'a>>, ReclaimError> {
             return Err(ReclaimError::UnknownOption(printable(raw)));
         };
         let first = *opts.get(i + 1).ok_or(ReclaimError::MissingValue(name))?;
-        let len = if *name != "BACKOFF" {
+        let len = if *name == "STORM" {
+            2
+        } else if *name != "BACKOFF" {
             1
         } else if first.eq_ignore_ascii_case(b"EXPONENTIAL") {
             2
@@ -248,6 +339,18 @@ fn set_spans<'a>(opts: &'a [&'a [u8]]) -> Result<Vec<Span<'a>>, ReclaimError> {
         i = end;
     }
     Ok(out)
+}
+
+/// Parses the words after `STORM`: `n window-ms`, both positive.
+fn parse_storm(v: &[&[u8]]) -> Result<Storm, ReclaimError> {
+    let range = "two positive integers: the most dead-letters, then the window (ms)";
+    let (Some(n), Some(w)) = (v.first(), v.get(1)) else {
+        return Err(ReclaimError::BadNumber("STORM", range));
+    };
+    Ok(Storm {
+        max: number("STORM", range, n, 1, i64::MAX)?,
+        window_ms: number("STORM", range, w, 1, i64::MAX)?,
+    })
 }
 
 /// Parses the words after `BACKOFF`.
@@ -285,7 +388,7 @@ fn parse_backoff(v: &[&[u8]]) -> Result<Backoff, ReclaimError> {
 
 /// Parses the options of `RECLAIM.POLICY SET key group [MIN-IDLE ms] [MAX-DELIVERIES n]
 /// [DLQ dlq-key] [CLAIMANT consumer] [COUNT n] [INTERVAL ms] [BACKOFF FIXED | EXPONENTIAL max-ms |
-/// LIST ms [ms ...]] [LIVENESS ms]` (everything after `group`). Option names are
+/// LIST ms [ms ...]] [LIVENESS ms] [STORM n window-ms]` (everything after `group`). Option names are
 /// case-insensitive; values are binary-safe.
 ///
 /// Errors: unknown option, repeated option, option without value, number out of range
@@ -312,6 +415,7 @@ pub fn parse_set_options(stream: &[u8], opts: &[&[u8]]) -> Result<Policy, Reclai
             "COUNT" => p.count = number(name, "an integer from 1 to 10000", first, 1, MAX_COUNT)?,
             "INTERVAL" => p.interval_ms = number(name, pos, first, 1, i64::MAX)?,
             "BACKOFF" => p.backoff = parse_backoff(v)?,
+            "STORM" => p.storm = Some(parse_storm(v)?),
             _ => p.liveness_ms = number(name, "a non-negative integer (ms)", first, 0, i64::MAX)?,
         }
     }

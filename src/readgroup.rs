@@ -21,6 +21,7 @@
 //! by the sweep ([`signal_if_waiting`]) or a destroyed group wakes the reader; a deleted stream
 //! ends the wait with XREADGROUP's error ([`unblock_deleted`]).
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::os::raw::{c_int, c_void};
 use std::sync::Mutex;
@@ -40,7 +41,7 @@ use crate::policy::{self, Policy};
 use crate::registry::{self, PolicyId};
 use crate::runtime::count_outcome;
 use crate::store;
-use crate::sweep::{Outcome, Target};
+use crate::sweep::{Outcome, Stop, Target};
 
 /// A parsed `RECLAIM.READGROUP`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -361,12 +362,17 @@ fn redeliver(
     } else {
         Vec::new()
     };
+    if p.halted(crate::config::enabled()).is_some() {
+        // Paused or disabled: new entries only.
+        return 0;
+    }
     let t = Target {
         ctx,
         stream: key,
         group: &req.group,
         policy: p,
         seen: &seen,
+        dead_letters: Cell::new(registry::dead_letter_allowance(&id, p)),
     };
     let limit = if want > 0 { want } else { p.count };
     let due = due_entries(&t, &id, limit);
@@ -393,6 +399,8 @@ fn redeliver(
     registry::update(&id, |rt| {
         count_outcome(&mut rt.counters, &out);
         rt.counters.add(Stat::Redelivered, handed);
+        let hit = out.problem == Some(Stop::Storm);
+        store::note_dead_letters(ctx, key, &req.group, p, rt, out.dead_lettered, hit);
     });
     handed as i64
 }

@@ -350,6 +350,23 @@ pub fn update(id: &PolicyId, f: impl FnOnce(&mut Runtime)) {
     }
 }
 
+/// How many entries policy `id` (whose value is `p`) may dead-letter now before its `STORM`
+/// breaker opens ([`Runtime::dead_letter_allowance`]; unlimited for an unknown policy that is
+/// active).
+pub fn dead_letter_allowance(id: &PolicyId, p: &crate::policy::Policy) -> u64 {
+    let now = now_ms();
+    match lock().runtimes.get(id) {
+        Some(rt) => rt.dead_letter_allowance(p, now),
+        None => Runtime::default().dead_letter_allowance(p, now),
+    }
+}
+
+/// Makes policy `id` due now (after `RECLAIM.POLICY RESUME`).
+pub fn due_now(id: &PolicyId) {
+    let now = now_ms();
+    lock().reschedule(id, now);
+}
+
 /// The policy due first, if it is due at `now` (monotonic ms).
 pub fn next_due(now: u64) -> Option<(PolicyId, Runtime)> {
     let r = lock();

@@ -8,9 +8,10 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+use crate::breaker::Breaker;
 use crate::metrics::{self, Counters, Stat};
 use crate::planner::{self, Horizon, PassKind, Tally};
-use crate::policy::Policy;
+use crate::policy::{Policy, State};
 use crate::sweep::{Outcome, Stop};
 
 /// Most consumers one policy tracks in each of its sets ([`Unchecked::Consumers`], the recent
@@ -258,6 +259,9 @@ pub struct Runtime {
     /// The last state announced with a keyspace event ([`crate::events::notify_state`]); `""`:
     /// none yet (a new policy is `active` without one).
     pub announced: &'static str,
+    /// The policy's stored [`State`] as last seen (a step, `RECLAIM.POLICY PAUSE`/`RESUME`, the
+    /// `STORM` breaker opening): `paused` and `storm` come first in [`Runtime::state`].
+    pub held: State,
     /// Where `RECLAIM.READGROUP` looks next for stale entries of other consumers, and what this
     /// round of looks over the PEL found so far.
     pub read_scan: ReadScan,
@@ -267,6 +271,8 @@ pub struct Runtime {
     /// consumers again: its last round over the PEL found none, and the most idle entry it saw
     /// turns stale then at the earliest (0 = look).
     pub read_not_before_ms: i64,
+    /// Dead-letters of the recent `STORM` window (policies with `STORM` only).
+    pub breaker: Breaker,
 }
 
 /// When consumers last talked to the module (`RECLAIM.READGROUP`, `EXTEND`, `NACK`, `TERM`),
@@ -399,6 +405,15 @@ impl Runtime {
         }
     }
 
+    /// How many entries `policy` may dead-letter at monotonic ms `now` before its `STORM` breaker
+    /// opens: 0 unless the policy is active, unlimited (`u64::MAX`) without `STORM`.
+    pub fn dead_letter_allowance(&self, policy: &Policy, now: u64) -> u64 {
+        match policy.state {
+            State::Active => self.breaker.allowance(policy.storm, now),
+            _ => 0,
+        }
+    }
+
     /// The policy was (re)set: the pass restarts from the head of the PEL, and nothing learnt
     /// under the old policy holds; counters stay.
     pub fn reset(&mut self, due_ms: u64) {
@@ -498,9 +513,13 @@ impl Runtime {
     }
 
     /// The policy's state in one word, as `INFO reclaim` shows it and keyspace events announce
-    /// it ([`Stop::state`]): `active`, `waiting`, `oom` or `error`.
+    /// it: `paused` or `storm` while the policy is held so ([`Runtime::held`]), else the last
+    /// step's ([`Stop::state`]): `active`, `waiting`, `oom`, `storm` or `error`.
     pub fn state(&self) -> &'static str {
-        self.problem.as_ref().map_or("active", Stop::state)
+        match self.held {
+            State::Active => self.problem.as_ref().map_or("active", Stop::state),
+            held => held.name(),
+        }
     }
 
     /// Consumers this policy tracks now (unchecked ones and recent touches).

@@ -15,6 +15,7 @@
 //!
 //! The timer is never stopped from inside its own callback: it simply re-arms itself.
 
+use std::cell::Cell;
 use std::os::raw::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -51,7 +52,7 @@ impl Blocked {
         match self {
             Blocked::Replica => "replica",
             Blocked::Loading => "loading",
-            Blocked::Paused => "paused",
+            Blocked::Paused => "client-paused",
             Blocked::Oom => "oom",
         }
     }
@@ -310,6 +311,9 @@ fn record_slice(timer: bool, start: Instant, cpu_start: u64) {
     }
 }
 
+/// How often (ms, at most) a paused or disabled policy is looked at again.
+const HALTED_RECHECK_MS: u64 = 1000;
+
 /// Runs one step of policy `id`. Returns `false` when the policy no longer exists.
 fn visit(ctx: &Context, id: &PolicyId, rt: &mut Runtime, now: u64, deadline: Instant) -> bool {
     if !ffi::select_db(ctx, id.db) {
@@ -318,6 +322,12 @@ fn visit(ctx: &Context, id: &PolicyId, rt: &mut Runtime, now: u64, deadline: Ins
     let Some(policy) = store::get(ctx, &id.stream, &id.group) else {
         return false;
     };
+    rt.held = policy.state;
+    if policy.halted(config::enabled()).is_some() {
+        // Paused, or reclaim.enabled no: nothing runs; looked at again within a second.
+        rt.due_ms = now.saturating_add((policy.interval_ms as u64).min(HALTED_RECHECK_MS));
+        return true;
+    }
     let t0 = Instant::now();
     rt.start_pass(&policy, epoch_ms());
     let Some(pass) = rt.pass.as_ref() else {
@@ -339,6 +349,7 @@ fn visit(ctx: &Context, id: &PolicyId, rt: &mut Runtime, now: u64, deadline: Ins
         group: &id.group,
         policy: &policy,
         seen: &seen,
+        dead_letters: Cell::new(rt.dead_letter_allowance(&policy, now)),
     };
     let checking = pass.check.first().cloned();
     let cursor = rt.cursor.as_deref();
@@ -373,13 +384,27 @@ fn visit(ctx: &Context, id: &PolicyId, rt: &mut Runtime, now: u64, deadline: Ins
         rt.entry_ns = planner::next_entry_ns(rt.entry_ns, took.as_nanos() as u64, out.examined);
     }
     rt.apply(&out, took.as_micros() as i64, &policy, now, epoch_ms());
+    let hit_breaker = out.problem == Some(sweep::Stop::Storm);
+    store::note_dead_letters(
+        ctx,
+        &id.stream,
+        &id.group,
+        &policy,
+        rt,
+        out.dead_lettered,
+        hit_breaker,
+    );
     if out.pass_done {
         if let Some(s) = sweep::pel_summary(&target, |_, _| {}) {
             rt.note_summary(s);
         }
     }
     let state = rt.state();
-    if state != rt.announced && !(rt.announced.is_empty() && state == "active") {
+    // `paused` and `storm` are announced where they are set (store::set_state); a new policy, or
+    // one that was just resumed, is `active` without an event of its own.
+    let quiet = matches!(state, "paused" | "storm")
+        || (state == "active" && matches!(rt.announced, "" | "paused" | "storm"));
+    if state != rt.announced && !quiet {
         events::notify_state(ctx, &id.stream, state);
     }
     rt.announced = state;

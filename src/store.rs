@@ -26,13 +26,14 @@ use redis_module::{raw, Context, KeyType, RedisString};
 
 use crate::ffi::guard;
 use crate::keys;
-use crate::policy::Policy;
+use crate::policy::{Policy, State, Storm};
 use crate::registry;
 
 /// RDB encoding version of a policy value.
 /// 1: 0.1.0 (MIN-IDLE, MAX-DELIVERIES, DLQ, CLAIMANT, COUNT, INTERVAL); 2: also BACKOFF and
-/// LIVENESS. Version 1 values load with BACKOFF FIXED and LIVENESS 0.
-const ENCODING_VERSION: i32 = 2;
+/// LIVENESS; 3: also STORM and the state (active, paused, storm). Older values load with BACKOFF
+/// FIXED, LIVENESS 0, no STORM, active.
+const ENCODING_VERSION: i32 = 3;
 
 /// All policies of one stream, by consumer group (binary-safe names).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -107,9 +108,15 @@ pub fn get(ctx: &Context, stream: &[u8], group: &[u8]) -> Option<Policy> {
     }
 }
 
-/// Sets (replaces) the policy of (stream, group) in the selected database. Errs with
+/// Sets (replaces) the options of the policy of (stream, group) in the selected database; a
+/// policy that exists keeps its [`State`] (a paused policy stays paused). Errs with
 /// [`crate::error::POLICY_KEY_TAKEN`] when the policy key holds something else.
-pub fn put(ctx: &Context, stream: &[u8], group: &[u8], policy: Policy) -> Result<(), &'static str> {
+pub fn put(
+    ctx: &Context,
+    stream: &[u8],
+    group: &[u8],
+    mut policy: Policy,
+) -> Result<(), &'static str> {
     let taken = crate::error::POLICY_KEY_TAKEN;
     let name = RedisString::create_from_slice(ctx.ctx, &keys::policy_key(stream));
     let key = ctx.open_key_writable(&name);
@@ -124,6 +131,9 @@ pub fn put(ctx: &Context, stream: &[u8], group: &[u8], policy: Policy) -> Result
         }
         KeyType::Module => match key.get_value::<PolicySet>(&POLICY_TYPE) {
             Ok(Some(v)) => {
+                if let Some(old) = v.groups.get(group) {
+                    policy.state = old.state;
+                }
                 v.groups.insert(group.to_vec(), policy);
                 Ok(())
             }
@@ -131,6 +141,81 @@ pub fn put(ctx: &Context, stream: &[u8], group: &[u8], policy: Policy) -> Result
         },
         _ => Err(taken),
     }
+}
+
+/// Sets the [`State`] of the policy of (stream, group) in the selected database. Returns the
+/// state it had, `None` when there is no such policy (nothing changed). A change fires its
+/// keyspace event on the stream's key ([`crate::events::notify_policy_state`]: `reclaim-paused`,
+/// `reclaim-storm`, `reclaim-resumed`).
+pub fn set_state(ctx: &Context, stream: &[u8], group: &[u8], state: State) -> Option<State> {
+    let old = store_state(ctx, stream, group, state)?;
+    if old != state {
+        crate::events::notify_policy_state(ctx, stream, state);
+    }
+    Some(old)
+}
+
+fn store_state(ctx: &Context, stream: &[u8], group: &[u8], state: State) -> Option<State> {
+    let name = RedisString::create_from_slice(ctx.ctx, &keys::policy_key(stream));
+    let key = ctx.open_key_writable(&name);
+    if key.key_type() != KeyType::Module {
+        return None;
+    }
+    let Ok(Some(v)) = key.get_value::<PolicySet>(&POLICY_TYPE) else {
+        return None;
+    };
+    let p = v.groups.get_mut(group)?;
+    Some(std::mem::replace(&mut p.state, state))
+}
+
+/// After work on policy (stream, group) `p` that dead-lettered `n` entries: counts them in the
+/// `STORM` window of `rt`, and when the work stopped at the breaker (`hit_breaker`: the
+/// [`crate::sweep::Stop::Storm`] problem) while the policy was active, opens the breaker: state
+/// `storm` in the keyspace, propagated as `RECLAIM.POLICY PAUSE stream group STORM` (with the
+/// work's own writes, in one MULTI/EXEC), `storms` counted, a notice in the log. Returns whether
+/// it opened the breaker.
+pub fn note_dead_letters(
+    ctx: &Context,
+    stream: &[u8],
+    group: &[u8],
+    p: &Policy,
+    rt: &mut crate::runtime::Runtime,
+    n: u64,
+    hit_breaker: bool,
+) -> bool {
+    rt.breaker.record(p.storm, crate::clock::now_ms(), n);
+    if !hit_breaker || p.state != State::Active || p.storm.is_none() {
+        return false;
+    }
+    if set_state(ctx, stream, group, State::Storm) != Some(State::Active) {
+        return false;
+    }
+    rt.held = State::Storm;
+    rt.announced = State::Storm.name();
+    if let Some(args) = state_command_args(stream, group, State::Storm) {
+        let r: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+        ctx.replicate("RECLAIM.POLICY", &r[..]);
+    }
+    rt.counters.add(crate::metrics::Stat::Storms, 1);
+    ctx.log_notice(&format!(
+        "reclaim: STORM breaker opened for stream '{}' group '{}': no dead-letters until RECLAIM.POLICY RESUME",
+        crate::policy::printable(stream),
+        crate::policy::printable(group)
+    ));
+    true
+}
+
+/// The arguments after `RECLAIM.POLICY` that give a policy its state: none when active,
+/// `PAUSE key group` when paused, `PAUSE key group STORM` when the breaker is open (AOF rewrite,
+/// replication of the breaker).
+pub fn state_command_args(stream: &[u8], group: &[u8], state: State) -> Option<Vec<Vec<u8>>> {
+    let mut a = vec![b"PAUSE".to_vec(), stream.to_vec(), group.to_vec()];
+    match state {
+        State::Active => return None,
+        State::Paused => {}
+        State::Storm => a.push(b"STORM".to_vec()),
+    }
+    Some(a)
 }
 
 /// Deletes the policy of (stream, group); the key goes when its last policy goes. Returns whether
@@ -252,6 +337,18 @@ fn load_set(rdb: *mut raw::RedisModuleIO, encver: i32) -> Option<PolicySet> {
         } else {
             (Default::default(), 0)
         };
+        let (storm, state) = if encver >= 3 {
+            let storm = match raw::load_unsigned(rdb).ok()? {
+                0 => None,
+                _ => Some(Storm {
+                    max: load_i64(rdb)?,
+                    window_ms: load_i64(rdb)?,
+                }),
+            };
+            (storm, State::from_code(raw::load_unsigned(rdb).ok()?)?)
+        } else {
+            (None, State::Active)
+        };
         let p = Policy {
             min_idle_ms,
             max_deliveries,
@@ -261,11 +358,14 @@ fn load_set(rdb: *mut raw::RedisModuleIO, encver: i32) -> Option<PolicySet> {
             interval_ms,
             backoff,
             liveness_ms,
+            storm,
+            state,
         };
         // Only a policy that `RECLAIM.POLICY SET` would accept is good.
         let args = p.to_args();
         let a: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
-        if crate::policy::parse_set_options(&stream, &a).as_ref() != Ok(&p) {
+        let parsed = crate::policy::parse_set_options(&stream, &a).map(|q| q.with_state(state));
+        if parsed.as_ref() != Ok(&p) {
             crate::ffi::log_warning("reclaim: a policy value in the RDB is not a valid policy");
             return None;
         }
@@ -315,6 +415,15 @@ unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) 
             raw::save_signed(rdb, p.interval_ms);
             save_backoff(rdb, &p.backoff);
             raw::save_signed(rdb, p.liveness_ms);
+            match p.storm {
+                Some(s) => {
+                    raw::save_unsigned(rdb, 1);
+                    raw::save_signed(rdb, s.max);
+                    raw::save_signed(rdb, s.window_ms);
+                }
+                None => raw::save_unsigned(rdb, 0),
+            }
+            raw::save_unsigned(rdb, p.state.code());
         }
     });
 }
@@ -337,31 +446,38 @@ unsafe extern "C" fn aof_rewrite(
             return;
         };
         for (g, p) in &set.groups {
-            let args = set_command_args(&set.stream, g, p);
-            let strs: Vec<*mut raw::RedisModuleString> = args
-                .iter()
-                .map(|a| unsafe {
-                    raw::RedisModule_CreateString.unwrap()(
-                        std::ptr::null_mut(),
-                        a.as_ptr().cast::<c_char>(),
-                        a.len(),
-                    )
-                })
-                .collect();
-            unsafe {
-                raw::RedisModule_EmitAOF.unwrap()(
-                    aof,
-                    cmd.as_ptr(),
-                    fmt.as_ptr(),
-                    strs.as_ptr(),
-                    strs.len(),
-                );
-                for s in strs {
-                    raw::RedisModule_FreeString.unwrap()(std::ptr::null_mut(), s);
-                }
+            let state = state_command_args(&set.stream, g, p.state);
+            for args in std::iter::once(set_command_args(&set.stream, g, p)).chain(state) {
+                emit_aof(aof, &cmd, &fmt, &args);
             }
         }
     });
+}
+
+/// Writes `RECLAIM.POLICY <args...>` (`cmd`, format `v`) into the AOF being rewritten.
+fn emit_aof(aof: *mut raw::RedisModuleIO, cmd: &CString, fmt: &CString, args: &[Vec<u8>]) {
+    let strs: Vec<*mut raw::RedisModuleString> = args
+        .iter()
+        .map(|a| unsafe {
+            raw::RedisModule_CreateString.unwrap()(
+                std::ptr::null_mut(),
+                a.as_ptr().cast::<c_char>(),
+                a.len(),
+            )
+        })
+        .collect();
+    unsafe {
+        raw::RedisModule_EmitAOF.unwrap()(
+            aof,
+            cmd.as_ptr(),
+            fmt.as_ptr(),
+            strs.as_ptr(),
+            strs.len(),
+        );
+        for s in strs {
+            raw::RedisModule_FreeString.unwrap()(std::ptr::null_mut(), s);
+        }
+    }
 }
 
 /// Entries of one B-tree node in `std::collections::BTreeMap` (its `CAPACITY`).
@@ -414,7 +530,8 @@ unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void)
             add(md, set.stream.as_ptr().cast::<c_char>(), set.stream.len());
             end(md);
             for (g, p) in &set.groups {
-                for a in std::iter::once(g.clone()).chain(p.to_args()) {
+                let state = p.state.name().as_bytes().to_vec();
+                for a in [g.clone(), state].into_iter().chain(p.to_args()) {
                     add(md, a.as_ptr().cast::<c_char>(), a.len());
                 }
                 end(md);

@@ -16,6 +16,7 @@
 //! MULTI/EXEC (Redis 7.0+, PR #9890), so a DLQ append is never separated from its XACK.
 //! Time is checked between batches: a step stops early at `deadline` and resumes from its cursor.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -44,6 +45,9 @@ pub enum Stop {
     WrongTypeStream,
     /// The DLQ key holds another type.
     WrongTypeDlq,
+    /// The `STORM` breaker is open, or the next dead-letter would open it: dead-letter moves
+    /// wait (the entries stay pending); moves go on.
+    Storm,
     /// Any other error reply (text included).
     Error(String),
 }
@@ -58,17 +62,19 @@ impl Stop {
             Stop::NoGroup => "waiting: consumer group does not exist".into(),
             Stop::WrongTypeStream => "error: stream key holds the wrong kind of value".into(),
             Stop::WrongTypeDlq => "error: DLQ key holds the wrong kind of value".into(),
+            Stop::Storm => "storm".into(),
             Stop::Error(e) => format!("error: {e}"),
         }
     }
 
     /// The policy state this stop leaves it in, in one word (`INFO reclaim`'s `status`, the
     /// `reclaim-<state>` keyspace events): `active` (a deadline is no trouble), `waiting` (no
-    /// stream or group yet), `oom`, or `error`.
+    /// stream or group yet), `oom`, `storm` (the breaker holds dead-letters back), or `error`.
     pub fn state(&self) -> &'static str {
         match self {
             Stop::Deadline => "active",
             Stop::Oom => "oom",
+            Stop::Storm => "storm",
             Stop::NoStream | Stop::NoGroup => "waiting",
             Stop::WrongTypeStream | Stop::WrongTypeDlq | Stop::Error(_) => "error",
         }
@@ -161,6 +167,9 @@ pub struct Target<'a> {
     pub policy: &'a Policy,
     /// How long ago (ms) consumers last talked to the module, for `LIVENESS` (empty without it).
     pub seen: &'a [(Vec<u8>, u64)],
+    /// How many more entries may be dead-lettered before the `STORM` breaker opens
+    /// (`u64::MAX`: no limit; 0: the breaker is open). Each dead-letter takes one.
+    pub dead_letters: Cell<u64>,
 }
 
 /// Checks the stream key: `None` when it is a stream, the stop reason otherwise.
@@ -412,6 +421,10 @@ impl Target<'_> {
         let mut gone: Vec<&[u8]> = Vec::new();
         let mut failure = None;
         for (k, e) in entries.iter().enumerate() {
+            if self.dead_letters.get() == 0 {
+                failure = Some(Stop::Storm);
+                break;
+            }
             // Before copying the body: a large entry could itself push memory over the limit.
             // Every move of the batch not done counts as skipped.
             if self.out_of_memory() {
@@ -424,7 +437,11 @@ impl Target<'_> {
                 continue;
             };
             match self.append_dead_letter(dlq, e, &fields, reason) {
-                Ok(()) => moved.push(&e.id),
+                Ok(()) => {
+                    moved.push(&e.id);
+                    self.dead_letters
+                        .set(self.dead_letters.get().saturating_sub(1));
+                }
                 Err(f) => {
                     if f == Stop::Oom {
                         out.oom_skips += (entries.len() - k) as u64;
@@ -484,7 +501,7 @@ impl Target<'_> {
             }
             match self.run(b, out) {
                 Ok(()) => {}
-                Err(s @ (Stop::WrongTypeDlq | Stop::Oom)) => out.problem = Some(s),
+                Err(s @ (Stop::WrongTypeDlq | Stop::Oom | Stop::Storm)) => out.problem = Some(s),
                 Err(s) => {
                     out.stop = Some(s);
                     return false;

@@ -6,16 +6,18 @@
 //! None of them adds a delivery. Their writes go through `RM_Call` with `!` (`XCLAIM ... JUSTID`,
 //! `XADD`/`XACK`), so replicas and the AOF see exactly the same, in one `MULTI`/`EXEC`.
 
+use std::cell::Cell;
+
 use redis_module::{CallOptionsBuilder, CallReply, CallResult, Context, RedisString};
 
 use crate::error::{self, ReclaimError};
 use crate::ffi::{self, CmdResult, Reply};
 use crate::planner::{self, Pending};
-use crate::policy::{self, Policy};
+use crate::policy::{self, Policy, State};
 use crate::registry::{self, PolicyId};
 use crate::runtime::count_outcome;
 use crate::store;
-use crate::sweep::{Outcome, Target};
+use crate::sweep::{Outcome, Stop, Target};
 
 /// `reclaim-reason` of an entry dead-lettered by `RECLAIM.TERM` without `REASON`.
 pub const REASON_TERM: &[u8] = b"term";
@@ -151,6 +153,8 @@ fn target<'a>(ctx: &'a Context, v: &'a Verb, p: &'a Policy) -> Target<'a> {
         group: v.group,
         policy: p,
         seen: &[],
+        // EXTEND and NACK never dead-letter; TERM sets its allowance.
+        dead_letters: Cell::new(0),
     }
 }
 
@@ -236,6 +240,12 @@ pub fn term_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let a = slices(args);
     let v = parse(&a, "REASON")?;
     let p = policy_of(ctx, &v)?;
+    if let Some(e) = p.halted(crate::config::enabled()) {
+        return Err(e.into());
+    }
+    if p.state == State::Storm {
+        return Err(error::STORM_OPEN.into());
+    }
     let Some(dlq) = p.dlq.clone() else {
         return Err(error::TERM_NEEDS_DLQ.into());
     };
@@ -249,12 +259,17 @@ pub fn term_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let mine = owned(&t, v.consumer, &v.ids)?;
     let mut out = Outcome::default();
     if !mine.is_empty() {
+        let id = PolicyId::new(ffi::selected_db(ctx), v.stream, v.group);
+        t.dead_letters.set(registry::dead_letter_allowance(&id, &p));
         let reason = v.option.unwrap_or(REASON_TERM);
         if let Err(s) = t.dead_letter(&dlq, &mine, &mut out, reason) {
             out.problem = Some(s);
         }
-        let id = PolicyId::new(ffi::selected_db(ctx), v.stream, v.group);
-        registry::update(&id, |rt| count_outcome(&mut rt.counters, &out));
+        registry::update(&id, |rt| {
+            count_outcome(&mut rt.counters, &out);
+            let hit = out.problem == Some(Stop::Storm);
+            store::note_dead_letters(ctx, v.stream, v.group, &p, rt, out.dead_lettered, hit);
+        });
     }
     Ok(Reply::Int(out.dead_lettered as i64))
 }

@@ -65,6 +65,9 @@ struct P {
     interval: i64,
     backoff: Vec<u8>,
     liveness: i64,
+    /// `STORM` as GET shows it (`n window-ms`), `None` = off.
+    storm: Option<Vec<u8>>,
+    state: Vec<u8>,
 }
 
 /// The documented defaults.
@@ -78,6 +81,8 @@ fn defaults() -> P {
         interval: 10000,
         backoff: b"FIXED".to_vec(),
         liveness: 0,
+        storm: None,
+        state: b"active".to_vec(),
     }
 }
 
@@ -96,6 +101,11 @@ impl P {
             (bs(b"interval"), Value::Int(self.interval)),
             (bs(b"backoff"), bs(&self.backoff)),
             (bs(b"liveness"), Value::Int(self.liveness)),
+            (
+                bs(b"storm"),
+                self.storm.as_deref().map(bs).unwrap_or(Value::Nil),
+            ),
+            (bs(b"state"), bs(&self.state)),
         ]
     }
 
@@ -248,6 +258,9 @@ fn policy_replies_resp2() {
             b"300",
             b"liveness",
             b"2000",
+            b"storm",
+            b"50",
+            b"60000",
         ],
     );
     let full = P {
@@ -259,6 +272,8 @@ fn policy_replies_resp2() {
         interval: 250,
         backoff: b"LIST 5 300".to_vec(),
         liveness: 2000,
+        storm: Some(b"50 60000".to_vec()),
+        state: b"active".to_vec(),
     };
     assert_eq!(get(&mut c, b"s", b"g"), full.resp2());
 
@@ -878,6 +893,12 @@ fn wrong_arity_and_unknown_subcommand() {
             rc("RECLAIM.STATS", &[b"s", b"g", b"x"]),
             wrong("reclaim.stats"),
         ),
+        (rc("RECLAIM.HEALTH", &[]), wrong("reclaim.health")),
+        (rc("RECLAIM.HEALTH", &[b"s"]), wrong("reclaim.health")),
+        (
+            rc("RECLAIM.HEALTH", &[b"s", b"g", b"x"]),
+            wrong("reclaim.health"),
+        ),
         (
             pol(&[b"FOO"]),
             "ERR unknown subcommand 'FOO'. Try RECLAIM.POLICY HELP.".into(),
@@ -1137,6 +1158,7 @@ fn command_getkeys() {
         (a![b"RECLAIM.SWEEP", b"s", b"g"], v(&[b"s"])),
         (a![b"RECLAIM.SWEEP", b"s", b"g", b"LIMIT", b"5"], v(&[b"s"])),
         (a![b"RECLAIM.STATS", b"s", b"g"], v(&[b"s"])),
+        (a![b"RECLAIM.HEALTH", b"s", b"g"], v(&[b"s"])),
     ];
     for (args, want) in &cases {
         assert_eq!(
@@ -1250,6 +1272,8 @@ fn command_info_and_docs() {
             ("reclaim.policy|get".to_string(), 4),
             ("reclaim.policy|help".to_string(), 2),
             ("reclaim.policy|list".to_string(), 2),
+            ("reclaim.policy|pause".to_string(), -4),
+            ("reclaim.policy|resume".to_string(), 4),
             ("reclaim.policy|set".to_string(), -4),
         ]
     );
@@ -1271,6 +1295,10 @@ fn command_info_and_docs() {
     let (name, arity, flags, _) = command_info(&mut c, "RECLAIM.STATS");
     assert_eq!((name.as_str(), arity), ("reclaim.stats", 3));
     assert!(flags.contains(&"readonly".to_string()), "{flags:?}");
+    let (name, arity, flags, _) = command_info(&mut c, "RECLAIM.HEALTH");
+    assert_eq!((name.as_str(), arity), ("reclaim.health", 3));
+    assert!(flags.contains(&"readonly".to_string()), "{flags:?}");
+    assert!(!flags.contains(&"write".to_string()), "{flags:?}");
     // As XREADGROUP: a write command that may block (GROUP g c STREAMS key > at least).
     let (name, arity, flags, _) = command_info(&mut c, "RECLAIM.READGROUP");
     assert_eq!((name.as_str(), arity), ("reclaim.readgroup", -7));
@@ -1280,7 +1308,7 @@ fn command_info_and_docs() {
     let (name, arity, _, _) = command_info(&mut c, "RECLAIM.POLICY|SET");
     assert_eq!((name.as_str(), arity), ("reclaim.policy|set", -4));
 
-    // COMMAND LIST FILTERBY MODULE: the four commands and the five subcommands.
+    // COMMAND LIST FILTERBY MODULE: every command and subcommand.
     let mut listed: Vec<String> = cmd("COMMAND")
         .arg("LIST")
         .arg("FILTERBY")
@@ -1293,12 +1321,15 @@ fn command_info_and_docs() {
         listed,
         [
             "reclaim.extend",
+            "reclaim.health",
             "reclaim.nack",
             "reclaim.policy",
             "reclaim.policy|del",
             "reclaim.policy|get",
             "reclaim.policy|help",
             "reclaim.policy|list",
+            "reclaim.policy|pause",
+            "reclaim.policy|resume",
             "reclaim.policy|set",
             "reclaim.readgroup",
             "reclaim.stats",
@@ -1313,6 +1344,7 @@ fn command_info_and_docs() {
         .arg("RECLAIM.POLICY")
         .arg("RECLAIM.SWEEP")
         .arg("RECLAIM.STATS")
+        .arg("RECLAIM.HEALTH")
         .arg("RECLAIM.READGROUP")
         .query(&mut c)
         .unwrap();
@@ -1323,6 +1355,7 @@ fn command_info_and_docs() {
     assert_eq!(
         sorted,
         [
+            "reclaim.health",
             "reclaim.policy",
             "reclaim.readgroup",
             "reclaim.stats",
@@ -1352,6 +1385,8 @@ fn command_info_and_docs() {
             "reclaim.policy|get",
             "reclaim.policy|help",
             "reclaim.policy|list",
+            "reclaim.policy|pause",
+            "reclaim.policy|resume",
             "reclaim.policy|set"
         ]
     );
@@ -1592,8 +1627,13 @@ fn config_get_and_set() {
     names.sort();
     assert_eq!(
         names,
-        ["reclaim.tick-budget-us", "reclaim.tick-interval-ms"]
+        [
+            "reclaim.enabled",
+            "reclaim.tick-budget-us",
+            "reclaim.tick-interval-ms"
+        ]
     );
+    assert_eq!(config_get(&mut c, "reclaim.enabled"), "yes");
 
     let cases: &[(&str, &[&str], &[&str], &str)] = &[
         (
@@ -1673,6 +1713,14 @@ fn configs_from_the_command_line_and_loadmodule_args() {
         .collect();
     assert!(names.iter().any(|n| n == "reclaim"), "{names:?}");
     drop(c);
+    drop(s);
+
+    // A yes/no config, as a module argument and on the command line.
+    let s = Server::start(&["enabled", "no"]);
+    assert_eq!(config_get(&mut s.conn(), "reclaim.enabled"), "no");
+    drop(s);
+    let s = Server::start(&["--reclaim.enabled", "no"]);
+    assert_eq!(config_get(&mut s.conn(), "reclaim.enabled"), "no");
     drop(s);
 
     // Both: the command-line config wins over the module argument.
@@ -1763,6 +1811,8 @@ fn out_of_range_configs_at_startup_are_refused() {
         &["tick-interval-ms", "1001"],
         &["tick-budget-us", "49"],
         &["tick-budget-us", "100001"],
+        &["enabled", "maybe"],
+        &["--reclaim.enabled", "maybe"],
     ];
     let failures: Vec<String> = cases
         .iter()
@@ -1997,7 +2047,7 @@ fn policy_help_lists_the_subcommands() {
     let s = Server::new();
     let mut c = s.conn();
     let lines: Vec<String> = cmd("RECLAIM.POLICY").arg("HELP").query(&mut c).unwrap();
-    assert_eq!(lines.len(), 11);
+    assert_eq!(lines.len(), 15);
     assert!(
         lines[0].starts_with("RECLAIM.POLICY <subcommand>"),
         "{lines:?}"
@@ -2007,6 +2057,8 @@ fn policy_help_lists_the_subcommands() {
         "GET <key> <group>",
         "DEL <key> <group>",
         "LIST",
+        "PAUSE <key> <group> [STORM]",
+        "RESUME <key> <group>",
         "HELP",
     ] {
         assert!(

@@ -184,7 +184,7 @@ fn client_pause_write_stops_sweeping_until_it_ends() {
     let steps = reclaim_info(&mut c, "steps");
     let offset = info_int(&mut c, "replication", "master_repl_offset");
     let aof = p.aof_files();
-    assert_eq!(status(&mut c, "jobs", "g"), "paused");
+    assert_eq!(status(&mut c, "jobs", "g"), "client-paused");
     // Until every entry is due for a move (idle >= MIN-IDLE) and more ticks were skipped.
     wait_for(10, "entries stale during the pause", || {
         pending(&mut c, "jobs", "g")
@@ -194,8 +194,8 @@ fn client_pause_write_stops_sweeping_until_it_ends() {
     });
     wait_ticks_skipped(&mut c, "paused", 5);
 
-    // Inside the pause (status "paused" before and after the reads): nothing was written.
-    assert_eq!(status(&mut c, "jobs", "g"), "paused");
+    // Inside the pause (status "client-paused" before and after the reads): nothing was written.
+    assert_eq!(status(&mut c, "jobs", "g"), "client-paused");
     let during = pending_raw(&mut c, b"jobs", b"g");
     let dlq_exists = exists(&mut c, "jobs:dlq");
     let steps_during = reclaim_info(&mut c, "steps");
@@ -204,7 +204,7 @@ fn client_pause_write_stops_sweeping_until_it_ends() {
     healthy(&mut p, &mut c);
     assert_eq!(
         status(&mut c, "jobs", "g"),
-        "paused",
+        "client-paused",
         "still inside the pause"
     );
     assert_eq!(during, before, "PEL unchanged during the pause");

@@ -17,6 +17,10 @@ pub struct PolicyView {
     /// 60000`, `LIST 1000 5000`).
     pub backoff: Vec<u8>,
     pub liveness: i64,
+    /// `STORM n window-ms`: (n, window-ms), `None` = off.
+    pub storm: Option<(i64, i64)>,
+    /// `active`, `paused` or `storm` (not an option of SET).
+    pub state: Vec<u8>,
 }
 
 impl PolicyView {
@@ -31,7 +35,21 @@ impl PolicyView {
             interval,
             backoff: b"FIXED".to_vec(),
             liveness: 0,
+            storm: None,
+            state: b"active".to_vec(),
         }
+    }
+
+    /// The same policy with a STORM breaker.
+    pub fn with_storm(mut self, max: i64, window_ms: i64) -> PolicyView {
+        self.storm = Some((max, window_ms));
+        self
+    }
+
+    /// The same policy in another state (`paused`, `storm`).
+    pub fn with_state(mut self, state: &str) -> PolicyView {
+        self.state = state.as_bytes().to_vec();
+        self
     }
 
     /// The same policy with a BACKOFF (its words, space-separated: `EXPONENTIAL 60000`).
@@ -89,6 +107,13 @@ impl PolicyView {
         ]);
         a.extend(self.backoff.split(|b| *b == b' ').map(<[u8]>::to_vec));
         a.extend([b"LIVENESS".to_vec(), self.liveness.to_string().into_bytes()]);
+        if let Some((n, w)) = self.storm {
+            a.extend([
+                b"STORM".to_vec(),
+                n.to_string().into_bytes(),
+                w.to_string().into_bytes(),
+            ]);
+        }
         a
     }
 
@@ -119,6 +144,15 @@ impl PolicyView {
             interval: int("interval"),
             backoff: bytes_of(&get("backoff")),
             liveness: int("liveness"),
+            storm: match get("storm") {
+                Value::Nil => None,
+                other => {
+                    let text = String::from_utf8(bytes_of(&other)).expect("storm is text");
+                    let (n, w) = text.split_once(' ').expect("storm is `n window-ms`");
+                    Some((n.parse().expect("n"), w.parse().expect("window-ms")))
+                }
+            },
+            state: bytes_of(&get("state")),
         }
     }
 }

@@ -9,7 +9,7 @@ use crate::replies::{int_field, reclaim_info, str_field};
 use crate::wait::wait_for;
 
 /// The fields of `RECLAIM.STATS`, in order (docs/commands.md).
-pub const STATS_FIELDS: [&str; 16] = [
+pub const STATS_FIELDS: [&str; 17] = [
     "passes",
     "claimed",
     "dead-lettered",
@@ -22,6 +22,7 @@ pub const STATS_FIELDS: [&str; 16] = [
     "scans-skipped",
     "consumer-checks",
     "redelivered",
+    "storms",
     "inbox",
     "stale-not-before",
     "cursor",
