@@ -48,7 +48,10 @@ fn live(t: &Target, now: i64) -> Reply {
         ("consumers", Reply::Int(total as i64)),
         (
             "oldest-pending-age-ms",
-            opt_int(s.oldest_id_ms.map(|ms| now.saturating_sub(ms as i64).max(0))),
+            opt_int(
+                s.oldest_id_ms
+                    .map(|ms| now.saturating_sub(ms as i64).max(0)),
+            ),
         ),
         (
             "by-consumer",

@@ -17,7 +17,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 fn contrib(p: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("contrib").join(p)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("contrib")
+        .join(p)
 }
 
 /// Runs `promtool args...`; its output, or a panic with it when it fails.
@@ -216,7 +218,10 @@ fn exporter_and_prometheus_see_each_policy_move_after_a_sweep() {
         "prometheus",
         Command::new("prometheus")
             .arg(format!("--config.file={}", config_path.display()))
-            .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
             .arg(format!("--web.listen-address=127.0.0.1:{prom_port}")),
     );
     wait_for(60, "Prometheus ready", || {
@@ -249,7 +254,11 @@ fn exporter_and_prometheus_see_each_policy_move_after_a_sweep() {
         "{m}"
     );
     wait_value(prom_port, &format!("reclaim_policy_claimed{policy}"), "3");
-    wait_value(prom_port, &format!("reclaim_policy_dead_lettered{policy}"), "2");
+    wait_value(
+        prom_port,
+        &format!("reclaim_policy_dead_lettered{policy}"),
+        "2",
+    );
     wait_value(prom_port, &format!("reclaim_policy_inbox{policy}"), "3");
     wait_value(prom_port, &format!("reclaim_policy_pending{policy}"), "3");
     wait_value(prom_port, "reclaim_dead_lettered", "2");
@@ -257,7 +266,11 @@ fn exporter_and_prometheus_see_each_policy_move_after_a_sweep() {
 
     // The rules loaded, and every query of the dashboard runs.
     let (_, rules) = get(prom_port, "/api/v1/rules").expect("rules");
-    for a in ["ReclaimPelGrowing", "ReclaimStormBreakerOpen", "ReclaimTicksOverBudget"] {
+    for a in [
+        "ReclaimPelGrowing",
+        "ReclaimStormBreakerOpen",
+        "ReclaimTicksOverBudget",
+    ] {
         assert!(rules.contains(a), "{a} not loaded: {rules}");
     }
     assert!(!rules.contains("\"health\":\"err\""), "{rules}");

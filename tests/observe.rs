@@ -276,3 +276,163 @@ fn slow_ticks_show_in_latency_and_over_budget() {
         (reclaim_info(&mut c, "ticks_over_budget") > before).then_some(())
     });
 }
+
+#[test]
+fn keyspace_events_announce_policy_state_changes() {
+    let s = Server::new();
+    let mut c = s.conn();
+    run(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "Kt"]);
+    let rx = listen(&s);
+    create_group(&mut c, b"st", b"g");
+    set_policy_opts(
+        &mut c,
+        "st",
+        "g",
+        "MIN-IDLE 100 MAX-DELIVERIES 1 DLQ st:dlq INTERVAL 50 STORM 2 600000",
+    );
+    // Three poison entries (delivered once, MAX-DELIVERIES 1): the third would be over STORM 2.
+    add_entries(&mut c, b"st", "x", 3);
+    read_group(&mut c, b"st", b"g", b"w1");
+    expect_event(&rx, "st", "reclaim-storm");
+    assert_eq!(line_of(&mut c, "st", "g")["status"], "storm");
+    assert_eq!(xlen(&mut c, "st:dlq"), 2);
+    // Resumed: the breaker closes for a window and the third goes too.
+    run(&mut c, &["RECLAIM.POLICY", "RESUME", "st", "g"]);
+    expect_event(&rx, "st", "reclaim-resumed");
+    expect_event(&rx, "st", "reclaim-deadletter");
+    assert_eq!(xlen(&mut c, "st:dlq"), 3);
+    // Paused and resumed by hand.
+    run(&mut c, &["RECLAIM.POLICY", "PAUSE", "st", "g"]);
+    expect_event(&rx, "st", "reclaim-paused");
+    assert_eq!(line_of(&mut c, "st", "g")["status"], "paused");
+    run(&mut c, &["RECLAIM.POLICY", "RESUME", "st", "g"]);
+    expect_event(&rx, "st", "reclaim-resumed");
+    assert_eq!(line_of(&mut c, "st", "g")["status"], "active");
+    // The breaker opened by hand; a PAUSE that changes nothing fires nothing.
+    run(&mut c, &["RECLAIM.POLICY", "PAUSE", "st", "g", "STORM"]);
+    expect_event(&rx, "st", "reclaim-storm");
+    run(&mut c, &["RECLAIM.POLICY", "PAUSE", "st", "g", "STORM"]);
+    run(&mut c, &["RECLAIM.POLICY", "PAUSE", "st", "g"]);
+    expect_event(&rx, "st", "reclaim-paused");
+    std::thread::sleep(Duration::from_millis(200));
+    let rest: Vec<(String, String)> = rx.try_iter().filter(|(k, _)| k == "st").collect();
+    assert!(rest.is_empty(), "{rest:?}");
+}
+
+const NO_POLICY: &str = "ERR no reclaim policy for this key and group";
+
+/// `RECLAIM.HEALTH stream group`.
+fn health(c: &mut Connection, stream: &str, group: &str) -> Value {
+    run(c, &["RECLAIM.HEALTH", stream, group])
+}
+
+#[test]
+fn health_shows_the_group_and_when_each_figure_was_taken() {
+    let s = Server::new();
+    let mut c = s.conn();
+    let replica = s.replica(&[]);
+    let mut rc = replica.conn();
+    // Same error as RECLAIM.STATS, on the primary and on a replica.
+    for con in [&mut c, &mut rc] {
+        assert_eq!(
+            error_of(con, cmd("RECLAIM.HEALTH").arg("h").arg("g")),
+            NO_POLICY
+        );
+        assert_eq!(
+            error_of(con, cmd("RECLAIM.STATS").arg("h").arg("g")),
+            NO_POLICY
+        );
+    }
+    // Five entries a crashed worker holds, two of them at their last delivery.
+    create_group(&mut c, b"h", b"g");
+    let ids = add_entries(&mut c, b"h", "x", 5);
+    read_group(&mut c, b"h", b"g", b"w1");
+    set_deliveries(&mut c, b"h", b"g", b"w1", &ids[..2], 3);
+    quiet_policy(&mut c, "h", "g", "MIN-IDLE 200 MAX-DELIVERIES 3 DLQ h:dlq");
+    std::thread::sleep(Duration::from_millis(250));
+    // One that w2 has just read: not stale.
+    add_entries(&mut c, b"h", "y", 1);
+    read_group(&mut c, b"h", b"g", b"w2");
+    let before = epoch_ms_now();
+    let swept = run(&mut c, &["RECLAIM.SWEEP", "h", "g"]);
+    assert_eq!(int_field(&swept, "claimed"), 3);
+    assert_eq!(int_field(&swept, "dead-lettered"), 2);
+
+    let h = health(&mut c, "h", "g");
+    let now = int_field(&h, "now-ms");
+    assert!(now >= before, "{h:?}");
+    // Read now: three in the claimant's inbox, one with w2.
+    let live = field(&h, "live");
+    assert_eq!(int_field(&live, "pending"), 4, "{live:?}");
+    assert_eq!(int_field(&live, "inbox"), 3, "{live:?}");
+    assert_eq!(int_field(&live, "consumers"), 2, "{live:?}");
+    let holders: Vec<(String, i64)> = redis::from_redis_value(field(&live, "by-consumer")).unwrap();
+    assert_eq!(
+        holders,
+        [("reclaim".to_string(), 3), ("w2".to_string(), 1)],
+        "{live:?}"
+    );
+    assert!(int_field(&live, "oldest-pending-age-ms") >= 0, "{live:?}");
+    // At the end of the sweep's pass.
+    let last = field(&h, "last-pass");
+    let at = int_field(&last, "taken-at-ms");
+    assert!(before <= at && at <= now, "{last:?}");
+    assert_eq!(int_field(&last, "pending"), 4, "{last:?}");
+    assert_eq!(int_field(&last, "inbox"), 3, "{last:?}");
+    // The PEL at the end of the last passes: 5 after the first, 4 after the sweep.
+    let sizes: Vec<(i64, i64)> = redis::from_redis_value(field(&h, "pel-sizes")).unwrap();
+    let counts: Vec<i64> = sizes.iter().map(|s| s.1).collect();
+    assert_eq!(counts, [5, 4], "{sizes:?}");
+    assert_eq!(sizes[1].0, at, "{sizes:?}");
+    assert_eq!(int_field(&h, "pel-change"), -1);
+    // Delivery counts as the sweep read them: four delivered once, two three times.
+    let d = field(&h, "deliveries");
+    let tally_at = int_field(&d, "taken-at-ms");
+    assert!(before <= tally_at && tally_at <= now, "{d:?}");
+    assert_eq!(str_field(&d, "pass"), "full");
+    assert_eq!(int_field(&d, "entries"), 6);
+    let buckets: Vec<(String, i64)> = redis::from_redis_value(field(&d, "buckets")).unwrap();
+    assert_eq!(
+        buckets,
+        [
+            ("1".to_string(), 4),
+            ("2".to_string(), 0),
+            ("3".to_string(), 2),
+            ("above".to_string(), 0)
+        ]
+    );
+    assert!(int_field(&d, "most-idle-ms") >= 250, "{d:?}");
+    let seen_at = int_field(&d, "most-idle-seen-at-ms");
+    assert!(before <= seen_at && seen_at <= tally_at, "{d:?}");
+    let dl = field(&h, "dead-letters");
+    for f in ["dlq-length", "last-minute", "last-hour", "total"] {
+        assert_eq!(int_field(&dl, f), 2, "{f}: {dl:?}");
+    }
+    assert_eq!(str_field(&h, "status"), "active");
+
+    // A replica answers from what it holds: the PEL now, the DLQ; no pass ran there.
+    let _: i64 = cmd("WAIT").arg(1).arg(5000).query(&mut c).unwrap();
+    let rh = health(&mut rc, "h", "g");
+    assert_eq!(int_field(&field(&rh, "live"), "pending"), 4, "{rh:?}");
+    assert_eq!(
+        int_field(&field(&rh, "last-pass"), "taken-at-ms"),
+        0,
+        "{rh:?}"
+    );
+    assert_eq!(field(&rh, "pel-change"), Value::Nil, "{rh:?}");
+    assert_eq!(
+        int_field(&field(&rh, "dead-letters"), "dlq-length"),
+        2,
+        "{rh:?}"
+    );
+    // Without its stream: nothing read now.
+    run(&mut c, &["DEL", "h"]);
+    assert_eq!(field(&health(&mut c, "h", "g"), "live"), Value::Nil);
+}
+
+fn epoch_ms_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
