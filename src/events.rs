@@ -18,14 +18,12 @@
 //! | `reclaim-storm` | the `STORM` breaker opened (or `RECLAIM.POLICY PAUSE ... STORM`) |
 //! | `reclaim-resumed` | `RECLAIM.POLICY RESUME` made a paused or storm policy active again |
 //!
-//! Everything here is a leaf: it calls no other module of the crate (it names `policy::State`).
+//! Everything here is a leaf: it calls no other module of the crate.
 
 use std::ffi::CStr;
 use std::os::raw::c_int;
 
 use redis_module::{raw, Context, RedisString};
-
-use crate::policy::State;
 
 /// Stale entries were moved to the CLAIMANT.
 pub const CLAIM: &CStr = c"reclaim-claim";
@@ -75,11 +73,13 @@ pub fn notify_state(ctx: &Context, stream_key: &[u8], state: &str) {
     }
 }
 
-/// Announces that the stored state of the policy of `stream_key` changed to `state`:
-/// `reclaim-paused`, `reclaim-storm`, or `reclaim-resumed` (back to active).
-pub fn notify_policy_state(ctx: &Context, stream_key: &[u8], state: State) {
-    match state {
-        State::Active => notify(ctx, stream_key, RESUMED),
-        held => notify_state(ctx, stream_key, held.name()),
+/// Announces that the stored state of the policy of `stream_key` changed to `state` (its name,
+/// `crate::policy::State::name`): `reclaim-paused`, `reclaim-storm`, or `reclaim-resumed` for
+/// `active` (a paused or storm policy runs again).
+pub fn notify_policy_state(ctx: &Context, stream_key: &[u8], state: &str) {
+    if state == "active" {
+        notify(ctx, stream_key, RESUMED);
+    } else {
+        notify_state(ctx, stream_key, state);
     }
 }

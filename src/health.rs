@@ -32,20 +32,25 @@ fn opt_int(v: Option<i64>) -> Reply {
     v.map_or(Reply::Null, Reply::Int)
 }
 
-/// What `XPENDING key group` says now: `pending`, `inbox`, `consumers`, `oldest-pending-age-ms`
-/// and the consumers holding the most entries; nil when it cannot be read (no stream or group).
+/// What `XPENDING key group` says now: `pending`, `inbox`, `consumers` and
+/// `max-consumer-pending` (the CLAIMANT left out, as in `last-pass` and `INFO reclaim`),
+/// `oldest-pending-age-ms`, and the consumers holding the most entries (the CLAIMANT included:
+/// its count is the inbox); nil when it cannot be read (no stream or group).
 fn live(t: &Target, now: i64) -> Reply {
     let mut holders: Vec<(Vec<u8>, u64)> = Vec::new();
     let Some(s) = sweep::pel_summary(t, |c, n| holders.push((c.to_vec(), n))) else {
         return Reply::Null;
     };
-    let total = holders.len();
     holders.sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     holders.truncate(MAX_LISTED);
     Reply::Map(vec![
         ("pending", Reply::Int(s.pending as i64)),
         ("inbox", Reply::Int(s.inbox as i64)),
-        ("consumers", Reply::Int(total as i64)),
+        ("consumers", Reply::Int(s.consumers as i64)),
+        (
+            "max-consumer-pending",
+            Reply::Int(s.max_consumer_pending as i64),
+        ),
         (
             "oldest-pending-age-ms",
             opt_int(

@@ -210,21 +210,35 @@ pub unsafe extern "C" fn on_info(ctx: *mut raw::RedisModuleInfoCtx, for_crash_re
         if for_crash_report != 0 {
             return;
         }
-        // Built first: nothing calls into Redis while the registry is locked.
-        let lines = registry::map_sorted(policy_line);
         if raw::RedisModule_InfoAddSection.unwrap()(ctx, c"policies".as_ptr())
             != raw::REDISMODULE_OK as c_int
         {
             return; // INFO asked for another section
         }
-        for (i, line) in lines.into_iter().enumerate() {
-            let (Ok(name), Ok(value)) = (
-                std::ffi::CString::new(format!("policy_{i}")),
-                std::ffi::CString::new(line),
-            ) else {
-                continue;
+        // Built first, every line NUL-terminated in one buffer: nothing calls into Redis while
+        // the registry is locked, and 10,000 lines cost two allocations that grow.
+        let mut buf: Vec<u8> = Vec::with_capacity(registry::len().saturating_mul(256));
+        let ends: Vec<usize> = registry::map_sorted(|id, rt| {
+            policy_line_into(&mut buf, id, rt);
+            buf.push(0);
+            buf.len()
+        });
+        let mut name: Vec<u8> = Vec::with_capacity(32);
+        let mut start = 0;
+        for (i, end) in ends.into_iter().enumerate() {
+            let Some(line) = buf.get(start..end) else {
+                break;
             };
-            raw::RedisModule_InfoAddFieldCString.unwrap()(ctx, name.as_ptr(), value.as_ptr());
+            start = end;
+            name.clear();
+            name.extend_from_slice(b"policy_");
+            metrics::push_u64(&mut name, i as u64);
+            name.push(0);
+            raw::RedisModule_InfoAddFieldCString.unwrap()(
+                ctx,
+                name.as_ptr().cast(),
+                line.as_ptr().cast(),
+            );
         }
     });
 }
@@ -234,32 +248,44 @@ pub unsafe extern "C" fn on_info(ctx: *mut raw::RedisModuleInfoCtx, for_crash_re
 /// names escaped by [`metrics::info_escape`]. Only what passes already learnt: no call into
 /// Redis. The PEL figures (`pending`, `inbox`, `consumers`, `max_consumer_pending`,
 /// `oldest_pending_ms`) are those of the end of the last complete pass (`last_pass_ms`); the
-/// counters are since the module was loaded; `status` is the state of the last step.
+/// counters are since the module was loaded; `status` is [`crate::runtime::Runtime::state`].
 pub fn policy_line(id: &registry::PolicyId, rt: &crate::runtime::Runtime) -> String {
+    let mut out = Vec::new();
+    policy_line_into(&mut out, id, rt);
+    // Only ASCII, numbers and escaped names were written.
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// Appends [`policy_line`] to `out` (valid UTF-8, no NUL byte), without the formatting
+/// machinery: `INFO reclaim` writes one per policy.
+pub fn policy_line_into(out: &mut Vec<u8>, id: &registry::PolicyId, rt: &crate::runtime::Runtime) {
     use crate::metrics::Stat;
     let s = rt.summary();
     let c = &rt.counters;
-    format!(
-        "db={},stream={},group={},pending={},inbox={},claimed={},dead_lettered={},deleted={},\
-         oldest_pending_ms={},status={},consumers={},max_consumer_pending={},redelivered={},\
-         errors={},passes={},last_pass_ms={}",
-        id.db,
-        metrics::info_escape(&id.stream),
-        metrics::info_escape(&id.group),
-        s.pending,
-        s.inbox,
-        c.get(Stat::Claimed),
-        c.get(Stat::DeadLettered),
-        c.get(Stat::Deleted),
-        s.oldest_pending_ms(),
-        rt.state(),
-        s.consumers,
-        s.max_consumer_pending,
-        c.get(Stat::Redelivered),
-        c.get(Stat::Errors),
-        c.get(Stat::Passes),
-        c.last_pass_ms,
-    )
+    let num = |out: &mut Vec<u8>, field: &[u8], n: u64| {
+        out.extend_from_slice(field);
+        metrics::push_u64(out, n);
+    };
+    out.extend_from_slice(b"db=");
+    metrics::push_u64(out, id.db.max(0) as u64);
+    out.extend_from_slice(b",stream=");
+    metrics::info_escape_into(out, &id.stream);
+    out.extend_from_slice(b",group=");
+    metrics::info_escape_into(out, &id.group);
+    num(out, b",pending=", s.pending);
+    num(out, b",inbox=", s.inbox);
+    num(out, b",claimed=", c.get(Stat::Claimed));
+    num(out, b",dead_lettered=", c.get(Stat::DeadLettered));
+    num(out, b",deleted=", c.get(Stat::Deleted));
+    num(out, b",oldest_pending_ms=", s.oldest_pending_ms());
+    out.extend_from_slice(b",status=");
+    out.extend_from_slice(rt.state().as_bytes());
+    num(out, b",consumers=", s.consumers);
+    num(out, b",max_consumer_pending=", s.max_consumer_pending);
+    num(out, b",redelivered=", c.get(Stat::Redelivered));
+    num(out, b",errors=", c.get(Stat::Errors));
+    num(out, b",passes=", c.get(Stat::Passes));
+    num(out, b",last_pass_ms=", c.last_pass_ms.max(0) as u64);
 }
 
 /// Command filter (Redis `RM_RegisterCommandFilter`, with `NOSELF`; it sees every command of

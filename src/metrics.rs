@@ -248,26 +248,50 @@ impl RecentCounts {
 /// written `%XX` (their byte in hex, upper case), as is every byte that is not valid UTF-8. So a
 /// line splits on `,`, `=` and `:` whatever the names, and `%XX` decodes back to the exact bytes.
 pub fn info_escape(name: &[u8]) -> String {
-    let mut out = String::with_capacity(name.len());
-    let hex = |out: &mut String, b: u8| {
-        const H: &[u8; 16] = b"0123456789ABCDEF";
-        out.push('%');
-        out.push(H[(b >> 4) as usize] as char);
-        out.push(H[(b & 15) as usize] as char);
+    let mut out = Vec::with_capacity(name.len());
+    info_escape_into(&mut out, name);
+    // Only valid UTF-8 and ASCII escapes were written.
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// Appends [`info_escape`]`(name)` to `out` (valid UTF-8, no NUL byte).
+pub fn info_escape_into(out: &mut Vec<u8>, name: &[u8]) {
+    const H: &[u8; 16] = b"0123456789ABCDEF";
+    let hex = |out: &mut Vec<u8>, b: u8| {
+        out.extend_from_slice(&[b'%', H[(b >> 4) as usize], H[(b & 15) as usize]]);
     };
     for chunk in name.utf8_chunks() {
-        for c in chunk.valid().chars() {
-            if c.is_ascii() && (c.is_ascii_control() || matches!(c, '%' | ',' | '=' | ':' | ' ')) {
-                hex(&mut out, c as u8);
-            } else {
-                out.push(c);
+        let valid = chunk.valid().as_bytes();
+        // Multi-byte characters pass as they are; only ASCII bytes may need escaping.
+        let mut from = 0;
+        for (i, &b) in valid.iter().enumerate() {
+            if b.is_ascii_control() || matches!(b, b'%' | b',' | b'=' | b':' | b' ') {
+                out.extend_from_slice(valid.get(from..i).unwrap_or_default());
+                hex(out, b);
+                from = i + 1;
             }
         }
+        out.extend_from_slice(valid.get(from..).unwrap_or_default());
         for b in chunk.invalid() {
-            hex(&mut out, *b);
+            hex(out, *b);
         }
     }
-    out
+}
+
+/// Appends `n` in decimal to `out`, without the formatting machinery (`INFO reclaim` writes
+/// 13 numbers per policy).
+pub fn push_u64(out: &mut Vec<u8>, mut n: u64) {
+    let mut buf = [0u8; 20];
+    let mut start = buf.len();
+    for slot in buf.iter_mut().rev() {
+        *slot = b'0' + (n % 10) as u8;
+        n /= 10;
+        start -= 1;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(buf.get(start..).unwrap_or_default());
 }
 
 /// Timer ticks that did sweep work (or looked for it).
@@ -395,5 +419,15 @@ mod tests {
         assert_eq!(info_escape("caf\u{e9}".as_bytes()), "caf\u{e9}");
         assert_eq!(info_escape(b"\xff\xfeok"), "%FF%FEok");
         assert_eq!(info_escape(b""), "");
+        assert_eq!(info_escape("\u{e9}:\u{e9}".as_bytes()), "\u{e9}%3A\u{e9}");
+    }
+
+    #[test]
+    fn push_u64_writes_decimal() {
+        for n in [0, 7, 10, 99, 12_345, u64::MAX] {
+            let mut v = b"x=".to_vec();
+            push_u64(&mut v, n);
+            assert_eq!(v, format!("x={n}").into_bytes());
+        }
     }
 }

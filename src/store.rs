@@ -150,7 +150,7 @@ pub fn put(
 pub fn set_state(ctx: &Context, stream: &[u8], group: &[u8], state: State) -> Option<State> {
     let old = store_state(ctx, stream, group, state)?;
     if old != state {
-        crate::events::notify_policy_state(ctx, stream, state);
+        crate::events::notify_policy_state(ctx, stream, state.name());
     }
     Some(old)
 }

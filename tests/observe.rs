@@ -86,8 +86,21 @@ fn info_has_a_line_per_policy_with_what_the_passes_saw() {
     // The binary one has no stream yet: waiting.
     assert_eq!(lines[1]["status"], "waiting", "{:?}", lines[1]);
     assert_eq!(num(&lines[1], "pending"), 0);
+    // Still in order once policies come and go.
+    set_policy_opts(&mut c, "0first", "g", "MIN-IDLE 1000");
+    let streams: Vec<String> = policy_lines(&mut c)
+        .into_iter()
+        .map(|l| l["stream"].clone())
+        .collect();
+    assert_eq!(streams, ["0first", "a", "o%FF%3A1%2Cx%20y"]);
+    run(&mut c, &["RECLAIM.POLICY", "DEL", "0first", "g"]);
+    let streams: Vec<String> = policy_lines(&mut c)
+        .into_iter()
+        .map(|l| l["stream"].clone())
+        .collect();
+    assert_eq!(streams, ["a", "o%FF%3A1%2Cx%20y"]);
     // The totals stay in `# reclaim`, and the lines are in `INFO reclaim` too.
-    assert_eq!(reclaim_info(&mut c, "policies"), 2);
+    assert_eq!(reclaim_info(&mut c, "policies"), 2, "after the DEL");
     let all: String = cmd("INFO").arg("reclaim").query(&mut c).unwrap();
     assert!(
         all.contains("\r\nreclaim_policy_1:db=0,stream=o%FF"),
@@ -365,7 +378,12 @@ fn health_shows_the_group_and_when_each_figure_was_taken() {
     let live = field(&h, "live");
     assert_eq!(int_field(&live, "pending"), 4, "{live:?}");
     assert_eq!(int_field(&live, "inbox"), 3, "{live:?}");
-    assert_eq!(int_field(&live, "consumers"), 2, "{live:?}");
+    assert_eq!(
+        int_field(&live, "consumers"),
+        1,
+        "w2 (the inbox is not counted)"
+    );
+    assert_eq!(int_field(&live, "max-consumer-pending"), 1, "{live:?}");
     let holders: Vec<(String, i64)> = redis::from_redis_value(field(&live, "by-consumer")).unwrap();
     assert_eq!(
         holders,
@@ -379,6 +397,7 @@ fn health_shows_the_group_and_when_each_figure_was_taken() {
     assert!(before <= at && at <= now, "{last:?}");
     assert_eq!(int_field(&last, "pending"), 4, "{last:?}");
     assert_eq!(int_field(&last, "inbox"), 3, "{last:?}");
+    assert_eq!(int_field(&last, "consumers"), 1, "{last:?}");
     // The PEL at the end of the last passes: 5 after the first, 4 after the sweep.
     let sizes: Vec<(i64, i64)> = redis::from_redis_value(field(&h, "pel-sizes")).unwrap();
     let counts: Vec<i64> = sizes.iter().map(|s| s.1).collect();
