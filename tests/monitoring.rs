@@ -150,7 +150,7 @@ fn promtool_checks_the_config_and_unit_tests_every_alert() {
 }
 
 /// A child process killed on drop.
-struct Proc(Child, &'static str);
+struct Proc(Child);
 
 impl Drop for Proc {
     fn drop(&mut self) {
@@ -166,7 +166,7 @@ fn spawn(what: &'static str, cmd: &mut Command) -> Proc {
         .stderr(Stdio::null())
         .spawn()
         .unwrap_or_else(|e| panic!("{what}: {e} (make test-monitoring installs it)"));
-    Proc(child, what)
+    Proc(child)
 }
 
 /// `GET path` on 127.0.0.1:`port`: (status code, body); `None` when nothing answers.
