@@ -50,8 +50,8 @@ impl PolicyId {
 /// The policies `rdb_load` read during the load in progress, waiting for it to end well.
 #[derive(Debug, Default)]
 pub struct Load {
-    /// (db, stream, group) as `rdb_load` saw them.
-    pub ids: Vec<PolicyId>,
+    /// (db, stream, group) as `rdb_load` saw them, with the state each policy was saved in.
+    pub ids: Vec<(PolicyId, crate::policy::State)>,
     /// The load goes into temporary databases (a diskless `swapdb` sync). Redis before 7.4 gives
     /// `rdb_load` database 0 for every value loaded into them (redis#12947), so the databases
     /// in `ids` cannot be trusted.
@@ -508,13 +508,27 @@ pub fn load_started(into_temp_db: bool) {
     }
 }
 
-/// `rdb_load` read the policies of `stream` for these groups in database `db`. During a load they
-/// wait for its end; otherwise (a `RESTORE`, whose keyspace event registers them) nothing is kept.
-pub fn loaded<'a>(db: i32, stream: &[u8], groups: impl Iterator<Item = &'a Vec<u8>>) {
+/// `rdb_load` read the policies of `stream` for these groups, in these states, in database `db`.
+/// During a load they wait for its end; otherwise (a `RESTORE`, whose keyspace event registers
+/// them) nothing is kept.
+pub fn loaded<'a>(
+    db: i32,
+    stream: &[u8],
+    groups: impl Iterator<Item = (&'a Vec<u8>, crate::policy::State)>,
+) {
     let mut r = lock();
     if let Some(l) = r.loading.as_mut() {
-        l.ids.extend(groups.map(|g| PolicyId::new(db, stream, g)));
+        l.ids
+            .extend(groups.map(|(g, s)| (PolicyId::new(db, stream, g), s)));
     }
+}
+
+/// Registers policy (db, stream, group) ([`register`]) and notes the state it is stored in
+/// ([`Runtime::held`]), so `INFO reclaim` shows `paused` or `storm` before its first step (and on
+/// a replica, which runs none).
+pub fn register_held(db: i32, stream: &[u8], group: &[u8], state: crate::policy::State) {
+    register(db, stream, group);
+    update(&PolicyId::new(db, stream, group), |rt| rt.held = state);
 }
 
 /// Ends the load in progress and returns what it read (`None`: no load was in progress). The

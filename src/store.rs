@@ -242,12 +242,12 @@ pub fn delete(ctx: &Context, stream: &[u8], group: &[u8]) -> bool {
 /// lookups, once per sync. Leaves database `ctx` had selected as it was.
 pub fn register_loaded(ctx: &Context, load: registry::Load) {
     if !load.into_temp_db {
-        for id in load.ids {
-            registry::register(id.db, &id.stream, &id.group);
+        for (id, state) in load.ids {
+            registry::register_held(id.db, &id.stream, &id.group, state);
         }
         return;
     }
-    let mut streams: Vec<Vec<u8>> = load.ids.into_iter().map(|id| id.stream).collect();
+    let mut streams: Vec<Vec<u8>> = load.ids.into_iter().map(|(id, _)| id.stream).collect();
     streams.sort_unstable();
     streams.dedup();
     let before = crate::ffi::selected_db(ctx);
@@ -255,8 +255,8 @@ pub fn register_loaded(ctx: &Context, load: registry::Load) {
     while crate::ffi::select_db(ctx, db) {
         for stream in &streams {
             if let Found::Set(set) = read(ctx, stream) {
-                for g in set.groups.keys() {
-                    registry::register(db, stream, g);
+                for (g, p) in &set.groups {
+                    registry::register_held(db, stream, g, p.state);
                 }
             }
         }
@@ -388,7 +388,11 @@ unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *m
         let db = unsafe { raw::RedisModule_GetDbIdFromIO.map(|f| f(rdb)).unwrap_or(0) };
         // Registered when the load ends well, not now: the value may belong to a temporary
         // database that the server throws away (a diskless `swapdb` sync that fails).
-        registry::loaded(db, &set.stream, set.groups.keys());
+        registry::loaded(
+            db,
+            &set.stream,
+            set.groups.iter().map(|(g, p)| (g, p.state)),
+        );
         Box::into_raw(Box::new(set)).cast::<c_void>()
     })
     .unwrap_or(std::ptr::null_mut())

@@ -455,3 +455,30 @@ fn epoch_ms_now() -> i64 {
         .unwrap()
         .as_millis() as i64
 }
+
+#[test]
+fn replicas_show_the_stored_state_in_info() {
+    let s = Server::new();
+    let mut c = s.conn();
+    set_policy_opts(&mut c, "r1", "g", "MIN-IDLE 1000");
+    set_policy_opts(&mut c, "r2", "g", "MIN-IDLE 1000");
+    run(&mut c, &["RECLAIM.POLICY", "PAUSE", "r1", "g"]);
+    run(&mut c, &["RECLAIM.POLICY", "PAUSE", "r2", "g", "STORM"]);
+    // A replica that starts now gets the states with the RDB of its full sync.
+    let replica = s.replica(&[]);
+    let mut rc = replica.conn();
+    wait_for(20, "the policies on the replica", || {
+        (policy_lines(&mut rc).len() == 2).then_some(())
+    });
+    assert_eq!(line_of(&mut rc, "r1", "g")["status"], "paused");
+    assert_eq!(line_of(&mut rc, "r2", "g")["status"], "storm");
+    // And the changes through the replication stream.
+    run(&mut c, &["RECLAIM.POLICY", "RESUME", "r1", "g"]);
+    wait_for(20, "r1 resumed on the replica", || {
+        (line_of(&mut rc, "r1", "g")["status"] == "active").then_some(())
+    });
+    run(&mut c, &["RECLAIM.POLICY", "PAUSE", "r1", "g"]);
+    wait_for(20, "r1 paused on the replica", || {
+        (line_of(&mut rc, "r1", "g")["status"] == "paused").then_some(())
+    });
+}
