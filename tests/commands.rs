@@ -1453,6 +1453,7 @@ fn acl_key_patterns_cover_stream_and_dlq() {
         pol(&[b"DEL", b"other:s", b"g"]),
         rc("RECLAIM.SWEEP", &[b"other:s", b"g"]),
         rc("RECLAIM.STATS", &[b"other:s", b"g"]),
+        rc("RECLAIM.HEALTH", &[b"other:s", b"g"]),
     ] {
         assert_noperm_keys(&error_of(&mut app, &cm), "app user");
     }
@@ -1477,6 +1478,9 @@ fn acl_read_only_user() {
     assert_eq!(list(&mut ro), Value::Array(vec![p.list2(b"s", b"g")]));
     let st = ok(&mut ro, &rc("RECLAIM.STATS", &[b"s", b"g"]));
     assert_eq!(str_field(&st, "status"), "waiting: stream does not exist");
+    // A read-only user reads RECLAIM.HEALTH (no stream yet: nothing live).
+    let h = ok(&mut ro, &rc("RECLAIM.HEALTH", &[b"s", b"g"]));
+    assert_eq!(field(&h, "live"), Value::Nil);
 
     for cm in [
         pol(&[b"SET", b"s", b"g"]),
