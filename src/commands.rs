@@ -16,7 +16,7 @@ use crate::export;
 use crate::ffi::{self, CmdResult, CommandSpec, Reply, Spec};
 use crate::keys;
 use crate::metrics::Stat;
-use crate::planner::Action;
+use crate::planner::{Action, PassKind, Tally};
 use crate::policy::{self, Policy, State};
 use crate::registry::{self, PolicyId};
 use crate::runtime::{count_step, Runtime};
@@ -256,7 +256,14 @@ fn change_state(ctx: &Context, stream: &[u8], group: &[u8], state: State) -> Cmd
         registry::update(&id, |rt| {
             if state == State::Active {
                 rt.breaker.resume(p.storm, now_ms());
+                if rt.problem == Some(Stop::Storm) {
+                    // The breaker held dead-letters back; it no longer does.
+                    rt.problem = None;
+                }
             }
+            // Announced by store::set_state.
+            rt.held = state;
+            rt.announced = state.name();
         });
         registry::due_now(&id);
     }
@@ -311,6 +318,7 @@ fn sweep_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let mut remaining = limit.unwrap_or(i64::MAX);
     let mut cursor: Option<Vec<u8>> = None;
     let (mut claimed, mut dead, mut deleted) = (0u64, 0u64, 0u64);
+    let mut tally = Tally::default();
     let t0 = std::time::Instant::now();
     loop {
         let max = p.count.min(remaining);
@@ -319,6 +327,7 @@ fn sweep_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
         dead += out.dead_lettered;
         deleted += out.deleted;
         remaining -= out.examined as i64;
+        tally.merge(&out.tally);
         registry::update(&id, |rt| {
             count_step(&mut rt.counters, &out);
             let hit = out.problem == Some(Stop::Storm);
@@ -331,10 +340,15 @@ fn sweep_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
         }
         if out.pass_done {
             let us = t0.elapsed().as_micros() as i64;
+            let summary = sweep::pel_summary(&target, |_, _| {});
             registry::update(&id, |rt| {
                 rt.counters.add(Stat::Passes, 1);
                 rt.counters.last_pass_ms = epoch_ms();
                 rt.counters.last_pass_us = us;
+                rt.note_tally(tally, epoch_ms(), PassKind::Full);
+                if let Some(s) = summary {
+                    rt.note_summary(s);
+                }
             });
             break;
         }
@@ -545,7 +559,7 @@ fn stats(ctx: &Context, args: &[RedisString]) -> CmdResult {
         seen: &[],
         dead_letters: Cell::new(0),
     };
-    let inbox = sweep::pel_and_inbox(&target).map_or(0, |(_, n)| n as i64);
+    let inbox = sweep::pel_summary(&target, |_, _| {}).map_or(0, |s| s.inbox as i64);
     let n = |s: Stat| (s.stats_name(), Reply::Int(c.get(s) as i64));
     Ok(Reply::Map(vec![
         n(Stat::Passes),
@@ -622,6 +636,7 @@ entry!(c_policy_help, "RECLAIM.POLICY HELP", policy_help);
 entry!(c_sweep, "RECLAIM.SWEEP", sweep_cmd);
 entry!(c_stats, "RECLAIM.STATS", stats);
 entry!(c_simulate, "RECLAIM.SIMULATE", simulate_cmd);
+entry!(c_health, "RECLAIM.HEALTH", crate::health::health_cmd);
 entry!(c_policy_pause, "RECLAIM.POLICY PAUSE", policy_pause);
 entry!(c_policy_resume, "RECLAIM.POLICY RESUME", policy_resume);
 entry!(
@@ -779,6 +794,17 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: -3,
         summary: "Show what one reclaim pass would do now to the first pending entries of a consumer group, entry by entry, under its policy or a proposed one (writes nothing)",
         complexity: "O(L) with L = LIMIT (default COUNT) pending entries examined, plus O(consumers) with LIVENESS",
+        keys: &[Spec::Index(1, KEY_RO | ACCESS)],
+    },
+    CommandSpec {
+        parent: None,
+        name: "reclaim.health",
+        func: Some(c_health),
+        flags: "readonly",
+        first_key: 1,
+        arity: 3,
+        summary: "Health signals of a consumer group under a reclaim policy, each with the time it was taken",
+        complexity: "O(C) with C consumers of the group",
         keys: &[Spec::Index(1, KEY_RO | ACCESS)],
     },
     CommandSpec {

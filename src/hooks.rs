@@ -184,9 +184,10 @@ pub unsafe extern "C" fn on_async_load(
     });
 }
 
-/// `INFO reclaim`: the module's state now (policies, tracked consumers, memory), then the
-/// counters of [`metrics::fields`].
-pub unsafe extern "C" fn on_info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
+/// `INFO reclaim`: section `reclaim`, the module's state now (policies, tracked consumers,
+/// memory), then the counters of [`metrics::fields`]; and section `reclaim_policies`, one line
+/// per policy ([`policy_line`]), left out of crash reports.
+pub unsafe extern "C" fn on_info(ctx: *mut raw::RedisModuleInfoCtx, for_crash_report: c_int) {
     ffi::guard("INFO", || unsafe {
         let state = [
             ("policies", registry::len() as u64),
@@ -206,7 +207,85 @@ pub unsafe extern "C" fn on_info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_r
             };
             raw::RedisModule_InfoAddFieldULongLong.unwrap()(ctx, n.as_ptr(), v);
         }
+        if for_crash_report != 0 {
+            return;
+        }
+        if raw::RedisModule_InfoAddSection.unwrap()(ctx, c"policies".as_ptr())
+            != raw::REDISMODULE_OK as c_int
+        {
+            return; // INFO asked for another section
+        }
+        // Built first, every line NUL-terminated in one buffer: nothing calls into Redis while
+        // the registry is locked, and 10,000 lines cost two allocations that grow.
+        let mut buf: Vec<u8> = Vec::with_capacity(registry::len().saturating_mul(256));
+        let ends: Vec<usize> = registry::map_sorted(|id, rt| {
+            policy_line_into(&mut buf, id, rt);
+            buf.push(0);
+            buf.len()
+        });
+        let mut name: Vec<u8> = Vec::with_capacity(32);
+        let mut start = 0;
+        for (i, end) in ends.into_iter().enumerate() {
+            let Some(line) = buf.get(start..end) else {
+                break;
+            };
+            start = end;
+            name.clear();
+            name.extend_from_slice(b"policy_");
+            metrics::push_u64(&mut name, i as u64);
+            name.push(0);
+            raw::RedisModule_InfoAddFieldCString.unwrap()(
+                ctx,
+                name.as_ptr().cast(),
+                line.as_ptr().cast(),
+            );
+        }
     });
+}
+
+/// One policy's line in `INFO reclaim` (section `reclaim_policies`), after
+/// `reclaim_policy_<n>:`, in the keyspace style: `db=0,stream=...,group=...,pending=...`, with
+/// names escaped by [`metrics::info_escape`]. Only what passes already learnt: no call into
+/// Redis. The PEL figures (`pending`, `inbox`, `consumers`, `max_consumer_pending`,
+/// `oldest_pending_ms`) are those of the end of the last complete pass (`last_pass_ms`); the
+/// counters are since the module was loaded; `status` is [`crate::runtime::Runtime::state`].
+pub fn policy_line(id: &registry::PolicyId, rt: &crate::runtime::Runtime) -> String {
+    let mut out = Vec::new();
+    policy_line_into(&mut out, id, rt);
+    // Only ASCII, numbers and escaped names were written.
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// Appends [`policy_line`] to `out` (valid UTF-8, no NUL byte), without the formatting
+/// machinery: `INFO reclaim` writes one per policy.
+pub fn policy_line_into(out: &mut Vec<u8>, id: &registry::PolicyId, rt: &crate::runtime::Runtime) {
+    use crate::metrics::Stat;
+    let s = rt.summary();
+    let c = &rt.counters;
+    let num = |out: &mut Vec<u8>, field: &[u8], n: u64| {
+        out.extend_from_slice(field);
+        metrics::push_u64(out, n);
+    };
+    out.extend_from_slice(b"db=");
+    metrics::push_u64(out, id.db.max(0) as u64);
+    out.extend_from_slice(b",stream=");
+    metrics::info_escape_into(out, &id.stream);
+    out.extend_from_slice(b",group=");
+    metrics::info_escape_into(out, &id.group);
+    num(out, b",pending=", s.pending);
+    num(out, b",inbox=", s.inbox);
+    num(out, b",claimed=", c.get(Stat::Claimed));
+    num(out, b",dead_lettered=", c.get(Stat::DeadLettered));
+    num(out, b",deleted=", c.get(Stat::Deleted));
+    num(out, b",oldest_pending_ms=", s.oldest_pending_ms());
+    out.extend_from_slice(b",status=");
+    out.extend_from_slice(rt.state().as_bytes());
+    num(out, b",consumers=", s.consumers);
+    num(out, b",max_consumer_pending=", s.max_consumer_pending);
+    num(out, b",redelivered=", c.get(Stat::Redelivered));
+    num(out, b",errors=", c.get(Stat::Errors));
+    num(out, b",passes=", c.get(Stat::Passes));
+    num(out, b",last_pass_ms=", c.last_pass_ms.max(0) as u64);
 }
 
 /// Command filter (Redis `RM_RegisterCommandFilter`, with `NOSELF`; it sees every command of

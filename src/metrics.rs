@@ -140,6 +140,8 @@ pub struct Counters {
     pub last_pass_ms: i64,
     /// Time spent in the steps of the last complete pass, in µs.
     pub last_pass_us: i64,
+    /// Dead-letters of the last hour and minute ([`Counters::dead_lettered_at`]).
+    pub recent_dead: RecentCounts,
 }
 
 impl Counters {
@@ -153,6 +155,143 @@ impl Counters {
     pub fn get(&self, s: Stat) -> u64 {
         self.counts[s as usize]
     }
+
+    /// Counts `n` dead-letters at wall-clock ms `now` (the total, the server's, and the last
+    /// hour's).
+    pub fn dead_lettered_at(&mut self, n: u64, now: i64) {
+        self.add(Stat::DeadLettered, n);
+        self.recent_dead.add(n, now);
+    }
+}
+
+/// Counts over a sliding window in `N` buckets of `WIDTH` ms (a ring: the oldest bucket is
+/// reused). Fixed size, whatever is counted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ring<const N: usize, const WIDTH: i64> {
+    /// Index (ms / WIDTH) of the newest bucket.
+    newest: i64,
+    counts: [u32; N],
+}
+
+impl<const N: usize, const WIDTH: i64> Default for Ring<N, WIDTH> {
+    fn default() -> Self {
+        Ring {
+            newest: 0,
+            counts: [0; N],
+        }
+    }
+}
+
+impl<const N: usize, const WIDTH: i64> Ring<N, WIDTH> {
+    fn slot(i: i64) -> usize {
+        i.rem_euclid(N as i64) as usize
+    }
+
+    /// Adds `n` at wall-clock ms `now`.
+    pub fn add(&mut self, n: u64, now: i64) {
+        let i = now.div_euclid(WIDTH);
+        if i > self.newest {
+            // Empty the buckets between (at most all of them).
+            let from = (self.newest + 1).max(i - N as i64 + 1);
+            for j in from..=i {
+                self.counts[Self::slot(j)] = 0;
+            }
+            self.newest = i;
+        }
+        if i > self.newest - N as i64 {
+            let c = &mut self.counts[Self::slot(i)];
+            *c = c.saturating_add(n.min(u32::MAX as u64) as u32);
+        }
+    }
+
+    /// The count of the bucket of `now` and the `N - 1` before it.
+    pub fn sum(&self, now: i64) -> u64 {
+        let i = now.div_euclid(WIDTH);
+        let from = (i - N as i64 + 1).max(self.newest - N as i64 + 1);
+        (from..=self.newest.min(i))
+            .map(|j| self.counts[Self::slot(j)] as u64)
+            .sum()
+    }
+}
+
+/// What happened lately: the last hour in one-minute buckets, the last minute in ten-second
+/// buckets (each figure covers the current bucket and the ones before it: the last 59-60 minutes,
+/// the last 50-60 seconds). 264 bytes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecentCounts {
+    hour: Ring<60, 60_000>,
+    minute: Ring<6, 10_000>,
+}
+
+impl RecentCounts {
+    /// Counts `n` at wall-clock ms `now`.
+    pub fn add(&mut self, n: u64, now: i64) {
+        if n > 0 {
+            self.hour.add(n, now);
+            self.minute.add(n, now);
+        }
+    }
+
+    /// Counted in the last minute, as of `now`.
+    pub fn last_minute(&self, now: i64) -> u64 {
+        self.minute.sum(now)
+    }
+
+    /// Counted in the last hour, as of `now`.
+    pub fn last_hour(&self, now: i64) -> u64 {
+        self.hour.sum(now)
+    }
+}
+
+/// `name` as it appears in a per-policy line of `INFO reclaim` (and so in every label made from
+/// it): valid UTF-8 is kept, except `%`, `,`, `=`, `:`, spaces and control characters, which are
+/// written `%XX` (their byte in hex, upper case), as is every byte that is not valid UTF-8. So a
+/// line splits on `,`, `=` and `:` whatever the names, and `%XX` decodes back to the exact bytes.
+pub fn info_escape(name: &[u8]) -> String {
+    let mut out = Vec::with_capacity(name.len());
+    info_escape_into(&mut out, name);
+    // Only valid UTF-8 and ASCII escapes were written.
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// Appends [`info_escape`]`(name)` to `out` (valid UTF-8, no NUL byte).
+pub fn info_escape_into(out: &mut Vec<u8>, name: &[u8]) {
+    const H: &[u8; 16] = b"0123456789ABCDEF";
+    let hex = |out: &mut Vec<u8>, b: u8| {
+        out.extend_from_slice(&[b'%', H[(b >> 4) as usize], H[(b & 15) as usize]]);
+    };
+    for chunk in name.utf8_chunks() {
+        let valid = chunk.valid().as_bytes();
+        // Multi-byte characters pass as they are; only ASCII bytes may need escaping.
+        let mut from = 0;
+        for (i, &b) in valid.iter().enumerate() {
+            if b.is_ascii_control() || matches!(b, b'%' | b',' | b'=' | b':' | b' ') {
+                out.extend_from_slice(valid.get(from..i).unwrap_or_default());
+                hex(out, b);
+                from = i + 1;
+            }
+        }
+        out.extend_from_slice(valid.get(from..).unwrap_or_default());
+        for b in chunk.invalid() {
+            hex(out, *b);
+        }
+    }
+}
+
+/// Appends `n` in decimal to `out`, without the formatting machinery (`INFO reclaim` writes
+/// 13 numbers per policy).
+pub fn push_u64(out: &mut Vec<u8>, mut n: u64) {
+    let mut buf = [0u8; 20];
+    let mut start = buf.len();
+    for slot in buf.iter_mut().rev() {
+        *slot = b'0' + (n % 10) as u8;
+        n /= 10;
+        start -= 1;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(buf.get(start..).unwrap_or_default());
 }
 
 /// Timer ticks that did sweep work (or looked for it).
@@ -178,6 +317,8 @@ pub static MAX_TICK_US: Counter = Counter::new();
 /// Most CPU time the main thread spent in one tick or slice since load, µs: unlike
 /// [`MAX_TICK_US`] (wall time), it leaves out the time the OS did not run the server.
 pub static MAX_TICK_CPU_US: Counter = Counter::new();
+/// Ticks or slices that ran longer than `reclaim.tick-budget-us`.
+pub static OVER_BUDGET: Counter = Counter::new();
 /// Times a policy's tracking of consumers passed a bound and fell back to checking everyone
 /// (see `runtime::MAX_TRACKED`).
 pub static TRACKING_OVERFLOWS: Counter = Counter::new();
@@ -203,6 +344,7 @@ pub fn fields(state: &[(&'static str, u64)]) -> Vec<(&'static str, u64)> {
         ("last_tick_us", LAST_TICK_US.get()),
         ("max_tick_us", MAX_TICK_US.get()),
         ("max_tick_cpu_us", MAX_TICK_CPU_US.get()),
+        ("ticks_over_budget", OVER_BUDGET.get()),
         ("tracking_overflows", TRACKING_OVERFLOWS.get()),
         ("panics", PANICS.get()),
     ]);
@@ -241,5 +383,51 @@ mod tests {
         let names: Vec<&str> = fields(&[("policies", 2)]).iter().map(|f| f.0).collect();
         assert_eq!(names[0], "policies");
         assert!(names.contains(&"dead_lettered") && names.contains(&"max_tick_cpu_us"));
+    }
+
+    #[test]
+    fn recent_counts_slide() {
+        let mut r = RecentCounts::default();
+        let t0 = 1_700_000_000_000i64;
+        r.add(2, t0);
+        r.add(3, t0 + 15_000);
+        assert_eq!(
+            (r.last_minute(t0 + 15_000), r.last_hour(t0 + 15_000)),
+            (5, 5)
+        );
+        // A minute later the first two are out of the minute, still in the hour.
+        assert_eq!(r.last_minute(t0 + 61_000), 3);
+        assert_eq!(r.last_minute(t0 + 80_000), 0);
+        assert_eq!(r.last_hour(t0 + 80_000), 5);
+        r.add(1, t0 + 30 * 60_000);
+        assert_eq!(r.last_hour(t0 + 30 * 60_000), 6);
+        // An hour and more later: only the last one.
+        assert_eq!(r.last_hour(t0 + 61 * 60_000), 1);
+        r.add(4, t0 + 200 * 60_000);
+        assert_eq!(r.last_hour(t0 + 200 * 60_000), 4);
+        assert_eq!(r.last_minute(t0 + 200 * 60_000), 4);
+        // A figure asked for a time before the newest bucket counts what is in its window.
+        assert_eq!(r.last_hour(t0 + 199 * 60_000), 0);
+        assert_eq!(RecentCounts::default().last_hour(t0), 0);
+    }
+
+    #[test]
+    fn info_names_escape() {
+        assert_eq!(info_escape(b"orders:{eu}"), "orders%3A{eu}");
+        assert_eq!(info_escape(b"a,b=c d%"), "a%2Cb%3Dc%20d%25");
+        assert_eq!(info_escape(b"x\r\n\x00"), "x%0D%0A%00");
+        assert_eq!(info_escape("caf\u{e9}".as_bytes()), "caf\u{e9}");
+        assert_eq!(info_escape(b"\xff\xfeok"), "%FF%FEok");
+        assert_eq!(info_escape(b""), "");
+        assert_eq!(info_escape("\u{e9}:\u{e9}".as_bytes()), "\u{e9}%3A\u{e9}");
+    }
+
+    #[test]
+    fn push_u64_writes_decimal() {
+        for n in [0, 7, 10, 99, 12_345, u64::MAX] {
+            let mut v = b"x=".to_vec();
+            push_u64(&mut v, n);
+            assert_eq!(v, format!("x={n}").into_bytes());
+        }
     }
 }

@@ -353,6 +353,81 @@ impl Fresh {
     }
 }
 
+/// Most delivery-count buckets of a [`Tally`]: counts 1 to this, then one bucket for the ones
+/// above.
+pub const MAX_BUCKETS: usize = 32;
+
+/// Buckets of a [`Tally`] under `policy`: `MAX-DELIVERIES` (at most [`MAX_BUCKETS`]), or 10 when
+/// deliveries are not limited.
+pub fn bucket_count(policy: &Policy) -> usize {
+    match policy.max_deliveries {
+        n if n <= 0 => 10,
+        n => (n as usize).min(MAX_BUCKETS),
+    }
+}
+
+/// What the pending entries a pass read looked like, for `RECLAIM.HEALTH`: how many, their
+/// delivery counts (buckets `1..=n`, then `above`; a count of 0 counts as 1, and one that reads
+/// negative, above 2^63-1, as above), and the most idle one. Bounded: at most
+/// [`MAX_BUCKETS`] + 1 numbers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Entries counted.
+    pub entries: u64,
+    /// `buckets[i]`: entries delivered `i + 1` times; the last one: more than `buckets.len() - 1`.
+    pub buckets: Vec<u64>,
+    /// The most idle entry seen: (its idle ms, wall-clock ms when it was read); `None`: none.
+    pub most_idle: Option<(i64, i64)>,
+}
+
+impl Tally {
+    /// Counts the entries of `page`, read at wall-clock ms `now`, in `n` buckets (and one above).
+    pub fn observe(&mut self, page: &[Pending], n: usize, now: i64) {
+        if self.buckets.len() != n + 1 {
+            self.buckets = vec![0; n + 1];
+        }
+        for p in page {
+            let i = match p.deliveries {
+                d if d < 0 => n,
+                d => (d.max(1) as usize - 1).min(n),
+            };
+            self.buckets[i] += 1;
+            self.entries += 1;
+            self.note_idle(p.idle_ms, now);
+        }
+    }
+
+    fn note_idle(&mut self, idle: i64, at: i64) {
+        // The most idle is the one delivered longest ago (at - idle), whenever it was read.
+        let older = match self.most_idle {
+            None => true,
+            Some((i, a)) => at.saturating_sub(idle) < a.saturating_sub(i),
+        };
+        if older {
+            self.most_idle = Some((idle, at));
+        }
+    }
+
+    /// Adds what another step counted (with the same buckets; otherwise the other one's replace
+    /// these: the policy changed).
+    pub fn merge(&mut self, other: &Tally) {
+        if other.entries == 0 && other.most_idle.is_none() {
+            return;
+        }
+        if self.buckets.len() != other.buckets.len() {
+            self.buckets = vec![0; other.buckets.len()];
+            self.entries = 0;
+        }
+        for (a, b) in self.buckets.iter_mut().zip(&other.buckets) {
+            *a += b;
+        }
+        self.entries += other.entries;
+        if let Some((i, a)) = other.most_idle {
+            self.note_idle(i, a);
+        }
+    }
+}
+
 /// What a pass learns about when its PEL can next hold a stale entry.
 ///
 /// Idle times only grow, one ms per ms, and only a delivery resets them: `XREADGROUP` and the
@@ -558,6 +633,40 @@ mod tests {
             idle_ms: idle,
             deliveries: n,
         }
+    }
+
+    #[test]
+    fn tally_buckets_and_most_idle() {
+        assert_eq!(bucket_count(&pol(1, 3)), 3);
+        assert_eq!(bucket_count(&pol(1, 0)), 10);
+        assert_eq!(bucket_count(&pol(1, 500)), MAX_BUCKETS);
+        let mut t = Tally::default();
+        let page = [
+            pe("1-0", 500, 0),
+            pe("2-0", 100, 1),
+            pe("3-0", 900, 3),
+            pe("4-0", 10, 4),
+            pe("5-0", 10, -1),
+        ];
+        t.observe(&page, 3, 10_000);
+        assert_eq!(t.buckets, vec![2, 0, 1, 2]);
+        assert_eq!((t.entries, t.most_idle), (5, Some((900, 10_000))));
+        // A later step: an entry read 5 s later with 4 s of idle was delivered after the one
+        // above; one with 6 s was delivered before it.
+        let mut u = Tally::default();
+        u.observe(&[pe("6-0", 4_000, 2)], 3, 15_000);
+        t.merge(&u);
+        assert_eq!((t.entries, t.most_idle), (6, Some((900, 10_000))));
+        let mut v = Tally::default();
+        v.observe(&[pe("7-0", 6_000, 2)], 3, 15_000);
+        t.merge(&v);
+        assert_eq!(t.buckets, vec![2, 2, 1, 2]);
+        assert_eq!(t.most_idle, Some((6_000, 15_000)));
+        // Other buckets (the policy changed): the new ones replace the old.
+        let mut w = Tally::default();
+        w.observe(&[pe("8-0", 1, 1)], 5, 16_000);
+        t.merge(&w);
+        assert_eq!((t.entries, t.buckets.len()), (1, 6));
     }
 
     #[test]

@@ -307,6 +307,12 @@ fn deliver(t: &Target, consumer: &[u8], ids: &[Vec<u8>]) -> (CallResult<'static>
         Ok(CallReply::Array(a)) => a.len() as u64,
         _ => 0,
     };
+    if n > 0 {
+        crate::events::notify(t.ctx, t.stream, crate::events::DELIVER);
+    }
+    if (ids.len() as u64) > n && r.is_ok() {
+        crate::events::notify(t.ctx, t.stream, crate::events::PURGE);
+    }
     (r, n)
 }
 

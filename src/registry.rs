@@ -50,8 +50,8 @@ impl PolicyId {
 /// The policies `rdb_load` read during the load in progress, waiting for it to end well.
 #[derive(Debug, Default)]
 pub struct Load {
-    /// (db, stream, group) as `rdb_load` saw them.
-    pub ids: Vec<PolicyId>,
+    /// (db, stream, group) as `rdb_load` saw them, with the state each policy was saved in.
+    pub ids: Vec<(PolicyId, crate::policy::State)>,
     /// The load goes into temporary databases (a diskless `swapdb` sync). Redis before 7.4 gives
     /// `rdb_load` database 0 for every value loaded into them (redis#12947), so the databases
     /// in `ids` cannot be trusted.
@@ -71,6 +71,10 @@ struct Registry {
     /// when the load ends well (see [`take_load`]), so a load that fails or is thrown away (a
     /// diskless `swapdb` sync into temporary databases) leaves nothing behind.
     loading: Option<Load>,
+    /// The order of `runtimes` by key, as positions in its iteration order (which stays the
+    /// same while no policy comes or goes): for `INFO reclaim`'s lines. Emptied when policies
+    /// come or go, rebuilt by [`map_sorted`] when asked.
+    sorted: Vec<u32>,
 }
 
 lazy_static! {
@@ -91,6 +95,7 @@ fn shrink<K: Eq + Hash, V>(m: &mut HashMap<K, V>) {
 impl Registry {
     fn remove(&mut self, id: &PolicyId) {
         if let Some(rt) = self.runtimes.remove(id) {
+            self.sorted = Vec::new();
             self.queue.remove(&(rt.due_ms, id.clone()));
             self.remembering.remove(id);
             if let Some(ids) = self.by_stream.get_mut(&id.stream) {
@@ -118,6 +123,7 @@ impl Registry {
 
     /// Rebuilds the indexes after databases changed wholesale.
     fn reindex(&mut self) {
+        self.sorted = Vec::new();
         self.by_stream.clear();
         for id in self.runtimes.keys() {
             self.by_stream
@@ -154,6 +160,7 @@ pub fn register(db: i32, stream: &[u8], group: &[u8]) {
         .or_default()
         .push(id.clone());
     r.runtimes.insert(id, Runtime::new(due));
+    r.sorted = Vec::new();
 }
 
 /// A policy was (re)set: its pass restarts from the head of the PEL on the next tick; counters
@@ -437,6 +444,32 @@ pub fn forget_db(db: i32) {
     r.reindex();
 }
 
+/// `f` of every known policy, ordered by database, stream, group. O(P) with P policies, plus
+/// O(P log P) to sort them again the first time after policies came or went.
+pub fn map_sorted<T>(f: impl FnMut(&PolicyId, &Runtime) -> T) -> Vec<T> {
+    let mut r = lock();
+    if r.sorted.len() != r.runtimes.len() {
+        let order = {
+            let keys: Vec<&PolicyId> = r.runtimes.keys().collect();
+            let mut order: Vec<u32> = (0..keys.len() as u32).collect();
+            order.sort_unstable_by_key(|i| keys.get(*i as usize).copied());
+            order
+        };
+        r.sorted = order;
+    }
+    map_sorted_in(&r, f)
+}
+
+/// [`map_sorted`] once `r.sorted` is up to date: one walk over the table in its own order (no
+/// hashing, no key compares), then the lines in `r.sorted`'s.
+fn map_sorted_in<T>(r: &Registry, mut f: impl FnMut(&PolicyId, &Runtime) -> T) -> Vec<T> {
+    let all: Vec<(&PolicyId, &Runtime)> = r.runtimes.iter().collect();
+    r.sorted
+        .iter()
+        .filter_map(|i| all.get(*i as usize).map(|(id, rt)| f(id, rt)))
+        .collect()
+}
+
 /// Number of known policies (all databases).
 pub fn len() -> usize {
     lock().runtimes.len()
@@ -444,7 +477,12 @@ pub fn len() -> usize {
 
 /// Entries waiting in the inboxes of all policies, as their last passes saw them. O(policies).
 pub fn inbox_total() -> u64 {
-    lock().runtimes.values().map(|rt| rt.inbox).sum()
+    lock()
+        .runtimes
+        .values()
+        .filter_map(|rt| rt.health.as_ref())
+        .map(|h| h.summary.inbox)
+        .sum()
 }
 
 /// Consumers tracked by all policies now (unchecked ones and recent touches; see
@@ -470,13 +508,27 @@ pub fn load_started(into_temp_db: bool) {
     }
 }
 
-/// `rdb_load` read the policies of `stream` for these groups in database `db`. During a load they
-/// wait for its end; otherwise (a `RESTORE`, whose keyspace event registers them) nothing is kept.
-pub fn loaded<'a>(db: i32, stream: &[u8], groups: impl Iterator<Item = &'a Vec<u8>>) {
+/// `rdb_load` read the policies of `stream` for these groups, in these states, in database `db`.
+/// During a load they wait for its end; otherwise (a `RESTORE`, whose keyspace event registers
+/// them) nothing is kept.
+pub fn loaded<'a>(
+    db: i32,
+    stream: &[u8],
+    groups: impl Iterator<Item = (&'a Vec<u8>, crate::policy::State)>,
+) {
     let mut r = lock();
     if let Some(l) = r.loading.as_mut() {
-        l.ids.extend(groups.map(|g| PolicyId::new(db, stream, g)));
+        l.ids
+            .extend(groups.map(|(g, s)| (PolicyId::new(db, stream, g), s)));
     }
+}
+
+/// Registers policy (db, stream, group) ([`register`]) and notes the state it is stored in
+/// ([`Runtime::held`]), so `INFO reclaim` shows `paused` or `storm` before its first step (and on
+/// a replica, which runs none).
+pub fn register_held(db: i32, stream: &[u8], group: &[u8], state: crate::policy::State) {
+    register(db, stream, group);
+    update(&PolicyId::new(db, stream, group), |rt| rt.held = state);
 }
 
 /// Ends the load in progress and returns what it read (`None`: no load was in progress). The

@@ -6,11 +6,11 @@
 //! frees it with its policy; every collection here is bounded (see [`MAX_TRACKED`],
 //! [`MAX_TRACKED_BYTES`]), whatever the number of consumers that ever touched the stream.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::breaker::Breaker;
 use crate::metrics::{self, Counters, Stat};
-use crate::planner::{self, Horizon, PassKind};
+use crate::planner::{self, Horizon, PassKind, Tally};
 use crate::policy::{Policy, State};
 use crate::sweep::{Outcome, Stop};
 
@@ -170,6 +170,56 @@ pub struct Pass {
     pub horizon: Horizon,
     /// A stale or over-delivered entry was left pending (DLQ of the wrong type, out of memory).
     pub left_some: bool,
+    /// The entries the pass read so far (consumer checks left out), for [`Health`].
+    pub tally: Tally,
+}
+
+/// Most PEL sizes a policy remembers, one per complete pass ([`Health::sizes`]).
+pub const PEL_HISTORY: usize = 16;
+
+/// A group's PEL as the summary form `XPENDING key group` reports it (O(consumers) in Redis),
+/// read at the end of each complete pass.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Wall-clock ms when it was read (0: never).
+    pub at_ms: i64,
+    /// Pending entries.
+    pub pending: u64,
+    /// Of which in the CLAIMANT's inbox.
+    pub inbox: u64,
+    /// Consumers other than the CLAIMANT with entries pending.
+    pub consumers: u64,
+    /// The most entries one of them holds.
+    pub max_consumer_pending: u64,
+    /// The ms part of the lowest pending ID (when the oldest pending entry was added), if any.
+    pub oldest_id_ms: Option<u64>,
+}
+
+impl Summary {
+    /// How old (ms) the oldest pending entry was when the summary was read (0: none pending).
+    pub fn oldest_pending_ms(&self) -> u64 {
+        self.oldest_id_ms
+            .map_or(0, |ms| (self.at_ms.max(0) as u64).saturating_sub(ms))
+    }
+}
+
+/// What the passes saw, for `RECLAIM.HEALTH` and the per-policy lines of `INFO reclaim`: only
+/// figures a pass already had in hand, each with the time it was taken. Bounded: a fixed number
+/// of figures ([`PEL_HISTORY`] sizes, at most [`planner::MAX_BUCKETS`] + 1 buckets), whatever the
+/// size of the PEL or the number of consumers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Health {
+    /// The PEL at the end of the last complete pass.
+    pub summary: Summary,
+    /// PEL sizes at the end of the last passes, (wall-clock ms, size), oldest first.
+    pub sizes: VecDeque<(i64, u64)>,
+    /// The entries the last full pass or scan read (a scan reads only those idle for at least
+    /// its threshold), and when it ended (wall-clock ms; 0: none yet) and what kind it was.
+    pub tally: Tally,
+    /// When the pass of [`Health::tally`] ended (wall-clock ms; 0: none yet).
+    pub tally_ms: i64,
+    /// What kind of pass that was.
+    pub tally_kind: Option<PassKind>,
 }
 
 /// Run-time state of one policy.
@@ -204,8 +254,14 @@ pub struct Runtime {
     /// Wall-clock ms before which no pending entry can be stale (0 = unknown), from the last
     /// complete pass ([`Horizon::stale_not_before_ms`]).
     pub stale_not_before_ms: i64,
-    /// Entries waiting in the CLAIMANT's inbox when the last pass ended (for `INFO reclaim`).
-    pub inbox: u64,
+    /// What the passes saw (`None` until a pass ended).
+    pub health: Option<Box<Health>>,
+    /// The last state announced with a keyspace event ([`crate::events::notify_state`]); `""`:
+    /// none yet (a new policy is `active` without one).
+    pub announced: &'static str,
+    /// The policy's stored [`State`] as last seen (a step, `RECLAIM.POLICY PAUSE`/`RESUME`, the
+    /// `STORM` breaker opening): `paused` and `storm` come first in [`Runtime::state`].
+    pub held: State,
     /// Where `RECLAIM.READGROUP` looks next for stale entries of other consumers, and what this
     /// round of looks over the PEL found so far.
     pub read_scan: ReadScan,
@@ -429,6 +485,43 @@ impl Runtime {
         }
     }
 
+    /// Notes the PEL's summary read at the end of a pass ([`Health::summary`], [`Health::sizes`]).
+    pub fn note_summary(&mut self, s: Summary) {
+        let h = self.health.get_or_insert_with(Box::default);
+        if h.sizes.len() >= PEL_HISTORY {
+            h.sizes.pop_front();
+        }
+        h.sizes.push_back((s.at_ms, s.pending));
+        h.summary = s;
+    }
+
+    /// Notes what a complete pass of `kind` that ended at wall-clock ms `wall` read
+    /// ([`Health::tally`]).
+    pub fn note_tally(&mut self, tally: Tally, wall: i64, kind: PassKind) {
+        let h = self.health.get_or_insert_with(Box::default);
+        h.tally = tally;
+        h.tally_ms = wall;
+        h.tally_kind = Some(kind);
+    }
+
+    /// The PEL at the end of the last complete pass (all zero before one).
+    pub fn summary(&self) -> Summary {
+        self.health
+            .as_ref()
+            .map(|h| h.summary.clone())
+            .unwrap_or_default()
+    }
+
+    /// The policy's state in one word, as `INFO reclaim` shows it and keyspace events announce
+    /// it: `paused` or `storm` while the policy is held so ([`Runtime::held`]), else the last
+    /// step's ([`Stop::state`]): `active`, `waiting`, `oom`, `storm` or `error`.
+    pub fn state(&self) -> &'static str {
+        match self.held {
+            State::Active => self.problem.as_ref().map_or("active", Stop::state),
+            held => held.name(),
+        }
+    }
+
     /// Consumers this policy tracks now (unchecked ones and recent touches).
     pub fn tracked_consumers(&self) -> usize {
         let unchecked = match &self.unchecked {
@@ -501,14 +594,19 @@ impl Runtime {
             lookahead_ms: lookahead,
             horizon: Horizon::new(wall, threshold),
             left_some: false,
+            tally: Tally::default(),
         });
     }
 
-    /// Ends the pass in progress: what it learnt sets the next passes' kind and lookahead.
-    fn end_pass(&mut self, policy: &Policy) {
+    /// Ends the pass in progress at wall-clock ms `wall`: what it learnt sets the next passes'
+    /// kind and lookahead, and what it read is kept for [`Health`].
+    fn end_pass(&mut self, policy: &Policy, wall: i64) {
         let Some(p) = self.pass.take() else {
             return;
         };
+        if p.kind != PassKind::TrimOnly {
+            self.note_tally(p.tally, wall, p.kind);
+        }
         // A stale or over-delivered entry left pending must be found again on the next pass; a
         // client's `XCLAIM ... IDLE` during the pass may have made an entry stale behind it.
         if p.left_some {
@@ -566,6 +664,7 @@ impl Runtime {
         self.width = out.width;
         if let Some(p) = self.pass.as_mut() {
             p.horizon.fresh.merge(&out.fresh);
+            p.tally.merge(&out.tally);
             p.left_some |= out.problem.is_some() || out.oom_skips > 0;
             // A scan copying out too many fresh entries stops looking ahead for the rest of the
             // pass.
@@ -593,7 +692,7 @@ impl Runtime {
                     self.counters.add(Stat::Passes, 1);
                     self.counters.last_pass_ms = wall;
                     self.counters.last_pass_us = self.pass_us;
-                    self.end_pass(policy);
+                    self.end_pass(policy, wall);
                     self.pass_us = 0;
                     self.due_ms = later;
                 } else {
@@ -615,7 +714,7 @@ pub fn count_step(c: &mut Counters, out: &Outcome) {
 /// and the server-wide totals: the one place where an outcome becomes counters.
 pub fn count_outcome(c: &mut Counters, out: &Outcome) {
     c.add(Stat::Claimed, out.claimed);
-    c.add(Stat::DeadLettered, out.dead_lettered);
+    c.dead_lettered_at(out.dead_lettered, crate::clock::epoch_ms());
     c.add(Stat::Deleted, out.deleted);
     c.add(Stat::OomSkips, out.oom_skips);
     let failed = matches!(out.problem, Some(Stop::WrongTypeDlq))

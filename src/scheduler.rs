@@ -24,6 +24,7 @@ use redis_module::{raw, Context, ContextFlags};
 
 use crate::clock::{epoch_ms, now_ms, now_us};
 use crate::config;
+use crate::events;
 use crate::ffi;
 use crate::metrics;
 use crate::planner::{self, PassKind};
@@ -302,6 +303,9 @@ fn record_slice(timer: bool, start: Instant, cpu_start: u64) {
     metrics::LAST_TICK_US.set(us);
     metrics::MAX_TICK_US.max(us);
     metrics::MAX_TICK_CPU_US.max(metrics::thread_cpu_us().saturating_sub(cpu_start));
+    if us > config::tick_budget_us().max(0) as u64 {
+        metrics::OVER_BUDGET.add(1);
+    }
     if us >= 1000 {
         ffi::latency_sample(b"reclaim-tick\0", (us / 1000) as i64);
     }
@@ -318,6 +322,7 @@ fn visit(ctx: &Context, id: &PolicyId, rt: &mut Runtime, now: u64, deadline: Ins
     let Some(policy) = store::get(ctx, &id.stream, &id.group) else {
         return false;
     };
+    rt.held = policy.state;
     if policy.halted(config::enabled()).is_some() {
         // Paused, or reclaim.enabled no: nothing runs; looked at again within a second.
         rt.due_ms = now.saturating_add((policy.interval_ms as u64).min(HALTED_RECHECK_MS));
@@ -365,8 +370,10 @@ fn visit(ctx: &Context, id: &PolicyId, rt: &mut Runtime, now: u64, deadline: Ins
         ),
     };
     if checking.is_some() {
-        // A consumer check does not teach the pass when entries go stale (it sees one consumer).
+        // A consumer check does not teach the pass when entries go stale (it sees one consumer),
+        // nor what the PEL looks like.
         out.fresh = Default::default();
+        out.tally = Default::default();
         if out.pass_done {
             out.pass_done = false;
             rt.consumer_checked();
@@ -388,10 +395,19 @@ fn visit(ctx: &Context, id: &PolicyId, rt: &mut Runtime, now: u64, deadline: Ins
         hit_breaker,
     );
     if out.pass_done {
-        if let Some((_, inbox)) = sweep::pel_and_inbox(&target) {
-            rt.inbox = inbox;
+        if let Some(s) = sweep::pel_summary(&target, |_, _| {}) {
+            rt.note_summary(s);
         }
     }
+    let state = rt.state();
+    // `paused` and `storm` are announced where they are set (store::set_state); a new policy, or
+    // one that was just resumed, is `active` without an event of its own.
+    let quiet = matches!(state, "paused" | "storm")
+        || (state == "active" && matches!(rt.announced, "" | "paused" | "storm"));
+    if state != rt.announced && !quiet {
+        events::notify_state(ctx, &id.stream, state);
+    }
+    rt.announced = state;
     if out.claimed > 0 {
         // Moved into the inbox: readers waiting on the stream take them.
         crate::readgroup::signal_if_waiting(ctx, id.db, &id.stream);

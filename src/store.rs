@@ -160,8 +160,18 @@ pub fn put(
 }
 
 /// Sets the [`State`] of the policy of (stream, group) in the selected database. Returns the
-/// state it had, `None` when there is no such policy (nothing changed).
+/// state it had, `None` when there is no such policy (nothing changed). A change fires its
+/// keyspace event on the stream's key ([`crate::events::notify_policy_state`]: `reclaim-paused`,
+/// `reclaim-storm`, `reclaim-resumed`).
 pub fn set_state(ctx: &Context, stream: &[u8], group: &[u8], state: State) -> Option<State> {
+    let old = store_state(ctx, stream, group, state)?;
+    if old != state {
+        crate::events::notify_policy_state(ctx, stream, state.name());
+    }
+    Some(old)
+}
+
+fn store_state(ctx: &Context, stream: &[u8], group: &[u8], state: State) -> Option<State> {
     let name = RedisString::create_from_slice(ctx.ctx, &keys::policy_key(stream));
     let key = ctx.open_key_writable(&name);
     if key.key_type() != KeyType::Module {
@@ -196,6 +206,8 @@ pub fn note_dead_letters(
     if set_state(ctx, stream, group, State::Storm) != Some(State::Active) {
         return false;
     }
+    rt.held = State::Storm;
+    rt.announced = State::Storm.name();
     if let Some(args) = state_command_args(stream, group, State::Storm) {
         let r: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
         ctx.replicate("RECLAIM.POLICY", &r[..]);
@@ -246,12 +258,12 @@ pub fn delete(ctx: &Context, stream: &[u8], group: &[u8]) -> bool {
 /// lookups, once per sync. Leaves database `ctx` had selected as it was.
 pub fn register_loaded(ctx: &Context, load: registry::Load) {
     if !load.into_temp_db {
-        for id in load.ids {
-            registry::register(id.db, &id.stream, &id.group);
+        for (id, state) in load.ids {
+            registry::register_held(id.db, &id.stream, &id.group, state);
         }
         return;
     }
-    let mut streams: Vec<Vec<u8>> = load.ids.into_iter().map(|id| id.stream).collect();
+    let mut streams: Vec<Vec<u8>> = load.ids.into_iter().map(|(id, _)| id.stream).collect();
     streams.sort_unstable();
     streams.dedup();
     let before = crate::ffi::selected_db(ctx);
@@ -259,8 +271,8 @@ pub fn register_loaded(ctx: &Context, load: registry::Load) {
     while crate::ffi::select_db(ctx, db) {
         for stream in &streams {
             if let Found::Set(set) = read(ctx, stream) {
-                for g in set.groups.keys() {
-                    registry::register(db, stream, g);
+                for (g, p) in &set.groups {
+                    registry::register_held(db, stream, g, p.state);
                 }
             }
         }
@@ -392,7 +404,11 @@ unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *m
         let db = unsafe { raw::RedisModule_GetDbIdFromIO.map(|f| f(rdb)).unwrap_or(0) };
         // Registered when the load ends well, not now: the value may belong to a temporary
         // database that the server throws away (a diskless `swapdb` sync that fails).
-        registry::loaded(db, &set.stream, set.groups.keys());
+        registry::loaded(
+            db,
+            &set.stream,
+            set.groups.iter().map(|(g, p)| (g, p.state)),
+        );
         Box::into_raw(Box::new(set)).cast::<c_void>()
     })
     .unwrap_or(std::ptr::null_mut())

@@ -28,8 +28,10 @@ use redis_module::{
     RedisString,
 };
 
+use crate::events;
 use crate::planner::{self, Action, Batch, Pending, Rule};
 use crate::policy::Policy;
+use crate::runtime::Summary;
 
 /// Why a step ended before handling every entry it read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,6 +69,19 @@ impl Stop {
             Stop::Error(e) => format!("error: {e}"),
         }
     }
+
+    /// The policy state this stop leaves it in, in one word (`INFO reclaim`'s `status`, the
+    /// `reclaim-<state>` keyspace events): `active` (a deadline is no trouble), `waiting` (no
+    /// stream or group yet), `oom`, `storm` (the breaker holds dead-letters back), or `error`.
+    pub fn state(&self) -> &'static str {
+        match self {
+            Stop::Deadline => "active",
+            Stop::Oom => "oom",
+            Stop::Storm => "storm",
+            Stop::NoStream | Stop::NoGroup => "waiting",
+            Stop::WrongTypeStream | Stop::WrongTypeDlq | Stop::Error(_) => "error",
+        }
+    }
 }
 
 /// What one step did.
@@ -88,6 +103,8 @@ pub struct Outcome {
     pub width: u128,
     /// The entries read that were not stale.
     pub fresh: planner::Fresh,
+    /// The entries handled, as they were read (for `RECLAIM.HEALTH`).
+    pub tally: planner::Tally,
     /// The pass reached the end of the PEL.
     pub pass_done: bool,
     /// Why the step stopped early, if it did.
@@ -246,8 +263,15 @@ impl Target<'_> {
         match res {
             Ok(CallReply::Array(a)) => {
                 let n = a.len() as u64;
+                let gone = (ids.len() as u64).saturating_sub(n);
                 out.claimed += n;
-                out.deleted += (ids.len() as u64).saturating_sub(n);
+                out.deleted += gone;
+                if n > 0 {
+                    events::notify(self.ctx, self.stream, events::CLAIM);
+                }
+                if gone > 0 {
+                    events::notify(self.ctx, self.stream, events::PURGE);
+                }
                 Ok(())
             }
             Err(e) => Err(error_stop(e.as_bytes())),
@@ -287,7 +311,17 @@ impl Target<'_> {
     /// `deleted`.
     fn purge(&self, ids: &[Vec<u8>], out: &mut Outcome) -> Result<(), Stop> {
         let refs: Vec<&[u8]> = ids.iter().map(|i| i.as_slice()).collect();
-        out.deleted += self.ack(&refs)?.max(0) as u64;
+        self.ack_gone(&refs, out)
+    }
+
+    /// Acknowledges pending entries whose stream entry is gone, counted as `deleted` (and
+    /// announced with `reclaim-purge`).
+    fn ack_gone(&self, ids: &[&[u8]], out: &mut Outcome) -> Result<(), Stop> {
+        let n = self.ack(ids)?.max(0) as u64;
+        out.deleted += n;
+        if n > 0 {
+            events::notify(self.ctx, self.stream, events::PURGE);
+        }
         Ok(())
     }
 
@@ -437,9 +471,10 @@ impl Target<'_> {
                 );
             }
             out.dead_lettered += moved.len() as u64;
+            events::notify(self.ctx, self.stream, events::DEADLETTER);
         }
         if !gone.is_empty() {
-            out.deleted += self.ack(&gone)?.max(0) as u64;
+            self.ack_gone(&gone, out)?;
         }
         match failure {
             Some(f) => Err(f),
@@ -502,7 +537,19 @@ impl Target<'_> {
         let quiet = |c: &[u8]| owners.quiet(c);
         out.fresh.observe(page, self.policy, &quiet);
         let batches = planner::plan(page, self.policy, BATCH, first, &quiet);
-        self.run_batches(&batches, deadline, out)
+        let all = self.run_batches(&batches, deadline, out);
+        // What was handled (a step stopped early reads the rest again).
+        let done = if all {
+            page.len()
+        } else {
+            out.cursor.as_ref().map_or(0, |c| {
+                page.iter().position(|e| &e.id == c).map_or(0, |i| i + 1)
+            })
+        };
+        let buckets = planner::bucket_count(self.policy);
+        out.tally
+            .observe(&page[..done], buckets, crate::clock::epoch_ms());
+        all
     }
 
     /// The owners' liveness for `page`: read (`XINFO CONSUMERS key group`, O(consumers)) only
@@ -553,34 +600,52 @@ impl Target<'_> {
     }
 }
 
-/// The group's PEL size and how many of its entries wait in the CLAIMANT's inbox, from the
-/// summary form `XPENDING key group` (O(consumers) in Redis); `None` when it cannot be read.
-pub fn pel_and_inbox(t: &Target) -> Option<(u64, u64)> {
+/// The group's PEL as the summary form `XPENDING key group` reports it (O(consumers) in Redis),
+/// read now; each consumer with entries pending is passed to `each` with its count. `None` when
+/// it cannot be read (no stream, no group).
+pub fn pel_summary(t: &Target, mut each: impl FnMut(&[u8], u64)) -> Option<Summary> {
     let args: [&[u8]; 2] = [t.stream, t.group];
     let r: CallResult = t.ctx.call_ext("XPENDING", &read_opts(), &args[..]);
     let Ok(CallReply::Array(a)) = r else {
         return None;
     };
-    let total = a.get(0).as_ref().and_then(int)?.max(0) as u64;
-    let mut inbox = 0;
+    let mut s = Summary {
+        at_ms: crate::clock::epoch_ms(),
+        pending: a.get(0).as_ref().and_then(int)?.max(0) as u64,
+        oldest_id_ms: a
+            .get(1)
+            .as_ref()
+            .and_then(bytes)
+            .and_then(|id| planner::parse_id(&id))
+            .map(|(ms, _)| ms),
+        ..Summary::default()
+    };
     if let Some(Ok(CallReply::Array(consumers))) = a.get(3) {
         for c in consumers.iter() {
             let Ok(CallReply::Array(c)) = c else {
                 continue;
             };
-            if c.get(0).as_ref().and_then(bytes).as_deref() == Some(&t.policy.claimant[..]) {
-                // The count comes as a bulk string.
-                inbox = c
-                    .get(1)
-                    .as_ref()
-                    .and_then(bytes)
-                    .and_then(|b| crate::policy::parse_i64(&b))
-                    .unwrap_or(0)
-                    .max(0) as u64;
+            let Some(name) = c.get(0).as_ref().and_then(bytes) else {
+                continue;
+            };
+            // The count comes as a bulk string.
+            let n = c
+                .get(1)
+                .as_ref()
+                .and_then(bytes)
+                .and_then(|b| crate::policy::parse_i64(&b))
+                .unwrap_or(0)
+                .max(0) as u64;
+            if name == t.policy.claimant {
+                s.inbox = n;
+            } else {
+                s.consumers += 1;
+                s.max_consumer_pending = s.max_consumer_pending.max(n);
             }
+            each(&name, n);
         }
     }
-    Some((total, inbox))
+    Some(s)
 }
 
 /// Which consumers went quiet for `LIVENESS` ms, from one `XINFO CONSUMERS` (empty without

@@ -895,6 +895,12 @@ fn wrong_arity_and_unknown_subcommand() {
             rc("RECLAIM.STATS", &[b"s", b"g", b"x"]),
             wrong("reclaim.stats"),
         ),
+        (rc("RECLAIM.HEALTH", &[]), wrong("reclaim.health")),
+        (rc("RECLAIM.HEALTH", &[b"s"]), wrong("reclaim.health")),
+        (
+            rc("RECLAIM.HEALTH", &[b"s", b"g", b"x"]),
+            wrong("reclaim.health"),
+        ),
         (
             pol(&[b"FOO"]),
             "ERR unknown subcommand 'FOO'. Try RECLAIM.POLICY HELP.".into(),
@@ -1154,6 +1160,7 @@ fn command_getkeys() {
         (a![b"RECLAIM.SWEEP", b"s", b"g"], v(&[b"s"])),
         (a![b"RECLAIM.SWEEP", b"s", b"g", b"LIMIT", b"5"], v(&[b"s"])),
         (a![b"RECLAIM.STATS", b"s", b"g"], v(&[b"s"])),
+        (a![b"RECLAIM.HEALTH", b"s", b"g"], v(&[b"s"])),
     ];
     for (args, want) in &cases {
         assert_eq!(
@@ -1299,6 +1306,10 @@ fn command_info_and_docs() {
     let (name, arity, flags, _) = command_info(&mut c, "RECLAIM.STATS");
     assert_eq!((name.as_str(), arity), ("reclaim.stats", 3));
     assert!(flags.contains(&"readonly".to_string()), "{flags:?}");
+    let (name, arity, flags, _) = command_info(&mut c, "RECLAIM.HEALTH");
+    assert_eq!((name.as_str(), arity), ("reclaim.health", 3));
+    assert!(flags.contains(&"readonly".to_string()), "{flags:?}");
+    assert!(!flags.contains(&"write".to_string()), "{flags:?}");
     // As XREADGROUP: a write command that may block (GROUP g c STREAMS key > at least).
     let (name, arity, flags, _) = command_info(&mut c, "RECLAIM.READGROUP");
     assert_eq!((name.as_str(), arity), ("reclaim.readgroup", -7));
@@ -1321,6 +1332,7 @@ fn command_info_and_docs() {
         listed,
         [
             "reclaim.extend",
+            "reclaim.health",
             "reclaim.nack",
             "reclaim.policy",
             "reclaim.policy|del",
@@ -1346,6 +1358,7 @@ fn command_info_and_docs() {
         .arg("RECLAIM.POLICY")
         .arg("RECLAIM.SWEEP")
         .arg("RECLAIM.STATS")
+        .arg("RECLAIM.HEALTH")
         .arg("RECLAIM.READGROUP")
         .query(&mut c)
         .unwrap();
@@ -1356,6 +1369,7 @@ fn command_info_and_docs() {
     assert_eq!(
         sorted,
         [
+            "reclaim.health",
             "reclaim.policy",
             "reclaim.readgroup",
             "reclaim.stats",
@@ -1455,6 +1469,7 @@ fn acl_key_patterns_cover_stream_and_dlq() {
         pol(&[b"DEL", b"other:s", b"g"]),
         rc("RECLAIM.SWEEP", &[b"other:s", b"g"]),
         rc("RECLAIM.STATS", &[b"other:s", b"g"]),
+        rc("RECLAIM.HEALTH", &[b"other:s", b"g"]),
     ] {
         assert_noperm_keys(&error_of(&mut app, &cm), "app user");
     }
@@ -1479,6 +1494,9 @@ fn acl_read_only_user() {
     assert_eq!(list(&mut ro), Value::Array(vec![p.list2(b"s", b"g")]));
     let st = ok(&mut ro, &rc("RECLAIM.STATS", &[b"s", b"g"]));
     assert_eq!(str_field(&st, "status"), "waiting: stream does not exist");
+    // A read-only user reads RECLAIM.HEALTH (no stream yet: nothing live).
+    let h = ok(&mut ro, &rc("RECLAIM.HEALTH", &[b"s", b"g"]));
+    assert_eq!(field(&h, "live"), Value::Nil);
 
     for cm in [
         pol(&[b"SET", b"s", b"g"]),
@@ -1859,8 +1877,18 @@ fn info_section() {
     ] {
         let _ = info_int(&mut c, "reclaim", f);
     }
-    // Every line of the section is `reclaim_<name>:<integer>`.
-    for l in &lines[1..] {
+    // Every line of the section is `reclaim_<name>:<integer>`; the per-policy lines follow in
+    // their own section (tests/observe.rs).
+    let totals: Vec<&&str> = lines[1..]
+        .iter()
+        .take_while(|l| !l.starts_with('#'))
+        .collect();
+    assert_eq!(
+        lines.get(totals.len() + 1).map(|l| l.trim()),
+        Some("# reclaim_policies"),
+        "{text}"
+    );
+    for l in totals {
         let (k, v) = l.split_once(':').unwrap_or_else(|| panic!("line {l:?}"));
         assert!(k.starts_with("reclaim_"), "{l:?}");
         assert!(v.trim().parse::<u64>().is_ok(), "{l:?}");

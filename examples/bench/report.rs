@@ -114,6 +114,7 @@ fn targets(o: &mut String, res: &Results, largest: Option<&SizeResult>) -> Vec<&
     if let Some(w) = &res.fresh_window {
         fresh::target(o, w, &res.fresh, &mut missed);
     }
+    policies::info_target(o, &res.policies, &mut missed);
     if let Some(r) = &res.read {
         readgroup::targets(o, r, &mut missed);
     }
@@ -161,6 +162,9 @@ fn gaps(
     }
     if missed.contains(&"fresh") {
         fresh::gap(o);
+    }
+    if missed.contains(&"info") {
+        policies::info_gap(o, &res.policies);
     }
 }
 

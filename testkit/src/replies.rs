@@ -147,3 +147,24 @@ pub fn config_get(con: &mut Connection, name: &str) -> String {
     assert_eq!(v[0], name);
     v[1].clone()
 }
+
+/// The per-policy lines of `INFO reclaim` (section `reclaim_policies`), in order, each as its
+/// `field=value` pairs (values as written: names stay escaped).
+pub fn policy_lines(con: &mut Connection) -> Vec<std::collections::BTreeMap<String, String>> {
+    let text: String = cmd("INFO")
+        .arg("reclaim_policies")
+        .query(con)
+        .expect("INFO");
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix("reclaim_policy_"))
+        .map(|l| {
+            let (_, v) = l.split_once(':').expect("reclaim_policy_<n>:...");
+            v.split(',')
+                .map(|kv| {
+                    let (k, v) = kv.split_once('=').expect("field=value");
+                    (k.to_string(), v.to_string())
+                })
+                .collect()
+        })
+        .collect()
+}
