@@ -311,17 +311,19 @@ type Span<'a> = (&'static str, usize, &'a [&'a [u8]]);
 /// every option takes one value, but `BACKOFF`, which takes `FIXED`, `EXPONENTIAL max-ms` or
 /// `LIST ms [ms ...]` (the numbers that follow). Errors: unknown option, missing value.
 fn set_spans<'a>(opts: &'a [&'a [u8]]) -> Result<Vec<Span<'a>>, ReclaimError> {
-    spans(opts, SET_OPTIONS)
+    spans(opts, &[])
 }
 
-/// [`set_spans`] with the options of `known` (each takes one value, but `BACKOFF` and `STORM`).
-fn spans<'a>(opts: &'a [&'a [u8]], known: &[&'static str]) -> Result<Vec<Span<'a>>, ReclaimError> {
+/// [`set_spans`] with the options of `extra` besides `SET`'s (each takes one value, but `BACKOFF`
+/// and `STORM`).
+fn spans<'a>(opts: &'a [&'a [u8]], extra: &[&'static str]) -> Result<Vec<Span<'a>>, ReclaimError> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < opts.len() {
         let raw = opts[i];
         let up = raw.to_ascii_uppercase();
-        let Some(name) = known.iter().find(|o| o.as_bytes() == up.as_slice()) else {
+        let known = |o: &&&'static str| o.as_bytes() == up.as_slice();
+        let Some(name) = SET_OPTIONS.iter().chain(extra).find(known) else {
             return Err(ReclaimError::UnknownOption(printable(raw)));
         };
         let first = *opts.get(i + 1).ok_or(ReclaimError::MissingValue(name))?;
@@ -529,19 +531,8 @@ pub fn parse_set_options(stream: &[u8], opts: &[&[u8]]) -> Result<Policy, Reclai
 /// the reply and the time of the command.
 pub const MAX_SIMULATE_LIMIT: i64 = 10_000;
 
-/// The options of `RECLAIM.SIMULATE`: `SET`'s and `LIMIT`.
-const SIMULATE_OPTIONS: &[&str] = &[
-    "LIMIT",
-    "MIN-IDLE",
-    "MAX-DELIVERIES",
-    "DLQ",
-    "CLAIMANT",
-    "COUNT",
-    "INTERVAL",
-    "BACKOFF",
-    "LIVENESS",
-    "STORM",
-];
+/// The options of `RECLAIM.SIMULATE` besides `SET`'s.
+const SIMULATE_OPTIONS: &[&str] = &["LIMIT"];
 
 /// Parses `RECLAIM.SIMULATE key group [LIMIT n] [option ...]` (everything after `group`): any
 /// option of `RECLAIM.POLICY SET`, read as SET reads it, and `LIMIT`, in any order. Returns the
