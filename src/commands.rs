@@ -54,6 +54,12 @@ fn policy_map(p: &Policy) -> Vec<(&'static str, Reply)> {
                 Reply::Bytes(format!("{} {}", s.max, s.window_ms).into_bytes())
             }),
         ),
+        ("dlq-maxlen", Reply::Int(p.dlq_maxlen)),
+        ("dlq-maxage", Reply::Int(p.dlq_maxage_ms)),
+        (
+            "tombstones",
+            Reply::Bytes(policy::yes_no(p.tombstones).to_vec()),
+        ),
         ("state", Reply::Bytes(p.state.name().as_bytes().to_vec())),
     ]
 }
@@ -527,7 +533,9 @@ fn status(ctx: &Context, stream: &[u8], group: &[u8], p: &Policy, rt: &Runtime) 
 /// `oom-skips`, `errors`, `last-pass-ms` (ms since the epoch, 0 = none yet), `last-pass-us`
 /// (duration of the last complete pass), `full-passes` (passes that paged every entry to check
 /// delivery counts), `scans-skipped` (passes that only purged trimmed entries), `consumer-checks`
-/// (consumers' own PELs paged after a command that could raise their counts), `stale-not-before`
+/// (consumers' own PELs paged after a command that could raise their counts), `redelivered`,
+/// `storms`, `dlq-trimmed` (dead letters trimmed by `DLQ-MAXLEN`/`DLQ-MAXAGE`), `tombstones`
+/// (DLQ records of entries deleted while pending), `inbox`, `stale-not-before`
 /// (ms since the epoch before which no pending entry can be stale, 0 = unknown), `cursor`
 /// (`0-0` at the head of the PEL), `status`.
 /// Counters are since the module was loaded on this server. Errors: no policy.
@@ -561,6 +569,8 @@ fn stats(ctx: &Context, args: &[RedisString]) -> CmdResult {
         n(Stat::ConsumerChecks),
         n(Stat::Redelivered),
         n(Stat::Storms),
+        n(Stat::DlqTrimmed),
+        n(Stat::Tombstones),
         ("inbox", Reply::Int(inbox)),
         ("stale-not-before", Reply::Int(rt.stale_not_before_ms)),
         (

@@ -107,7 +107,8 @@ fn export_flushdb_import_gives_the_same_policies_binary_names_included() {
         serde_json::json!({
             "key": "orders", "group": "wörkers", "min-idle": 1000, "max-deliveries": 2,
             "dlq": "orders:dlq", "claimant": "reclaim", "count": 100, "interval": 5000,
-            "backoff": {"exponential": 60000}, "liveness": 30000, "storm": null
+            "backoff": {"exponential": 60000}, "liveness": 30000, "storm": null,
+            "dlq-maxlen": 0, "dlq-maxage": 0, "tombstones": false
         })
     );
     assert!(!doc.contains("state") && !doc.contains("paused"), "{doc}");
