@@ -173,7 +173,7 @@ fn a_document_with_one_bad_policy_changes_nothing_and_names_it() {
         ),
         (
             r#"{"key": "orders", "group": "audit", "state": "paused"}"#,
-            "ERR policies[2] (key 'orders', group 'audit'), field 'state': unknown field `state`, expected one of `key`, `group`, `min-idle`, `max-deliveries`, `dlq`, `claimant`, `count`, `interval`, `backoff`, `liveness`, `storm`",
+            "ERR policies[2] (key 'orders', group 'audit'), field 'state': unknown field `state`, expected one of `key`, `group`, `min-idle`, `max-deliveries`, `dlq`, `claimant`, `count`, `interval`, `backoff`, `liveness`, `storm`, `dlq-maxlen`, `dlq-maxage`, `tombstones`",
         ),
         // What the keyspace says, with its own prefix.
         (
