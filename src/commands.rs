@@ -65,7 +65,8 @@ fn policy_map(p: &Policy) -> Vec<(&'static str, Reply)> {
 }
 
 /// `RECLAIM.POLICY SET key group [MIN-IDLE ms] [MAX-DELIVERIES n] [DLQ dlq-key] [CLAIMANT consumer]
-/// [COUNT n] [INTERVAL ms]` -> `+OK`. Replaces any policy of (key, group) in the selected db and
+/// [COUNT n] [INTERVAL ms] [BACKOFF ...] [LIVENESS ms] [STORM n window-ms] [DLQ-MAXLEN n]
+/// [DLQ-MAXAGE ms] [TOMBSTONES yes|no]` -> `+OK`. Replaces any policy of (key, group) in the selected db and
 /// restarts its pass. Propagated to replicas and the AOF as the same command with every option
 /// explicit. Errors: see [`policy::parse_set_options`], plus WRONGTYPE when the key or the DLQ
 /// exists and is not a stream (not checked when the command comes from the primary or the AOF).
@@ -415,8 +416,8 @@ fn simulated_allowance(id: &PolicyId, p: &Policy, fresh: bool) -> u64 {
 }
 
 /// `RECLAIM.SIMULATE key group [LIMIT n] [MIN-IDLE ms] [MAX-DELIVERIES n] [DLQ dlq-key]
-/// [CLAIMANT consumer] [COUNT n] [INTERVAL ms] [BACKOFF ...] [LIVENESS ms] [STORM n window-ms]`
-/// -> map `policy` (the policy evaluated, as GET shows it, its `state` the live one), `halted`
+/// [CLAIMANT consumer] [COUNT n] [INTERVAL ms] [BACKOFF ...] [LIVENESS ms] [STORM n window-ms]
+/// [DLQ-MAXLEN n] [DLQ-MAXAGE ms] [TOMBSTONES yes|no]` -> map `policy` (the policy evaluated, as GET shows it, its `state` the live one), `halted`
 /// (nil, or why no pass runs now: [`halted_reason`]), `now-ms`, `entries` (per entry examined,
 /// in PEL order: `id`, `consumer`, `idle`, `deliveries`, `action`, `rule`), `totals` (entries
 /// per action: `move`, `dead-letter`, `purge`, `none`) and `more` (1 when the PEL has entries
@@ -586,7 +587,7 @@ fn stats(ctx: &Context, args: &[RedisString]) -> CmdResult {
 fn policy_help(_ctx: &Context, _args: &[RedisString]) -> CmdResult {
     let lines: &[&str] = &[
         "RECLAIM.POLICY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-        "SET <key> <group> [MIN-IDLE <ms>] [MAX-DELIVERIES <n>] [DLQ <dlq-key>] [CLAIMANT <consumer>] [COUNT <n>] [INTERVAL <ms>] [BACKOFF FIXED|EXPONENTIAL <max-ms>|LIST <ms> [<ms> ...]] [LIVENESS <ms>] [STORM <n> <window-ms>]",
+        "SET <key> <group> [MIN-IDLE <ms>] [MAX-DELIVERIES <n>] [DLQ <dlq-key>] [CLAIMANT <consumer>] [COUNT <n>] [INTERVAL <ms>] [BACKOFF FIXED|EXPONENTIAL <max-ms>|LIST <ms> [<ms> ...]] [LIVENESS <ms>] [STORM <n> <window-ms>] [DLQ-MAXLEN <n>] [DLQ-MAXAGE <ms>] [TOMBSTONES yes|no]",
         "    Set (replace) the reclaim policy of a stream's consumer group.",
         "GET <key> <group>",
         "    Return the policy as field/value pairs, or nil.",
