@@ -210,9 +210,8 @@ fn without_tombstones_deleted_entries_only_leave_the_pel() {
         "g",
         "MIN-IDLE 1 MAX-DELIVERIES 3 DLQ jobs:dlq",
     );
-    assert_eq!(
-        get_policy(&mut c, b"jobs", b"g").unwrap().tombstones,
-        false,
+    assert!(
+        !get_policy(&mut c, b"jobs", b"g").unwrap().tombstones,
         "TOMBSTONES is no by default"
     );
     assert_eq!(stat(&mut c, "jobs", "g", "deleted"), 4);
@@ -272,7 +271,7 @@ fn simulate_takes_the_options_and_plans_purges() {
     let t = |i: usize, a: &str, r: &str| (ids[i].clone(), a.to_string(), r.to_string());
     assert_eq!(plan, vec![t(2, "move", "stale"), t(3, "purge", "deleted")]);
     // A what-if changes nothing.
-    assert_eq!(get_policy(&mut c, b"jobs", b"g").unwrap().tombstones, false);
+    assert!(!get_policy(&mut c, b"jobs", b"g").unwrap().tombstones);
     let err = error_of(
         &mut c,
         cmd("RECLAIM.SIMULATE")
