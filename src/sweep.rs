@@ -236,6 +236,29 @@ impl Target<'_> {
         Ok(out)
     }
 
+    /// With `TOMBSTONES yes`, takes out of `entries` those whose stream entry is gone and gives
+    /// them their tombstones with their `XACK` ([`Target::bury`], then the DLQ trim): what is
+    /// left is what the stream still holds, for a hand-over (`RECLAIM.READGROUP`). Without
+    /// `TOMBSTONES`, `entries` as they are (`XCLAIM` drops the deleted ones itself). The failure
+    /// of a tombstone (out of memory, DLQ of the wrong type) leaves its entry pending and is
+    /// noted in `out.problem`.
+    pub(crate) fn bury_deleted(&self, entries: Vec<Pending>, out: &mut Outcome) -> Vec<Pending> {
+        if self.tombstones().is_none() {
+            return entries;
+        }
+        let sname = RedisString::create_from_slice(self.ctx.ctx, self.stream);
+        let (kept, gone): (Vec<Pending>, Vec<Pending>) = entries
+            .into_iter()
+            .partition(|e| self.has_entry(&sname, &e.id));
+        let refs: Vec<&Pending> = gone.iter().collect();
+        let (buried, res) = self.bury(&refs, out);
+        self.trim_dlq(buried, out);
+        if let (Err(s), None) = (res, &out.problem) {
+            out.problem = Some(s);
+        }
+        kept
+    }
+
     /// Moves entries to the CLAIMANT: `XCLAIM key group claimant min-idle id... JUSTID` (owner
     /// = claimant, idle reset, delivery count unchanged; XCLAIM re-checks idle >= min-idle, and
     /// propagates each entry with its count, so the count is durable). Entries XCLAIM finds gone

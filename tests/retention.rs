@@ -199,6 +199,46 @@ fn tombstones_record_entries_deleted_while_pending() {
     assert_eq!(entry_field(dead[0], "n"), b"j-5");
 }
 
+/// `RECLAIM.READGROUP` hands over the stale entries the stream still holds; one deleted meanwhile
+/// gets its tombstone instead of silently leaving the PEL.
+#[test]
+fn readgroup_writes_tombstones_for_deleted_entries_it_would_hand_over() {
+    let s = Server::new();
+    let mut c = s.conn();
+    create_group(&mut c, b"jobs", b"g");
+    quiet_policy(
+        &mut c,
+        "jobs",
+        "g",
+        "MIN-IDLE 100 MAX-DELIVERIES 5 DLQ jobs:dlq TOMBSTONES yes",
+    );
+    let ids = add_entries(&mut c, b"jobs", "j", 3);
+    read_group(&mut c, b"jobs", b"g", b"w");
+    // Stale now (idle 1000 >= MIN-IDLE), count unchanged.
+    let mut a = vec!["XCLAIM", "jobs", "g", "w", "0"];
+    a.extend(ids.iter().map(String::as_str));
+    a.extend(["IDLE", "1000", "JUSTID"]);
+    let _: Vec<String> = q(&mut c, &a);
+    let _: i64 = q(&mut c, &["XDEL", "jobs", &ids[1]]);
+    let got = readgroup(&mut c, "jobs", "g", "w2", 10, None);
+    let got_ids: Vec<String> = got.iter().map(|e| e.0.clone()).collect();
+    assert_eq!(got_ids, vec![ids[0].clone(), ids[2].clone()]);
+    let dlq = xrange(&mut c, b"jobs:dlq");
+    assert_eq!(dlq.len(), 1);
+    assert_eq!(field_names(&dlq[0]), TOMBSTONE_FIELDS);
+    assert_eq!(field_text(&dlq[0], "reclaim-id"), ids[1]);
+    assert_eq!(field_text(&dlq[0], "reclaim-reason"), "deleted");
+    assert_eq!(field_text(&dlq[0], "reclaim-consumer"), "w");
+    assert_eq!(stat(&mut c, "jobs", "g", "tombstones"), 1);
+    assert_eq!(stat(&mut c, "jobs", "g", "deleted"), 1);
+    assert_eq!(stat(&mut c, "jobs", "g", "redelivered"), 2);
+    let pel: Vec<String> = pending(&mut c, "jobs", "g")
+        .into_iter()
+        .map(|p| p.id)
+        .collect();
+    assert_eq!(pel, vec![ids[0].clone(), ids[2].clone()]);
+}
+
 #[test]
 fn without_tombstones_deleted_entries_only_leave_the_pel() {
     let s = Server::new();
