@@ -8,7 +8,11 @@
 //!   Redis 7.0, drops from the PEL the entries that were deleted from the stream (they are counted
 //!   as `deleted`);
 //! - dead-letters one entry at a time: `XRANGE key id id` (gone -> `XACK`, counted as `deleted`),
-//!   then `XADD dlq * fields... reclaim-*` and, only if the XADD succeeded, `XACK key group id`.
+//!   then `XADD dlq * fields... reclaim-*` and, only if the XADD succeeded, `XACK key group id`;
+//! - with `TOMBSTONES yes`, gives each entry found deleted a DLQ record (`reclaim-reason
+//!   deleted`, no payload) before its `XACK` (`Target::bury`);
+//! - after appending to the DLQ, trims it as `DLQ-MAXLEN` / `DLQ-MAXAGE` ask (`XTRIM dlq MAXLEN|MINID
+//!   ~ ...`, `Target::trim_dlq`), counting what `XTRIM` removed.
 //!
 //! Every write goes through `RM_Call` with `!` (replicate) and `E` (errors as replies); the XADD
 //! also with `M` (refused when out of memory), and the server's live OOM state is checked before
