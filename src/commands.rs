@@ -54,12 +54,19 @@ fn policy_map(p: &Policy) -> Vec<(&'static str, Reply)> {
                 Reply::Bytes(format!("{} {}", s.max, s.window_ms).into_bytes())
             }),
         ),
+        ("dlq-maxlen", Reply::Int(p.dlq_maxlen)),
+        ("dlq-maxage", Reply::Int(p.dlq_maxage_ms)),
+        (
+            "tombstones",
+            Reply::Bytes(policy::yes_no(p.tombstones).to_vec()),
+        ),
         ("state", Reply::Bytes(p.state.name().as_bytes().to_vec())),
     ]
 }
 
 /// `RECLAIM.POLICY SET key group [MIN-IDLE ms] [MAX-DELIVERIES n] [DLQ dlq-key] [CLAIMANT consumer]
-/// [COUNT n] [INTERVAL ms]` -> `+OK`. Replaces any policy of (key, group) in the selected db and
+/// [COUNT n] [INTERVAL ms] [BACKOFF ...] [LIVENESS ms] [STORM n window-ms] [DLQ-MAXLEN n]
+/// [DLQ-MAXAGE ms] [TOMBSTONES yes|no]` -> `+OK`. Replaces any policy of (key, group) in the selected db and
 /// restarts its pass. Propagated to replicas and the AOF as the same command with every option
 /// explicit. Errors: see [`policy::parse_set_options`], plus WRONGTYPE when the key or the DLQ
 /// exists and is not a stream (not checked when the command comes from the primary or the AOF).
@@ -423,8 +430,8 @@ fn simulated_allowance(id: &PolicyId, p: &Policy, fresh: bool) -> u64 {
 }
 
 /// `RECLAIM.SIMULATE key group [LIMIT n] [MIN-IDLE ms] [MAX-DELIVERIES n] [DLQ dlq-key]
-/// [CLAIMANT consumer] [COUNT n] [INTERVAL ms] [BACKOFF ...] [LIVENESS ms] [STORM n window-ms]`
-/// -> map `policy` (the policy evaluated, as GET shows it, its `state` the live one), `halted`
+/// [CLAIMANT consumer] [COUNT n] [INTERVAL ms] [BACKOFF ...] [LIVENESS ms] [STORM n window-ms]
+/// [DLQ-MAXLEN n] [DLQ-MAXAGE ms] [TOMBSTONES yes|no]` -> map `policy` (the policy evaluated, as GET shows it, its `state` the live one), `halted`
 /// (nil, or why no pass runs now: [`halted_reason`]), `now-ms`, `entries` (per entry examined,
 /// in PEL order: `id`, `consumer`, `idle`, `deliveries`, `action`, `rule`), `totals` (entries
 /// per action: `move`, `dead-letter`, `purge`, `none`) and `more` (1 when the PEL has entries
@@ -541,7 +548,9 @@ fn status(ctx: &Context, stream: &[u8], group: &[u8], p: &Policy, rt: &Runtime) 
 /// `oom-skips`, `errors`, `last-pass-ms` (ms since the epoch, 0 = none yet), `last-pass-us`
 /// (duration of the last complete pass), `full-passes` (passes that paged every entry to check
 /// delivery counts), `scans-skipped` (passes that only purged trimmed entries), `consumer-checks`
-/// (consumers' own PELs paged after a command that could raise their counts), `stale-not-before`
+/// (consumers' own PELs paged after a command that could raise their counts), `redelivered`,
+/// `storms`, `dlq-trimmed` (dead letters trimmed by `DLQ-MAXLEN`/`DLQ-MAXAGE`), `tombstones`
+/// (DLQ records of entries deleted while pending), `inbox`, `stale-not-before`
 /// (ms since the epoch before which no pending entry can be stale, 0 = unknown), `cursor`
 /// (`0-0` at the head of the PEL), `status`.
 /// Counters are since the module was loaded on this server. Errors: no policy.
@@ -575,6 +584,8 @@ fn stats(ctx: &Context, args: &[RedisString]) -> CmdResult {
         n(Stat::ConsumerChecks),
         n(Stat::Redelivered),
         n(Stat::Storms),
+        n(Stat::DlqTrimmed),
+        n(Stat::Tombstones),
         ("inbox", Reply::Int(inbox)),
         ("stale-not-before", Reply::Int(rt.stale_not_before_ms)),
         (
@@ -590,7 +601,7 @@ fn stats(ctx: &Context, args: &[RedisString]) -> CmdResult {
 fn policy_help(_ctx: &Context, _args: &[RedisString]) -> CmdResult {
     let lines: &[&str] = &[
         "RECLAIM.POLICY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-        "SET <key> <group> [MIN-IDLE <ms>] [MAX-DELIVERIES <n>] [DLQ <dlq-key>] [CLAIMANT <consumer>] [COUNT <n>] [INTERVAL <ms>] [BACKOFF FIXED|EXPONENTIAL <max-ms>|LIST <ms> [<ms> ...]] [LIVENESS <ms>] [STORM <n> <window-ms>]",
+        "SET <key> <group> [MIN-IDLE <ms>] [MAX-DELIVERIES <n>] [DLQ <dlq-key>] [CLAIMANT <consumer>] [COUNT <n>] [INTERVAL <ms>] [BACKOFF FIXED|EXPONENTIAL <max-ms>|LIST <ms> [<ms> ...]] [LIVENESS <ms>] [STORM <n> <window-ms>] [DLQ-MAXLEN <n>] [DLQ-MAXAGE <ms>] [TOMBSTONES yes|no]",
         "    Set (replace) the reclaim policy of a stream's consumer group.",
         "GET <key> <group>",
         "    Return the policy as field/value pairs, or nil.",

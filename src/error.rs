@@ -17,6 +17,14 @@ pub const WRONGTYPE_DLQ: &str =
 pub const NO_POLICY: &str = "ERR no reclaim policy for this key and group";
 /// `MAX-DELIVERIES` above 0 without `DLQ`.
 pub const MAX_DELIVERIES_NEEDS_DLQ: &str = "ERR MAX-DELIVERIES above 0 needs a DLQ key";
+/// `DLQ-MAXLEN` above 0 without `DLQ`.
+pub const DLQ_MAXLEN_NEEDS_DLQ: &str = "ERR DLQ-MAXLEN above 0 needs a DLQ key";
+/// `DLQ-MAXAGE` above 0 without `DLQ`.
+pub const DLQ_MAXAGE_NEEDS_DLQ: &str = "ERR DLQ-MAXAGE above 0 needs a DLQ key";
+/// `TOMBSTONES yes` without `DLQ`.
+pub const TOMBSTONES_NEEDS_DLQ: &str = "ERR TOMBSTONES yes needs a DLQ key";
+/// `TOMBSTONES` with a value other than `yes` or `no`.
+pub const TOMBSTONES_SYNTAX: &str = "ERR TOMBSTONES must be yes or no";
 /// `DLQ` names the stream the policy watches.
 pub const DLQ_IS_STREAM: &str = "ERR the DLQ key must differ from the stream key";
 /// `DLQ` names a key in the module's own namespace (`reclaim:policy:...`).

@@ -16,7 +16,10 @@
 //!       "interval": 10000,
 //!       "backoff": { "exponential": 60000 },
 //!       "liveness": 0,
-//!       "storm": { "max": 50, "window": 60000 }
+//!       "storm": { "max": 50, "window": 60000 },
+//!       "dlq-maxlen": 10000,
+//!       "dlq-maxage": 604800000,
+//!       "tombstones": true
 //!     }
 //!   ]
 //! }
@@ -184,6 +187,12 @@ pub struct PolicyDoc {
     pub backoff: Option<BackoffDoc>,
     pub liveness: Option<i64>,
     pub storm: Option<StormDoc>,
+    /// `DLQ-MAXLEN n` (0: no length limit).
+    pub dlq_maxlen: Option<i64>,
+    /// `DLQ-MAXAGE ms` (0: no age limit).
+    pub dlq_maxage: Option<i64>,
+    /// `TOMBSTONES yes|no` as a JSON boolean.
+    pub tombstones: Option<bool>,
 }
 
 impl PolicyDoc {
@@ -208,6 +217,9 @@ impl PolicyDoc {
                 max: s.max,
                 window: s.window_ms,
             }),
+            dlq_maxlen: Some(p.dlq_maxlen),
+            dlq_maxage: Some(p.dlq_maxage_ms),
+            tombstones: Some(p.tombstones),
         }
     }
 
@@ -256,6 +268,15 @@ impl PolicyDoc {
         }
         if let Some(s) = &self.storm {
             opt("STORM", vec![num(s.max), num(s.window)]);
+        }
+        if let Some(v) = self.dlq_maxlen {
+            opt("DLQ-MAXLEN", vec![num(v)]);
+        }
+        if let Some(v) = self.dlq_maxage {
+            opt("DLQ-MAXAGE", vec![num(v)]);
+        }
+        if let Some(v) = self.tombstones {
+            opt("TOMBSTONES", vec![policy::yes_no(v).to_vec()]);
         }
         w
     }
@@ -612,6 +633,12 @@ mod tests {
             "STORM",
             "50",
             "60000",
+            "DLQ-MAXLEN",
+            "1000",
+            "DLQ-MAXAGE",
+            "86400000",
+            "TOMBSTONES",
+            "yes",
         ]);
         let p2 = pol(&[
             "BACKOFF", "LIST", "5", "70000", "CLAIMANT", "c", "COUNT", "7",
@@ -658,7 +685,10 @@ mod tests {
         ]
       },
       "liveness": 0,
-      "storm": null
+      "storm": null,
+      "dlq-maxlen": 0,
+      "dlq-maxage": 0,
+      "tombstones": false
     }
   ]
 }"#;
@@ -676,7 +706,9 @@ mod tests {
         p.state = policy::State::Paused;
         let json = to_json([(&b"s"[..], &b"g"[..], &p)]).unwrap();
         assert!(
-            json.contains("\"storm\": {\n        \"max\": 3,\n        \"window\": 1000\n      }\n"),
+            json.contains(
+                "\"storm\": {\n        \"max\": 3,\n        \"window\": 1000\n      },\n"
+            ),
             "{json}"
         );
         assert!(
@@ -787,6 +819,18 @@ mod tests {
                 "ERR policies[1] (key 'orders', group 'workers'), field 'max-deliveries': MAX-DELIVERIES above 0 needs a DLQ key",
             ),
             (
+                r#"{"key": "orders", "group": "workers", "dlq-maxlen": 10}"#,
+                "ERR policies[1] (key 'orders', group 'workers'), field 'dlq-maxlen': DLQ-MAXLEN above 0 needs a DLQ key",
+            ),
+            (
+                r#"{"key": "orders", "group": "workers", "dlq": "d", "dlq-maxage": -1}"#,
+                "ERR policies[1] (key 'orders', group 'workers'), field 'dlq-maxage': DLQ-MAXAGE must be a non-negative integer (ms)",
+            ),
+            (
+                r#"{"key": "orders", "group": "workers", "tombstones": true}"#,
+                "ERR policies[1] (key 'orders', group 'workers'), field 'tombstones': TOMBSTONES yes needs a DLQ key",
+            ),
+            (
                 r#"{"key": "orders", "group": "workers", "dlq": "orders"}"#,
                 "ERR policies[1] (key 'orders', group 'workers'), field 'dlq': the DLQ key must differ from the stream key",
             ),
@@ -824,7 +868,7 @@ mod tests {
             ),
             (
                 r#"{"key": "orders", "group": "workers", "state": "paused"}"#,
-                "ERR policies[1] (key 'orders', group 'workers'), field 'state': unknown field `state`, expected one of `key`, `group`, `min-idle`, `max-deliveries`, `dlq`, `claimant`, `count`, `interval`, `backoff`, `liveness`, `storm`",
+                "ERR policies[1] (key 'orders', group 'workers'), field 'state': unknown field `state`, expected one of `key`, `group`, `min-idle`, `max-deliveries`, `dlq`, `claimant`, `count`, `interval`, `backoff`, `liveness`, `storm`, `dlq-maxlen`, `dlq-maxage`, `tombstones`",
             ),
             // Types: the JSON parser's message, with the field.
             (
@@ -857,7 +901,7 @@ mod tests {
             ),
             (
                 r#"{"key": "orders", "group": "workers", "min_idle": 5}"#,
-                "ERR policies[1] (key 'orders', group 'workers'), field 'min_idle': unknown field `min_idle`, expected one of `key`, `group`, `min-idle`, `max-deliveries`, `dlq`, `claimant`, `count`, `interval`, `backoff`, `liveness`, `storm`",
+                "ERR policies[1] (key 'orders', group 'workers'), field 'min_idle': unknown field `min_idle`, expected one of `key`, `group`, `min-idle`, `max-deliveries`, `dlq`, `claimant`, `count`, `interval`, `backoff`, `liveness`, `storm`, `dlq-maxlen`, `dlq-maxage`, `tombstones`",
             ),
             (
                 r#"{"key": "orders", "group": "workers", "count": 1, "count": 2}"#,

@@ -58,11 +58,17 @@ pub enum Stat {
     Redelivered,
     /// Times the `STORM` breaker opened (dead-letters stopped).
     Storms,
+    /// Dead letters trimmed from the DLQ by `DLQ-MAXLEN` / `DLQ-MAXAGE` (the sum of the replies
+    /// of the `XTRIM` calls that follow dead-letter moves).
+    DlqTrimmed,
+    /// Records appended to the DLQ with `TOMBSTONES yes` for pending entries deleted from the
+    /// stream (`reclaim-reason deleted`); each such entry is also counted in `Deleted`.
+    Tombstones,
 }
 
 impl Stat {
     /// Every stat, in `INFO reclaim` order.
-    pub const ALL: [Stat; 11] = [
+    pub const ALL: [Stat; 13] = [
         Stat::Passes,
         Stat::FullPasses,
         Stat::ScansSkipped,
@@ -74,6 +80,8 @@ impl Stat {
         Stat::Errors,
         Stat::Redelivered,
         Stat::Storms,
+        Stat::DlqTrimmed,
+        Stat::Tombstones,
     ];
 
     /// The field name in `INFO reclaim` (after `reclaim_`).
@@ -90,6 +98,8 @@ impl Stat {
             Stat::Errors => "errors",
             Stat::Redelivered => "redelivered",
             Stat::Storms => "storms",
+            Stat::DlqTrimmed => "dlq_trimmed",
+            Stat::Tombstones => "tombstones",
         }
     }
 
@@ -107,12 +117,16 @@ impl Stat {
             Stat::Errors => "errors",
             Stat::Redelivered => "redelivered",
             Stat::Storms => "storms",
+            Stat::DlqTrimmed => "dlq-trimmed",
+            Stat::Tombstones => "tombstones",
         }
     }
 }
 
 /// The server-wide sum of each [`Stat`], indexed by `Stat as usize`.
-static TOTALS: [Counter; 11] = [
+static TOTALS: [Counter; 13] = [
+    Counter::new(),
+    Counter::new(),
     Counter::new(),
     Counter::new(),
     Counter::new(),
@@ -135,7 +149,7 @@ pub fn total(s: Stat) -> u64 {
 /// [`Counters::add`] also adds to the server-wide total of `INFO reclaim`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Counters {
-    counts: [u64; 11],
+    counts: [u64; 13],
     /// Wall-clock time (ms since the epoch) when the last complete pass ended; 0 = never.
     pub last_pass_ms: i64,
     /// Time spent in the steps of the last complete pass, in µs.

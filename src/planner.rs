@@ -535,22 +535,22 @@ pub fn next_entry_ns(old: u64, took_ns: u64, entries: u64) -> u64 {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Batch {
     /// Move these entries to the CLAIMANT with one `XCLAIM ... JUSTID` (counts unchanged).
-    Move(Vec<Vec<u8>>),
+    Move(Vec<Pending>),
     /// Dead-letter these entries (appends first, then one XACK of those appended).
     DeadLetter(Vec<Pending>),
     /// Consecutive entries to leave alone: the last one's ID (for the cursor) and how many.
     Skip(Vec<u8>, u64),
     /// Entries trimmed from the stream (below its first ID): removed from the PEL with one XACK,
-    /// whatever their idle time or count, and counted as `deleted`.
-    Purge(Vec<Vec<u8>>),
+    /// whatever their idle time or count, and counted as `deleted` (with `TOMBSTONES yes`, each
+    /// gets a DLQ record first).
+    Purge(Vec<Pending>),
 }
 
 impl Batch {
     /// How many pending entries the batch covers.
     pub fn len(&self) -> u64 {
         match self {
-            Batch::Move(ids) | Batch::Purge(ids) => ids.len() as u64,
-            Batch::DeadLetter(v) => v.len() as u64,
+            Batch::Move(v) | Batch::Purge(v) | Batch::DeadLetter(v) => v.len() as u64,
             Batch::Skip(_, n) => *n,
         }
     }
@@ -579,8 +579,8 @@ pub fn plan(
         let last = out.last_mut();
         match decide(p, policy, first, owners(&p.consumer)).action() {
             Action::Purge => match last {
-                Some(Batch::Purge(ids)) if ids.len() < cap => ids.push(p.id.clone()),
-                _ => out.push(Batch::Purge(vec![p.id.clone()])),
+                Some(Batch::Purge(v)) if v.len() < cap => v.push(p.clone()),
+                _ => out.push(Batch::Purge(vec![p.clone()])),
             },
             Action::Untouched => match last {
                 Some(Batch::Skip(id, n)) => {
@@ -596,8 +596,8 @@ pub fn plan(
                 _ => out.push(Batch::DeadLetter(vec![p.clone()])),
             },
             Action::Move => match last {
-                Some(Batch::Move(ids)) if ids.len() < cap => ids.push(p.id.clone()),
-                _ => out.push(Batch::Move(vec![p.id.clone()])),
+                Some(Batch::Move(v)) if v.len() < cap => v.push(p.clone()),
+                _ => out.push(Batch::Move(vec![p.clone()])),
             },
         }
     }
@@ -607,8 +607,9 @@ pub fn plan(
 /// The ID of the last entry a batch covers (the cursor after it is done).
 pub fn last_id(b: &Batch) -> &[u8] {
     match b {
-        Batch::Move(ids) | Batch::Purge(ids) => ids.last().map(|v| v.as_slice()).unwrap_or(b""),
-        Batch::DeadLetter(v) => v.last().map(|p| p.id.as_slice()).unwrap_or(b""),
+        Batch::Move(v) | Batch::Purge(v) | Batch::DeadLetter(v) => {
+            v.last().map(|p| p.id.as_slice()).unwrap_or(b"")
+        }
         Batch::Skip(id, _) => id,
     }
 }
@@ -803,8 +804,8 @@ mod tests {
         let mut acted: Vec<(Vec<u8>, Action)> = Vec::new();
         for b in plan(&page, &p, 100, first, &|_| true) {
             match b {
-                Batch::Move(ids) => acted.extend(ids.into_iter().map(|i| (i, Action::Move))),
-                Batch::Purge(ids) => acted.extend(ids.into_iter().map(|i| (i, Action::Purge))),
+                Batch::Move(v) => acted.extend(v.into_iter().map(|e| (e.id, Action::Move))),
+                Batch::Purge(v) => acted.extend(v.into_iter().map(|e| (e.id, Action::Purge))),
                 Batch::DeadLetter(v) => {
                     acted.extend(v.into_iter().map(|e| (e.id, Action::DeadLetter)))
                 }
@@ -838,15 +839,15 @@ mod tests {
         assert_eq!(
             plan(&page, &p, 100, Some((3, 0)), &|_| true),
             vec![
-                Batch::Purge(vec![b"1-0".to_vec(), b"2-5".to_vec()]),
+                Batch::Purge(vec![pe("1-0", 5, 1), pe("2-5", 500, 9)]),
                 Batch::Skip(b"3-0".to_vec(), 1),
-                Batch::Move(vec![b"4-0".to_vec()]),
+                Batch::Move(vec![pe("4-0", 500, 1)]),
             ]
         );
         // empty stream: everything is gone.
         assert_eq!(
             plan(&page[..1], &p, 100, None, &|_| true),
-            vec![Batch::Purge(vec![b"1-0".to_vec()])]
+            vec![Batch::Purge(vec![pe("1-0", 5, 1)])]
         );
         assert_eq!(parse_id(b"12-3"), Some((12, 3)));
         assert_eq!(parse_id(b"12"), Some((12, 0)));
@@ -1007,10 +1008,14 @@ mod tests {
         assert_eq!(
             b,
             vec![
-                Batch::Move(vec![b"1-0".to_vec(), b"2-0".to_vec(), b"3-0".to_vec()]),
+                Batch::Move(vec![
+                    pe("1-0", 500, 1),
+                    pe("2-0", 500, 1),
+                    pe("3-0", 500, 2)
+                ]),
                 Batch::Skip(b"4-0".to_vec(), 1),
                 Batch::DeadLetter(vec![pe("5-0", 500, 3)]),
-                Batch::Move(vec![b"6-0".to_vec()]),
+                Batch::Move(vec![pe("6-0", 500, 1)]),
             ]
         );
         assert_eq!(last_id(&b[0]), b"3-0");

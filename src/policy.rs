@@ -4,7 +4,8 @@
 //! (`MIN-IDLE`, growing with its deliveries by `BACKOFF`, and only once its consumer went quiet
 //! with `LIVENESS`), when it is dead-lettered (`MAX-DELIVERIES`, `DLQ`), who receives moved
 //! entries (`CLAIMANT`), how much one step may handle (`COUNT`) and how often a pass starts
-//! (`INTERVAL`).
+//! (`INTERVAL`), how the DLQ is kept short (`DLQ-MAXLEN`, `DLQ-MAXAGE`) and whether entries
+//! deleted while pending leave a record in it (`TOMBSTONES`).
 
 use crate::error::{self, ReclaimError};
 
@@ -118,6 +119,17 @@ pub struct Policy {
     pub liveness_ms: i64,
     /// `storm`: the dead-letter breaker; `None` = off.
     pub storm: Option<Storm>,
+    /// `dlq-maxlen`: after each dead-letter batch the DLQ is trimmed with `XTRIM dlq MAXLEN ~ n`
+    /// (approximate: whole stream nodes, so it stays at n or a little above). 0 = off; above 0
+    /// needs a DLQ.
+    pub dlq_maxlen: i64,
+    /// `dlq-maxage`: ms; after each dead-letter batch the DLQ is trimmed with `XTRIM dlq MINID ~
+    /// <now - ms>` (dead letters older than this, by their ID's time). 0 = off; above 0 needs a
+    /// DLQ.
+    pub dlq_maxage_ms: i64,
+    /// `tombstones`: an entry found deleted from the stream while pending gets a DLQ record
+    /// (`reclaim-reason deleted`, the `reclaim-*` fields only) with its `XACK`. Needs a DLQ.
+    pub tombstones: bool,
     /// Whether moves and dead-letters run now (not an option: see [`State`]).
     pub state: State,
 }
@@ -134,6 +146,9 @@ impl Default for Policy {
             backoff: Backoff::Fixed,
             liveness_ms: 0,
             storm: None,
+            dlq_maxlen: 0,
+            dlq_maxage_ms: 0,
+            tombstones: false,
             state: State::Active,
         }
     }
@@ -169,7 +184,18 @@ impl Policy {
             a.push(s.max.to_string().into_bytes());
             a.push(s.window_ms.to_string().into_bytes());
         }
+        a.push(b"DLQ-MAXLEN".to_vec());
+        a.push(self.dlq_maxlen.to_string().into_bytes());
+        a.push(b"DLQ-MAXAGE".to_vec());
+        a.push(self.dlq_maxage_ms.to_string().into_bytes());
+        a.push(b"TOMBSTONES".to_vec());
+        a.push(yes_no(self.tombstones).to_vec());
         a
+    }
+
+    /// Whether dead-letter moves trim the DLQ (`DLQ-MAXLEN` or `DLQ-MAXAGE` above 0).
+    pub fn trims_dlq(&self) -> bool {
+        self.dlq_maxlen > 0 || self.dlq_maxage_ms > 0
     }
 
     /// Why moves and dead-letters may not run now, as the error a command gets: `reclaim.enabled`
@@ -241,6 +267,15 @@ impl Policy {
     }
 }
 
+/// `yes` or `no`, as `TOMBSTONES` takes and `RECLAIM.POLICY GET` shows it.
+pub fn yes_no(b: bool) -> &'static [u8] {
+    if b {
+        b"yes"
+    } else {
+        b"no"
+    }
+}
+
 /// Parses an integer exactly as Redis does (`string2ll`, Redis 7.0 util.c): optional `-`, digits,
 /// no `+`, no spaces, no leading zeros, within i64. Returns `None` for anything else.
 pub fn parse_i64(s: &[u8]) -> Option<i64> {
@@ -302,6 +337,9 @@ const SET_OPTIONS: &[&str] = &[
     "BACKOFF",
     "LIVENESS",
     "STORM",
+    "DLQ-MAXLEN",
+    "DLQ-MAXAGE",
+    "TOMBSTONES",
 ];
 
 /// One option of `RECLAIM.POLICY SET`: (canonical name, index of the name, its values).
@@ -406,6 +444,9 @@ pub struct Changes {
     backoff: Option<Backoff>,
     liveness_ms: Option<i64>,
     storm: Option<Storm>,
+    dlq_maxlen: Option<i64>,
+    dlq_maxage_ms: Option<i64>,
+    tombstones: Option<bool>,
 }
 
 impl Changes {
@@ -444,6 +485,27 @@ impl Changes {
             "INTERVAL" => self.interval_ms = Some(number(name, pos, first, 1, i64::MAX)?),
             "BACKOFF" => self.backoff = Some(parse_backoff(v)?),
             "STORM" => self.storm = Some(parse_storm(v)?),
+            "DLQ-MAXLEN" => {
+                self.dlq_maxlen = Some(number(name, "a non-negative integer", first, 0, i64::MAX)?)
+            }
+            "DLQ-MAXAGE" => {
+                self.dlq_maxage_ms = Some(number(
+                    name,
+                    "a non-negative integer (ms)",
+                    first,
+                    0,
+                    i64::MAX,
+                )?)
+            }
+            "TOMBSTONES" => {
+                self.tombstones = Some(if first.eq_ignore_ascii_case(b"yes") {
+                    true
+                } else if first.eq_ignore_ascii_case(b"no") {
+                    false
+                } else {
+                    return Err(ReclaimError::Static(error::TOMBSTONES_SYNTAX));
+                })
+            }
             _ => {
                 self.liveness_ms = Some(number(
                     name,
@@ -459,7 +521,8 @@ impl Changes {
 
     /// `base` with these options changed: the policy `RECLAIM.POLICY SET` would make of them
     /// over `base` (its defaults for SET itself), checked as a whole for `stream`. Errors:
-    /// `BACKOFF EXPONENTIAL` below `MIN-IDLE`, `MAX-DELIVERIES` > 0 without `DLQ`, `DLQ` equal
+    /// `BACKOFF EXPONENTIAL` below `MIN-IDLE`, `MAX-DELIVERIES`, `DLQ-MAXLEN` or `DLQ-MAXAGE` > 0
+    /// or `TOMBSTONES yes` without `DLQ` (checked in that order), `DLQ` equal
     /// to `stream` or a policy key.
     pub fn apply(self, base: Policy, stream: &[u8]) -> Result<Policy, ReclaimError> {
         let mut p = base;
@@ -472,11 +535,25 @@ impl Changes {
         p.backoff = self.backoff.unwrap_or(p.backoff);
         p.liveness_ms = self.liveness_ms.unwrap_or(p.liveness_ms);
         p.storm = self.storm.or(p.storm);
+        p.dlq_maxlen = self.dlq_maxlen.unwrap_or(p.dlq_maxlen);
+        p.dlq_maxage_ms = self.dlq_maxage_ms.unwrap_or(p.dlq_maxage_ms);
+        p.tombstones = self.tombstones.unwrap_or(p.tombstones);
         if matches!(p.backoff, Backoff::Exponential(max) if max < p.min_idle_ms) {
             return Err(ReclaimError::Static(error::BACKOFF_BELOW_MIN_IDLE));
         }
         if p.max_deliveries > 0 && p.dlq.is_none() {
             return Err(ReclaimError::Static(error::MAX_DELIVERIES_NEEDS_DLQ));
+        }
+        if p.dlq.is_none() {
+            if p.dlq_maxlen > 0 {
+                return Err(ReclaimError::Static(error::DLQ_MAXLEN_NEEDS_DLQ));
+            }
+            if p.dlq_maxage_ms > 0 {
+                return Err(ReclaimError::Static(error::DLQ_MAXAGE_NEEDS_DLQ));
+            }
+            if p.tombstones {
+                return Err(ReclaimError::Static(error::TOMBSTONES_NEEDS_DLQ));
+            }
         }
         if p.dlq.as_deref() == Some(stream) {
             return Err(ReclaimError::Static(error::DLQ_IS_STREAM));
@@ -516,13 +593,15 @@ fn read_changes(
 
 /// Parses the options of `RECLAIM.POLICY SET key group [MIN-IDLE ms] [MAX-DELIVERIES n]
 /// [DLQ dlq-key] [CLAIMANT consumer] [COUNT n] [INTERVAL ms] [BACKOFF FIXED | EXPONENTIAL max-ms |
-/// LIST ms [ms ...]] [LIVENESS ms] [STORM n window-ms]` (everything after `group`). Option names are
+/// LIST ms [ms ...]] [LIVENESS ms] [STORM n window-ms] [DLQ-MAXLEN n] [DLQ-MAXAGE ms]
+/// [TOMBSTONES yes|no]` (everything after `group`). Option names are
 /// case-insensitive; values are binary-safe.
 ///
 /// Errors: unknown option, repeated option, option without value, number out of range
 /// (`MIN-IDLE`, `COUNT`, `INTERVAL` >= 1, `COUNT` <= [`MAX_COUNT`], `MAX-DELIVERIES` and
 /// `LIVENESS` >= 0), a malformed `BACKOFF`, `BACKOFF EXPONENTIAL` below `MIN-IDLE`,
-/// `MAX-DELIVERIES` > 0 without `DLQ`, `DLQ` equal to `stream`.
+/// `TOMBSTONES` neither `yes` nor `no` (any case), `MAX-DELIVERIES`, `DLQ-MAXLEN`, `DLQ-MAXAGE`
+/// > 0 or `TOMBSTONES yes` without `DLQ`, `DLQ` equal to `stream`.
 pub fn parse_set_options(stream: &[u8], opts: &[&[u8]]) -> Result<Policy, ReclaimError> {
     read_changes(&set_spans(opts)?, |_, _| Ok(()))?.apply(Policy::default(), stream)
 }
@@ -563,6 +642,9 @@ pub fn option_of(e: &ReclaimError) -> Option<&'static str> {
                 Some("BACKOFF")
             }
             error::MAX_DELIVERIES_NEEDS_DLQ => Some("MAX-DELIVERIES"),
+            error::DLQ_MAXLEN_NEEDS_DLQ => Some("DLQ-MAXLEN"),
+            error::DLQ_MAXAGE_NEEDS_DLQ => Some("DLQ-MAXAGE"),
+            error::TOMBSTONES_NEEDS_DLQ | error::TOMBSTONES_SYNTAX => Some("TOMBSTONES"),
             error::DLQ_IS_STREAM | error::DLQ_IS_POLICY_KEY => Some("DLQ"),
             _ => None,
         },
@@ -609,6 +691,94 @@ mod tests {
     fn set(opts: &[&str]) -> Result<Policy, String> {
         let o: Vec<&[u8]> = opts.iter().map(|s| s.as_bytes()).collect();
         parse_set_options(b"orders", &o).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn retention_and_tombstones() {
+        let p = set(&["DLQ", "d"]).unwrap();
+        assert_eq!((p.dlq_maxlen, p.dlq_maxage_ms, p.tombstones), (0, 0, false));
+        assert!(!p.trims_dlq());
+        let p = set(&[
+            "dlq-maxlen",
+            "100",
+            "DLQ-MAXAGE",
+            "3600000",
+            "tombstones",
+            "YES",
+            "DLQ",
+            "d",
+        ])
+        .unwrap();
+        assert_eq!(
+            (p.dlq_maxlen, p.dlq_maxage_ms, p.tombstones),
+            (100, 3_600_000, true)
+        );
+        assert!(p.trims_dlq());
+        let args = p.to_args();
+        let a: Vec<&[u8]> = args.iter().map(|v| v.as_slice()).collect();
+        assert_eq!(parse_set_options(b"orders", &a).unwrap(), p);
+        assert_eq!(
+            &args[args.len() - 6..],
+            [
+                &b"DLQ-MAXLEN"[..],
+                b"100",
+                b"DLQ-MAXAGE",
+                b"3600000",
+                b"TOMBSTONES",
+                b"yes"
+            ]
+        );
+        // 0 and no are the defaults, allowed without a DLQ.
+        let p = set(&["DLQ-MAXLEN", "0", "DLQ-MAXAGE", "0", "TOMBSTONES", "no"]).unwrap();
+        assert_eq!(p, Policy::default());
+        let cases: &[(&[&str], &str)] = &[
+            (
+                &["DLQ-MAXLEN", "-1", "DLQ", "d"],
+                "ERR DLQ-MAXLEN must be a non-negative integer",
+            ),
+            (
+                &["DLQ-MAXLEN", "1.5", "DLQ", "d"],
+                "ERR DLQ-MAXLEN must be a non-negative integer",
+            ),
+            (
+                &["DLQ-MAXAGE", "-5", "DLQ", "d"],
+                "ERR DLQ-MAXAGE must be a non-negative integer (ms)",
+            ),
+            (
+                &["DLQ-MAXAGE", "x", "DLQ", "d"],
+                "ERR DLQ-MAXAGE must be a non-negative integer (ms)",
+            ),
+            (
+                &["TOMBSTONES", "1", "DLQ", "d"],
+                "ERR TOMBSTONES must be yes or no",
+            ),
+            (
+                &["DLQ-MAXLEN", "10"],
+                "ERR DLQ-MAXLEN above 0 needs a DLQ key",
+            ),
+            (
+                &["DLQ-MAXAGE", "10"],
+                "ERR DLQ-MAXAGE above 0 needs a DLQ key",
+            ),
+            (&["TOMBSTONES", "yes"], "ERR TOMBSTONES yes needs a DLQ key"),
+            (&["TOMBSTONES"], "ERR option TOMBSTONES needs a value"),
+            (
+                &["DLQ-MAXLEN", "1", "DLQ-MAXLEN", "2", "DLQ", "d"],
+                "ERR option DLQ-MAXLEN given more than once",
+            ),
+        ];
+        for (opts, want) in cases {
+            assert_eq!(set(opts).unwrap_err(), *want, "{opts:?}");
+        }
+        // SIMULATE's what-ifs take them too.
+        let o: Vec<&[u8]> = ["TOMBSTONES", "yes", "DLQ-MAXLEN", "5"]
+            .iter()
+            .map(|s| s.as_bytes())
+            .collect();
+        let (_, c) = parse_simulate_options(&o).unwrap();
+        let base = set(&["DLQ", "d"]).unwrap();
+        let q = c.apply(base, b"orders").unwrap();
+        assert_eq!((q.tombstones, q.dlq_maxlen), (true, 5));
     }
 
     #[test]

@@ -388,6 +388,9 @@ fn redeliver(
             out.problem = Some(s);
         }
     }
+    // With TOMBSTONES, entries deleted from the stream get their tombstones instead of being
+    // dropped from the PEL by the hand-over's XCLAIM.
+    let give = t.bury_deleted(give, &mut out);
     let mut handed = 0;
     if !give.is_empty() {
         let ids: Vec<Vec<u8>> = give.into_iter().map(|e| e.id).collect();

@@ -717,6 +717,8 @@ pub fn count_outcome(c: &mut Counters, out: &Outcome) {
     c.dead_lettered_at(out.dead_lettered, crate::clock::epoch_ms());
     c.add(Stat::Deleted, out.deleted);
     c.add(Stat::OomSkips, out.oom_skips);
+    c.add(Stat::DlqTrimmed, out.dlq_trimmed);
+    c.add(Stat::Tombstones, out.tombstones);
     let failed = matches!(out.problem, Some(Stop::WrongTypeDlq))
         || matches!(out.stop, Some(Stop::Error(_) | Stop::WrongTypeStream));
     if failed {

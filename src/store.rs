@@ -31,9 +31,10 @@ use crate::registry;
 
 /// RDB encoding version of a policy value.
 /// 1: 0.1.0 (MIN-IDLE, MAX-DELIVERIES, DLQ, CLAIMANT, COUNT, INTERVAL); 2: also BACKOFF and
-/// LIVENESS; 3: also STORM and the state (active, paused, storm). Older values load with BACKOFF
-/// FIXED, LIVENESS 0, no STORM, active.
-const ENCODING_VERSION: i32 = 3;
+/// LIVENESS; 3: also STORM and the state (active, paused, storm); 4: also DLQ-MAXLEN, DLQ-MAXAGE
+/// and TOMBSTONES. Older values load with BACKOFF FIXED, LIVENESS 0, no STORM, active, DLQ-MAXLEN
+/// 0, DLQ-MAXAGE 0, TOMBSTONES no.
+const ENCODING_VERSION: i32 = 4;
 
 /// All policies of one stream, by consumer group (binary-safe names).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -365,6 +366,15 @@ fn load_set(rdb: *mut raw::RedisModuleIO, encver: i32) -> Option<PolicySet> {
         } else {
             (None, State::Active)
         };
+        let (dlq_maxlen, dlq_maxage_ms, tombstones) = if encver >= 4 {
+            (
+                load_i64(rdb)?,
+                load_i64(rdb)?,
+                raw::load_unsigned(rdb).ok()? == 1,
+            )
+        } else {
+            (0, 0, false)
+        };
         let p = Policy {
             min_idle_ms,
             max_deliveries,
@@ -375,6 +385,9 @@ fn load_set(rdb: *mut raw::RedisModuleIO, encver: i32) -> Option<PolicySet> {
             backoff,
             liveness_ms,
             storm,
+            dlq_maxlen,
+            dlq_maxage_ms,
+            tombstones,
             state,
         };
         // Only a policy that `RECLAIM.POLICY SET` would accept is good.
@@ -444,6 +457,9 @@ unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) 
                 None => raw::save_unsigned(rdb, 0),
             }
             raw::save_unsigned(rdb, p.state.code());
+            raw::save_signed(rdb, p.dlq_maxlen);
+            raw::save_signed(rdb, p.dlq_maxage_ms);
+            raw::save_unsigned(rdb, u64::from(p.tombstones));
         }
     });
 }

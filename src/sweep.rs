@@ -8,7 +8,11 @@
 //!   Redis 7.0, drops from the PEL the entries that were deleted from the stream (they are counted
 //!   as `deleted`);
 //! - dead-letters one entry at a time: `XRANGE key id id` (gone -> `XACK`, counted as `deleted`),
-//!   then `XADD dlq * fields... reclaim-*` and, only if the XADD succeeded, `XACK key group id`.
+//!   then `XADD dlq * fields... reclaim-*` and, only if the XADD succeeded, `XACK key group id`;
+//! - with `TOMBSTONES yes`, gives each entry found deleted a DLQ record (`reclaim-reason
+//!   deleted`, no payload) before its `XACK` (`Target::bury`);
+//! - after appending to the DLQ, trims it as `DLQ-MAXLEN` / `DLQ-MAXAGE` ask (`XTRIM dlq MAXLEN|MINID
+//!   ~ ...`, `Target::trim_dlq`), counting what `XTRIM` removed.
 //!
 //! Every write goes through `RM_Call` with `!` (replicate) and `E` (errors as replies); the XADD
 //! also with `M` (refused when out of memory), and the server's live OOM state is checked before
@@ -95,8 +99,12 @@ pub struct Outcome {
     pub dead_lettered: u64,
     /// Deleted entries removed from the PEL.
     pub deleted: u64,
-    /// Dead-letter moves skipped for OOM.
+    /// Dead-letter moves (and tombstones) skipped for OOM.
     pub oom_skips: u64,
+    /// Dead letters trimmed from the DLQ by `DLQ-MAXLEN` / `DLQ-MAXAGE`.
+    pub dlq_trimmed: u64,
+    /// Tombstones appended to the DLQ (`TOMBSTONES yes`); also counted in `deleted`.
+    pub tombstones: u64,
     /// Where the next step starts (`None` = head of the PEL).
     pub cursor: Option<Vec<u8>>,
     /// The ID-window width the next windowed step uses (see [`step_scan`]; 0 = not learned).
@@ -249,34 +257,78 @@ impl Target<'_> {
         Ok(out)
     }
 
+    /// With `TOMBSTONES yes`, takes out of `entries` those whose stream entry is gone and gives
+    /// them their tombstones with their `XACK` ([`Target::bury`], then the DLQ trim): what is
+    /// left is what the stream still holds, for a hand-over (`RECLAIM.READGROUP`). Without
+    /// `TOMBSTONES`, `entries` as they are (`XCLAIM` drops the deleted ones itself). The failure
+    /// of a tombstone (out of memory, DLQ of the wrong type) leaves its entry pending and is
+    /// noted in `out.problem`.
+    pub(crate) fn bury_deleted(&self, entries: Vec<Pending>, out: &mut Outcome) -> Vec<Pending> {
+        if self.tombstones().is_none() {
+            return entries;
+        }
+        let sname = RedisString::create_from_slice(self.ctx.ctx, self.stream);
+        let (kept, gone): (Vec<Pending>, Vec<Pending>) = entries
+            .into_iter()
+            .partition(|e| self.has_entry(&sname, &e.id));
+        let refs: Vec<&Pending> = gone.iter().collect();
+        let (buried, res) = self.bury(&refs, out);
+        self.trim_dlq(buried, out);
+        if let (Err(s), None) = (res, &out.problem) {
+            out.problem = Some(s);
+        }
+        kept
+    }
+
     /// Moves entries to the CLAIMANT: `XCLAIM key group claimant min-idle id... JUSTID` (owner
     /// = claimant, idle reset, delivery count unchanged; XCLAIM re-checks idle >= min-idle, and
     /// propagates each entry with its count, so the count is durable). Entries XCLAIM finds gone
-    /// from the stream are counted as `deleted`.
-    fn move_to_claimant(&self, ids: &[Vec<u8>], out: &mut Outcome) -> Result<(), Stop> {
-        let p = self.policy;
-        let min_idle = p.min_idle_ms.to_string();
-        let mut args: Vec<&[u8]> = vec![self.stream, self.group, &p.claimant, min_idle.as_bytes()];
-        args.extend(ids.iter().map(|i| i.as_slice()));
-        args.push(b"JUSTID");
-        let res: CallResult = self.ctx.call_ext("XCLAIM", &write_opts(), &args[..]);
-        match res {
-            Ok(CallReply::Array(a)) => {
-                let n = a.len() as u64;
-                let gone = (ids.len() as u64).saturating_sub(n);
-                out.claimed += n;
-                out.deleted += gone;
-                if n > 0 {
-                    events::notify(self.ctx, self.stream, events::CLAIM);
+    /// from the stream are counted as `deleted`. With `TOMBSTONES yes`, entries gone from the
+    /// stream are found first (the module stream API, as [`Target::dead_letter`] does) and left
+    /// out of the XCLAIM: they get their DLQ record with their XACK ([`Target::bury`]).
+    fn move_to_claimant(&self, entries: &[Pending], out: &mut Outcome) -> Result<(), Stop> {
+        let mut gone: Vec<&Pending> = Vec::new();
+        let mut ids: Vec<&[u8]> = Vec::with_capacity(entries.len());
+        if self.tombstones().is_some() {
+            let sname = RedisString::create_from_slice(self.ctx.ctx, self.stream);
+            for e in entries {
+                if self.has_entry(&sname, &e.id) {
+                    ids.push(&e.id);
+                } else {
+                    gone.push(e);
                 }
-                if gone > 0 {
-                    events::notify(self.ctx, self.stream, events::PURGE);
-                }
-                Ok(())
             }
-            Err(e) => Err(error_stop(e.as_bytes())),
-            Ok(_) => Err(Stop::Error("unexpected XCLAIM reply".into())),
+        } else {
+            ids.extend(entries.iter().map(|e| e.id.as_slice()));
         }
+        if !ids.is_empty() {
+            let p = self.policy;
+            let min_idle = p.min_idle_ms.to_string();
+            let mut args: Vec<&[u8]> =
+                vec![self.stream, self.group, &p.claimant, min_idle.as_bytes()];
+            args.extend(ids.iter().copied());
+            args.push(b"JUSTID");
+            let res: CallResult = self.ctx.call_ext("XCLAIM", &write_opts(), &args[..]);
+            match res {
+                Ok(CallReply::Array(a)) => {
+                    let n = a.len() as u64;
+                    let gone = (ids.len() as u64).saturating_sub(n);
+                    out.claimed += n;
+                    out.deleted += gone;
+                    if n > 0 {
+                        events::notify(self.ctx, self.stream, events::CLAIM);
+                    }
+                    if gone > 0 {
+                        events::notify(self.ctx, self.stream, events::PURGE);
+                    }
+                }
+                Err(e) => return Err(error_stop(e.as_bytes())),
+                Ok(_) => return Err(Stop::Error("unexpected XCLAIM reply".into())),
+            }
+        }
+        let (buried, res) = self.bury(&gone, out);
+        self.trim_dlq(buried, out);
+        res
     }
 
     /// The ID of the stream's first entry (`XRANGE key - + COUNT 1`), `None` when it is empty.
@@ -308,21 +360,117 @@ impl Target<'_> {
     }
 
     /// Removes trimmed entries from the PEL with one XACK (propagated as is), counted as
-    /// `deleted`.
-    fn purge(&self, ids: &[Vec<u8>], out: &mut Outcome) -> Result<(), Stop> {
-        let refs: Vec<&[u8]> = ids.iter().map(|i| i.as_slice()).collect();
-        self.ack_gone(&refs, out)
+    /// `deleted`; with `TOMBSTONES yes`, each gets its DLQ record first ([`Target::bury`]).
+    fn purge(&self, entries: &[Pending], out: &mut Outcome) -> Result<(), Stop> {
+        let refs: Vec<&Pending> = entries.iter().collect();
+        let (buried, res) = self.bury(&refs, out);
+        self.trim_dlq(buried, out);
+        res
     }
 
-    /// Acknowledges pending entries whose stream entry is gone, counted as `deleted` (and
-    /// announced with `reclaim-purge`).
-    fn ack_gone(&self, ids: &[&[u8]], out: &mut Outcome) -> Result<(), Stop> {
-        let n = self.ack(ids)?.max(0) as u64;
-        out.deleted += n;
-        if n > 0 {
-            events::notify(self.ctx, self.stream, events::PURGE);
+    /// The DLQ that tombstones go to: the policy's DLQ with `TOMBSTONES yes`, `None` otherwise.
+    fn tombstones(&self) -> Option<&[u8]> {
+        match (&self.policy.dlq, self.policy.tombstones) {
+            (Some(d), true) => Some(d),
+            _ => None,
         }
-        Ok(())
+    }
+
+    /// Removes pending entries whose stream entry is gone (`XDEL`, `XTRIM`) from the PEL with one
+    /// `XACK`, counted as `deleted`. With `TOMBSTONES yes`, each first gets a DLQ record
+    /// (`XADD dlq * reclaim-stream ... reclaim-reason deleted ...`, the `reclaim-*` fields
+    /// only: there is no payload left), counted in `tombstones`, and only the entries whose
+    /// record was appended are acknowledged, in the same callback (one MULTI/EXEC); the first
+    /// append that fails (out of memory, DLQ of the wrong type) leaves it and the entries after
+    /// it pending, for the next pass. Tombstones do not take from the `STORM` allowance (they
+    /// are not poison). Returns the records appended, and the failure if any.
+    fn bury(&self, gone: &[&Pending], out: &mut Outcome) -> (u64, Result<(), Stop>) {
+        if gone.is_empty() {
+            return (0, Ok(()));
+        }
+        let mut acked: Vec<&[u8]> = Vec::with_capacity(gone.len());
+        let mut failure = None;
+        match self.tombstones() {
+            None => acked.extend(gone.iter().map(|e| e.id.as_slice())),
+            Some(dlq) => {
+                for (k, e) in gone.iter().enumerate() {
+                    if self.out_of_memory() {
+                        out.oom_skips += (gone.len() - k) as u64;
+                        failure = Some(Stop::Oom);
+                        break;
+                    }
+                    match self.append_dead_letter(dlq, e, &[], REASON_DELETED) {
+                        Ok(()) => acked.push(&e.id),
+                        Err(f) => {
+                            if f == Stop::Oom {
+                                out.oom_skips += (gone.len() - k) as u64;
+                            }
+                            failure = Some(f);
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        let buried = if self.tombstones().is_some() {
+            acked.len() as u64
+        } else {
+            0
+        };
+        out.tombstones += buried;
+        if !acked.is_empty() {
+            match self.ack(&acked) {
+                Ok(n) => {
+                    out.deleted += n.max(0) as u64;
+                    if n > 0 {
+                        events::notify(self.ctx, self.stream, events::PURGE);
+                    }
+                }
+                Err(e) => return (buried, Err(e)),
+            }
+        }
+        (buried, failure.map_or(Ok(()), Err))
+    }
+
+    /// Trims the DLQ after `appended` records were appended to it (none: nothing to do), as
+    /// `DLQ-MAXLEN` and `DLQ-MAXAGE` ask: `XTRIM dlq MAXLEN ~ n`, then `XTRIM dlq MINID ~
+    /// <now - maxage>-0` (the DLQ's IDs are the times of their moves, `XADD dlq *`). Both are
+    /// approximate (`~`: only whole stream nodes go, so the DLQ may keep a node's worth above the
+    /// limit, and Redis bounds the work of one call), run in the same callback as the moves (one
+    /// MULTI/EXEC), and are propagated as Redis rewrites them (`MAXLEN = <len>`, `MINID =
+    /// <id>`: exact, so replicas and the AOF trim the same entries). Their replies (the entries
+    /// removed) are counted in `dlq_trimmed`. A failed trim is logged and the moves stand.
+    fn trim_dlq(&self, appended: u64, out: &mut Outcome) {
+        let p = self.policy;
+        let Some(dlq) = p.dlq.as_deref() else {
+            return;
+        };
+        if appended == 0 || !p.trims_dlq() {
+            return;
+        }
+        if p.dlq_maxlen > 0 {
+            let n = p.dlq_maxlen.to_string();
+            self.xtrim(dlq, b"MAXLEN", n.as_bytes(), out);
+        }
+        if p.dlq_maxage_ms > 0 {
+            let oldest = crate::clock::epoch_ms().saturating_sub(p.dlq_maxage_ms);
+            let min_id = format!("{}-0", oldest.max(0));
+            self.xtrim(dlq, b"MINID", min_id.as_bytes(), out);
+        }
+    }
+
+    /// `XTRIM dlq <strategy> ~ <threshold>`, its reply added to `out.dlq_trimmed`.
+    fn xtrim(&self, dlq: &[u8], strategy: &[u8], threshold: &[u8], out: &mut Outcome) {
+        let args: [&[u8]; 4] = [dlq, strategy, b"~", threshold];
+        let res: CallResult = self.ctx.call_ext("XTRIM", &write_opts(), &args[..]);
+        match res {
+            Ok(CallReply::I64(i)) => out.dlq_trimmed += i.to_i64().max(0) as u64,
+            Err(e) => crate::ffi::log_warning(&format!(
+                "reclaim: XTRIM of the DLQ failed: {}",
+                crate::policy::printable(e.as_bytes())
+            )),
+            Ok(_) => crate::ffi::log_warning("reclaim: unexpected XTRIM reply"),
+        }
     }
 
     fn ack(&self, ids: &[&[u8]]) -> Result<i64, Stop> {
@@ -427,7 +575,7 @@ impl Target<'_> {
     ) -> Result<(), Stop> {
         let sname = RedisString::create_from_slice(self.ctx.ctx, self.stream);
         let mut moved: Vec<&[u8]> = Vec::with_capacity(entries.len());
-        let mut gone: Vec<&[u8]> = Vec::new();
+        let mut gone: Vec<&Pending> = Vec::new();
         let mut failure = None;
         for (k, e) in entries.iter().enumerate() {
             if self.dead_letters.get() == 0 {
@@ -442,7 +590,7 @@ impl Target<'_> {
                 break;
             }
             let Some(fields) = self.entry_fields(&sname, &e.id) else {
-                gone.push(&e.id);
+                gone.push(e);
                 continue;
             };
             match self.append_dead_letter(dlq, e, &fields, reason) {
@@ -473,20 +621,19 @@ impl Target<'_> {
             out.dead_lettered += moved.len() as u64;
             events::notify(self.ctx, self.stream, events::DEADLETTER);
         }
-        if !gone.is_empty() {
-            self.ack_gone(&gone, out)?;
-        }
-        match failure {
-            Some(f) => Err(f),
-            None => Ok(()),
+        let (buried, res) = self.bury(&gone, out);
+        self.trim_dlq(moved.len() as u64 + buried, out);
+        match (failure, res) {
+            (Some(f), _) | (None, Err(f)) => Err(f),
+            (None, Ok(())) => Ok(()),
         }
     }
 
     fn run(&self, b: &Batch, out: &mut Outcome) -> Result<(), Stop> {
         match b {
             Batch::Skip(..) => Ok(()),
-            Batch::Purge(ids) => self.purge(ids, out),
-            Batch::Move(ids) => self.move_to_claimant(ids, out),
+            Batch::Purge(entries) => self.purge(entries, out),
+            Batch::Move(entries) => self.move_to_claimant(entries, out),
             Batch::DeadLetter(entries) => match &self.policy.dlq {
                 Some(d) => self.dead_letter(d, entries, out, REASON_LIMIT),
                 None => Ok(()),
@@ -670,6 +817,10 @@ impl Owners {
 
 /// `reclaim-reason` of an entry dead-lettered by the rule (its deliveries used up).
 pub const REASON_LIMIT: &[u8] = b"max-deliveries";
+
+/// `reclaim-reason` of a tombstone: the record of a pending entry deleted from the stream
+/// (`TOMBSTONES yes`).
+pub const REASON_DELETED: &[u8] = b"deleted";
 
 /// Pending entries handled per XCLAIM, XACK or dead-letter batch: bounds one call's time.
 pub const BATCH: usize = 32;
@@ -861,9 +1012,17 @@ fn purge_trimmed(
     if trimmed.is_empty() {
         return Ok(false);
     }
-    let ids: Vec<Vec<u8>> = trimmed.into_iter().map(|p| p.id).collect();
-    t.purge(&ids, out)?;
-    out.examined += ids.len() as u64;
+    match t.purge(&trimmed, out) {
+        Ok(()) => {}
+        // A tombstone could not be appended: the entries stay pending (the problem is noted) and
+        // the step goes on with its window, as a dead-letter move that cannot be made.
+        Err(s @ (Stop::WrongTypeDlq | Stop::Oom)) => {
+            out.problem = Some(s);
+            return Ok(false);
+        }
+        Err(s) => return Err(s),
+    }
+    out.examined += trimmed.len() as u64;
     Ok(true)
 }
 

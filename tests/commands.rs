@@ -67,6 +67,10 @@ struct P {
     liveness: i64,
     /// `STORM` as GET shows it (`n window-ms`), `None` = off.
     storm: Option<Vec<u8>>,
+    dlq_maxlen: i64,
+    dlq_maxage: i64,
+    /// `yes` or `no`.
+    tombstones: Vec<u8>,
     state: Vec<u8>,
 }
 
@@ -82,6 +86,9 @@ fn defaults() -> P {
         backoff: b"FIXED".to_vec(),
         liveness: 0,
         storm: None,
+        dlq_maxlen: 0,
+        dlq_maxage: 0,
+        tombstones: b"no".to_vec(),
         state: b"active".to_vec(),
     }
 }
@@ -105,6 +112,9 @@ impl P {
                 bs(b"storm"),
                 self.storm.as_deref().map(bs).unwrap_or(Value::Nil),
             ),
+            (bs(b"dlq-maxlen"), Value::Int(self.dlq_maxlen)),
+            (bs(b"dlq-maxage"), Value::Int(self.dlq_maxage)),
+            (bs(b"tombstones"), bs(&self.tombstones)),
             (bs(b"state"), bs(&self.state)),
         ]
     }
@@ -261,6 +271,12 @@ fn policy_replies_resp2() {
             b"storm",
             b"50",
             b"60000",
+            b"dlq-maxlen",
+            b"1000",
+            b"Dlq-MaxAge",
+            b"86400000",
+            b"TOMBSTONES",
+            b"Yes",
         ],
     );
     let full = P {
@@ -273,6 +289,9 @@ fn policy_replies_resp2() {
         backoff: b"LIST 5 300".to_vec(),
         liveness: 2000,
         storm: Some(b"50 60000".to_vec()),
+        dlq_maxlen: 1000,
+        dlq_maxage: 86400000,
+        tombstones: b"yes".to_vec(),
         state: b"active".to_vec(),
     };
     assert_eq!(get(&mut c, b"s", b"g"), full.resp2());
@@ -644,6 +663,39 @@ fn rejected_set_options_change_nothing() {
         (
             a![b"MAX-DELIVERIES", b"1", b"CLAIMANT", b"DLQ"],
             "ERR MAX-DELIVERIES above 0 needs a DLQ key",
+        ),
+        (
+            a![b"DLQ-MAXLEN", b"-1", b"DLQ", b"d"],
+            "ERR DLQ-MAXLEN must be a non-negative integer",
+        ),
+        (
+            a![b"DLQ-MAXLEN", b"1e3", b"DLQ", b"d"],
+            "ERR DLQ-MAXLEN must be a non-negative integer",
+        ),
+        (
+            a![b"DLQ-MAXAGE", b"-1", b"DLQ", b"d"],
+            "ERR DLQ-MAXAGE must be a non-negative integer (ms)",
+        ),
+        (
+            a![b"DLQ-MAXAGE", b"1.5", b"DLQ", b"d"],
+            "ERR DLQ-MAXAGE must be a non-negative integer (ms)",
+        ),
+        (
+            a![b"TOMBSTONES", b"true", b"DLQ", b"d"],
+            "ERR TOMBSTONES must be yes or no",
+        ),
+        (a![b"TOMBSTONES"], "ERR option TOMBSTONES needs a value"),
+        (
+            a![b"DLQ-MAXLEN", b"100"],
+            "ERR DLQ-MAXLEN above 0 needs a DLQ key",
+        ),
+        (
+            a![b"DLQ-MAXAGE", b"60000"],
+            "ERR DLQ-MAXAGE above 0 needs a DLQ key",
+        ),
+        (
+            a![b"TOMBSTONES", b"yes"],
+            "ERR TOMBSTONES yes needs a DLQ key",
         ),
         (
             a![b"DLQ", b"s"],
@@ -1871,6 +1923,8 @@ fn info_section() {
         "reclaim_deleted",
         "reclaim_oom_skips",
         "reclaim_errors",
+        "reclaim_dlq_trimmed",
+        "reclaim_tombstones",
         "reclaim_last_tick_us",
         "reclaim_max_tick_us",
         "reclaim_panics",

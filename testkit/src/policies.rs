@@ -19,6 +19,12 @@ pub struct PolicyView {
     pub liveness: i64,
     /// `STORM n window-ms`: (n, window-ms), `None` = off.
     pub storm: Option<(i64, i64)>,
+    /// `DLQ-MAXLEN n` (0 = off).
+    pub dlq_maxlen: i64,
+    /// `DLQ-MAXAGE ms` (0 = off).
+    pub dlq_maxage: i64,
+    /// `TOMBSTONES yes|no`.
+    pub tombstones: bool,
     /// `active`, `paused` or `storm` (not an option of SET).
     pub state: Vec<u8>,
 }
@@ -36,8 +42,24 @@ impl PolicyView {
             backoff: b"FIXED".to_vec(),
             liveness: 0,
             storm: None,
+            dlq_maxlen: 0,
+            dlq_maxage: 0,
+            tombstones: false,
             state: b"active".to_vec(),
         }
+    }
+
+    /// The same policy with DLQ retention (`DLQ-MAXLEN`, `DLQ-MAXAGE`; 0 = off).
+    pub fn with_retention(mut self, maxlen: i64, maxage_ms: i64) -> PolicyView {
+        self.dlq_maxlen = maxlen;
+        self.dlq_maxage = maxage_ms;
+        self
+    }
+
+    /// The same policy with `TOMBSTONES yes|no`.
+    pub fn with_tombstones(mut self, on: bool) -> PolicyView {
+        self.tombstones = on;
+        self
     }
 
     /// The same policy with a STORM breaker.
@@ -114,6 +136,18 @@ impl PolicyView {
                 w.to_string().into_bytes(),
             ]);
         }
+        a.extend([
+            b"DLQ-MAXLEN".to_vec(),
+            self.dlq_maxlen.to_string().into_bytes(),
+            b"DLQ-MAXAGE".to_vec(),
+            self.dlq_maxage.to_string().into_bytes(),
+            b"TOMBSTONES".to_vec(),
+            if self.tombstones {
+                b"yes".to_vec()
+            } else {
+                b"no".to_vec()
+            },
+        ]);
         a
     }
 
@@ -151,6 +185,13 @@ impl PolicyView {
                     let (n, w) = text.split_once(' ').expect("storm is `n window-ms`");
                     Some((n.parse().expect("n"), w.parse().expect("window-ms")))
                 }
+            },
+            dlq_maxlen: int("dlq-maxlen"),
+            dlq_maxage: int("dlq-maxage"),
+            tombstones: match bytes_of(&get("tombstones")).as_slice() {
+                b"yes" => true,
+                b"no" => false,
+                other => panic!("tombstones is yes or no: {other:?}"),
             },
             state: bytes_of(&get("state")),
         }

@@ -9,7 +9,7 @@ use crate::replies::{int_field, reclaim_info, str_field};
 use crate::wait::wait_for;
 
 /// The fields of `RECLAIM.STATS`, in order (docs/commands.md).
-pub const STATS_FIELDS: [&str; 17] = [
+pub const STATS_FIELDS: [&str; 19] = [
     "passes",
     "claimed",
     "dead-lettered",
@@ -23,6 +23,8 @@ pub const STATS_FIELDS: [&str; 17] = [
     "consumer-checks",
     "redelivered",
     "storms",
+    "dlq-trimmed",
+    "tombstones",
     "inbox",
     "stale-not-before",
     "cursor",
