@@ -402,8 +402,7 @@ pub fn origin(fields: &[Vec<u8>]) -> Option<Origin> {
     let last = |name: &[u8]| {
         fields
             .chunks(2)
-            .filter(|p| p.len() == 2 && p[0].as_slice() == name)
-            .last()
+            .rfind(|p| p.len() == 2 && p[0].as_slice() == name)
             .map(|p| p[1].clone())
     };
     Some(Origin {

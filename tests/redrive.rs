@@ -451,3 +451,67 @@ fn a_promoted_replica_continues_the_task() {
     let (at, moved) = resumes(&mut rc, &ids);
     eprintln!("promotion at {at} moved; {moved} in all");
 }
+
+#[test]
+fn each_step_reaches_the_aof_and_the_replica_in_one_transaction() {
+    let s = Server::start(&["--appendonly", "yes", "--aof-use-rdb-preamble", "yes"]);
+    let r = s.replica(&[]);
+    let mut c = s.conn();
+    let ids = dead_letters(&mut c, "t", 40, 60000, HOUR);
+    redrive(&mut c, &["t:dlq", "RATE", "200"]);
+    wait_state(&mut c, "t:dlq", "done", 20);
+    // The replica holds the same PEL, DLQ and task, and never ran a step itself.
+    let n: i64 = cmd("WAIT").arg(1).arg(5000).query(&mut c).expect("WAIT");
+    assert_eq!(n, 1);
+    let mut rc = r.conn();
+    assert_eq!(
+        pel_and_dlq(&mut rc, "t", "g", "t:dlq"),
+        pel_and_dlq(&mut c, "t", "g", "t:dlq")
+    );
+    let task = |c: &mut Connection| -> Vec<(String, String)> {
+        let mut h: Vec<(String, String)> = q(c, &["HGETALL", "reclaim:redrive:{t:dlq}:t:dlq"]);
+        h.sort();
+        h
+    };
+    assert_eq!(task(&mut rc), task(&mut c));
+    // In the AOF every XCLAIM that creates a PEL entry with count 0 sits in a MULTI/EXEC with
+    // the XDEL of its DLQ entry and the task's HSET.
+    // (XREADGROUP's deliveries to `w` are XCLAIMs with FORCE too: a move back is the one to the
+    // claimant.)
+    let is_move = |c: &[Vec<u8>]| is_cmd(c, "XCLAIM") && c[3] == b"reclaim";
+    let mut claims = Vec::new();
+    let (mut tx, mut in_tx) = (Vec::<Vec<Vec<u8>>>::new(), false);
+    for (name, data) in s.aof_files() {
+        if !name.ends_with(".incr.aof") {
+            continue;
+        }
+        for c in parse_aof(&data) {
+            if is_cmd(&c, "MULTI") {
+                (tx, in_tx) = (Vec::new(), true);
+            } else if is_cmd(&c, "EXEC") {
+                let moved: Vec<String> = tx
+                    .iter()
+                    .filter(|c| is_move(c))
+                    .map(|c| String::from_utf8(c[5].clone()).unwrap())
+                    .collect();
+                if !moved.is_empty() {
+                    for x in tx.iter().filter(|c| is_move(c)) {
+                        let at = x.iter().position(|w| w == b"RETRYCOUNT").unwrap();
+                        assert_eq!(x[at + 1], b"0", "{x:?}");
+                        assert!(x.iter().any(|w| w == b"FORCE"), "{x:?}");
+                    }
+                    let xdels = tx.iter().filter(|c| is_cmd(c, "XDEL") && c[1] == b"t:dlq");
+                    assert_eq!(xdels.count(), moved.len(), "{tx:?}");
+                    assert!(tx.iter().any(|c| is_cmd(c, "HSET")), "{tx:?}");
+                    claims.extend(moved);
+                }
+                in_tx = false;
+            } else if in_tx {
+                tx.push(c);
+            } else {
+                assert!(!is_move(&c), "a move outside a transaction: {c:?}");
+            }
+        }
+    }
+    assert_eq!(sorted(&claims), sorted(&ids));
+}
