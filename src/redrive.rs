@@ -475,11 +475,6 @@ pub fn rediscover() {
     DISCOVER.store(true, Ordering::Relaxed);
 }
 
-/// Running tasks in the index (for `INFO reclaim`).
-pub fn running() -> usize {
-    tasks().len()
-}
-
 fn note(db: i32, dlq: &[u8]) {
     tasks().entry((db, dlq.to_vec())).or_default();
 }

@@ -515,3 +515,96 @@ fn each_step_reaches_the_aof_and_the_replica_in_one_transaction() {
     }
     assert_eq!(sorted(&claims), sorted(&ids));
 }
+
+#[test]
+fn binary_names_in_another_database() {
+    let s = Server::new();
+    let mut c = s.conn_db(3);
+    let dlq: &[u8] = b"dl\x00q\xff";
+    create_group(&mut c, BIN_STREAM, BIN_GROUP);
+    let mut set = cmd("RECLAIM.POLICY");
+    set.arg("SET")
+        .arg(BIN_STREAM)
+        .arg(BIN_GROUP)
+        .arg("MAX-DELIVERIES")
+        .arg(3)
+        .arg("DLQ")
+        .arg(dlq)
+        .arg("INTERVAL")
+        .arg(HOUR);
+    let _: Value = set.query(&mut c).unwrap();
+    let ids = add_entries(&mut c, BIN_STREAM, "b", 3);
+    let _: Value = read_group_cmd(BIN_STREAM, BIN_GROUP, b"w\x00")
+        .query(&mut c)
+        .unwrap();
+    set_deliveries(&mut c, BIN_STREAM, BIN_GROUP, b"w\x00", &ids, 4);
+    let _: Value = cmd("RECLAIM.SWEEP")
+        .arg(BIN_STREAM)
+        .arg(BIN_GROUP)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(xlen(&mut c, dlq), 3);
+    let id: i64 = cmd("RECLAIM.REDRIVE")
+        .arg(dlq)
+        .arg("SOURCE")
+        .arg(BIN_STREAM)
+        .arg(BIN_GROUP)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(id, 1);
+    let st = wait_for(10, "the redrive done", || {
+        let v: Value = cmd("RECLAIM.REDRIVE")
+            .arg("STATUS")
+            .arg(dlq)
+            .query(&mut c)
+            .unwrap();
+        (str_field(&v, "state") == "done").then_some(v)
+    });
+    assert_eq!(int_field(&st, "moved"), 3);
+    assert_eq!(xlen(&mut c, dlq), 0);
+    let pel = pending_raw(&mut c, BIN_STREAM, BIN_GROUP);
+    assert_eq!(
+        pel,
+        ids.iter()
+            .map(|i| (i.clone(), b"reclaim".to_vec(), 0))
+            .collect::<Vec<_>>()
+    );
+    // Database 0 holds nothing of it.
+    let mut c0 = s.conn();
+    assert_eq!(
+        cmd("RECLAIM.REDRIVE")
+            .arg("STATUS")
+            .arg(dlq)
+            .query::<Value>(&mut c0)
+            .unwrap(),
+        Value::Nil
+    );
+}
+
+#[test]
+fn a_task_waits_while_writes_are_paused() {
+    let s = Server::start(&["--appendonly", "yes"]);
+    let _r = s.replica(&[]);
+    let mut c = s.conn();
+    let ids = dead_letters(&mut c, "cp", 100, 60000, HOUR);
+    redrive(&mut c, &["cp:dlq", "RATE", "20"]);
+    wait_for(10, "some moves", || {
+        (int_field(&status_of(&mut c, "cp:dlq"), "moved") >= 2).then_some(())
+    });
+    // During CLIENT PAUSE WRITE the timer writes nothing (a timer write then would crash Redis
+    // 7.0 with AOF or replicas), and RECLAIM.REDRIVE itself waits (may-replicate).
+    let mut admin = s.conn();
+    run(&mut admin, &["CLIENT", "PAUSE", "20000", "WRITE"]);
+    wait_ticks_skipped(&mut admin, "paused", 3);
+    // (Plain reads: EVAL would wait for the pause's end.)
+    let dlq = xrange(&mut admin, b"cp:dlq");
+    let pel = pending_raw(&mut admin, b"cp", b"g");
+    wait_ticks_skipped(&mut admin, "paused", 10);
+    assert_eq!(xrange(&mut admin, b"cp:dlq"), dlq);
+    assert_eq!(pending_raw(&mut admin, b"cp", b"g"), pel);
+    assert!(pel.len() < 100);
+    run(&mut admin, &["CLIENT", "UNPAUSE"]);
+    let st = wait_state(&mut c, "cp:dlq", "done", 30);
+    assert_eq!(int_field(&st, "moved"), 100);
+    assert_once(&mut c, "cp", &ids);
+}
