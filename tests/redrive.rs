@@ -320,6 +320,13 @@ fn errors_one_task_per_dlq_and_cancel() {
         err(&mut c, &["e:dlq", "SOURCE", "e", "other"]),
         "ERR no reclaim policy for this key and group"
     );
+    // A hand-written value under a DLQ's task key.
+    run(&mut c, &["XADD", "x", "*", "k", "v"]);
+    run(&mut c, &["SET", "reclaim:redrive:{x}:x", "mine"]);
+    let taken = "ERR the redrive key of this DLQ holds a value that is not a redrive task";
+    assert_eq!(err(&mut c, &["x"]), taken);
+    assert_eq!(err(&mut c, &["STATUS", "x"]), taken);
+    assert_eq!(err(&mut c, &["CANCEL", "x"]), taken);
     assert_eq!(status_of(&mut c, "e:dlq"), Value::Nil);
     assert_eq!(redirect_int(redrive(&mut c, &["CANCEL", "e:dlq"])), 0);
     // A slow task; a second one is refused while it runs.
@@ -441,7 +448,12 @@ fn a_promoted_replica_continues_the_task() {
     let r = p.replica(&[]);
     let ids = start_slow_task(&mut p.conn());
     let mut rc = r.conn();
-    // The replica never moves anything itself.
+    // The replica reports on the task, and never moves anything itself.
+    assert_eq!(str_field(&status_of(&mut rc, "p:dlq"), "state"), "running");
+    assert_eq!(
+        error_of(&mut rc, cmd("RECLAIM.REDRIVE").arg("p:dlq")),
+        "READONLY You can't write against a read only replica."
+    );
     assert_eq!(
         error_of(&mut rc, cmd("RECLAIM.REDRIVE").arg("CANCEL").arg("p:dlq")),
         "READONLY You can't write against a read only replica."
