@@ -33,7 +33,7 @@
 //! DLQ of every known policy for a task key (one key lookup per policy, once per such event).
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -470,6 +470,9 @@ fn tasks() -> std::sync::MutexGuard<'static, BTreeMap<(i32, Vec<u8>), Bucket>> {
     TASKS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Rounds of [`run`] so far (where the next round starts).
+static ROUND: AtomicUsize = AtomicUsize::new(0);
+
 /// Asks the next tick to look for tasks the index does not know.
 pub fn rediscover() {
     DISCOVER.store(true, Ordering::Relaxed);
@@ -780,10 +783,14 @@ pub fn run(ctx: &Context, deadline: Instant) {
     if DISCOVER.swap(false, Ordering::Relaxed) {
         discover(ctx);
     }
-    let list: Vec<(i32, Vec<u8>)> = tasks().keys().cloned().collect();
+    let mut list: Vec<(i32, Vec<u8>)> = tasks().keys().cloned().collect();
     if list.is_empty() {
         return;
     }
+    // Each round starts one task further, so that a budget used up by the first tasks does not
+    // starve the last ones.
+    let first = ROUND.fetch_add(1, Ordering::Relaxed) % list.len();
+    list.rotate_left(first);
     let db_before = ffi::selected_db(ctx);
     for (db, dlq) in list {
         if Instant::now() >= deadline {

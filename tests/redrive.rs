@@ -620,3 +620,24 @@ fn a_task_waits_while_writes_are_paused() {
     assert_eq!(int_field(&st, "moved"), 100);
     assert_once(&mut c, "cp", &ids);
 }
+
+#[test]
+fn tasks_of_two_dlqs_run_side_by_side() {
+    let s = Server::new();
+    let mut c = s.conn();
+    let a = dead_letters(&mut c, "da", 300, 60000, HOUR);
+    let b = dead_letters(&mut c, "db", 300, 60000, HOUR);
+    assert_eq!(redirect_int(redrive(&mut c, &["da:dlq"])), 1);
+    assert_eq!(
+        redirect_int(redrive(&mut c, &["db:dlq", "COUNT", "100"])),
+        1
+    );
+    let st = wait_state(&mut c, "da:dlq", "done", 20);
+    assert_eq!(int_field(&st, "moved"), 300);
+    let st = wait_state(&mut c, "db:dlq", "done", 20);
+    assert_eq!(int_field(&st, "moved"), 100);
+    assert_eq!(int_field(&st, "left"), 200);
+    assert_once(&mut c, "da", &a);
+    assert_once(&mut c, "db", &b);
+    assert_eq!(pel_total(&mut c, "db", "g"), 100);
+}
