@@ -641,3 +641,47 @@ fn tasks_of_two_dlqs_run_side_by_side() {
     assert_once(&mut c, "db", &b);
     assert_eq!(pel_total(&mut c, "db", "g"), 100);
 }
+
+#[test]
+fn in_redis_cluster_the_task_lives_in_the_dlqs_slot() {
+    let s = Server::start(&[
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        "nodes.conf",
+    ]);
+    let mut c = s.conn();
+    run(&mut c, &["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]);
+    wait_for(20, "cluster_state:ok", || {
+        let info: String = q(&mut c, &["CLUSTER", "INFO"]);
+        info.contains("cluster_state:ok").then_some(())
+    });
+    create_group(&mut c, b"{o}:in", b"g");
+    set_policy_opts(
+        &mut c,
+        "{o}:in",
+        "g",
+        "MAX-DELIVERIES 3 DLQ {o}:dlq INTERVAL 3600000",
+    );
+    let ids = add_numbered(&mut c, "{o}:in", 5);
+    deliver(&mut c, "{o}:in", "g", "w", None);
+    set_deliveries(&mut c, b"{o}:in", b"g", b"w", &ids, 4);
+    run(&mut c, &["RECLAIM.SWEEP", "{o}:in", "g"]);
+    assert_eq!(xlen(&mut c, "{o}:dlq"), 5);
+    // SOURCE in another slot: the server refuses it (the keys come from the getkeys callback).
+    let e = error_of(
+        &mut c,
+        cmd("RECLAIM.REDRIVE").arg(&["{o}:dlq", "SOURCE", "other", "g"]),
+    );
+    assert!(e.starts_with("CROSSSLOT"), "{e}");
+    redrive(&mut c, &["{o}:dlq", "SOURCE", "{o}:in", "g"]);
+    let st = wait_state(&mut c, "{o}:dlq", "done", 10);
+    assert_eq!(int_field(&st, "moved"), 5);
+    let slot = |c: &mut Connection, k: &str| -> i64 { q(c, &["CLUSTER", "KEYSLOT", k]) };
+    assert_eq!(
+        slot(&mut c, "reclaim:redrive:{o}:{o}:dlq"),
+        slot(&mut c, "{o}:dlq")
+    );
+    assert!(exists(&mut c, "reclaim:redrive:{o}:{o}:dlq"));
+    assert_eq!(pel_total(&mut c, "{o}:in", "g"), 5);
+}
