@@ -658,6 +658,7 @@ entry!(
 entry!(c_extend, "RECLAIM.EXTEND", crate::verbs::extend_cmd);
 entry!(c_nack, "RECLAIM.NACK", crate::verbs::nack_cmd);
 entry!(c_term, "RECLAIM.TERM", crate::verbs::term_cmd);
+entry!(c_redrive, "RECLAIM.REDRIVE", crate::redrive::redrive_cmd);
 
 /// Every command of the module, registered in this order (a container before its subcommands).
 pub const COMMANDS: &[CommandSpec] = &[
@@ -861,6 +862,17 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Dead-letter a consumer's own pending entries at once (never retried)",
         complexity: "O(M log N) for M IDs",
         keys: &[Spec::Index(1, KEY_RW | UPDATE)],
+    },
+    CommandSpec {
+        parent: None,
+        name: "reclaim.redrive",
+        func: Some(c_redrive),
+        flags: "may-replicate getkeys-api",
+        first_key: 1,
+        arity: -2,
+        summary: "Move a DLQ's entries back to the consumer groups they failed in, as a task (STATUS, CANCEL)",
+        complexity: "O(1) to start, STATUS or CANCEL; the task moves each entry in O(log N)",
+        keys: &[Spec::Callback(KEY_RW | UPDATE)],
     },
 ];
 

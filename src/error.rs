@@ -104,6 +104,18 @@ pub const DISABLED: &str =
     "ERR reclaim is disabled on this server (CONFIG SET reclaim.enabled yes enables it)";
 /// `RECLAIM.POLICY PAUSE key group <word>` with a word other than `STORM`.
 pub const PAUSE_SYNTAX: &str = "ERR syntax error: RECLAIM.POLICY PAUSE key group [STORM]";
+/// `RECLAIM.REDRIVE dlq` while a redrive of that DLQ runs (one task per DLQ at a time).
+pub const REDRIVE_RUNNING: &str =
+    "ERR a redrive of this DLQ is running already (RECLAIM.REDRIVE CANCEL dlq cancels it)";
+/// `RECLAIM.REDRIVE dlq` of a key that does not exist.
+pub const REDRIVE_NO_DLQ: &str = "ERR no such DLQ key";
+/// `RECLAIM.REDRIVE ... CANARY k` without `WINDOW ms`, or `WINDOW` without `CANARY`.
+pub const REDRIVE_CANARY_WINDOW: &str = "ERR CANARY k and WINDOW ms go together";
+/// `RECLAIM.REDRIVE` whose task key (`reclaim:redrive:{TAG}:DLQ`) holds something else.
+pub const REDRIVE_KEY_TAKEN: &str =
+    "ERR the redrive key of this DLQ holds a value that is not a redrive task";
+/// `RECLAIM.REDRIVE` (start or `CANCEL`) on a replica (the text Redis gives a write there).
+pub const READONLY: &str = "READONLY You can't write against a read only replica.";
 /// Any panic caught at the FFI boundary (a bug: the server keeps running, the log has details).
 pub const INTERNAL: &str = "ERR internal error in the reclaim module (see the server log)";
 

@@ -103,6 +103,34 @@ pub fn policy_key(stream: &[u8]) -> Vec<u8> {
     k
 }
 
+/// Prefix of the key that holds a DLQ's `RECLAIM.REDRIVE` task (a hash).
+pub const REDRIVE_KEY_PREFIX: &[u8] = b"reclaim:redrive:";
+/// Prefix of the key that holds the entries a running redrive task moved (a set).
+pub const REDRIVE_MOVED_PREFIX: &[u8] = b"reclaim:redrive-moved:";
+
+/// `prefix{TAG}:NAME`, with TAG as in [`policy_tag`]: the key shares `name`'s slot.
+fn tagged(prefix: &[u8], name: &[u8]) -> Vec<u8> {
+    let tag = policy_tag(name);
+    let mut k = Vec::with_capacity(prefix.len() + tag.len() + name.len() + 3);
+    k.extend_from_slice(prefix);
+    k.push(b'{');
+    k.extend_from_slice(&tag);
+    k.extend_from_slice(b"}:");
+    k.extend_from_slice(name);
+    k
+}
+
+/// The key of `dlq`'s redrive task (a hash): `reclaim:redrive:{TAG}:DLQ`, in the DLQ's slot.
+pub fn redrive_key(dlq: &[u8]) -> Vec<u8> {
+    tagged(REDRIVE_KEY_PREFIX, dlq)
+}
+
+/// The key of the set of entries `dlq`'s running redrive task moved back:
+/// `reclaim:redrive-moved:{TAG}:DLQ`, in the DLQ's slot.
+pub fn redrive_moved_key(dlq: &[u8]) -> Vec<u8> {
+    tagged(REDRIVE_MOVED_PREFIX, dlq)
+}
+
 /// The stream whose policies a key named `name` holds, when `name` is a well-formed policy key
 /// (exactly [`policy_key`] of that stream); `None` otherwise.
 pub fn stream_of_policy_key(name: &[u8]) -> Option<Vec<u8>> {
@@ -160,6 +188,22 @@ mod tests {
         }
         assert_eq!(stream_of_policy_key(b"reclaim:policy:{a}:b"), None); // b's key has tag b
         assert_eq!(stream_of_policy_key(b"orders"), None);
+    }
+
+    #[test]
+    fn redrive_keys_share_the_dlq_slot() {
+        assert_eq!(
+            redrive_key(b"orders:dlq"),
+            b"reclaim:redrive:{orders:dlq}:orders:dlq".to_vec()
+        );
+        assert_eq!(
+            redrive_moved_key(b"{o}:dlq"),
+            b"reclaim:redrive-moved:{o}:{o}:dlq".to_vec()
+        );
+        for d in [&b"{o}:dlq"[..], b"a}b", b"", b"dlq"] {
+            assert_eq!(key_slot(&redrive_key(d)), key_slot(d));
+            assert_eq!(key_slot(&redrive_moved_key(d)), key_slot(d));
+        }
     }
 
     #[test]

@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod planner;
 pub mod policy;
 pub mod readgroup;
+pub mod redrive;
 pub mod registry;
 pub mod runtime;
 pub mod scheduler;

@@ -433,6 +433,11 @@ pub fn ids_in_db(db: i32) -> Vec<PolicyId> {
         .collect()
 }
 
+/// Every known policy of every database (unsorted; may include ones whose key is gone).
+pub fn all_ids() -> Vec<PolicyId> {
+    lock().runtimes.keys().cloned().collect()
+}
+
 /// Forgets every policy of database `db` (-1: all databases), as FLUSHDB / FLUSHALL remove them.
 pub fn forget_db(db: i32) {
     let mut r = lock();

@@ -142,6 +142,12 @@ fn tick(ctx: &Context) {
         PRUNED_MS.store(now, Ordering::Relaxed);
         registry::prune_touches();
     }
+    // Redrive tasks (`RECLAIM.REDRIVE`): a step of each, under the same guards, within a budget
+    // of their own.
+    if blocked(ctx).is_none() && config::enabled() {
+        let budget = Duration::from_micros(config::tick_budget_us() as u64 * 7 / 8);
+        crate::redrive::run(ctx, Instant::now() + budget);
+    }
     // While the event-loop hook drains a backlog, it does the work: a tick slice on top would
     // make a client wait two slices in a row.
     let draining = DRAINING.load(Ordering::Relaxed)
@@ -254,6 +260,7 @@ fn run_slice(ctx: &Context, count_skips: bool) -> bool {
         WAS_REPLICA.store(true, Ordering::Relaxed);
     } else if why.is_none() && WAS_REPLICA.swap(false, Ordering::Relaxed) {
         registry::forget_learnt();
+        crate::redrive::rediscover();
     }
     if let Some(why) = why {
         if count_skips {

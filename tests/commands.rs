@@ -1367,6 +1367,32 @@ fn command_info_and_docs() {
     assert_eq!((name.as_str(), arity), ("reclaim.readgroup", -7));
     assert!(flags.contains(&"write".to_string()), "{flags:?}");
     assert!(flags.contains(&"blocking".to_string()), "{flags:?}");
+    // RECLAIM.REDRIVE: starts, reads (STATUS) or cancels a task, so it is not flagged write
+    // (`may-replicate`, which COMMAND INFO does not show): it refuses the writing forms on a
+    // replica itself; its keys come from its getkeys callback.
+    let (name, arity, flags, _) = command_info(&mut c, "RECLAIM.REDRIVE");
+    assert_eq!((name.as_str(), arity), ("reclaim.redrive", -2));
+    assert!(flags.contains(&"movablekeys".to_string()), "{flags:?}");
+    assert!(!flags.contains(&"write".to_string()), "{flags:?}");
+    let keys: Vec<String> = cmd("COMMAND")
+        .arg(&[
+            "GETKEYS",
+            "RECLAIM.REDRIVE",
+            "d",
+            "COUNT",
+            "5",
+            "SOURCE",
+            "s",
+            "g",
+        ])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(keys, ["d", "s"]);
+    let keys: Vec<String> = cmd("COMMAND")
+        .arg(&["GETKEYS", "RECLAIM.REDRIVE", "STATUS", "d"])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(keys, ["d"]);
     // Subcommands are addressable by their full name.
     let (name, arity, _, _) = command_info(&mut c, "RECLAIM.POLICY|SET");
     assert_eq!((name.as_str(), arity), ("reclaim.policy|set", -4));
@@ -1397,6 +1423,7 @@ fn command_info_and_docs() {
             "reclaim.policy|resume",
             "reclaim.policy|set",
             "reclaim.readgroup",
+            "reclaim.redrive",
             "reclaim.simulate",
             "reclaim.stats",
             "reclaim.sweep",
@@ -1412,6 +1439,7 @@ fn command_info_and_docs() {
         .arg("RECLAIM.STATS")
         .arg("RECLAIM.HEALTH")
         .arg("RECLAIM.READGROUP")
+        .arg("RECLAIM.REDRIVE")
         .query(&mut c)
         .unwrap();
     let docs = pairs(&docs);
@@ -1424,6 +1452,7 @@ fn command_info_and_docs() {
             "reclaim.health",
             "reclaim.policy",
             "reclaim.readgroup",
+            "reclaim.redrive",
             "reclaim.stats",
             "reclaim.sweep"
         ]

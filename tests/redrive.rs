@@ -1,0 +1,687 @@
+//! `RECLAIM.REDRIVE`: dead-lettered entries go back to the group they failed in, for another
+//! full set of `MAX-DELIVERIES` attempts, one step at a time from the timer: each entry is in the
+//! DLQ or back in its group, never both and never neither, also across a restart from the AOF and
+//! a promotion of a replica.
+
+use reclaim_testkit::*;
+
+use std::time::{Duration, Instant};
+
+/// `RECLAIM.REDRIVE <args...>` as a reply.
+fn redrive(c: &mut Connection, args: &[&str]) -> Value {
+    let mut k = cmd("RECLAIM.REDRIVE");
+    k.arg(args);
+    k.query(c)
+        .unwrap_or_else(|e| panic!("RECLAIM.REDRIVE {args:?}: {e}"))
+}
+
+/// `RECLAIM.REDRIVE STATUS dlq`.
+fn status_of(c: &mut Connection, dlq: &str) -> Value {
+    redrive(c, &["STATUS", dlq])
+}
+
+/// Waits until the task of `dlq` reaches state `state`; its STATUS then.
+fn wait_state(c: &mut Connection, dlq: &str, state: &str, secs: u64) -> Value {
+    wait_for(secs, &format!("redrive of {dlq} in state {state}"), || {
+        let v = status_of(c, dlq);
+        (str_field(&v, "state") == state).then_some(v)
+    })
+}
+
+/// A stream `s` with group `g` (and the stream's policy: MAX-DELIVERIES 3, DLQ `s:dlq`,
+/// MIN-IDLE `min_idle`, INTERVAL `interval`), holding `n` entries, every one of them
+/// dead-lettered as delivered to `w` more than three times (`RETRYCOUNT 4`, then
+/// `RECLAIM.SWEEP`). Returns their IDs.
+fn dead_letters(
+    c: &mut Connection,
+    s: &str,
+    n: usize,
+    min_idle: i64,
+    interval: &str,
+) -> Vec<String> {
+    create_group(c, s.as_bytes(), b"g");
+    set_policy_opts(
+        c,
+        s,
+        "g",
+        &format!("MIN-IDLE {min_idle} MAX-DELIVERIES 3 DLQ {s}:dlq INTERVAL {interval}"),
+    );
+    let ids = add_numbered(c, s, n);
+    deliver(c, s, "g", "w", None);
+    for chunk in ids.chunks(500) {
+        set_deliveries(c, s.as_bytes(), b"g", b"w", chunk, 4);
+    }
+    wait_for(10, "every entry dead-lettered", || {
+        let _: Value = cmd("RECLAIM.SWEEP").arg(s).arg("g").query(c).ok()?;
+        (xlen(c, format!("{s}:dlq")) == n as i64).then_some(())
+    });
+    assert_eq!(pel_total(c, s, "g"), 0);
+    ids
+}
+
+/// Every ID of `all` is exactly once either pending in (s, g) or in the DLQ.
+fn assert_once(c: &mut Connection, s: &str, all: &[String]) {
+    let (pel, dlq) = pel_and_dlq(c, s, "g", &format!("{s}:dlq"));
+    assert_partition(&pel, &dlq, all);
+}
+
+#[test]
+fn a_redriven_entry_is_processed_once_more_with_its_count_started_again() {
+    let s = Server::new();
+    let mut c = s.conn();
+    create_group(&mut c, b"quiz", b"g");
+    set_policy_opts(
+        &mut c,
+        "quiz",
+        "g",
+        "MIN-IDLE 100 MAX-DELIVERIES 3 DLQ quiz:dlq INTERVAL 20",
+    );
+    let id: String = q(&mut c, &["XADD", "quiz", "*", "question", "6x7"]);
+    // A broken handler: three deliveries, never acknowledged; then the entry is dead-lettered.
+    let mut deliveries = 0;
+    wait_for(20, "the entry dead-lettered", || {
+        if let Some(e) = readgroup(&mut c, "quiz", "g", "w", 1, Some(50)).first() {
+            assert_eq!(e.0, id);
+            deliveries += 1;
+        }
+        (xlen(&mut c, "quiz:dlq") == 1).then_some(())
+    });
+    assert_eq!(deliveries, 3);
+    let dlq = xrange(&mut c, b"quiz:dlq");
+    assert_eq!(entry_field(&dlq[0], "reclaim-deliveries"), b"3");
+    // The fix is deployed: redrive.
+    let task: i64 = redirect_int(redrive(&mut c, &["quiz:dlq"]));
+    assert_eq!(task, 1);
+    let st = wait_state(&mut c, "quiz:dlq", "done", 10);
+    assert_eq!(int_field(&st, "moved"), 1);
+    assert_eq!(int_field(&st, "skipped"), 0);
+    assert_eq!(int_field(&st, "left"), 0);
+    assert_eq!(xlen(&mut c, "quiz:dlq"), 0);
+    // Back in the inbox with count 0: the next read is its first delivery of the new round.
+    let p = pending(&mut c, "quiz", "g");
+    assert_eq!(
+        (p[0].id.as_str(), p[0].consumer.as_str(), p[0].count),
+        (id.as_str(), "reclaim", 0)
+    );
+    let got = readgroup(&mut c, "quiz", "g", "fixed", 1, Some(1000));
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].0, id);
+    assert_eq!(got[0].1, vec![b"question".to_vec(), b"6x7".to_vec()]);
+    let p = pending(&mut c, "quiz", "g");
+    assert_eq!((p[0].consumer.as_str(), p[0].count), ("fixed", 1));
+    assert_eq!(q::<i64>(&mut c, &["XACK", "quiz", "g", &id]), 1);
+    assert_eq!(pel_total(&mut c, "quiz", "g"), 0);
+    assert_eq!(xlen(&mut c, "quiz:dlq"), 0);
+}
+
+fn redirect_int(v: Value) -> i64 {
+    redis::from_redis_value(v).expect("integer reply")
+}
+
+#[test]
+fn only_the_group_it_failed_in_sees_it_again() {
+    let s = Server::new();
+    let mut c = s.conn();
+    create_group(&mut c, b"two", b"g");
+    run(&mut c, &["XGROUP", "CREATE", "two", "audit", "$"]);
+    set_policy_opts(
+        &mut c,
+        "two",
+        "g",
+        "MIN-IDLE 60000 MAX-DELIVERIES 3 DLQ two:dlq INTERVAL 3600000",
+    );
+    let id: String = q(&mut c, &["XADD", "two", "*", "k", "v"]);
+    // The other group processed it once, successfully.
+    deliver(&mut c, "two", "audit", "a", None);
+    assert_eq!(q::<i64>(&mut c, &["XACK", "two", "audit", &id]), 1);
+    let audit_before = run(&mut c, &["XINFO", "GROUPS", "two"]);
+    // Group g failed it three times.
+    deliver(&mut c, "two", "g", "w", None);
+    set_deliveries(&mut c, b"two", b"g", b"w", std::slice::from_ref(&id), 4);
+    run(&mut c, &["RECLAIM.SWEEP", "two", "g"]);
+    assert_eq!(xlen(&mut c, "two:dlq"), 1);
+    redrive(&mut c, &["two:dlq"]);
+    wait_state(&mut c, "two:dlq", "done", 10);
+    assert_eq!(
+        pending(&mut c, "two", "g")
+            .iter()
+            .map(|p| (p.id.clone(), p.count))
+            .collect::<Vec<_>>(),
+        vec![(id.clone(), 0)]
+    );
+    // The other group: nothing new, nothing pending, its state untouched.
+    let v: Value = run(
+        &mut c,
+        &["XREADGROUP", "GROUP", "audit", "a", "STREAMS", "two", ">"],
+    );
+    assert_eq!(v, Value::Nil);
+    assert_eq!(pel_total(&mut c, "two", "audit"), 0);
+    let after = run(&mut c, &["XINFO", "GROUPS", "two"]);
+    let audit = |v: &Value| {
+        items(v)
+            .iter()
+            .find(|g| str_field(g, "name") == "audit")
+            .map(|g| (str_field(g, "last-delivered-id"), int_field(g, "pending")))
+    };
+    assert_eq!(audit(&after), audit(&audit_before));
+    let got = readgroup(&mut c, "two", "g", "w2", 10, Some(1000));
+    assert_eq!(
+        got.iter().map(|e| e.0.clone()).collect::<Vec<_>>(),
+        vec![id]
+    );
+}
+
+#[test]
+fn rate_limits_the_moves_and_each_entry_moves_exactly_once() {
+    let s = Server::new();
+    let mut c = s.conn();
+    let ids = dead_letters(&mut c, "r", 1000, 60000, HOUR);
+    let t0 = Instant::now();
+    redrive(&mut c, &["r:dlq", "RATE", "100"]);
+    let mut samples = Vec::new();
+    let st = wait_for(60, "the redrive done", || {
+        let v = status_of(&mut c, "r:dlq");
+        samples.push((t0.elapsed(), int_field(&v, "moved")));
+        std::thread::sleep(Duration::from_millis(200));
+        (str_field(&v, "state") == "done").then_some(v)
+    });
+    let took = t0.elapsed();
+    eprintln!(
+        "RATE 100 over 1000 entries took {:.2} s ({:.1} entries/s); moved over time: {:?}",
+        took.as_secs_f64(),
+        1000.0 / took.as_secs_f64(),
+        samples
+            .iter()
+            .step_by(5)
+            .map(|(t, n)| (t.as_millis(), *n))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(int_field(&st, "moved"), 1000);
+    assert_eq!(int_field(&st, "skipped"), 0);
+    assert_eq!(int_field(&st, "rate"), 100);
+    assert_eq!(xlen(&mut c, "r:dlq"), 0);
+    let pel = pending_raw(&mut c, b"r", b"g");
+    assert_eq!(pel.len(), 1000);
+    assert!(
+        pel.iter().all(|p| p.1 == b"reclaim" && p.2 == 0),
+        "{:?}",
+        &pel[..3]
+    );
+    assert_once(&mut c, "r", &ids);
+}
+
+/// A worker that reads with `RECLAIM.READGROUP` for `dur`, acknowledging what it gets when
+/// `fixed`; returns how many entries it got.
+fn work(
+    c: &mut Connection,
+    s: &str,
+    fixed: bool,
+    until: impl Fn(&mut Connection) -> bool,
+) -> usize {
+    let mut got = 0;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !until(c) {
+        assert!(Instant::now() < deadline, "the worker waited too long");
+        for (id, _) in readgroup(&mut *c, s, "g", "worker", 10, Some(20)) {
+            got += 1;
+            if fixed {
+                let _: i64 = q(c, &["XACK", s, "g", &id]);
+            }
+        }
+    }
+    got
+}
+
+#[test]
+fn canary_with_a_broken_handler_stops_and_leaves_the_rest() {
+    let s = Server::new();
+    let mut c = s.conn();
+    let ids = dead_letters(&mut c, "cb", 10, 100, "20");
+    redrive(&mut c, &["cb:dlq", "CANARY", "2", "WINDOW", "5000"]);
+    // The handler is still broken: the two canaries fail three times and come back to the DLQ.
+    let mut w = s.conn();
+    work(&mut w, "cb", false, |c| {
+        str_field(&status_of(c, "cb:dlq"), "state") == "canary-failed"
+    });
+    let st = status_of(&mut c, "cb:dlq");
+    assert_eq!(int_field(&st, "moved"), 2);
+    assert!(int_field(&st, "failed-again") >= 1, "{st:?}");
+    assert_eq!(int_field(&st, "left"), 8);
+    assert!(int_field(&st, "ended-ms") > 0);
+    // The eight others never left the DLQ; the canaries are back in it (or about to be).
+    wait_for(10, "both canaries dead-lettered again", || {
+        (xlen(&mut c, "cb:dlq") == 10).then_some(())
+    });
+    assert_once(&mut c, "cb", &ids);
+    let dlq = dlq_ids(&xrange(&mut c, b"cb:dlq"));
+    assert_eq!(sorted(&dlq[..8]), ids[2..].to_vec());
+    assert_eq!(sorted(&dlq[8..]), ids[..2].to_vec());
+    // Nothing moves any more.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(int_field(&status_of(&mut c, "cb:dlq"), "moved"), 2);
+    // The moved set is gone with the task's end.
+    assert!(!exists(&mut c, "reclaim:redrive-moved:{cb:dlq}:cb:dlq"));
+}
+
+#[test]
+fn canary_with_a_fixed_handler_completes() {
+    let s = Server::new();
+    let mut c = s.conn();
+    let ids = dead_letters(&mut c, "cf", 10, 100, "20");
+    redrive(&mut c, &["cf:dlq", "CANARY", "2", "WINDOW", "1000"]);
+    let st = wait_state(&mut c, "cf:dlq", "canary", 10);
+    assert_eq!(int_field(&st, "moved"), 2);
+    assert!(int_field(&st, "canary-until-ms") > 0);
+    let mut w = s.conn();
+    let got = work(&mut w, "cf", true, |c| {
+        str_field(&status_of(c, "cf:dlq"), "state") == "done" && pel_total(c, "cf", "g") == 0
+    });
+    assert_eq!(got, 10);
+    let st = status_of(&mut c, "cf:dlq");
+    assert_eq!(int_field(&st, "moved"), 10);
+    assert_eq!(int_field(&st, "failed-again"), 0);
+    assert_eq!(xlen(&mut c, "cf:dlq"), 0);
+    assert_eq!(ids.len(), 10);
+}
+
+#[test]
+fn errors_one_task_per_dlq_and_cancel() {
+    let s = Server::new();
+    let mut c = s.conn();
+    dead_letters(&mut c, "e", 50, 60000, HOUR);
+    let err = |c: &mut Connection, args: &[&str]| {
+        let mut k = cmd("RECLAIM.REDRIVE");
+        k.arg(args);
+        error_of(c, &k)
+    };
+    assert_eq!(err(&mut c, &["nope"]), "ERR no such DLQ key");
+    run(&mut c, &["SET", "str", "x"]);
+    assert_eq!(
+        err(&mut c, &["str"]),
+        "WRONGTYPE the DLQ key holds the wrong kind of value (it must be a stream)"
+    );
+    assert_eq!(
+        err(&mut c, &["e:dlq", "FOO", "1"]),
+        "ERR unknown option 'FOO'"
+    );
+    assert_eq!(
+        err(&mut c, &["e:dlq", "RATE", "0"]),
+        "ERR RATE must be an integer from 1 to 1000000000"
+    );
+    assert_eq!(
+        err(&mut c, &["e:dlq", "COUNT", "1", "COUNT", "2"]),
+        "ERR option COUNT given more than once"
+    );
+    assert_eq!(
+        err(&mut c, &["e:dlq", "CANARY", "2"]),
+        "ERR CANARY k and WINDOW ms go together"
+    );
+    assert_eq!(
+        err(&mut c, &["e:dlq", "SOURCE", "e", "other"]),
+        "ERR no reclaim policy for this key and group"
+    );
+    // A hand-written value under a DLQ's task key.
+    run(&mut c, &["XADD", "x", "*", "k", "v"]);
+    run(&mut c, &["SET", "reclaim:redrive:{x}:x", "mine"]);
+    let taken = "ERR the redrive key of this DLQ holds a value that is not a redrive task";
+    assert_eq!(err(&mut c, &["x"]), taken);
+    assert_eq!(err(&mut c, &["STATUS", "x"]), taken);
+    assert_eq!(err(&mut c, &["CANCEL", "x"]), taken);
+    assert_eq!(status_of(&mut c, "e:dlq"), Value::Nil);
+    assert_eq!(redirect_int(redrive(&mut c, &["CANCEL", "e:dlq"])), 0);
+    // A slow task; a second one is refused while it runs.
+    assert_eq!(redirect_int(redrive(&mut c, &["e:dlq", "RATE", "5"])), 1);
+    assert_eq!(
+        err(&mut c, &["e:dlq"]),
+        "ERR a redrive of this DLQ is running already (RECLAIM.REDRIVE CANCEL dlq cancels it)"
+    );
+    wait_for(10, "a few moves", || {
+        (int_field(&status_of(&mut c, "e:dlq"), "moved") >= 2).then_some(())
+    });
+    assert_eq!(redirect_int(redrive(&mut c, &["CANCEL", "e:dlq"])), 1);
+    let st = status_of(&mut c, "e:dlq");
+    assert_eq!(str_field(&st, "state"), "canceled");
+    let moved = int_field(&st, "moved");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(int_field(&status_of(&mut c, "e:dlq"), "moved"), moved);
+    assert_eq!(xlen(&mut c, "e:dlq"), 50 - moved);
+    assert_eq!(pel_total(&mut c, "e", "g"), moved);
+    // A new task after it, with the next id; COUNT bounds it.
+    assert_eq!(redirect_int(redrive(&mut c, &["e:dlq", "COUNT", "5"])), 2);
+    let st = wait_state(&mut c, "e:dlq", "done", 10);
+    assert_eq!(int_field(&st, "moved"), 5);
+    assert_eq!(xlen(&mut c, "e:dlq"), 45 - moved);
+    // The task's key is a plain hash in the DLQ's slot.
+    let state: String = q(&mut c, &["HGET", "reclaim:redrive:{e:dlq}:e:dlq", "state"]);
+    assert_eq!(state, "done");
+}
+
+#[test]
+fn source_trimmed_entries_and_other_streams() {
+    let s = Server::new();
+    let mut c = s.conn();
+    // Two streams dead-letter into one DLQ.
+    for st in ["a", "b"] {
+        create_group(&mut c, st.as_bytes(), b"g");
+        set_policy_opts(
+            &mut c,
+            st,
+            "g",
+            "MIN-IDLE 60000 MAX-DELIVERIES 3 DLQ shared:dlq INTERVAL 3600000",
+        );
+    }
+    let a = add_numbered(&mut c, "a", 4);
+    let b = add_numbered(&mut c, "b", 4);
+    for (st, ids) in [("a", &a), ("b", &b)] {
+        deliver(&mut c, st, "g", "w", None);
+        set_deliveries(&mut c, st.as_bytes(), b"g", b"w", ids, 4);
+        run(&mut c, &["RECLAIM.SWEEP", st, "g"]);
+    }
+    assert_eq!(xlen(&mut c, "shared:dlq"), 8);
+    // Two of a's entries were trimmed from a since: they stay in the DLQ, counted as skipped.
+    run(&mut c, &["XDEL", "a", &a[0], &a[1]]);
+    redrive(&mut c, &["shared:dlq", "SOURCE", "a", "g"]);
+    let st = wait_state(&mut c, "shared:dlq", "done", 10);
+    assert_eq!(int_field(&st, "moved"), 2);
+    assert_eq!(int_field(&st, "skipped"), 2);
+    assert_eq!(
+        field(&st, "source"),
+        Value::Array(vec![
+            Value::BulkString(b"a".to_vec()),
+            Value::BulkString(b"g".to_vec())
+        ])
+    );
+    let left = dlq_ids(&xrange(&mut c, b"shared:dlq"));
+    let mut expect = vec![a[0].clone(), a[1].clone()];
+    expect.extend(b.iter().cloned());
+    assert_eq!(sorted(&left), sorted(&expect));
+    assert_eq!(
+        sorted(
+            &pending(&mut c, "a", "g")
+                .iter()
+                .map(|p| p.id.clone())
+                .collect::<Vec<_>>()
+        ),
+        a[2..].to_vec()
+    );
+    assert_eq!(pel_total(&mut c, "b", "g"), 0);
+}
+
+/// Starts a task of 200 entries at RATE 50 on the server of `c` and waits until it moved some:
+/// the IDs.
+fn start_slow_task(c: &mut Connection) -> Vec<String> {
+    let ids = dead_letters(c, "p", 200, 60000, HOUR);
+    redrive(c, &["p:dlq", "RATE", "50"]);
+    wait_for(20, "some moves", || {
+        (int_field(&status_of(c, "p:dlq"), "moved") >= 20).then_some(())
+    });
+    ids
+}
+
+/// On the server that goes on after an interruption: the task was not over, every entry is in the
+/// DLQ or back in its group exactly once, and the task completes. (moved then, moved in all).
+fn resumes(c: &mut Connection, ids: &[String]) -> (i64, i64) {
+    let at = int_field(&status_of(c, "p:dlq"), "moved");
+    assert!(at < 200, "the task was over before the interruption");
+    assert_once(c, "p", ids);
+    let st = wait_state(c, "p:dlq", "done", 30);
+    assert_eq!(int_field(&st, "moved"), 200);
+    assert_eq!(int_field(&st, "skipped"), 0);
+    assert_eq!(xlen(c, "p:dlq"), 0);
+    assert_once(c, "p", ids);
+    (at, int_field(&st, "moved"))
+}
+
+#[test]
+fn a_task_resumes_after_a_restart_from_the_aof() {
+    let mut s = Server::start(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let ids = start_slow_task(&mut s.conn());
+    s.kill();
+    s.restart();
+    let (at, moved) = resumes(&mut s.conn(), &ids);
+    eprintln!("restart from the AOF at {at} moved; {moved} in all");
+}
+
+#[test]
+fn a_promoted_replica_continues_the_task() {
+    let mut p = Server::new();
+    let r = p.replica(&[]);
+    let ids = start_slow_task(&mut p.conn());
+    let mut rc = r.conn();
+    // The replica reports on the task, and never moves anything itself.
+    assert_eq!(str_field(&status_of(&mut rc, "p:dlq"), "state"), "running");
+    assert_eq!(
+        error_of(&mut rc, cmd("RECLAIM.REDRIVE").arg("p:dlq")),
+        "READONLY You can't write against a read only replica."
+    );
+    assert_eq!(
+        error_of(&mut rc, cmd("RECLAIM.REDRIVE").arg("CANCEL").arg("p:dlq")),
+        "READONLY You can't write against a read only replica."
+    );
+    p.kill();
+    promote(&mut rc);
+    let (at, moved) = resumes(&mut rc, &ids);
+    eprintln!("promotion at {at} moved; {moved} in all");
+}
+
+#[test]
+fn each_step_reaches_the_aof_and_the_replica_in_one_transaction() {
+    let s = Server::start(&["--appendonly", "yes", "--aof-use-rdb-preamble", "yes"]);
+    let r = s.replica(&[]);
+    let mut c = s.conn();
+    let ids = dead_letters(&mut c, "t", 40, 60000, HOUR);
+    redrive(&mut c, &["t:dlq", "RATE", "200"]);
+    wait_state(&mut c, "t:dlq", "done", 20);
+    // The replica holds the same PEL, DLQ and task, and never ran a step itself.
+    let n: i64 = cmd("WAIT").arg(1).arg(5000).query(&mut c).expect("WAIT");
+    assert_eq!(n, 1);
+    let mut rc = r.conn();
+    assert_eq!(
+        pel_and_dlq(&mut rc, "t", "g", "t:dlq"),
+        pel_and_dlq(&mut c, "t", "g", "t:dlq")
+    );
+    let task = |c: &mut Connection| -> Vec<(String, String)> {
+        let mut h: Vec<(String, String)> = q(c, &["HGETALL", "reclaim:redrive:{t:dlq}:t:dlq"]);
+        h.sort();
+        h
+    };
+    assert_eq!(task(&mut rc), task(&mut c));
+    // In the AOF every XCLAIM that creates a PEL entry with count 0 sits in a MULTI/EXEC with
+    // the XDEL of its DLQ entry and the task's HSET.
+    // (XREADGROUP's deliveries to `w` are XCLAIMs with FORCE too: a move back is the one to the
+    // claimant.)
+    let is_move = |c: &[Vec<u8>]| is_cmd(c, "XCLAIM") && c[3] == b"reclaim";
+    let mut claims = Vec::new();
+    let (mut tx, mut in_tx) = (Vec::<Vec<Vec<u8>>>::new(), false);
+    for (name, data) in s.aof_files() {
+        if !name.ends_with(".incr.aof") {
+            continue;
+        }
+        for c in parse_aof(&data) {
+            if is_cmd(&c, "MULTI") {
+                (tx, in_tx) = (Vec::new(), true);
+            } else if is_cmd(&c, "EXEC") {
+                let moved: Vec<String> = tx
+                    .iter()
+                    .filter(|c| is_move(c))
+                    .map(|c| String::from_utf8(c[5].clone()).unwrap())
+                    .collect();
+                if !moved.is_empty() {
+                    for x in tx.iter().filter(|c| is_move(c)) {
+                        let at = x.iter().position(|w| w == b"RETRYCOUNT").unwrap();
+                        assert_eq!(x[at + 1], b"0", "{x:?}");
+                        assert!(x.iter().any(|w| w == b"FORCE"), "{x:?}");
+                    }
+                    let xdels = tx.iter().filter(|c| is_cmd(c, "XDEL") && c[1] == b"t:dlq");
+                    assert_eq!(xdels.count(), moved.len(), "{tx:?}");
+                    assert!(tx.iter().any(|c| is_cmd(c, "HSET")), "{tx:?}");
+                    claims.extend(moved);
+                }
+                in_tx = false;
+            } else if in_tx {
+                tx.push(c);
+            } else {
+                assert!(!is_move(&c), "a move outside a transaction: {c:?}");
+            }
+        }
+    }
+    assert_eq!(sorted(&claims), sorted(&ids));
+}
+
+#[test]
+fn binary_names_in_another_database() {
+    let s = Server::new();
+    let mut c = s.conn_db(3);
+    let dlq: &[u8] = b"dl\x00q\xff";
+    create_group(&mut c, BIN_STREAM, BIN_GROUP);
+    let mut set = cmd("RECLAIM.POLICY");
+    set.arg("SET")
+        .arg(BIN_STREAM)
+        .arg(BIN_GROUP)
+        .arg("MAX-DELIVERIES")
+        .arg(3)
+        .arg("DLQ")
+        .arg(dlq)
+        .arg("INTERVAL")
+        .arg(HOUR);
+    let _: Value = set.query(&mut c).unwrap();
+    let ids = add_entries(&mut c, BIN_STREAM, "b", 3);
+    let _: Value = read_group_cmd(BIN_STREAM, BIN_GROUP, b"w\x00")
+        .query(&mut c)
+        .unwrap();
+    set_deliveries(&mut c, BIN_STREAM, BIN_GROUP, b"w\x00", &ids, 4);
+    let _: Value = cmd("RECLAIM.SWEEP")
+        .arg(BIN_STREAM)
+        .arg(BIN_GROUP)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(xlen(&mut c, dlq), 3);
+    let id: i64 = cmd("RECLAIM.REDRIVE")
+        .arg(dlq)
+        .arg("SOURCE")
+        .arg(BIN_STREAM)
+        .arg(BIN_GROUP)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(id, 1);
+    let st = wait_for(10, "the redrive done", || {
+        let v: Value = cmd("RECLAIM.REDRIVE")
+            .arg("STATUS")
+            .arg(dlq)
+            .query(&mut c)
+            .unwrap();
+        (str_field(&v, "state") == "done").then_some(v)
+    });
+    assert_eq!(int_field(&st, "moved"), 3);
+    assert_eq!(xlen(&mut c, dlq), 0);
+    let pel = pending_raw(&mut c, BIN_STREAM, BIN_GROUP);
+    assert_eq!(
+        pel,
+        ids.iter()
+            .map(|i| (i.clone(), b"reclaim".to_vec(), 0))
+            .collect::<Vec<_>>()
+    );
+    // Database 0 holds nothing of it.
+    let mut c0 = s.conn();
+    assert_eq!(
+        cmd("RECLAIM.REDRIVE")
+            .arg("STATUS")
+            .arg(dlq)
+            .query::<Value>(&mut c0)
+            .unwrap(),
+        Value::Nil
+    );
+}
+
+#[test]
+fn a_task_waits_while_writes_are_paused() {
+    let s = Server::start(&["--appendonly", "yes"]);
+    let _r = s.replica(&[]);
+    let mut c = s.conn();
+    let ids = dead_letters(&mut c, "cp", 100, 60000, HOUR);
+    redrive(&mut c, &["cp:dlq", "RATE", "20"]);
+    wait_for(10, "some moves", || {
+        (int_field(&status_of(&mut c, "cp:dlq"), "moved") >= 2).then_some(())
+    });
+    // During CLIENT PAUSE WRITE the timer writes nothing (a timer write then would crash Redis
+    // 7.0 with AOF or replicas), and RECLAIM.REDRIVE itself waits (may-replicate).
+    let mut admin = s.conn();
+    run(&mut admin, &["CLIENT", "PAUSE", "20000", "WRITE"]);
+    wait_ticks_skipped(&mut admin, "paused", 3);
+    // (Plain reads: EVAL would wait for the pause's end.)
+    let dlq = xrange(&mut admin, b"cp:dlq");
+    let pel = pending_raw(&mut admin, b"cp", b"g");
+    wait_ticks_skipped(&mut admin, "paused", 10);
+    assert_eq!(xrange(&mut admin, b"cp:dlq"), dlq);
+    assert_eq!(pending_raw(&mut admin, b"cp", b"g"), pel);
+    assert!(pel.len() < 100);
+    run(&mut admin, &["CLIENT", "UNPAUSE"]);
+    let st = wait_state(&mut c, "cp:dlq", "done", 30);
+    assert_eq!(int_field(&st, "moved"), 100);
+    assert_once(&mut c, "cp", &ids);
+}
+
+#[test]
+fn tasks_of_two_dlqs_run_side_by_side() {
+    let s = Server::new();
+    let mut c = s.conn();
+    let a = dead_letters(&mut c, "da", 300, 60000, HOUR);
+    let b = dead_letters(&mut c, "db", 300, 60000, HOUR);
+    assert_eq!(redirect_int(redrive(&mut c, &["da:dlq"])), 1);
+    assert_eq!(
+        redirect_int(redrive(&mut c, &["db:dlq", "COUNT", "100"])),
+        1
+    );
+    let st = wait_state(&mut c, "da:dlq", "done", 20);
+    assert_eq!(int_field(&st, "moved"), 300);
+    let st = wait_state(&mut c, "db:dlq", "done", 20);
+    assert_eq!(int_field(&st, "moved"), 100);
+    assert_eq!(int_field(&st, "left"), 200);
+    assert_once(&mut c, "da", &a);
+    assert_once(&mut c, "db", &b);
+    assert_eq!(pel_total(&mut c, "db", "g"), 100);
+}
+
+#[test]
+fn in_redis_cluster_the_task_lives_in_the_dlqs_slot() {
+    let s = Server::start(&[
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        "nodes.conf",
+    ]);
+    let mut c = s.conn();
+    run(&mut c, &["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]);
+    wait_for(20, "cluster_state:ok", || {
+        let info: String = q(&mut c, &["CLUSTER", "INFO"]);
+        info.contains("cluster_state:ok").then_some(())
+    });
+    create_group(&mut c, b"{o}:in", b"g");
+    set_policy_opts(
+        &mut c,
+        "{o}:in",
+        "g",
+        "MAX-DELIVERIES 3 DLQ {o}:dlq INTERVAL 3600000",
+    );
+    let ids = add_numbered(&mut c, "{o}:in", 5);
+    deliver(&mut c, "{o}:in", "g", "w", None);
+    set_deliveries(&mut c, b"{o}:in", b"g", b"w", &ids, 4);
+    run(&mut c, &["RECLAIM.SWEEP", "{o}:in", "g"]);
+    assert_eq!(xlen(&mut c, "{o}:dlq"), 5);
+    // SOURCE in another slot: the server refuses it (the keys come from the getkeys callback).
+    let e = error_of(
+        &mut c,
+        cmd("RECLAIM.REDRIVE").arg(&["{o}:dlq", "SOURCE", "other", "g"]),
+    );
+    assert!(e.starts_with("CROSSSLOT"), "{e}");
+    redrive(&mut c, &["{o}:dlq", "SOURCE", "{o}:in", "g"]);
+    let st = wait_state(&mut c, "{o}:dlq", "done", 10);
+    assert_eq!(int_field(&st, "moved"), 5);
+    let slot = |c: &mut Connection, k: &str| -> i64 { q(c, &["CLUSTER", "KEYSLOT", k]) };
+    assert_eq!(
+        slot(&mut c, "reclaim:redrive:{o}:{o}:dlq"),
+        slot(&mut c, "{o}:dlq")
+    );
+    assert!(exists(&mut c, "reclaim:redrive:{o}:{o}:dlq"));
+    assert_eq!(pel_total(&mut c, "{o}:in", "g"), 5);
+}
