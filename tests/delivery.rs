@@ -25,6 +25,9 @@ fn readme_policy(c: &mut Connection, s: &str) {
     set_policy(c, s.as_bytes(), b"workers", &p);
 }
 
+/// A value shared by the test's worker threads.
+type Shared<T> = Arc<Mutex<T>>;
+
 #[test]
 fn an_outage_of_every_reader_dead_letters_nothing() {
     let s = Server::new();
@@ -198,7 +201,7 @@ fn workers_that_die_lose_nothing_and_never_share_a_lease() {
     }
     let ids: Vec<String> = pipe.query(&mut c).expect("XADD");
     // Every hand-over (time, consumer) and every successful XACK, by entry.
-    let deliveries: Arc<Mutex<HashMap<String, Vec<(Instant, String)>>>> = Default::default();
+    let deliveries: Shared<HashMap<String, Vec<(Instant, String)>>> = Default::default();
     let acks: Arc<Mutex<HashMap<String, u32>>> = Default::default();
     let stop = Arc::new(AtomicBool::new(false));
     let workers: Vec<_> = (0..4)

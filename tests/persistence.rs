@@ -146,6 +146,9 @@ fn policy_key_exists(s: &Server, db: i64, stream: &[u8]) -> bool {
     n == 1
 }
 
+/// Six fields of one DLQ record: reclaim-id, n, reclaim-stream, -group, -consumer, -deliveries.
+type Fields6 = (Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>);
+
 #[test]
 fn policies_survive_save_and_restart_and_are_swept_after_it() {
     let mut s = Server::new();
@@ -254,7 +257,7 @@ fn policies_survive_save_and_restart_and_are_swept_after_it() {
         let d = xrange(&mut c0, BIN_DLQ);
         (d.len() == 3 && pending_raw(&mut c0, BIN_STREAM, BIN_GROUP).is_empty()).then_some(d)
     });
-    let mut got: Vec<(Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>)> = dlq
+    let mut got: Vec<Fields6> = dlq
         .iter()
         .map(|e| {
             (

@@ -159,6 +159,15 @@ fn role(c: &mut Connection) -> String {
 /// dead-letter moves due during the pause: the server stays up, nothing is written during the pause (PEL, DLQ,
 /// AOF files, replication offset unchanged; ticks counted as skipped), the sweep happens after it,
 /// and the replica matches the primary.
+/// The binary names of one case: stream, group, consumer, claimant, DLQ.
+type Names = (
+    &'static [u8],
+    &'static [u8],
+    &'static [u8],
+    &'static [u8],
+    &'static [u8],
+);
+
 #[test]
 fn client_pause_write_stops_sweeping_until_it_ends() {
     // appendfsync always: the AOF holds every write before its reply (with everysec a write can
@@ -945,7 +954,7 @@ fn one_megabyte_values_are_dead_lettered_intact() {
 fn binary_names_through_a_full_dead_letter_move() {
     let mut s = Server::new();
     let mut c = s.conn();
-    let cases: [(&[u8], &[u8], &[u8], &[u8], &[u8]); 2] = [
+    let cases: [Names; 2] = [
         (
             b"s{\xff\x00}\r\n",
             b"g\x00\xfe\r\n",

@@ -13,6 +13,9 @@ use reclaim_testkit::*;
 
 /// A dead consumer's entries move to the claimant's inbox with their count unchanged (a move is
 /// not a delivery), and wait there; a worker's read hands them over again: their second delivery.
+/// One stream entry of an XREADGROUP reply: its ID and its fields.
+type Entry = (String, Vec<Value>);
+
 #[test]
 fn dead_consumer_entries_go_to_the_claimant_with_their_count() {
     let s = Server::new();
@@ -288,7 +291,7 @@ fn failing_handler_that_rereads_history_is_dead_lettered_above_max_deliveries() 
     assert_eq!(int_field(&st, "dead-lettered"), 1, "{st:?}");
 
     // The consumer's next history read finds nothing; further passes add nothing.
-    let again: Vec<(String, Vec<(String, Vec<Value>)>)> = q(
+    let again: Vec<(String, Vec<Entry>)> = q(
         &mut c,
         &["XREADGROUP", "GROUP", "g", "c1", "STREAMS", "h", "0"],
     );
