@@ -182,26 +182,30 @@ fn rate_limits_the_moves_and_each_entry_moves_exactly_once() {
     let mut samples = Vec::new();
     let st = wait_for(60, "the redrive done", || {
         let v = status_of(&mut c, "r:dlq");
-        samples.push((t0.elapsed(), int_field(&v, "moved")));
+        let [.., round_us, over] = tick_figures(&mut c);
+        samples.push((t0.elapsed(), int_field(&v, "moved"), round_us, over));
         std::thread::sleep(Duration::from_millis(200));
         (str_field(&v, "state") == "done").then_some(v)
     });
     let took = t0.elapsed();
     eprintln!(
-        "RATE 100 over 1000 entries took {:.2} s ({:.1} entries/s); moved over time: {:?}",
+        "RATE 100 over 1000 entries took {:.2} s ({:.1} entries/s); over time (ms, moved, \
+         redrive_max_round_us, redrive_rounds_over_budget): {:?}",
         took.as_secs_f64(),
         1000.0 / took.as_secs_f64(),
         samples
             .iter()
             .step_by(5)
-            .map(|(t, n)| (t.as_millis(), *n))
+            .chain(samples.last())
+            .map(|(t, n, us, over)| (t.as_millis(), *n, *us, *over))
             .collect::<Vec<_>>()
     );
     // Reported, not asserted (tests never assert timing): whether a round of redrive steps ever
     // held the server past reclaim.tick-budget-us.
     let budget: Vec<String> = q(&mut c, &["CONFIG", "GET", "reclaim.tick-budget-us"]);
     eprintln!(
-        "INFO reclaim (max_tick_us, max_tick_cpu_us, ticks_over_budget) with tick-budget-us {}: \
+        "INFO reclaim (max_tick_us, max_tick_cpu_us, ticks_over_budget, redrive_max_round_us, \
+         redrive_rounds_over_budget) with tick-budget-us {}: \
          before {:?}, after {:?}",
         budget.get(1).cloned().unwrap_or_default(),
         ticks_before,
@@ -223,13 +227,17 @@ fn rate_limits_the_moves_and_each_entry_moves_exactly_once() {
 
 /// `reclaim_max_tick_us`, `reclaim_max_tick_cpu_us` and `reclaim_ticks_over_budget` of
 /// `INFO reclaim` (the longest tick, slice or round of redrive steps since load, and how many ran
-/// past `reclaim.tick-budget-us`).
-fn tick_figures(c: &mut Connection) -> (i64, i64, i64) {
-    (
-        reclaim_info(c, "max_tick_us"),
-        reclaim_info(c, "max_tick_cpu_us"),
-        reclaim_info(c, "ticks_over_budget"),
-    )
+/// past `reclaim.tick-budget-us`), then `reclaim_redrive_max_round_us` and
+/// `reclaim_redrive_rounds_over_budget` (the same, of the rounds of redrive steps alone).
+fn tick_figures(c: &mut Connection) -> [i64; 5] {
+    [
+        "max_tick_us",
+        "max_tick_cpu_us",
+        "ticks_over_budget",
+        "redrive_max_round_us",
+        "redrive_rounds_over_budget",
+    ]
+    .map(|f| reclaim_info(c, f))
 }
 
 /// A worker that reads with `RECLAIM.READGROUP` for `dur`, acknowledging what it gets when
