@@ -104,6 +104,10 @@ pub const DISABLED: &str =
     "ERR reclaim is disabled on this server (CONFIG SET reclaim.enabled yes enables it)";
 /// `RECLAIM.POLICY PAUSE key group <word>` with a word other than `STORM`.
 pub const PAUSE_SYNTAX: &str = "ERR syntax error: RECLAIM.POLICY PAUSE key group [STORM]";
+/// `RECLAIM.REDRIVE dlq` without `SOURCE` by a user whose ACL does not allow writing the stream of
+/// every policy whose DLQ is this DLQ (the task would write their consumer groups' PELs).
+pub const NOPERM_REDRIVE_STREAMS: &str =
+    "NOPERM this user has no permissions to write the streams of the policies that use this DLQ (use SOURCE key group)";
 /// `RECLAIM.REDRIVE dlq` while a redrive of that DLQ runs (one task per DLQ at a time).
 pub const REDRIVE_RUNNING: &str =
     "ERR a redrive of this DLQ is running already (RECLAIM.REDRIVE CANCEL dlq cancels it)";

@@ -412,6 +412,17 @@ pub fn latency_sample(event: &'static [u8], ms: i64) {
 /// `RM_ACLCheckKeyPermissions` with `RM_GetModuleUserFromUserName`). `true` when allowed or when
 /// the server has no such API.
 pub fn may_write_key(ctx: &Context, key: &[u8]) -> bool {
+    may_write_keys(ctx, &[key])
+}
+
+/// Checks that the user running the command in `ctx` may write every key of `keys` (one user
+/// lookup for all of them, then `RM_ACLCheckKeyPermissions` per key, stopping at the first
+/// refused). `true` when all are allowed, when `keys` is empty, or when the server has no such
+/// API.
+pub fn may_write_keys(ctx: &Context, keys: &[&[u8]]) -> bool {
+    if keys.is_empty() {
+        return true;
+    }
     unsafe {
         let (Some(cur), Some(getu), Some(check), Some(freeu)) = (
             raw::RedisModule_GetCurrentUserName,
@@ -430,9 +441,11 @@ pub fn may_write_key(ctx: &Context, key: &[u8]) -> bool {
         if user.is_null() {
             return true;
         }
-        let k = RedisString::create_from_slice(ctx.ctx, key);
-        let ok = check(user, k.inner, raw::REDISMODULE_CMD_KEY_INSERT as c_int)
-            == raw::REDISMODULE_OK as c_int;
+        let ok = keys.iter().all(|key| {
+            let k = RedisString::create_from_slice(ctx.ctx, key);
+            check(user, k.inner, raw::REDISMODULE_CMD_KEY_INSERT as c_int)
+                == raw::REDISMODULE_OK as c_int
+        });
         freeu(user);
         ok
     }

@@ -333,6 +333,12 @@ pub static MAX_TICK_US: Counter = Counter::new();
 pub static MAX_TICK_CPU_US: Counter = Counter::new();
 /// Ticks or slices that ran longer than `reclaim.tick-budget-us`.
 pub static OVER_BUDGET: Counter = Counter::new();
+/// Longest round of `RECLAIM.REDRIVE` steps (one per tick, with a budget of its own) since load,
+/// µs (wall time); also counted in [`MAX_TICK_US`].
+pub static REDRIVE_MAX_ROUND_US: Counter = Counter::new();
+/// Rounds of `RECLAIM.REDRIVE` steps that ran longer than `reclaim.tick-budget-us`; also counted
+/// in [`OVER_BUDGET`].
+pub static REDRIVE_OVER_BUDGET: Counter = Counter::new();
 /// Times a policy's tracking of consumers passed a bound and fell back to checking everyone
 /// (see `runtime::MAX_TRACKED`).
 pub static TRACKING_OVERFLOWS: Counter = Counter::new();
@@ -359,6 +365,8 @@ pub fn fields(state: &[(&'static str, u64)]) -> Vec<(&'static str, u64)> {
         ("max_tick_us", MAX_TICK_US.get()),
         ("max_tick_cpu_us", MAX_TICK_CPU_US.get()),
         ("ticks_over_budget", OVER_BUDGET.get()),
+        ("redrive_max_round_us", REDRIVE_MAX_ROUND_US.get()),
+        ("redrive_rounds_over_budget", REDRIVE_OVER_BUDGET.get()),
         ("tracking_overflows", TRACKING_OVERFLOWS.get()),
         ("panics", PANICS.get()),
     ]);

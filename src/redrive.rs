@@ -665,6 +665,12 @@ fn move_back(
     let Some(policy) = store::get(ctx, &o.stream, &o.group) else {
         return Moved::Skipped;
     };
+    // Without SOURCE, the caller's ACL was checked against the streams of the policies whose DLQ
+    // is this one ([`dlq_streams`]): an entry naming a policy with another DLQ (its DLQ changed
+    // since, or the entry was written by hand) is left alone.
+    if t.opts.source.is_none() && policy.dlq.as_deref() != Some(dlq) {
+        return Moved::Skipped;
+    }
     if !stream_has(ctx, &o.stream, &o.id) || is_pending(ctx, &o) {
         return Moved::Skipped;
     }
@@ -778,14 +784,15 @@ fn step(ctx: &Context, db: i32, dlq: &[u8], bucket: &mut Bucket, deadline: Insta
 
 /// One round over the running tasks, from the timer (the scheduler calls it only on a primary,
 /// not loading, not paused, not out of memory): a step of each until `deadline`. Looks for tasks
-/// the index does not know first, when asked to ([`rediscover`]).
-pub fn run(ctx: &Context, deadline: Instant) {
+/// the index does not know first, when asked to ([`rediscover`]). Returns whether it stepped a
+/// task (the scheduler then counts its time as a tick's, in `INFO reclaim`).
+pub fn run(ctx: &Context, deadline: Instant) -> bool {
     if DISCOVER.swap(false, Ordering::Relaxed) {
         discover(ctx);
     }
     let mut list: Vec<(i32, Vec<u8>)> = tasks().keys().cloned().collect();
     if list.is_empty() {
-        return;
+        return false;
     }
     // Each round starts one task further, so that a budget used up by the first tasks does not
     // starve the last ones.
@@ -806,6 +813,7 @@ pub fn run(ctx: &Context, deadline: Instant) {
         }
     }
     ffi::select_db(ctx, db_before);
+    true
 }
 
 /// Registers the running tasks of the DLQs that known policies name (one key lookup per policy).
@@ -831,6 +839,20 @@ fn discover(ctx: &Context) {
     }
 }
 
+/// The streams of the known policies of the selected database (database `db`) whose DLQ is
+/// `dlq`, deduplicated: the consumer groups a task without `SOURCE` may write. One policy-key
+/// read per stream with a known policy (the registry's policies of `db`), nothing else.
+fn dlq_streams(ctx: &Context, db: i32, dlq: &[u8]) -> Vec<Vec<u8>> {
+    let streams: std::collections::BTreeSet<Vec<u8>> = crate::registry::ids_in_db(db)
+        .into_iter()
+        .map(|id| id.stream)
+        .collect();
+    streams
+        .into_iter()
+        .filter(|s| store::uses_dlq(ctx, s, dlq))
+        .collect()
+}
+
 /// Redis's error for a write on a replica, when this server is one.
 fn refuse_on_replica(ctx: &Context) -> Result<(), ReclaimError> {
     if ctx.get_flags().contains(ContextFlags::MASTER) {
@@ -842,7 +864,8 @@ fn refuse_on_replica(ctx: &Context) -> Result<(), ReclaimError> {
 
 /// `RECLAIM.REDRIVE dlq [SOURCE key group] [COUNT n] [RATE n] [CANARY k WINDOW ms]` -> the new
 /// task's id (integer). Errors, in this order: the options' ([`parse_options`]); READONLY on a
-/// replica; NOPERM when the caller may not write the SOURCE key; no such DLQ; WRONGTYPE (the DLQ
+/// replica; NOPERM when the caller may not write the SOURCE key or, without SOURCE, the stream of
+/// every policy whose DLQ is this DLQ ([`dlq_streams`]); no such DLQ; WRONGTYPE (the DLQ
 /// is not a stream); no policy for SOURCE's key and group; the task key taken; a task running.
 /// Writes the task (`DEL` of the old task and moved set, `HSET`) through `!`; the moves run from
 /// the timer.
@@ -852,6 +875,12 @@ fn start(ctx: &Context, dlq: &[u8], opts: &[&[u8]]) -> CmdResult {
     if let Some((sk, _)) = &o.source {
         if !ffi::may_write_key(ctx, sk) {
             return Err(error::NOPERM_STREAM.into());
+        }
+    } else {
+        let streams = dlq_streams(ctx, ffi::selected_db(ctx), dlq);
+        let keys: Vec<&[u8]> = streams.iter().map(|s| s.as_slice()).collect();
+        if !ffi::may_write_keys(ctx, &keys) {
+            return Err(error::NOPERM_REDRIVE_STREAMS.into());
         }
     }
     match key_type(ctx, dlq) {

@@ -146,7 +146,14 @@ fn tick(ctx: &Context) {
     // of their own.
     if blocked(ctx).is_none() && config::enabled() {
         let budget = Duration::from_micros(config::tick_budget_us() as u64 * 7 / 8);
-        crate::redrive::run(ctx, Instant::now() + budget);
+        let (start, cpu_start) = (Instant::now(), metrics::thread_cpu_us());
+        if crate::redrive::run(ctx, start + budget) {
+            let us = record_time(start, cpu_start);
+            metrics::REDRIVE_MAX_ROUND_US.max(us);
+            if us > config::tick_budget_us().max(0) as u64 {
+                metrics::REDRIVE_OVER_BUDGET.add(1);
+            }
+        }
     }
     // While the event-loop hook drains a backlog, it does the work: a tick slice on top would
     // make a client wait two slices in a row.
@@ -306,6 +313,13 @@ fn record_slice(timer: bool, start: Instant, cpu_start: u64) {
     } else {
         metrics::SLICES.add(1);
     }
+    record_time(start, cpu_start);
+}
+
+/// Records the wall and CPU time of a tick, a slice or a round of redrive steps (which has a
+/// budget of its own, of the same size): `reclaim_last_tick_us`, the maxima, the ticks over
+/// budget; one longer than 1 ms is a `reclaim-tick` latency sample. Returns its wall time, µs.
+fn record_time(start: Instant, cpu_start: u64) -> u64 {
     let us = start.elapsed().as_micros() as u64;
     metrics::LAST_TICK_US.set(us);
     metrics::MAX_TICK_US.max(us);
@@ -316,6 +330,7 @@ fn record_slice(timer: bool, start: Instant, cpu_start: u64) {
     if us >= 1000 {
         ffi::latency_sample(b"reclaim-tick\0", (us / 1000) as i64);
     }
+    us
 }
 
 /// How often (ms, at most) a paused or disabled policy is looked at again.

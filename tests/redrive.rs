@@ -176,25 +176,40 @@ fn rate_limits_the_moves_and_each_entry_moves_exactly_once() {
     let s = Server::new();
     let mut c = s.conn();
     let ids = dead_letters(&mut c, "r", 1000, 60000, HOUR);
+    let ticks_before = tick_figures(&mut c);
     let t0 = Instant::now();
     redrive(&mut c, &["r:dlq", "RATE", "100"]);
     let mut samples = Vec::new();
     let st = wait_for(60, "the redrive done", || {
         let v = status_of(&mut c, "r:dlq");
-        samples.push((t0.elapsed(), int_field(&v, "moved")));
+        let [.., round_us, over] = tick_figures(&mut c);
+        samples.push((t0.elapsed(), int_field(&v, "moved"), round_us, over));
         std::thread::sleep(Duration::from_millis(200));
         (str_field(&v, "state") == "done").then_some(v)
     });
     let took = t0.elapsed();
     eprintln!(
-        "RATE 100 over 1000 entries took {:.2} s ({:.1} entries/s); moved over time: {:?}",
+        "RATE 100 over 1000 entries took {:.2} s ({:.1} entries/s); over time (ms, moved, \
+         redrive_max_round_us, redrive_rounds_over_budget): {:?}",
         took.as_secs_f64(),
         1000.0 / took.as_secs_f64(),
         samples
             .iter()
             .step_by(5)
-            .map(|(t, n)| (t.as_millis(), *n))
+            .chain(samples.last())
+            .map(|(t, n, us, over)| (t.as_millis(), *n, *us, *over))
             .collect::<Vec<_>>()
+    );
+    // Reported, not asserted (tests never assert timing): whether a round of redrive steps ever
+    // held the server past reclaim.tick-budget-us.
+    let budget: Vec<String> = q(&mut c, &["CONFIG", "GET", "reclaim.tick-budget-us"]);
+    eprintln!(
+        "INFO reclaim (max_tick_us, max_tick_cpu_us, ticks_over_budget, redrive_max_round_us, \
+         redrive_rounds_over_budget) with tick-budget-us {}: \
+         before {:?}, after {:?}",
+        budget.get(1).cloned().unwrap_or_default(),
+        ticks_before,
+        tick_figures(&mut c)
     );
     assert_eq!(int_field(&st, "moved"), 1000);
     assert_eq!(int_field(&st, "skipped"), 0);
@@ -208,6 +223,21 @@ fn rate_limits_the_moves_and_each_entry_moves_exactly_once() {
         &pel[..3]
     );
     assert_once(&mut c, "r", &ids);
+}
+
+/// `reclaim_max_tick_us`, `reclaim_max_tick_cpu_us` and `reclaim_ticks_over_budget` of
+/// `INFO reclaim` (the longest tick, slice or round of redrive steps since load, and how many ran
+/// past `reclaim.tick-budget-us`), then `reclaim_redrive_max_round_us` and
+/// `reclaim_redrive_rounds_over_budget` (the same, of the rounds of redrive steps alone).
+fn tick_figures(c: &mut Connection) -> [i64; 5] {
+    [
+        "max_tick_us",
+        "max_tick_cpu_us",
+        "ticks_over_budget",
+        "redrive_max_round_us",
+        "redrive_rounds_over_budget",
+    ]
+    .map(|f| reclaim_info(c, f))
 }
 
 /// A worker that reads with `RECLAIM.READGROUP` for `dur`, acknowledging what it gets when
@@ -410,8 +440,14 @@ fn source_trimmed_entries_and_other_streams() {
 /// Starts a task of 200 entries at RATE 50 on the server of `c` and waits until it moved some:
 /// the IDs.
 fn start_slow_task(c: &mut Connection) -> Vec<String> {
+    start_task_at(c, "50")
+}
+
+/// Starts a task of 200 entries at RATE `rate` on the server of `c` and waits until it moved
+/// some: the IDs.
+fn start_task_at(c: &mut Connection, rate: &str) -> Vec<String> {
     let ids = dead_letters(c, "p", 200, 60000, HOUR);
-    redrive(c, &["p:dlq", "RATE", "50"]);
+    redrive(c, &["p:dlq", "RATE", rate]);
     wait_for(20, "some moves", || {
         (int_field(&status_of(c, "p:dlq"), "moved") >= 20).then_some(())
     });
@@ -462,6 +498,171 @@ fn a_promoted_replica_continues_the_task() {
     promote(&mut rc);
     let (at, moved) = resumes(&mut rc, &ids);
     eprintln!("promotion at {at} moved; {moved} in all");
+}
+
+/// `INFO replication` field `role`.
+fn role(c: &mut Connection) -> String {
+    info(c, "replication")
+        .into_iter()
+        .find(|(k, _)| k == "role")
+        .map(|(_, v)| v)
+        .unwrap_or_default()
+}
+
+/// The coordinated `FAILOVER TO` the replica in the middle of a task: the new primary continues
+/// it to `done`, the old primary, now a replica, skips its ticks and moves nothing, and every
+/// entry is exactly once in the DLQ or back in its group on both servers.
+#[test]
+fn a_failover_hands_the_task_to_the_new_primary() {
+    let mut p = Server::new();
+    let mut r = p.replica(&[]);
+    let mut c = p.conn();
+    let mut rc = r.conn();
+    // RATE 20: 10 s for 200 entries, so the failover happens in the middle.
+    let ids = start_task_at(&mut c, "20");
+    // FAILOVER TO needs the replica online on the primary's side (its first REPLCONF ACK).
+    let acked: i64 = q(&mut c, &["WAIT", "1", "10000"]);
+    assert_eq!(acked, 1, "the replica acknowledged");
+    let rport = r.port.to_string();
+    let _: () = q(&mut c, &["FAILOVER", "TO", "127.0.0.1", &rport]);
+    wait_for(20, "the failover to complete", || {
+        let old = info(&mut c, "replication");
+        let link_up = old
+            .iter()
+            .any(|(k, v)| k == "master_link_status" && v == "up");
+        (role(&mut rc) == "master" && role(&mut c) == "slave" && link_up).then_some(())
+    });
+    assert!(p.alive() && r.alive());
+    // The old primary refuses to start or cancel a task now.
+    assert_eq!(
+        error_of(&mut c, cmd("RECLAIM.REDRIVE").arg("CANCEL").arg("p:dlq")),
+        "READONLY You can't write against a read only replica."
+    );
+    let (at, moved) = resumes(&mut rc, &ids);
+    eprintln!("FAILOVER at {at} moved; {moved} in all");
+    // The old primary skips its ticks as a replica, and holds exactly what the new one wrote.
+    let skipped = reclaim_info(&mut c, "ticks_skipped_replica");
+    wait_for(10, "ticks skipped on the old primary", || {
+        (reclaim_info(&mut c, "ticks_skipped_replica") >= skipped + 5).then_some(())
+    });
+    let acked: i64 = q(&mut rc, &["WAIT", "1", "10000"]);
+    assert_eq!(acked, 1, "the old primary acknowledged");
+    assert_eq!(
+        pending_raw(&mut c, b"p", b"g"),
+        pending_raw(&mut rc, b"p", b"g")
+    );
+    assert_eq!(xrange(&mut c, b"p:dlq"), xrange(&mut rc, b"p:dlq"));
+    assert_once(&mut c, "p", &ids);
+    assert_eq!(status_of(&mut c, "p:dlq"), status_of(&mut rc, "p:dlq"));
+    assert_eq!(str_field(&status_of(&mut c, "p:dlq"), "state"), "done");
+    assert_eq!(reclaim_info(&mut c, "panics"), 0);
+    assert_eq!(reclaim_info(&mut rc, "panics"), 0);
+}
+
+/// A connection authenticated as `user` (every test user is `nopass`).
+fn conn_as(s: &Server, user: &str) -> Connection {
+    let mut c = s.conn();
+    run(&mut c, &["AUTH", user, "any"]);
+    c
+}
+
+/// Without SOURCE, a task may write the PEL of the stream of every policy whose DLQ is this DLQ:
+/// the caller must be allowed to write all of them (checked when the task starts). With them, the
+/// task moves their entries back, and leaves an entry naming a policy with another DLQ.
+#[test]
+fn without_source_the_caller_must_write_every_stream_of_the_dlq() {
+    let s = Server::new();
+    let mut c = s.conn();
+    // Two streams dead-letter into dlq:shared; a third into its own DLQ.
+    let mut all = Vec::new();
+    for st in ["s1", "s2", "other"] {
+        create_group(&mut c, st.as_bytes(), b"g");
+        let dlq = if st == "other" {
+            "dlq:other"
+        } else {
+            "dlq:shared"
+        };
+        set_policy_opts(
+            &mut c,
+            st,
+            "g",
+            &format!("MIN-IDLE 60000 MAX-DELIVERIES 3 DLQ {dlq} INTERVAL 3600000"),
+        );
+        let ids = add_numbered(&mut c, st, 3);
+        deliver(&mut c, st, "g", "w", None);
+        set_deliveries(&mut c, st.as_bytes(), b"g", b"w", &ids, 4);
+        run(&mut c, &["RECLAIM.SWEEP", st, "g"]);
+        all.push(ids);
+    }
+    assert_eq!(xlen(&mut c, "dlq:shared"), 6);
+    // An entry of `other` written into dlq:shared by hand, as if dead-lettered there.
+    let forged: String = q(
+        &mut c,
+        &[
+            "XADD",
+            "dlq:shared",
+            "*",
+            "reclaim-stream",
+            "other",
+            "reclaim-group",
+            "g",
+            "reclaim-id",
+            &all[2][0],
+        ],
+    );
+    let noperm = "NOPERM this user has no permissions to write the streams of the policies that use this DLQ (use SOURCE key group)";
+    for (user, keys) in [
+        ("dlqonly", vec!["~dlq*"]),
+        ("one", vec!["~dlq*", "~s1"]),
+        ("both", vec!["~dlq*", "~s1", "~s2"]),
+    ] {
+        let mut a: Vec<&str> = vec!["SETUSER", user, "on", "nopass", "+@all"];
+        a.extend(keys);
+        run(&mut c, &[&["ACL"][..], &a[..]].concat());
+    }
+    for user in ["dlqonly", "one"] {
+        let mut u = conn_as(&s, user);
+        assert_eq!(
+            error_of(&mut u, cmd("RECLAIM.REDRIVE").arg("dlq:shared")),
+            noperm,
+            "{user}"
+        );
+        // SOURCE of a stream it may not write: the server refuses the declared key.
+        let e = error_of(
+            &mut u,
+            cmd("RECLAIM.REDRIVE").arg(&["dlq:shared", "SOURCE", "s2", "g"]),
+        );
+        assert!(e.starts_with("NOPERM"), "{user}: {e}");
+        // Nothing was written.
+        assert_eq!(status_of(&mut c, "dlq:shared"), Value::Nil);
+        assert_eq!(xlen(&mut c, "dlq:shared"), 7);
+    }
+    // With SOURCE of its own stream, "one" may redrive that stream's entries.
+    let mut one = conn_as(&s, "one");
+    redrive(&mut one, &["dlq:shared", "SOURCE", "s1", "g"]);
+    let st = wait_state(&mut one, "dlq:shared", "done", 10);
+    assert_eq!(int_field(&st, "moved"), 3);
+    assert_eq!(pel_total(&mut c, "s1", "g"), 3);
+    // "both" may write every stream whose policy uses dlq:shared (not `other`, whose policy uses
+    // dlq:other): the task moves s2's entries back and leaves the entry naming `other`.
+    let mut both = conn_as(&s, "both");
+    redrive(&mut both, &["dlq:shared"]);
+    let st = wait_state(&mut both, "dlq:shared", "done", 10);
+    assert_eq!(int_field(&st, "moved"), 3);
+    assert_eq!(int_field(&st, "skipped"), 1);
+    let left = xrange(&mut c, b"dlq:shared");
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].0, forged);
+    assert_eq!(dlq_ids(&left), vec![all[2][0].clone()]);
+    assert_eq!(pel_total(&mut c, "s2", "g"), 3);
+    assert_eq!(pel_total(&mut c, "other", "g"), 0);
+    assert_eq!(xlen(&mut c, "dlq:other"), 3);
+    // A DLQ no policy uses: nothing to check.
+    run(&mut c, &["XADD", "dlq:loose", "*", "f", "v"]);
+    let mut only = conn_as(&s, "dlqonly");
+    redrive(&mut only, &["dlq:loose"]);
+    let st = wait_state(&mut only, "dlq:loose", "done", 10);
+    assert_eq!(int_field(&st, "skipped"), 1);
 }
 
 #[test]
