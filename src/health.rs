@@ -188,6 +188,9 @@ pub fn health_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
                 ),
             ]),
         ),
-        ("status", Reply::Bytes(rt.state().as_bytes().to_vec())),
+        (
+            "status",
+            Reply::Bytes(rt.status(crate::config::enabled()).as_bytes().to_vec()),
+        ),
     ]))
 }

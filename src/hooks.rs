@@ -192,6 +192,7 @@ pub unsafe extern "C" fn on_async_load(
 pub unsafe extern "C" fn on_info(ctx: *mut raw::RedisModuleInfoCtx, for_crash_report: c_int) {
     ffi::guard("INFO", || unsafe {
         let state = [
+            ("enabled", crate::config::enabled() as u64),
             ("policies", registry::len() as u64),
             ("inbox", registry::inbox_total()),
             ("tracked_consumers", registry::tracked_consumers() as u64),
@@ -281,7 +282,7 @@ pub fn policy_line_into(out: &mut Vec<u8>, id: &registry::PolicyId, rt: &crate::
     num(out, b",deleted=", c.get(Stat::Deleted));
     num(out, b",oldest_pending_ms=", s.oldest_pending_ms());
     out.extend_from_slice(b",status=");
-    out.extend_from_slice(rt.state().as_bytes());
+    out.extend_from_slice(rt.status(crate::config::enabled()).as_bytes());
     num(out, b",consumers=", s.consumers);
     num(out, b",max_consumer_pending=", s.max_consumer_pending);
     num(out, b",redelivered=", c.get(Stat::Redelivered));

@@ -522,6 +522,16 @@ impl Runtime {
         }
     }
 
+    /// The policy's status as `INFO reclaim` and `RECLAIM.HEALTH` show it: `disabled` while the
+    /// server-wide config `reclaim.enabled` is `no` (`enabled` false), else [`Runtime::state`].
+    pub fn status(&self, enabled: bool) -> &'static str {
+        if enabled {
+            self.state()
+        } else {
+            "disabled"
+        }
+    }
+
     /// Consumers this policy tracks now (unchecked ones and recent touches).
     pub fn tracked_consumers(&self) -> usize {
         let unchecked = match &self.unchecked {

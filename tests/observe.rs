@@ -482,3 +482,34 @@ fn replicas_show_the_stored_state_in_info() {
         (line_of(&mut rc, "r1", "g")["status"] == "paused").then_some(())
     });
 }
+
+/// `reclaim.enabled no` shows from outside: `reclaim_enabled:0` in `INFO reclaim`, `disabled` on
+/// every policy's line and in `RECLAIM.HEALTH` (and `RECLAIM.STATS`), until it is `yes` again.
+#[test]
+fn reclaim_enabled_no_shows_in_info_and_health() {
+    let s = Server::new();
+    let mut c = s.conn();
+    create_group(&mut c, b"a", b"g");
+    set_policy(&mut c, b"a", b"g", &PolicyView::new(1000, 50));
+    create_group(&mut c, b"b", b"g");
+    set_policy(&mut c, b"b", b"g", &PolicyView::new(1000, 50));
+    assert_eq!(reclaim_info(&mut c, "enabled"), 1);
+    assert_eq!(line_of(&mut c, "a", "g")["status"], "active");
+
+    run(&mut c, &["CONFIG", "SET", "reclaim.enabled", "no"]);
+    assert_eq!(reclaim_info(&mut c, "enabled"), 0);
+    for k in ["a", "b"] {
+        assert_eq!(line_of(&mut c, k, "g")["status"], "disabled", "{k}");
+        assert_eq!(
+            str_field(&health(&mut c, k, "g"), "status"),
+            "disabled",
+            "{k}"
+        );
+        assert_eq!(status(&mut c, k, "g"), "disabled", "{k}");
+    }
+
+    run(&mut c, &["CONFIG", "SET", "reclaim.enabled", "yes"]);
+    assert_eq!(reclaim_info(&mut c, "enabled"), 1);
+    assert_eq!(line_of(&mut c, "a", "g")["status"], "active");
+    assert_eq!(str_field(&health(&mut c, "a", "g"), "status"), "active");
+}
