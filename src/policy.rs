@@ -935,7 +935,15 @@ mod tests {
             ),
             (
                 &["DLQ", "reclaim:policy:{orders}:orders"],
-                "ERR the DLQ key must not be a policy key (reclaim:policy:...)",
+                "ERR the DLQ key is a key the module keeps for itself (reclaim:policy:..., reclaim:redrive:..., reclaim:redrive-moved:...)",
+            ),
+            (
+                &["DLQ", "reclaim:redrive:{x}:x"],
+                "ERR the DLQ key is a key the module keeps for itself (reclaim:policy:..., reclaim:redrive:..., reclaim:redrive-moved:...)",
+            ),
+            (
+                &["DLQ", "reclaim:redrive-moved:{x}:x"],
+                "ERR the DLQ key is a key the module keeps for itself (reclaim:policy:..., reclaim:redrive:..., reclaim:redrive-moved:...)",
             ),
             (&["FOO", "1"], "ERR unknown option 'FOO'"),
             (
