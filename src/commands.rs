@@ -234,8 +234,8 @@ fn policy_import(ctx: &Context, args: &[RedisString]) -> CmdResult {
 /// `RECLAIM.POLICY PAUSE key group [STORM]` -> `+OK`: the policy moves, redelivers and
 /// dead-letters nothing until `RECLAIM.POLICY RESUME` (state `paused`; with `STORM`, state
 /// `storm`: only dead-letters stop, as when the breaker opens). Stored with the policy (RDB, AOF,
-/// replicas); propagated verbatim when it changed the state. Errors: no policy, a word other
-/// than `STORM`.
+/// replicas); propagated verbatim when it changed the state. Errors: a word other than `STORM`,
+/// the policy key taken, no policy.
 fn policy_pause(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let a = slices(args);
     let state = match a.get(4) {
@@ -248,15 +248,18 @@ fn policy_pause(ctx: &Context, args: &[RedisString]) -> CmdResult {
 
 /// `RECLAIM.POLICY RESUME key group` -> `+OK`: the policy runs again (state `active`); an open
 /// `STORM` breaker closes, and does not open again for one window, so what it held back is
-/// dead-lettered. Propagated verbatim when it changed the state. Errors: no policy.
+/// dead-lettered. Propagated verbatim when it changed the state. Errors: the policy key taken, no
+/// policy.
 fn policy_resume(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let a = slices(args);
     change_state(ctx, a[2], a[3], State::Active)
 }
 
 /// Sets the state of the policy of (stream, group), propagates the command when it changed, and
-/// makes the policy due at once.
+/// makes the policy due at once. Errors: the policy key holds something else
+/// ([`error::POLICY_KEY_TAKEN`], as SET), no policy.
 fn change_state(ctx: &Context, stream: &[u8], group: &[u8], state: State) -> CmdResult {
+    store::has(ctx, stream, group)?;
     let (id, p) = policy_or_error(ctx, stream, group)?;
     if store::set_state(ctx, stream, group, state) != Some(state) {
         ctx.replicate_verbatim();

@@ -27,8 +27,17 @@ pub const TOMBSTONES_NEEDS_DLQ: &str = "ERR TOMBSTONES yes needs a DLQ key";
 pub const TOMBSTONES_SYNTAX: &str = "ERR TOMBSTONES must be yes or no";
 /// `DLQ` names the stream the policy watches.
 pub const DLQ_IS_STREAM: &str = "ERR the DLQ key must differ from the stream key";
-/// `DLQ` names a key in the module's own namespace (`reclaim:policy:...`).
-pub const DLQ_IS_POLICY_KEY: &str = "ERR the DLQ key must not be a policy key (reclaim:policy:...)";
+/// `DLQ` (of `RECLAIM.POLICY SET`/`IMPORT`/`SIMULATE`) or the DLQ of `RECLAIM.REDRIVE` names a
+/// key in the module's own namespace ([`crate::keys::is_module_key`]).
+pub const DLQ_IS_MODULE_KEY: &str = "ERR the DLQ key is a key the module keeps for itself (reclaim:policy:..., reclaim:redrive:..., reclaim:redrive-moved:...)";
+/// `RECLAIM.REDRIVE ... SOURCE key group` with a key in the module's own namespace.
+pub const SOURCE_IS_MODULE_KEY: &str = "ERR the SOURCE key is a key the module keeps for itself (reclaim:policy:..., reclaim:redrive:..., reclaim:redrive-moved:...)";
+/// `RECLAIM.REDRIVE dlq SOURCE key group` with `key` equal to `dlq`: the task would delete the
+/// stream's own entries.
+pub const REDRIVE_DLQ_IS_SOURCE: &str = "ERR the DLQ key must differ from the SOURCE key";
+/// `RECLAIM.REDRIVE dlq` where `dlq` is the stream of a reclaim policy (a work stream, not a DLQ).
+pub const REDRIVE_DLQ_IS_WORK_STREAM: &str =
+    "ERR the DLQ key is the stream of a reclaim policy (a work stream, not a DLQ)";
 /// `RECLAIM.SWEEP` by a user whose ACL does not allow writing the policy's DLQ key.
 pub const NOPERM_DLQ: &str = "NOPERM this user has no permissions to write the policy's DLQ key";
 /// The policy key of the stream exists but holds something else (written by hand).
@@ -118,6 +127,9 @@ pub const REDRIVE_CANARY_WINDOW: &str = "ERR CANARY k and WINDOW ms go together"
 /// `RECLAIM.REDRIVE` whose task key (`reclaim:redrive:{TAG}:DLQ`) holds something else.
 pub const REDRIVE_KEY_TAKEN: &str =
     "ERR the redrive key of this DLQ holds a value that is not a redrive task";
+/// `RECLAIM.REDRIVE` whose moved-set key (`reclaim:redrive-moved:{TAG}:DLQ`) holds something else.
+pub const REDRIVE_MOVED_KEY_TAKEN: &str =
+    "ERR the redrive-moved key of this DLQ holds a value that is not a set of redriven entries";
 /// `RECLAIM.REDRIVE` (start or `CANCEL`) on a replica (the text Redis gives a write there).
 pub const READONLY: &str = "READONLY You can't write against a read only replica.";
 /// Any panic caught at the FFI boundary (a bug: the server keeps running, the log has details).

@@ -836,7 +836,7 @@ mod tests {
             ),
             (
                 r#"{"key": "orders", "group": "workers", "dlq": "reclaim:policy:{x}:x"}"#,
-                "ERR policies[1] (key 'orders', group 'workers'), field 'dlq': the DLQ key must not be a policy key (reclaim:policy:...)",
+                "ERR policies[1] (key 'orders', group 'workers'), field 'dlq': the DLQ key is a key the module keeps for itself (reclaim:policy:..., reclaim:redrive:..., reclaim:redrive-moved:...)",
             ),
             (
                 r#"{"key": "orders", "group": "workers", "min-idle": 1000, "backoff": {"exponential": 999}}"#,

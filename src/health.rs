@@ -134,10 +134,15 @@ fn deliveries(rt: &Runtime) -> Reply {
 /// `RECLAIM.HEALTH key group` -> map `now-ms`, `live` (read now), `last-pass` (the PEL at the
 /// end of the last complete pass), `pel-sizes` and `pel-change` (the last passes), `deliveries`
 /// (the histogram of the last full pass or scan), `dead-letters` (counted as they happen).
-/// docs/commands.md has every field. Errors: no policy (as `RECLAIM.STATS`).
+/// docs/commands.md has every field. Errors: no policy (as `RECLAIM.STATS`); WRONGTYPE when the
+/// key holds something other than a stream (as `RECLAIM.SIMULATE` and `RECLAIM.SWEEP`: `live`
+/// cannot be read).
 pub fn health_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let (stream, group) = (args[1].as_slice(), args[2].as_slice());
     let p = store::get(ctx, stream, group).ok_or(ReclaimError::Static(error::NO_POLICY))?;
+    if crate::sweep::is_non_stream(ctx, stream) {
+        return Err(error::WRONGTYPE_STREAM.into());
+    }
     let id = PolicyId::new(ffi::selected_db(ctx), stream, group);
     registry::register(id.db, stream, group);
     let rt = registry::get(&id).unwrap_or_default();

@@ -131,6 +131,17 @@ pub fn redrive_moved_key(dlq: &[u8]) -> Vec<u8> {
     tagged(REDRIVE_MOVED_PREFIX, dlq)
 }
 
+/// Whether `name` is in the module's own key namespace: a policy key (`reclaim:policy:...`), a
+/// redrive task key (`reclaim:redrive:...`) or a redrive moved-set key
+/// (`reclaim:redrive-moved:...`). By prefix, so that no such name can be a DLQ, a redrive's DLQ or
+/// its `SOURCE` key, whether or not the module made that key yet (a name of another shape under
+/// these prefixes is refused too: the namespace is the module's).
+pub fn is_module_key(name: &[u8]) -> bool {
+    [POLICY_KEY_PREFIX, REDRIVE_KEY_PREFIX, REDRIVE_MOVED_PREFIX]
+        .iter()
+        .any(|p| name.starts_with(p))
+}
+
 /// The stream whose policies a key named `name` holds, when `name` is a well-formed policy key
 /// (exactly [`policy_key`] of that stream); `None` otherwise.
 pub fn stream_of_policy_key(name: &[u8]) -> Option<Vec<u8>> {
@@ -203,6 +214,26 @@ mod tests {
         for d in [&b"{o}:dlq"[..], b"a}b", b"", b"dlq"] {
             assert_eq!(key_slot(&redrive_key(d)), key_slot(d));
             assert_eq!(key_slot(&redrive_moved_key(d)), key_slot(d));
+        }
+    }
+
+    #[test]
+    fn module_namespace() {
+        for d in [&b"orders"[..], b"{o}:dlq", b"", b"a}b"] {
+            assert!(is_module_key(&policy_key(d)));
+            assert!(is_module_key(&redrive_key(d)));
+            assert!(is_module_key(&redrive_moved_key(d)));
+        }
+        assert!(is_module_key(b"reclaim:redrive-moved:{x}:x"));
+        assert!(is_module_key(b"reclaim:policy:junk"));
+        for d in [
+            &b"orders:dlq"[..],
+            b"reclaim:",
+            b"reclaim:redrive",
+            b"Reclaim:policy:x",
+            b"",
+        ] {
+            assert!(!is_module_key(d), "{d:?}");
         }
     }
 

@@ -558,11 +558,8 @@ impl Changes {
         if p.dlq.as_deref() == Some(stream) {
             return Err(ReclaimError::Static(error::DLQ_IS_STREAM));
         }
-        if p.dlq
-            .as_deref()
-            .is_some_and(|d| d.starts_with(crate::keys::POLICY_KEY_PREFIX))
-        {
-            return Err(ReclaimError::Static(error::DLQ_IS_POLICY_KEY));
+        if p.dlq.as_deref().is_some_and(crate::keys::is_module_key) {
+            return Err(ReclaimError::Static(error::DLQ_IS_MODULE_KEY));
         }
         Ok(p)
     }
@@ -645,7 +642,7 @@ pub fn option_of(e: &ReclaimError) -> Option<&'static str> {
             error::DLQ_MAXLEN_NEEDS_DLQ => Some("DLQ-MAXLEN"),
             error::DLQ_MAXAGE_NEEDS_DLQ => Some("DLQ-MAXAGE"),
             error::TOMBSTONES_NEEDS_DLQ | error::TOMBSTONES_SYNTAX => Some("TOMBSTONES"),
-            error::DLQ_IS_STREAM | error::DLQ_IS_POLICY_KEY => Some("DLQ"),
+            error::DLQ_IS_STREAM | error::DLQ_IS_MODULE_KEY => Some("DLQ"),
             _ => None,
         },
         _ => None,
@@ -938,7 +935,15 @@ mod tests {
             ),
             (
                 &["DLQ", "reclaim:policy:{orders}:orders"],
-                "ERR the DLQ key must not be a policy key (reclaim:policy:...)",
+                "ERR the DLQ key is a key the module keeps for itself (reclaim:policy:..., reclaim:redrive:..., reclaim:redrive-moved:...)",
+            ),
+            (
+                &["DLQ", "reclaim:redrive:{x}:x"],
+                "ERR the DLQ key is a key the module keeps for itself (reclaim:policy:..., reclaim:redrive:..., reclaim:redrive-moved:...)",
+            ),
+            (
+                &["DLQ", "reclaim:redrive-moved:{x}:x"],
+                "ERR the DLQ key is a key the module keeps for itself (reclaim:policy:..., reclaim:redrive:..., reclaim:redrive-moved:...)",
             ),
             (&["FOO", "1"], "ERR unknown option 'FOO'"),
             (

@@ -25,7 +25,13 @@
 //! An entry is left in the DLQ (counted as `skipped`, the cursor moves past it) when it was
 //! trimmed or deleted from its stream (appending a copy would hand it to the stream's other groups
 //! as a new entry), when its stream, group or policy is gone, when it is pending in its group
-//! already (a worker holds it), or when it has no `reclaim-*` fields (not written by the module).
+//! already (a worker holds it), when its ID is above the group's last-delivered ID (a record
+//! written by hand of an entry the group never read: moving it would hand it out as new), or when
+//! it has no `reclaim-*` fields (not written by the module).
+//!
+//! The task never deletes or writes its task key or moved set when it holds a value of another
+//! type (written by hand): `RECLAIM.REDRIVE` refuses to start, and a running task waits (its
+//! `CANCEL` still works) until that key is gone.
 //!
 //! In memory there is only an index of running tasks ([`TASKS`]: database, DLQ, the `RATE`
 //! bucket), bounded by the DLQs with a running task. It is filled by `RECLAIM.REDRIVE` itself and
@@ -544,6 +550,52 @@ fn del(ctx: &Context, key: &[u8]) {
     let _: CallResult = ctx.call_ext("DEL", &write_opts(), &[key][..]);
 }
 
+/// Whether `moved_key` may be used as the moved set: it does not exist or is a set.
+fn moved_key_usable(ctx: &Context, moved_key: &[u8]) -> bool {
+    matches!(key_type(ctx, moved_key), KeyType::Empty | KeyType::Set)
+}
+
+/// Deletes the moved set `moved_key`, only when it is a set (never a value of another type
+/// written by hand under that name).
+fn del_moved(ctx: &Context, moved_key: &[u8]) {
+    if key_type(ctx, moved_key) == KeyType::Set {
+        del(ctx, moved_key);
+    }
+}
+
+/// The last-delivered ID of each (stream, group) a step looked up (`None`: could not be read).
+type Delivered = BTreeMap<(Vec<u8>, Vec<u8>), Option<(u64, u64)>>;
+
+/// The group's last-delivered ID (`XINFO GROUPS stream`, O(groups of the stream)), `None` when
+/// the stream or group is gone or the reply cannot be read.
+fn last_delivered(ctx: &Context, stream: &[u8], group: &[u8]) -> Option<(u64, u64)> {
+    let args: [&[u8]; 2] = [b"GROUPS", stream];
+    let r: CallResult = ctx.call_ext("XINFO", &read_opts(), &args[..]);
+    let Ok(CallReply::Array(groups)) = r else {
+        return None;
+    };
+    for g in groups.iter() {
+        let Ok(CallReply::Array(g)) = g else {
+            continue;
+        };
+        // name <name> consumers <n> pending <n> last-delivered-id <id> ... (RESP2: flat pairs).
+        let (mut name, mut last) = (None, None);
+        for i in (0..g.len()).step_by(2) {
+            let key = g.get(i).as_ref().and_then(bytes);
+            let value = g.get(i + 1);
+            match key.as_deref() {
+                Some(b"name") => name = value.as_ref().and_then(bytes),
+                Some(b"last-delivered-id") => last = value.as_ref().and_then(bytes),
+                _ => {}
+            }
+        }
+        if name.as_deref() == Some(group) {
+            return last.and_then(|l| crate::planner::parse_id(&l));
+        }
+    }
+    None
+}
+
 /// One DLQ entry: its ID and flat field/value list.
 type DlqEntry = (Vec<u8>, Vec<Vec<u8>>);
 
@@ -645,6 +697,9 @@ enum Moved {
 
 /// Moves DLQ entry (`did`, `fields`) of `dlq` back to its group, or leaves it (see the module
 /// docs). The XCLAIM, the XDEL and the SADD are propagated in the caller's callback.
+/// `delivered` caches the groups' last-delivered IDs for the step (one `XINFO GROUPS` per
+/// (stream, group) per step, at most).
+#[allow(clippy::too_many_arguments)]
 fn move_back(
     ctx: &Context,
     db: i32,
@@ -653,6 +708,7 @@ fn move_back(
     t: &Task,
     did: &[u8],
     fields: &[Vec<u8>],
+    delivered: &mut Delivered,
 ) -> Moved {
     let Some(o) = origin(fields) else {
         return Moved::Skipped;
@@ -671,7 +727,20 @@ fn move_back(
     if t.opts.source.is_none() && policy.dlq.as_deref() != Some(dlq) {
         return Moved::Skipped;
     }
-    if !stream_has(ctx, &o.stream, &o.id) || is_pending(ctx, &o) {
+    if !stream_has(ctx, &o.stream, &o.id) {
+        return Moved::Skipped;
+    }
+    // An entry above the group's last-delivered ID was never delivered to the group, so it is
+    // no dead letter of it (a record written by hand): XCLAIM FORCE would make it pending with
+    // delivery count 0, and RECLAIM.READGROUP would hand it out as new, even while paused.
+    let last = *delivered
+        .entry((o.stream.clone(), o.group.clone()))
+        .or_insert_with(|| last_delivered(ctx, &o.stream, &o.group));
+    match (last, crate::planner::parse_id(&o.id)) {
+        (Some(last), Some(id)) if id <= last => {}
+        _ => return Moved::Skipped,
+    }
+    if is_pending(ctx, &o) {
         return Moved::Skipped;
     }
     if !claim_back(ctx, &o, &policy.claimant) {
@@ -681,7 +750,12 @@ fn move_back(
     // stream entry does not fail), so the entry is never in both places.
     let _: CallResult = ctx.call_ext("XDEL", &write_opts(), &[dlq, did][..]);
     let member = o.member();
-    let _: CallResult = ctx.call_ext("SADD", &write_opts(), &[moved_key, &member][..]);
+    let r: CallResult = ctx.call_ext("SADD", &write_opts(), &[moved_key, &member][..]);
+    if r.is_err() {
+        // The step checked the moved set's type first, so this is not expected; the entry is
+        // back in its group all the same, only its `failed-again` check is lost.
+        ctx.log_warning("reclaim: RECLAIM.REDRIVE could not add a moved entry to its moved set");
+    }
     crate::readgroup::signal_if_waiting(ctx, db, &o.stream);
     Moved::Back
 }
@@ -719,6 +793,11 @@ fn step(ctx: &Context, db: i32, dlq: &[u8], bucket: &mut Bucket, deadline: Insta
     if !t.phase.is_live() {
         return false;
     }
+    if !moved_key_usable(ctx, &moved_key) {
+        // A value of another type under the moved set's name (written by hand): never delete or
+        // write it; wait (RECLAIM.REDRIVE CANCEL ends the task).
+        return true;
+    }
     let before = t.clone();
     let now = epoch_ms() as u64;
     match key_type(ctx, dlq) {
@@ -745,12 +824,13 @@ fn step(ctx: &Context, db: i32, dlq: &[u8], bucket: &mut Bucket, deadline: Insta
             };
             let mut moves = 0;
             let mut stopped = false;
+            let mut delivered = Delivered::new();
             for (did, fields) in &entries {
                 if moves >= quota || (moves > 0 && Instant::now() >= deadline) {
                     stopped = true;
                     break;
                 }
-                match move_back(ctx, db, dlq, &moved_key, &t, did, fields) {
+                match move_back(ctx, db, dlq, &moved_key, &t, did, fields, &mut delivered) {
                     Moved::Back => {
                         moves += 1;
                         t.moved += 1;
@@ -776,7 +856,7 @@ fn step(ctx: &Context, db: i32, dlq: &[u8], bucket: &mut Bucket, deadline: Insta
     if t != before {
         write_task(ctx, &key, &t);
         if !t.phase.is_live() {
-            del(ctx, &moved_key);
+            del_moved(ctx, &moved_key);
         }
     }
     t.phase.is_live()
@@ -863,14 +943,27 @@ fn refuse_on_replica(ctx: &Context) -> Result<(), ReclaimError> {
 }
 
 /// `RECLAIM.REDRIVE dlq [SOURCE key group] [COUNT n] [RATE n] [CANARY k WINDOW ms]` -> the new
-/// task's id (integer). Errors, in this order: the options' ([`parse_options`]); READONLY on a
-/// replica; NOPERM when the caller may not write the SOURCE key or, without SOURCE, the stream of
-/// every policy whose DLQ is this DLQ ([`dlq_streams`]); no such DLQ; WRONGTYPE (the DLQ
-/// is not a stream); no policy for SOURCE's key and group; the task key taken; a task running.
-/// Writes the task (`DEL` of the old task and moved set, `HSET`) through `!`; the moves run from
-/// the timer.
+/// task's id (integer). Errors, in this order: the options' ([`parse_options`]); the DLQ or the
+/// SOURCE key in the module's own namespace ([`keys::is_module_key`]); the SOURCE key equal to
+/// the DLQ; READONLY on a replica; NOPERM when the caller may not write the SOURCE key or,
+/// without SOURCE, the stream of every policy whose DLQ is this DLQ ([`dlq_streams`]); no such
+/// DLQ; WRONGTYPE (the DLQ is not a stream); the DLQ is the stream of a policy (a work stream);
+/// no policy for SOURCE's key and group; the task key taken; a task running; the moved set's key
+/// taken. Writes the task (`DEL` of the old task and moved set, `HSET`) through `!`; the moves
+/// run from the timer.
 fn start(ctx: &Context, dlq: &[u8], opts: &[&[u8]]) -> CmdResult {
     let o = parse_options(opts)?;
+    if keys::is_module_key(dlq) {
+        return Err(error::DLQ_IS_MODULE_KEY.into());
+    }
+    if let Some((sk, _)) = &o.source {
+        if keys::is_module_key(sk) {
+            return Err(error::SOURCE_IS_MODULE_KEY.into());
+        }
+        if sk.as_slice() == dlq {
+            return Err(error::REDRIVE_DLQ_IS_SOURCE.into());
+        }
+    }
     refuse_on_replica(ctx)?;
     if let Some((sk, _)) = &o.source {
         if !ffi::may_write_key(ctx, sk) {
@@ -888,6 +981,9 @@ fn start(ctx: &Context, dlq: &[u8], opts: &[&[u8]]) -> CmdResult {
         KeyType::Empty => return Err(error::REDRIVE_NO_DLQ.into()),
         _ => return Err(error::WRONGTYPE_DLQ.into()),
     }
+    if matches!(store::read(ctx, dlq), store::Found::Set(s) if !s.groups.is_empty()) {
+        return Err(error::REDRIVE_DLQ_IS_WORK_STREAM.into());
+    }
     if let Some((sk, sg)) = &o.source {
         if store::get(ctx, sk, sg).is_none() {
             return Err(error::NO_POLICY.into());
@@ -897,6 +993,10 @@ fn start(ctx: &Context, dlq: &[u8], opts: &[&[u8]]) -> CmdResult {
     let previous = read_task(ctx, &key)?;
     if previous.as_ref().is_some_and(|t| t.phase.is_live()) {
         return Err(error::REDRIVE_RUNNING.into());
+    }
+    let moved_key = keys::redrive_moved_key(dlq);
+    if !moved_key_usable(ctx, &moved_key) {
+        return Err(error::REDRIVE_MOVED_KEY_TAKEN.into());
     }
     let (end_id, total) = dlq_end(ctx, dlq);
     let t = Task {
@@ -911,7 +1011,7 @@ fn start(ctx: &Context, dlq: &[u8], opts: &[&[u8]]) -> CmdResult {
         ..Task::default()
     };
     del(ctx, &key);
-    del(ctx, &keys::redrive_moved_key(dlq));
+    del_moved(ctx, &moved_key);
     write_task(ctx, &key, &t);
     note(ffi::selected_db(ctx), dlq);
     Ok(Reply::Int(t.id as i64))
@@ -970,7 +1070,7 @@ fn cancel(ctx: &Context, dlq: &[u8]) -> CmdResult {
     }
     t.finish(Phase::Canceled, epoch_ms() as u64);
     write_task(ctx, &key, &t);
-    del(ctx, &keys::redrive_moved_key(dlq));
+    del_moved(ctx, &keys::redrive_moved_key(dlq));
     tasks().remove(&(ffi::selected_db(ctx), dlq.to_vec()));
     Ok(Reply::Int(1))
 }

@@ -210,6 +210,7 @@ const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kin
 const WRONGTYPE_DLQ: &str =
     "WRONGTYPE the DLQ key holds the wrong kind of value (it must be a stream)";
 const NO_POLICY: &str = "ERR no reclaim policy for this key and group";
+const DLQ_IS_MODULE_KEY: &str = "ERR the DLQ key is a key the module keeps for itself (reclaim:policy:..., reclaim:redrive:..., reclaim:redrive-moved:...)";
 const NOPERM_KEYS: &str =
     "NOPERM this user has no permissions to access one of the keys used as arguments";
 /// The key-permission error as Redis 8.x words it (Valkey 8.1 and Redis 7.x use NOPERM_KEYS).
@@ -705,6 +706,13 @@ fn rejected_set_options_change_nothing() {
             a![b"MAX-DELIVERIES", b"2", b"DLQ", b"s"],
             "ERR the DLQ key must differ from the stream key",
         ),
+        // The module's own keys: a policy key, a redrive task key, a redrive moved set.
+        (a![b"DLQ", b"reclaim:policy:{s}:s"], DLQ_IS_MODULE_KEY),
+        (a![b"DLQ", b"reclaim:redrive:{x}:x"], DLQ_IS_MODULE_KEY),
+        (
+            a![b"MAX-DELIVERIES", b"1", b"DLQ", b"reclaim:redrive-moved:{x}:x"],
+            DLQ_IS_MODULE_KEY,
+        ),
     ];
     for (a, e) in more {
         cases.push((a, e.into()));
@@ -810,6 +818,27 @@ fn rejected_key_types_change_nothing() {
         "ERR the policy key of this stream holds a value that is not a reclaim policy"
     );
     assert_eq!(get(&mut c, b"t", b"g"), Value::Nil);
+    let v: String = cmd("GET")
+        .arg("reclaim:policy:{t}:t")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(v, "mine");
+    // PAUSE and RESUME say the same, after their own syntax check; the value stays.
+    let taken = "ERR the policy key of this stream holds a value that is not a reclaim policy";
+    assert_eq!(
+        error_of(&mut c, &pol(&[b"PAUSE", b"t", b"g"])),
+        taken,
+        "PAUSE"
+    );
+    assert_eq!(
+        error_of(&mut c, &pol(&[b"PAUSE", b"t", b"g", b"STORM"])),
+        taken
+    );
+    assert_eq!(
+        error_of(&mut c, &pol(&[b"PAUSE", b"t", b"g", b"FOO"])),
+        "ERR syntax error: RECLAIM.POLICY PAUSE key group [STORM]"
+    );
+    assert_eq!(error_of(&mut c, &pol(&[b"RESUME", b"t", b"g"])), taken);
     let v: String = cmd("GET")
         .arg("reclaim:policy:{t}:t")
         .query(&mut c)

@@ -175,6 +175,11 @@ fn a_document_with_one_bad_policy_changes_nothing_and_names_it() {
             r#"{"key": "orders", "group": "audit", "state": "paused"}"#,
             "ERR policies[2] (key 'orders', group 'audit'), field 'state': unknown field `state`, expected one of `key`, `group`, `min-idle`, `max-deliveries`, `dlq`, `claimant`, `count`, `interval`, `backoff`, `liveness`, `storm`, `dlq-maxlen`, `dlq-maxage`, `tombstones`",
         ),
+        // A DLQ in the module's own namespace.
+        (
+            r#"{"key": "orders", "group": "audit", "max-deliveries": 1, "dlq": "reclaim:redrive-moved:{x}:x"}"#,
+            "ERR policies[2] (key 'orders', group 'audit'), field 'dlq': the DLQ key is a key the module keeps for itself (reclaim:policy:..., reclaim:redrive:..., reclaim:redrive-moved:...)",
+        ),
         // What the keyspace says, with its own prefix.
         (
             r#"{"key": "cache", "group": "g"}"#,

@@ -447,6 +447,20 @@ fn health_shows_the_group_and_when_each_figure_was_taken() {
     // Without its stream: nothing read now.
     run(&mut c, &["DEL", "h"]);
     assert_eq!(field(&health(&mut c, "h", "g"), "live"), Value::Nil);
+    // Another type under the stream's name: WRONGTYPE, as RECLAIM.SIMULATE and RECLAIM.SWEEP
+    // answer (RECLAIM.STATS keeps answering, its status says it); the value stays.
+    run(&mut c, &["SET", "h", "junk"]);
+    let wrongtype = "WRONGTYPE Operation against a key holding the wrong kind of value";
+    assert_eq!(
+        error_of(&mut c, cmd("RECLAIM.HEALTH").arg("h").arg("g")),
+        wrongtype
+    );
+    assert_eq!(
+        error_of(&mut c, cmd("RECLAIM.SIMULATE").arg("h").arg("g")),
+        wrongtype
+    );
+    assert_eq!(q::<String>(&mut c, &["GET", "h"]), "junk");
+    assert_eq!(q::<String>(&mut c, &["TYPE", "h"]), "string");
 }
 
 fn epoch_ms_now() -> i64 {

@@ -886,3 +886,190 @@ fn in_redis_cluster_the_task_lives_in_the_dlqs_slot() {
     assert!(exists(&mut c, "reclaim:redrive:{o}:{o}:dlq"));
     assert_eq!(pel_total(&mut c, "{o}:in", "g"), 5);
 }
+
+/// The error of `RECLAIM.REDRIVE <args...>`.
+fn redrive_err(c: &mut Connection, args: &[&str]) -> String {
+    let mut k = cmd("RECLAIM.REDRIVE");
+    k.arg(args);
+    error_of(c, &k)
+}
+
+const MODULE_KEY: &str = "ERR the DLQ key is a key the module keeps for itself (reclaim:policy:..., reclaim:redrive:..., reclaim:redrive-moved:...)";
+const SOURCE_MODULE_KEY: &str = "ERR the SOURCE key is a key the module keeps for itself (reclaim:policy:..., reclaim:redrive:..., reclaim:redrive-moved:...)";
+const MOVED_TAKEN: &str =
+    "ERR the redrive-moved key of this DLQ holds a value that is not a set of redriven entries";
+
+#[test]
+fn the_modules_own_keys_are_never_a_dlq_nor_deleted() {
+    let s = Server::new();
+    let mut c = s.conn();
+    // The trial's steps: a policy whose DLQ would be x's moved set is refused...
+    create_group(&mut c, b"q2", b"g");
+    let mut set = cmd("RECLAIM.POLICY");
+    set.arg(&[
+        "SET",
+        "q2",
+        "g",
+        "MIN-IDLE",
+        "1",
+        "MAX-DELIVERIES",
+        "1",
+        "DLQ",
+        "reclaim:redrive-moved:{x}:x",
+        "INTERVAL",
+        "10",
+    ]);
+    assert_eq!(error_of(&mut c, &set), MODULE_KEY);
+    assert_eq!(
+        run(&mut c, &["RECLAIM.POLICY", "GET", "q2", "g"]),
+        Value::Nil
+    );
+    // ...and a stream someone wrote there by hand is neither a DLQ REDRIVE takes, nor a SOURCE,
+    // nor deleted by a redrive of x.
+    let moved = "reclaim:redrive-moved:{x}:x";
+    let dead: String = q(&mut c, &["XADD", moved, "*", "a", "b"]);
+    run(&mut c, &["XADD", "x", "*", "a", "b"]);
+    assert_eq!(redrive_err(&mut c, &[moved]), MODULE_KEY);
+    assert_eq!(redrive_err(&mut c, &["reclaim:redrive:{x}:x"]), MODULE_KEY);
+    assert_eq!(
+        redrive_err(&mut c, &["reclaim:policy:{x}:x", "COUNT", "1"]),
+        MODULE_KEY
+    );
+    assert_eq!(
+        redrive_err(&mut c, &["x", "SOURCE", moved, "g"]),
+        SOURCE_MODULE_KEY
+    );
+    assert_eq!(redrive_err(&mut c, &["x"]), MOVED_TAKEN);
+    let kept: Vec<String> = xrange(&mut c, moved.as_bytes())
+        .into_iter()
+        .map(|e| e.0)
+        .collect();
+    assert_eq!(kept, vec![dead]);
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "reclaim:redrive:{x}:x"]), 0);
+    assert_eq!(status_of(&mut c, "x"), Value::Nil);
+    // Any other type there: the same, and the value stays.
+    run(&mut c, &["XADD", "y", "*", "a", "b"]);
+    run(&mut c, &["SET", "reclaim:redrive-moved:{y}:y", "junk"]);
+    assert_eq!(redrive_err(&mut c, &["y"]), MOVED_TAKEN);
+    assert_eq!(
+        q::<String>(&mut c, &["GET", "reclaim:redrive-moved:{y}:y"]),
+        "junk"
+    );
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "reclaim:redrive:{y}:y"]), 0);
+}
+
+#[test]
+fn a_running_task_never_deletes_a_value_written_over_its_moved_set() {
+    let s = Server::new();
+    let mut c = s.conn();
+    let ids = dead_letters(&mut c, "m", 20, 60000, HOUR);
+    assert_eq!(redirect_int(redrive(&mut c, &["m:dlq", "RATE", "2"])), 1);
+    // Someone writes a string over the task's moved set while it runs.
+    let moved_key = "reclaim:redrive-moved:{m:dlq}:m:dlq";
+    run(&mut c, &["SET", moved_key, "junk"]);
+    let moved = int_field(&status_of(&mut c, "m:dlq"), "moved");
+    // RATE 2 would move an entry every half second: the task waits instead.
+    std::thread::sleep(Duration::from_millis(1500));
+    let st = status_of(&mut c, "m:dlq");
+    assert_eq!(str_field(&st, "state"), "running");
+    assert_eq!(int_field(&st, "moved"), moved);
+    assert_eq!(q::<String>(&mut c, &["GET", moved_key]), "junk");
+    // CANCEL ends it and leaves the value alone.
+    assert_eq!(redirect_int(redrive(&mut c, &["CANCEL", "m:dlq"])), 1);
+    assert_eq!(q::<String>(&mut c, &["GET", moved_key]), "junk");
+    assert_eq!(str_field(&status_of(&mut c, "m:dlq"), "state"), "canceled");
+    assert_once(&mut c, "m", &ids);
+}
+
+#[test]
+fn a_work_stream_is_never_redriven_as_a_dlq() {
+    let s = Server::new();
+    let mut c = s.conn();
+    let ids = dead_letters(&mut c, "w", 3, 60000, HOUR);
+    // Work pending in w: two new entries delivered to a worker.
+    let work = add_numbered(&mut c, "w", 2);
+    deliver(&mut c, "w", "g", "busy", None);
+    let pel = |c: &mut Connection| -> Vec<(String, String, i64)> {
+        pending(c, "w", "g")
+            .into_iter()
+            .map(|p| (p.id, p.consumer, p.count))
+            .collect()
+    };
+    let pel_before = pel(&mut c);
+    assert_eq!(pel_before.len(), 2);
+    assert_eq!(
+        redrive_err(&mut c, &["w", "SOURCE", "w", "g"]),
+        "ERR the DLQ key must differ from the SOURCE key"
+    );
+    let work_stream =
+        "ERR the DLQ key is the stream of a reclaim policy (a work stream, not a DLQ)";
+    assert_eq!(redrive_err(&mut c, &["w"]), work_stream);
+    assert_eq!(redrive_err(&mut c, &["w", "COUNT", "1"]), work_stream);
+    // A stream of another policy as SOURCE: the DLQ w is still a work stream.
+    create_group(&mut c, b"other", b"g");
+    set_policy_opts(&mut c, "other", "g", "MIN-IDLE 60000 DLQ w:dlq");
+    assert_eq!(
+        redrive_err(&mut c, &["w", "SOURCE", "other", "g"]),
+        work_stream
+    );
+    // Nothing changed: w's entries, its PEL, the DLQ; no task.
+    assert_eq!(xlen(&mut c, "w"), 5);
+    assert_eq!(pel(&mut c), pel_before);
+    assert_eq!(xlen(&mut c, "w:dlq"), 3);
+    assert_eq!(status_of(&mut c, "w"), Value::Nil);
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "reclaim:redrive:{w}:w"]), 0);
+    // The real DLQ still redrives.
+    redrive(&mut c, &["w:dlq"]);
+    let st = wait_state(&mut c, "w:dlq", "done", 10);
+    assert_eq!(int_field(&st, "moved"), 3);
+    assert_eq!(pel_total(&mut c, "w", "g"), 5);
+    let _ = (ids, work);
+}
+
+#[test]
+fn a_record_of_an_entry_the_group_never_read_is_skipped() {
+    let s = Server::new();
+    let mut c = s.conn();
+    create_group(&mut c, b"h", b"g");
+    set_policy_opts(
+        &mut c,
+        "h",
+        "g",
+        "MIN-IDLE 60000 MAX-DELIVERIES 3 DLQ h:dlq INTERVAL 3600000",
+    );
+    let ids = add_numbered(&mut c, "h", 2);
+    // The group read the first entry only (its last-delivered ID), and acknowledged it.
+    deliver(&mut c, "h", "g", "w", Some(1));
+    assert_eq!(q::<i64>(&mut c, &["XACK", "h", "g", &ids[0]]), 1);
+    // Hand-written DLQ records of both entries.
+    for id in &ids {
+        run(
+            &mut c,
+            &[
+                "XADD",
+                "h:dlq",
+                "*",
+                "reclaim-stream",
+                "h",
+                "reclaim-group",
+                "g",
+                "reclaim-id",
+                id,
+            ],
+        );
+    }
+    let records = dlq_ids(&xrange(&mut c, b"h:dlq"));
+    redrive(&mut c, &["h:dlq"]);
+    let st = wait_state(&mut c, "h:dlq", "done", 10);
+    assert_eq!(int_field(&st, "moved"), 1);
+    assert_eq!(int_field(&st, "skipped"), 1);
+    // Only the entry the group had read is pending again; the other's record stays in the DLQ.
+    let p = pending(&mut c, "h", "g");
+    assert_eq!(p.len(), 1);
+    assert_eq!((p[0].id.as_str(), p[0].count), (ids[0].as_str(), 0));
+    assert_eq!(dlq_ids(&xrange(&mut c, b"h:dlq")), vec![records[1].clone()]);
+    // The entry the group never read is delivered once, as new, by the next read.
+    let got = readgroup(&mut c, "h", "g", "w2", 10, None);
+    let got: Vec<&str> = got.iter().map(|e| e.0.as_str()).collect();
+    assert!(got.contains(&ids[1].as_str()), "{got:?}");
+}

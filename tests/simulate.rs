@@ -580,7 +580,11 @@ fn simulate_errors_flags_and_keys() {
         ),
         (
             &["e", "g", "DLQ", "reclaim:policy:{e}:e"],
-            "ERR the DLQ key must not be a policy key (reclaim:policy:...)",
+            "ERR the DLQ key is a key the module keeps for itself (reclaim:policy:..., reclaim:redrive:..., reclaim:redrive-moved:...)",
+        ),
+        (
+            &["e", "g", "DLQ", "reclaim:redrive-moved:{e}:e"],
+            "ERR the DLQ key is a key the module keeps for itself (reclaim:policy:..., reclaim:redrive:..., reclaim:redrive-moved:...)",
         ),
     ];
     for (args, want) in cases {
