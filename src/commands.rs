@@ -526,10 +526,7 @@ fn status(ctx: &Context, stream: &[u8], group: &[u8], p: &Policy, rt: &Runtime) 
         return s.status();
     }
     let args: [&[u8]; 5] = [stream, group, b"-", b"+", b"1"];
-    let opts = redis_module::CallOptionsBuilder::new()
-        .errors_as_replies()
-        .build();
-    let res: redis_module::CallResult = ctx.call_ext("XPENDING", &opts, &args[..]);
+    let res: redis_module::CallResult = ctx.call_ext("XPENDING", &ffi::read_opts(), &args[..]);
     if let Err(e) = res {
         if e.as_bytes().starts_with(b"NOGROUP") {
             return Stop::NoGroup.status();

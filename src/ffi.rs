@@ -455,9 +455,24 @@ pub fn may_write_keys(ctx: &Context, keys: &[&[u8]]) -> bool {
 /// a slot served elsewhere, or any key while the cluster is down, the checks a client's command
 /// goes through): asked with `EXISTS key`. Only meaningful in cluster mode.
 pub fn serves_key(ctx: &Context, key: &[u8]) -> bool {
-    let opts = redis_module::CallOptionsBuilder::new()
-        .errors_as_replies()
-        .build();
-    let res: redis_module::CallResult = ctx.call_ext("EXISTS", &opts, &[key][..]);
+    let res: redis_module::CallResult = ctx.call_ext("EXISTS", &read_opts(), &[key][..]);
     res.is_ok()
+}
+
+/// `RM_Call` options of the module's reads: errors come back as replies (`E`), nothing is
+/// propagated.
+pub fn read_opts() -> redis_module::CallOptions {
+    redis_module::CallOptionsBuilder::new()
+        .errors_as_replies()
+        .build()
+}
+
+/// `RM_Call` options of the module's writes: errors as replies (`E`), and the command is
+/// propagated to replicas and the AOF (`!`); the writes of one command or timer callback reach
+/// them as one `MULTI`/`EXEC` (Redis 7.0+).
+pub fn write_opts() -> redis_module::CallOptions {
+    redis_module::CallOptionsBuilder::new()
+        .replicate()
+        .errors_as_replies()
+        .build()
 }

@@ -6,7 +6,7 @@
 //! commands already learnt ([`crate::runtime::Health`], the counters): on a replica, which runs
 //! no pass, those figures are absent (taken-at 0, nil).
 
-use redis_module::{CallOptionsBuilder, CallReply, CallResult, Context, RedisString};
+use redis_module::{CallReply, CallResult, Context, RedisString};
 
 use crate::clock::epoch_ms;
 use crate::error::{self, ReclaimError};
@@ -75,8 +75,7 @@ fn dlq_length(ctx: &Context, dlq: Option<&[u8]>) -> Reply {
     let Some(d) = dlq else {
         return Reply::Null;
     };
-    let opts = CallOptionsBuilder::new().errors_as_replies().build();
-    let r: CallResult = ctx.call_ext("XLEN", &opts, &[d][..]);
+    let r: CallResult = ctx.call_ext("XLEN", &ffi::read_opts(), &[d][..]);
     match r {
         Ok(CallReply::I64(n)) => Reply::Int(n.to_i64()),
         _ => Reply::Null,

@@ -6,7 +6,7 @@
 use std::os::raw::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use redis_module::{raw, CallOptionsBuilder, CallReply, CallResult, Context, RedisString};
+use redis_module::{raw, CallReply, CallResult, Context, RedisString};
 
 use crate::ffi;
 use crate::keys;
@@ -94,7 +94,7 @@ fn adopt_policy_key(ctx: &Context, db: i32, name: &[u8], stream: Vec<u8>) {
 /// which): the tracked consumers with no pending entry left are forgotten, one
 /// `XPENDING key group - + 1 consumer` each (at most `runtime::MAX_TRACKED` per policy).
 fn forget_deleted_consumers(ctx: &Context, db: i32, stream: &[u8]) {
-    let opts = CallOptionsBuilder::new().errors_as_replies().build();
+    let opts = ffi::read_opts();
     let idle: Vec<(Vec<u8>, Vec<u8>)> = registry::tracked(db, stream)
         .into_iter()
         .filter(|(group, consumer)| {

@@ -27,14 +27,11 @@ use std::os::raw::{c_int, c_void};
 use std::sync::Mutex;
 
 use lazy_static::lazy_static;
-use redis_module::{
-    raw, CallOptions, CallOptionsBuilder, CallReply, CallResult, Context, ContextFlags, KeyType,
-    RedisString,
-};
+use redis_module::{raw, CallReply, CallResult, Context, ContextFlags, KeyType, RedisString};
 
 use crate::clock::epoch_ms;
 use crate::error::{self, ReclaimError};
-use crate::ffi::{self, CmdResult, Reply};
+use crate::ffi::{self, read_opts, write_opts, CmdResult, Reply};
 use crate::metrics::Stat;
 use crate::planner::{self, Pending};
 use crate::policy::{self, Policy};
@@ -114,17 +111,6 @@ pub fn parse(args: &[&[u8]]) -> Result<Request, ReclaimError> {
         return Err(error::READGROUP_NO_GROUP.into());
     }
     Ok(req)
-}
-
-fn read_opts() -> CallOptions {
-    CallOptionsBuilder::new().errors_as_replies().build()
-}
-
-fn write_opts() -> CallOptions {
-    CallOptionsBuilder::new()
-        .replicate()
-        .errors_as_replies()
-        .build()
 }
 
 /// What one stream gave a read: the replies whose entries are forwarded.

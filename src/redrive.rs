@@ -44,14 +44,11 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use lazy_static::lazy_static;
-use redis_module::{
-    CallOptions, CallOptionsBuilder, CallReply, CallResult, Context, ContextFlags, KeyType,
-    RedisString,
-};
+use redis_module::{CallReply, CallResult, Context, ContextFlags, KeyType, RedisString};
 
 use crate::clock::{epoch_ms, now_ms};
 use crate::error::{self, ReclaimError};
-use crate::ffi::{self, CmdResult, Reply};
+use crate::ffi::{self, read_opts, write_opts, CmdResult, Reply};
 use crate::keys;
 use crate::policy::parse_i64;
 use crate::store;
@@ -486,17 +483,6 @@ pub fn rediscover() {
 
 fn note(db: i32, dlq: &[u8]) {
     tasks().entry((db, dlq.to_vec())).or_default();
-}
-
-fn read_opts() -> CallOptions {
-    CallOptionsBuilder::new().errors_as_replies().build()
-}
-
-fn write_opts() -> CallOptions {
-    CallOptionsBuilder::new()
-        .replicate()
-        .errors_as_replies()
-        .build()
 }
 
 fn bytes(r: &CallResult) -> Option<Vec<u8>> {

@@ -33,6 +33,7 @@ use redis_module::{
 };
 
 use crate::events;
+use crate::ffi::{read_opts, write_opts};
 use crate::planner::{self, Action, Batch, Pending, Rule};
 use crate::policy::Policy;
 use crate::runtime::Summary;
@@ -120,17 +121,6 @@ pub struct Outcome {
     /// A problem that skipped some dead-letter moves without stopping the step (DLQ of the wrong
     /// type, out of memory): those entries stay pending and are retried on the next pass.
     pub problem: Option<Stop>,
-}
-
-fn read_opts() -> CallOptions {
-    CallOptionsBuilder::new().errors_as_replies().build()
-}
-
-fn write_opts() -> CallOptions {
-    CallOptionsBuilder::new()
-        .replicate()
-        .errors_as_replies()
-        .build()
 }
 
 fn append_opts() -> CallOptions {
