@@ -1893,6 +1893,12 @@ fn start_refused(args: &[&str]) -> Result<(), String> {
             }
             let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).ok()?;
             let mut con = client.get_connection().ok()?;
+            // Only our server counts (not another one that got the port after ours exited).
+            let server: String = cmd("INFO").arg("server").query(&mut con).ok()?;
+            let ours = format!("process_id:{}", child.id());
+            if !server.lines().any(|l| l.trim() == ours) {
+                return None;
+            }
             let v: Vec<String> = cmd("CONFIG")
                 .arg("GET")
                 .arg("reclaim.*")

@@ -6,9 +6,11 @@
 //! `libredis_reclaim.so` of `cargo build --release` in the target directory cargo built the tests
 //! in, see [`module_path`]; `make test` builds it first).
 
+use std::collections::BTreeSet;
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use redis::{cmd, Connection};
@@ -66,13 +68,23 @@ pub fn cli_binary() -> PathBuf {
     PathBuf::from("redis-cli")
 }
 
-/// A free TCP port on 127.0.0.1.
+/// A free TCP port on 127.0.0.1, never one this test process was given before: the tests of one
+/// binary run in parallel threads, and the OS may hand a port it just gave (and that was closed
+/// again, before the server bound it) to the next caller, so two servers would race for it and
+/// a test could talk to another test's server.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
+    static GIVEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .expect("bind")
+            .local_addr()
+            .expect("addr")
+            .port();
+        if given.insert(port) {
+            return port;
+        }
+    }
 }
 
 /// One redis-server process with the module loaded.
