@@ -489,12 +489,7 @@ fn a_policy_saved_in_encoding_version_3_loads_without_retention_or_tombstones() 
     // and TOMBSTONES (policy encoding version 3) with `RECLAIM.POLICY SET orders workers
     // MIN-IDLE 1234 MAX-DELIVERIES 2 DLQ orders:dlq CLAIMANT rescuer COUNT 5 INTERVAL 77 BACKOFF
     // EXPONENTIAL 9000 LIVENESS 500 STORM 10 60000`, then `RECLAIM.POLICY PAUSE orders workers`.
-    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/policies-encoding-3.rdb");
-    let mut s = Server::start(&["--dbfilename", "old.rdb"]);
-    s.kill();
-    std::fs::copy(&fixture, s.dir.path().join("old.rdb")).expect("copy the fixture");
-    s.restart();
+    let mut s = Server::from_fixture("policies-encoding-3.rdb");
     let mut c = s.conn();
     let p = get_policy(&mut c, b"orders", b"workers").expect("the version 3 policy");
     assert_eq!(

@@ -418,12 +418,7 @@ fn a_policy_saved_in_encoding_version_2_loads_active_without_storm() {
     // (policy encoding version 2) with `RECLAIM.POLICY SET orders workers MIN-IDLE 1234
     // MAX-DELIVERIES 2 DLQ orders:dlq CLAIMANT rescuer COUNT 5 INTERVAL 77 BACKOFF EXPONENTIAL
     // 9000 LIVENESS 500`.
-    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/policies-encoding-2.rdb");
-    let mut s = Server::start(&["--dbfilename", "old.rdb"]);
-    s.kill();
-    std::fs::copy(&fixture, s.dir.path().join("old.rdb")).expect("copy the fixture");
-    s.restart();
+    let s = Server::from_fixture("policies-encoding-2.rdb");
     let mut c = s.conn();
     let p = get_policy(&mut c, b"orders", b"workers").expect("the version 2 policy");
     assert_eq!(

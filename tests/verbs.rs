@@ -351,13 +351,7 @@ fn a_policy_written_by_0_1_0_loads_unchanged() {
     // tests/fixtures/policies-0.1.0.rdb: saved by 0.1.0 (policy encoding version 1) with
     // `RECLAIM.POLICY SET orders workers MIN-IDLE 1234 MAX-DELIVERIES 2 DLQ orders:dlq CLAIMANT
     // rescuer COUNT 5 INTERVAL 77`.
-    let fixture =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/policies-0.1.0.rdb");
-    let s = Server::start(&["--dbfilename", "old.rdb"]);
-    let mut s = s;
-    s.kill();
-    std::fs::copy(&fixture, s.dir.path().join("old.rdb")).expect("copy the fixture");
-    s.restart();
+    let s = Server::from_fixture("policies-0.1.0.rdb");
     let mut c = s.conn();
     let p = get_policy(&mut c, b"orders", b"workers").expect("the 0.1.0 policy");
     assert_eq!(

@@ -290,6 +290,20 @@ impl Server {
         }
     }
 
+    /// Starts a server (with the module) that loads the RDB file `tests/fixtures/<name>` of the
+    /// project at start-up: one saved by an older version of the module, to show it still loads.
+    pub fn from_fixture(name: &str) -> Server {
+        let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures")
+            .join(name);
+        let mut s = Server::start(&["--dbfilename", "old.rdb"]);
+        s.kill();
+        std::fs::copy(&fixture, s.dir.path().join("old.rdb"))
+            .unwrap_or_else(|e| panic!("copy {}: {e}", fixture.display()));
+        s.restart();
+        s
+    }
+
     /// Starts a replica of this server (with the module) and waits until its link is up.
     pub fn replica(&self, extra: &[&str]) -> Server {
         let port = self.port.to_string();
