@@ -134,6 +134,15 @@ fn fixture(c: &mut Connection, s: &str, owner: &str, ids: &[&str], idle: i64, n:
     assert_eq!(got.len(), ids.len(), "fixture claimed {ids:?}");
 }
 
+/// consumer -> `idle` (ms) of `XINFO CONSUMERS s g`.
+fn consumer_idle(c: &mut Connection, s: &str, g: &str) -> BTreeMap<String, i64> {
+    let consumers: Vec<Value> = q(c, &["XINFO", "CONSUMERS", s, g]);
+    consumers
+        .iter()
+        .map(|c| (str_field(c, "name"), int_field(c, "idle")))
+        .collect()
+}
+
 /// id -> (owner, count) of every pending entry.
 fn pel(c: &mut Connection, s: &str) -> BTreeMap<String, (String, i64)> {
     pending(c, s, "g")
@@ -354,6 +363,15 @@ fn simulate_plans_what_sweep_then_does_and_what_ifs_change_nothing() {
     // A replica simulates too (it cannot sweep). It knows no sightings (they are per server):
     // by XINFO CONSUMERS alone `alive` is quiet, so its stale entries would be taken there.
     let mut rc = r.conn();
+    // The replica's `idle` counts from when it applied the writes: a replica still waiting to
+    // stream after its full sync (Valkey waits for its first REPLCONF ACK) applies them late.
+    wait_for(10, "both owners quiet for LIVENESS on the replica", || {
+        let idle = consumer_idle(&mut rc, "s", "g");
+        ["dead", "alive"]
+            .iter()
+            .all(|c| idle.get(*c).is_some_and(|i| *i >= LIVENESS as i64))
+            .then_some(())
+    });
     let on_replica = simulate(&mut rc, "s", "g", &["LIMIT", "100"]);
     let same: Vec<(&String, &String, i64)> = on_replica
         .entries
