@@ -81,13 +81,23 @@ fn pause_stops_moves_and_dead_letters_until_resume() {
     let mut c = s.conn();
     witness(&mut c);
     let ids = delivered(&mut c, "jobs", 10, 3, 2);
-    set_policy_opts(
-        &mut c,
-        "jobs",
-        "g",
-        "MIN-IDLE 100 MAX-DELIVERIES 2 DLQ jobs:dlq INTERVAL 50",
-    );
-    policy_ok(&mut c, &["PAUSE", "jobs", "g"]);
+    // SET and PAUSE in one MULTI/EXEC: no timer pass can run between them.
+    let _: () = redis::pipe()
+        .atomic()
+        .cmd("RECLAIM.POLICY")
+        .arg("SET")
+        .arg(&["jobs", "g"])
+        .arg(
+            "MIN-IDLE 100 MAX-DELIVERIES 2 DLQ jobs:dlq INTERVAL 50"
+                .split(' ')
+                .collect::<Vec<_>>(),
+        )
+        .ignore()
+        .cmd("RECLAIM.POLICY")
+        .arg(&["PAUSE", "jobs", "g"])
+        .ignore()
+        .query(&mut c)
+        .expect("SET and PAUSE");
     assert_eq!(state(&mut c, "jobs", "g"), "paused");
     assert_eq!(status(&mut c, "jobs", "g"), "paused");
     let before = owners(&mut c, "jobs");
