@@ -154,7 +154,7 @@ pub fn health_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
         seen: &[],
         dead_letters: std::cell::Cell::new(0),
     };
-    let last = rt.summary();
+    let last = rt.summary.clone();
     let (sizes, change) = sizes(&rt);
     let recent = &rt.counters.recent_dead;
     Ok(Reply::Map(vec![

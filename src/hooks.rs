@@ -188,14 +188,15 @@ pub unsafe extern "C" fn on_async_load(
 
 /// `INFO reclaim`: section `reclaim`, the module's state now (policies, tracked consumers,
 /// memory), then the counters of [`metrics::fields`]; and section `reclaim_policies`, one line
-/// per policy ([`policy_line`]), left out of crash reports.
+/// per policy ([`PolicyRow`]), left out of crash reports.
 pub unsafe extern "C" fn on_info(ctx: *mut raw::RedisModuleInfoCtx, for_crash_report: c_int) {
     ffi::guard("INFO", || unsafe {
+        let totals = registry::totals();
         let state = [
             ("enabled", crate::config::enabled() as u64),
-            ("policies", registry::len() as u64),
-            ("inbox", registry::inbox_total()),
-            ("tracked_consumers", registry::tracked_consumers() as u64),
+            ("policies", totals.policies),
+            ("inbox", totals.inbox),
+            ("tracked_consumers", totals.tracked_consumers),
             ("used_memory", crate::alloc::used_bytes()),
             (
                 "blocked_readers",
@@ -218,21 +219,8 @@ pub unsafe extern "C" fn on_info(ctx: *mut raw::RedisModuleInfoCtx, for_crash_re
         {
             return; // INFO asked for another section
         }
-        // Built first, every line NUL-terminated in one buffer: nothing calls into Redis while
-        // the registry is locked, and 10,000 lines cost two allocations that grow.
-        let mut buf: Vec<u8> = Vec::with_capacity(registry::len().saturating_mul(256));
-        let ends: Vec<usize> = registry::map_sorted(|id, rt| {
-            policy_line_into(&mut buf, id, rt);
-            buf.push(0);
-            buf.len()
-        });
         let mut name: Vec<u8> = Vec::with_capacity(32);
-        let mut start = 0;
-        for (i, end) in ends.into_iter().enumerate() {
-            let Some(line) = buf.get(start..end) else {
-                break;
-            };
-            start = end;
+        policy_lines(|i, line| {
             name.clear();
             name.extend_from_slice(b"policy_");
             metrics::push_u64(&mut name, i as u64);
@@ -242,53 +230,94 @@ pub unsafe extern "C" fn on_info(ctx: *mut raw::RedisModuleInfoCtx, for_crash_re
                 name.as_ptr().cast(),
                 line.as_ptr().cast(),
             );
-        }
+        });
     });
 }
 
-/// One policy's line in `INFO reclaim` (section `reclaim_policies`), after
-/// `reclaim_policy_<n>:`, in the keyspace style: `db=0,stream=...,group=...,pending=...`, with
-/// names escaped by [`metrics::info_escape`]. Only what passes already learnt: no call into
-/// Redis. The PEL figures (`pending`, `inbox`, `consumers`, `max_consumer_pending`,
-/// `oldest_pending_ms`) are those of the end of the last complete pass (`last_pass_ms`); the
-/// counters are since the module was loaded; `status` is [`crate::runtime::Runtime::state`].
-pub fn policy_line(id: &registry::PolicyId, rt: &crate::runtime::Runtime) -> String {
-    let mut out = Vec::new();
-    policy_line_into(&mut out, id, rt);
-    // Only ASCII, numbers and escaped names were written.
-    String::from_utf8(out).unwrap_or_default()
+/// Hands every policy's line (its label, then its [`PolicyRow`]), NUL-terminated, with its
+/// position, to `emit`, ordered by database, stream, group. First a walk in the table's own order
+/// copies each row's figures out of its runtime ([`registry::walk`]); then each line is written
+/// and handed over at once, while it is in the cache (`RM_InfoAddFieldCString` only appends to
+/// the reply: it calls nothing of the module, so it may run with the registry locked). With
+/// 10,000 policies, waiting for memory was most of the cost: the walk asks for runtimes ahead,
+/// and the labels are kept in key order ([`registry::with_sorted`]).
+fn policy_lines(mut emit: impl FnMut(usize, &[u8])) {
+    use crate::alloc::{prefetch, PREFETCH_AHEAD};
+    let enabled = crate::config::enabled();
+    registry::with_sorted(|all, sorted| {
+        let mut rows: Vec<PolicyRow> = Vec::with_capacity(all.len());
+        registry::walk(all, |_, rt| rows.push(PolicyRow::of(rt, enabled)));
+        let mut line: Vec<u8> = Vec::with_capacity(512);
+        for (n, (i, label)) in sorted.iter().enumerate() {
+            if let Some(ahead) = sorted
+                .get(n + PREFETCH_AHEAD)
+                .and_then(|(i, _)| rows.get(*i as usize))
+            {
+                prefetch(std::ptr::from_ref(ahead).cast());
+            }
+            let Some(row) = rows.get(*i as usize) else {
+                continue;
+            };
+            line.clear();
+            line.extend_from_slice(label);
+            row.write(&mut line);
+            line.push(0);
+            emit(n, &line);
+        }
+    })
 }
 
-/// Appends [`policy_line`] to `out` (valid UTF-8, no NUL byte), without the formatting
-/// machinery: `INFO reclaim` writes one per policy.
-pub fn policy_line_into(out: &mut Vec<u8>, id: &registry::PolicyId, rt: &crate::runtime::Runtime) {
-    use crate::metrics::Stat;
-    let s = rt.summary();
-    let c = &rt.counters;
-    let num = |out: &mut Vec<u8>, field: &[u8], n: u64| {
-        out.extend_from_slice(field);
-        metrics::push_u64(out, n);
-    };
-    out.extend_from_slice(b"db=");
-    metrics::push_u64(out, id.db.max(0) as u64);
-    out.extend_from_slice(b",stream=");
-    metrics::info_escape_into(out, &id.stream);
-    out.extend_from_slice(b",group=");
-    metrics::info_escape_into(out, &id.group);
-    num(out, b",pending=", s.pending);
-    num(out, b",inbox=", s.inbox);
-    num(out, b",claimed=", c.get(Stat::Claimed));
-    num(out, b",dead_lettered=", c.get(Stat::DeadLettered));
-    num(out, b",deleted=", c.get(Stat::Deleted));
-    num(out, b",oldest_pending_ms=", s.oldest_pending_ms());
-    out.extend_from_slice(b",status=");
-    out.extend_from_slice(rt.status(crate::config::enabled()).as_bytes());
-    num(out, b",consumers=", s.consumers);
-    num(out, b",max_consumer_pending=", s.max_consumer_pending);
-    num(out, b",redelivered=", c.get(Stat::Redelivered));
-    num(out, b",errors=", c.get(Stat::Errors));
-    num(out, b",passes=", c.get(Stat::Passes));
-    num(out, b",last_pass_ms=", c.last_pass_ms.max(0) as u64);
+/// One policy's line in `INFO reclaim` (section `reclaim_policies`), after
+/// `reclaim_policy_<n>:` and its label ([`registry::PolicyId::write_label`]), in the keyspace
+/// style: `db=0,stream=...,group=...,pending=...`. Only what passes already learnt: no call into
+/// Redis. The PEL figures (`pending`, `inbox`, `consumers`, `max_consumer_pending`,
+/// `oldest_pending_ms`) are those of the end of the last complete pass (`last_pass_ms`); the
+/// counters are since the module was loaded; `status` is [`crate::runtime::Runtime::status`].
+pub struct PolicyRow {
+    summary: crate::runtime::Summary,
+    /// claimed, dead_lettered, deleted, redelivered, errors, passes.
+    counts: [u64; 6],
+    last_pass_ms: i64,
+    status: &'static str,
+}
+
+impl PolicyRow {
+    /// The row of a policy now (`enabled`: `reclaim.enabled`).
+    pub fn of(rt: &crate::runtime::Runtime, enabled: bool) -> Self {
+        use crate::metrics::Stat::*;
+        let c = &rt.counters;
+        PolicyRow {
+            summary: rt.summary.clone(),
+            counts: [Claimed, DeadLettered, Deleted, Redelivered, Errors, Passes].map(|s| c.get(s)),
+            last_pass_ms: c.last_pass_ms,
+            status: rt.status(enabled),
+        }
+    }
+
+    /// Appends the row to `out`, after the label (`,pending=...`; ASCII, no NUL byte), without
+    /// the formatting machinery: `INFO reclaim` writes one per policy.
+    pub fn write(&self, out: &mut Vec<u8>) {
+        let s = &self.summary;
+        let [claimed, dead_lettered, deleted, redelivered, errors, passes] = self.counts;
+        let num = |out: &mut Vec<u8>, field: &[u8], n: u64| {
+            out.extend_from_slice(field);
+            metrics::push_u64(out, n);
+        };
+        num(out, b",pending=", s.pending);
+        num(out, b",inbox=", s.inbox);
+        num(out, b",claimed=", claimed);
+        num(out, b",dead_lettered=", dead_lettered);
+        num(out, b",deleted=", deleted);
+        num(out, b",oldest_pending_ms=", s.oldest_pending_ms());
+        out.extend_from_slice(b",status=");
+        out.extend_from_slice(self.status.as_bytes());
+        num(out, b",consumers=", s.consumers);
+        num(out, b",max_consumer_pending=", s.max_consumer_pending);
+        num(out, b",redelivered=", redelivered);
+        num(out, b",errors=", errors);
+        num(out, b",passes=", passes);
+        num(out, b",last_pass_ms=", self.last_pass_ms.max(0) as u64);
+    }
 }
 
 /// Command filter (Redis `RM_RegisterCommandFilter`, with `NOSELF`; it sees every command of

@@ -270,6 +270,11 @@ pub fn info_escape(name: &[u8]) -> String {
 
 /// Appends [`info_escape`]`(name)` to `out` (valid UTF-8, no NUL byte).
 pub fn info_escape_into(out: &mut Vec<u8>, name: &[u8]) {
+    // Most names are plain ASCII that needs no escape: copied as they are.
+    if !name.iter().any(|&b| !b.is_ascii() || needs_escape(b)) {
+        out.extend_from_slice(name);
+        return;
+    }
     const H: &[u8; 16] = b"0123456789ABCDEF";
     let hex = |out: &mut Vec<u8>, b: u8| {
         out.extend_from_slice(&[b'%', H[(b >> 4) as usize], H[(b & 15) as usize]]);
@@ -279,7 +284,7 @@ pub fn info_escape_into(out: &mut Vec<u8>, name: &[u8]) {
         // Multi-byte characters pass as they are; only ASCII bytes may need escaping.
         let mut from = 0;
         for (i, &b) in valid.iter().enumerate() {
-            if b.is_ascii_control() || matches!(b, b'%' | b',' | b'=' | b':' | b' ') {
+            if needs_escape(b) {
                 out.extend_from_slice(valid.get(from..i).unwrap_or_default());
                 hex(out, b);
                 from = i + 1;
@@ -290,6 +295,11 @@ pub fn info_escape_into(out: &mut Vec<u8>, name: &[u8]) {
             hex(out, *b);
         }
     }
+}
+
+/// Whether an ASCII byte of a name is written `%XX` by [`info_escape`].
+fn needs_escape(b: u8) -> bool {
+    b.is_ascii_control() || matches!(b, b'%' | b',' | b'=' | b':' | b' ')
 }
 
 /// Appends `n` in decimal to `out`, without the formatting machinery (`INFO reclaim` writes

@@ -45,6 +45,32 @@ impl PolicyId {
             group: group.to_vec(),
         }
     }
+
+    /// Appends the policy's label as its `INFO reclaim` line starts, `db=0,stream=...,group=...`,
+    /// the names escaped by [`crate::metrics::info_escape`].
+    pub fn write_label(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"db=");
+        crate::metrics::push_u64(out, self.db.max(0) as u64);
+        out.extend_from_slice(b",stream=");
+        crate::metrics::info_escape_into(out, &self.stream);
+        out.extend_from_slice(b",group=");
+        crate::metrics::info_escape_into(out, &self.group);
+    }
+}
+
+/// The known policies in key order, with their labels, for `INFO reclaim`'s lines: built when
+/// asked after policies came or went, emptied when they do. Bounded by the policies that exist
+/// (about 50 bytes each with short names).
+#[derive(Default)]
+struct Sorted {
+    /// Positions in the iteration order of `runtimes` (which stays the same while no policy comes
+    /// or goes), ordered by database, stream, group.
+    order: Vec<u32>,
+    /// Their labels ([`PolicyId::write_label`]), one after another in that order: a walk over
+    /// them reads memory in order, not thousands of names wherever they were allocated.
+    labels: Vec<u8>,
+    /// Where each label ends in `labels`.
+    ends: Vec<usize>,
 }
 
 /// The policies `rdb_load` read during the load in progress, waiting for it to end well.
@@ -71,10 +97,9 @@ struct Registry {
     /// when the load ends well (see [`take_load`]), so a load that fails or is thrown away (a
     /// diskless `swapdb` sync into temporary databases) leaves nothing behind.
     loading: Option<Load>,
-    /// The order of `runtimes` by key, as positions in its iteration order (which stays the
-    /// same while no policy comes or goes): for `INFO reclaim`'s lines. Emptied when policies
-    /// come or go, rebuilt by [`map_sorted`] when asked.
-    sorted: Vec<u32>,
+    /// The order of `runtimes` by key, and their labels: for `INFO reclaim`'s lines. Emptied when
+    /// policies come or go, rebuilt by [`with_sorted`] when asked.
+    sorted: Sorted,
 }
 
 lazy_static! {
@@ -95,7 +120,7 @@ fn shrink<K: Eq + Hash, V>(m: &mut HashMap<K, V>) {
 impl Registry {
     fn remove(&mut self, id: &PolicyId) {
         if let Some(rt) = self.runtimes.remove(id) {
-            self.sorted = Vec::new();
+            self.sorted = Sorted::default();
             self.queue.remove(&(rt.due_ms, id.clone()));
             self.remembering.remove(id);
             if let Some(ids) = self.by_stream.get_mut(&id.stream) {
@@ -123,7 +148,7 @@ impl Registry {
 
     /// Rebuilds the indexes after databases changed wholesale.
     fn reindex(&mut self) {
-        self.sorted = Vec::new();
+        self.sorted = Sorted::default();
         self.by_stream.clear();
         for id in self.runtimes.keys() {
             self.by_stream
@@ -160,7 +185,7 @@ pub fn register(db: i32, stream: &[u8], group: &[u8]) {
         .or_default()
         .push(id.clone());
     r.runtimes.insert(id, Runtime::new(due));
-    r.sorted = Vec::new();
+    r.sorted = Sorted::default();
 }
 
 /// A policy was (re)set: its pass restarts from the head of the PEL on the next tick; counters
@@ -449,30 +474,43 @@ pub fn forget_db(db: i32) {
     r.reindex();
 }
 
-/// `f` of every known policy, ordered by database, stream, group. O(P) with P policies, plus
-/// O(P log P) to sort them again the first time after policies came or went.
-pub fn map_sorted<T>(f: impl FnMut(&PolicyId, &Runtime) -> T) -> Vec<T> {
+/// `f(all, sorted)` with the registry locked: `all` is every known policy in the table's own
+/// order, `sorted` each one's position in `all` and label ([`PolicyId::write_label`]), ordered
+/// by database, stream, group. O(P) with P policies, plus O(P log P) to sort them again the
+/// first time after policies came or went. A walk over `all` goes through memory in order; one
+/// in key order would jump around it.
+pub fn with_sorted<R>(f: impl FnOnce(&[(&PolicyId, &Runtime)], &[(u32, &[u8])]) -> R) -> R {
     let mut r = lock();
-    if r.sorted.len() != r.runtimes.len() {
-        let order = {
-            let keys: Vec<&PolicyId> = r.runtimes.keys().collect();
-            let mut order: Vec<u32> = (0..keys.len() as u32).collect();
-            order.sort_unstable_by_key(|i| keys.get(*i as usize).copied());
-            order
+    if r.sorted.order.len() != r.runtimes.len() {
+        let keys: Vec<&PolicyId> = r.runtimes.keys().collect();
+        let mut order: Vec<u32> = (0..keys.len() as u32).collect();
+        order.sort_unstable_by_key(|i| keys.get(*i as usize).copied());
+        let mut labels = Vec::new();
+        let mut ends = Vec::with_capacity(order.len());
+        for id in order.iter().filter_map(|i| keys.get(*i as usize)) {
+            id.write_label(&mut labels);
+            ends.push(labels.len());
+        }
+        r.sorted = Sorted {
+            order,
+            labels,
+            ends,
         };
-        r.sorted = order;
     }
-    map_sorted_in(&r, f)
-}
-
-/// [`map_sorted`] once `r.sorted` is up to date: one walk over the table in its own order (no
-/// hashing, no key compares), then the lines in `r.sorted`'s.
-fn map_sorted_in<T>(r: &Registry, mut f: impl FnMut(&PolicyId, &Runtime) -> T) -> Vec<T> {
     let all: Vec<(&PolicyId, &Runtime)> = r.runtimes.iter().collect();
-    r.sorted
+    let s = &r.sorted;
+    let mut start = 0;
+    let sorted: Vec<(u32, &[u8])> = s
+        .order
         .iter()
-        .filter_map(|i| all.get(*i as usize).map(|(id, rt)| f(id, rt)))
-        .collect()
+        .zip(&s.ends)
+        .map(|(i, end)| {
+            let label = s.labels.get(start..*end).unwrap_or_default();
+            start = *end;
+            (*i, label)
+        })
+        .collect();
+    f(&all, &sorted)
 }
 
 /// Number of known policies (all databases).
@@ -480,24 +518,44 @@ pub fn len() -> usize {
     lock().runtimes.len()
 }
 
-/// Entries waiting in the inboxes of all policies, as their last passes saw them. O(policies).
-pub fn inbox_total() -> u64 {
-    lock()
-        .runtimes
-        .values()
-        .filter_map(|rt| rt.health.as_ref())
-        .map(|h| h.summary.inbox)
-        .sum()
+/// The server-wide figures of `INFO reclaim`, from one walk over the policies (O(policies)).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Totals {
+    /// Known policies (all databases).
+    pub policies: u64,
+    /// Entries waiting in the inboxes of all policies, as their last passes saw them.
+    pub inbox: u64,
+    /// Consumers tracked by all policies now (unchecked ones and recent touches; see
+    /// [`Runtime::tracked_consumers`]).
+    pub tracked_consumers: u64,
 }
 
-/// Consumers tracked by all policies now (unchecked ones and recent touches; see
-/// [`Runtime::tracked_consumers`]). O(policies).
-pub fn tracked_consumers() -> usize {
-    lock()
-        .runtimes
-        .values()
-        .map(Runtime::tracked_consumers)
-        .sum()
+/// [`Totals`] now.
+pub fn totals() -> Totals {
+    let r = lock();
+    let mut t = Totals {
+        policies: r.runtimes.len() as u64,
+        ..Totals::default()
+    };
+    let all: Vec<(&PolicyId, &Runtime)> = r.runtimes.iter().collect();
+    walk(&all, |_, rt| {
+        t.inbox += rt.summary.inbox;
+        t.tracked_consumers += rt.tracked_consumers() as u64;
+    });
+    t
+}
+
+/// `f` of each policy of `all` in turn, asking for the memory of the runtimes a few policies
+/// ahead ([`crate::alloc::prefetch`]): a walk over thousands of runtimes otherwise spends most
+/// of its time waiting for memory.
+pub fn walk<'a>(all: &[(&'a PolicyId, &'a Runtime)], mut f: impl FnMut(&'a PolicyId, &'a Runtime)) {
+    use crate::alloc::{prefetch, PREFETCH_AHEAD};
+    for (i, (id, rt)) in all.iter().enumerate() {
+        if let Some((_, ahead)) = all.get(i + PREFETCH_AHEAD) {
+            prefetch(std::ptr::from_ref(*ahead).cast());
+        }
+        f(id, rt);
+    }
 }
 
 /// A load begins (server events `Loading` ..._START, and `ReplAsyncLoad` STARTED with
@@ -546,6 +604,16 @@ pub fn take_load() -> Option<Load> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn labels_escape_names_and_show_the_database() {
+        let mut out = Vec::new();
+        PolicyId::new(3, b"orders:{eu}", b"a,b=c\xff").write_label(&mut out);
+        assert_eq!(out, b"db=3,stream=orders%3A{eu},group=a%2Cb%3Dc%FF");
+        out.clear();
+        PolicyId::new(-1, b"", b"g").write_label(&mut out);
+        assert_eq!(out, b"db=0,stream=,group=g");
+    }
 
     #[test]
     fn schedule_and_swap() {

@@ -209,8 +209,6 @@ impl Summary {
 /// size of the PEL or the number of consumers.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Health {
-    /// The PEL at the end of the last complete pass.
-    pub summary: Summary,
     /// PEL sizes at the end of the last passes, (wall-clock ms, size), oldest first.
     pub sizes: VecDeque<(i64, u64)>,
     /// The entries the last full pass or scan read (a scan reads only those idle for at least
@@ -254,7 +252,11 @@ pub struct Runtime {
     /// Wall-clock ms before which no pending entry can be stale (0 = unknown), from the last
     /// complete pass ([`Horizon::stale_not_before_ms`]).
     pub stale_not_before_ms: i64,
-    /// What the passes saw (`None` until a pass ended).
+    /// The PEL at the end of the last complete pass (all zero before one). Kept here, not in
+    /// [`Runtime::health`]: `INFO reclaim` reads it for every policy, and a walk over thousands
+    /// of runtimes should not have to follow a pointer each.
+    pub summary: Summary,
+    /// What else the passes saw (`None` until a pass ended).
     pub health: Option<Box<Health>>,
     /// The last state announced with a keyspace event ([`crate::events::notify_state`]); `""`:
     /// none yet (a new policy is `active` without one).
@@ -485,14 +487,15 @@ impl Runtime {
         }
     }
 
-    /// Notes the PEL's summary read at the end of a pass ([`Health::summary`], [`Health::sizes`]).
+    /// Notes the PEL's summary read at the end of a pass ([`Runtime::summary`],
+    /// [`Health::sizes`]).
     pub fn note_summary(&mut self, s: Summary) {
         let h = self.health.get_or_insert_with(Box::default);
         if h.sizes.len() >= PEL_HISTORY {
             h.sizes.pop_front();
         }
         h.sizes.push_back((s.at_ms, s.pending));
-        h.summary = s;
+        self.summary = s;
     }
 
     /// Notes what a complete pass of `kind` that ended at wall-clock ms `wall` read
@@ -502,14 +505,6 @@ impl Runtime {
         h.tally = tally;
         h.tally_ms = wall;
         h.tally_kind = Some(kind);
-    }
-
-    /// The PEL at the end of the last complete pass (all zero before one).
-    pub fn summary(&self) -> Summary {
-        self.health
-            .as_ref()
-            .map(|h| h.summary.clone())
-            .unwrap_or_default()
     }
 
     /// The policy's state in one word, as `INFO reclaim` shows it and keyspace events announce
