@@ -83,11 +83,18 @@ fn header(
         "| module | `target/release/libredis_reclaim.so` (release build) at commit `{}` |",
         if m.commit.is_empty() { "?" } else { &m.commit }
     );
-    let budget = res.lat.as_ref().map(|l| l.budget_us).unwrap_or(1000);
-    let _ = writeln!(
-        o,
-        "| module configs | `reclaim.tick-interval-ms 10`, `reclaim.tick-budget-us {budget}` (defaults) |"
-    );
+    // The budget is read from the server by the latency section; other runs leave both at the
+    // module's defaults.
+    let configs = match res.lat.as_ref() {
+        Some(l) => format!(
+            "`reclaim.tick-interval-ms 10`, `reclaim.tick-budget-us {}` (defaults)",
+            l.budget_us
+        ),
+        None => {
+            "`reclaim.tick-interval-ms`, `reclaim.tick-budget-us` at their defaults".to_string()
+        }
+    };
+    let _ = writeln!(o, "| module configs | {configs} |");
     let _ = writeln!(
         o,
         "| load average (1/5/15 min) | start {load0}, end {load1} |"
