@@ -41,7 +41,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use lazy_static::lazy_static;
 use redis_module::{CallReply, CallResult, Context, ContextFlags, KeyType, RedisString};
@@ -431,11 +431,18 @@ impl Origin {
     }
 }
 
-/// A `RATE` token bucket (in memory: a restart or failover starts it full again).
+/// A task's pacing, in memory (a restart or failover starts it afresh): its `RATE` token
+/// bucket, and what an entry has recently cost a step, so that a step does not start an entry
+/// likely to end past the tick's budget.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Bucket {
     tokens: f64,
     last_ms: u64,
+    /// Recent cost of handling one DLQ entry, µs (a moving average; 0: none measured yet).
+    entry_us: u64,
+    /// The last step put off its first entry for the budget: the next one handles one entry
+    /// whatever the time left, so that a task always moves on.
+    deferred: bool,
 }
 
 impl Bucket {
@@ -456,6 +463,32 @@ impl Bucket {
     /// Takes `n` tokens.
     pub fn spend(&mut self, n: u64) {
         self.tokens = (self.tokens - n as f64).max(0.0);
+    }
+
+    /// Whether a step that has handled `handled` entries so far may start another with `left`
+    /// of its budget: when one is likely to fit ([`Bucket::note_entry`]). A step that could not
+    /// start its first entry is noted as deferred, and the next step starts its first entry
+    /// anyway: a task is put off at most one step in a row.
+    pub fn may_start(&mut self, left: Duration, handled: u64) -> bool {
+        if left.as_micros() as u64 > self.entry_us {
+            return true;
+        }
+        if handled > 0 {
+            return false;
+        }
+        let go = self.deferred;
+        self.deferred = !go;
+        go
+    }
+
+    /// Notes that handling one entry took `us` µs.
+    pub fn note_entry(&mut self, us: u64) {
+        self.deferred = false;
+        self.entry_us = if self.entry_us == 0 {
+            us
+        } else {
+            (3 * self.entry_us + us) / 4
+        };
     }
 }
 
@@ -811,12 +844,17 @@ fn step(ctx: &Context, db: i32, dlq: &[u8], bucket: &mut Bucket, deadline: Insta
             let mut moves = 0;
             let mut stopped = false;
             let mut delivered = Delivered::new();
-            for (did, fields) in &entries {
-                if moves >= quota || (moves > 0 && Instant::now() >= deadline) {
+            for (handled, (did, fields)) in (0u64..).zip(&entries) {
+                let at = Instant::now();
+                if moves >= quota
+                    || !bucket.may_start(deadline.saturating_duration_since(at), handled)
+                {
                     stopped = true;
                     break;
                 }
-                match move_back(ctx, db, dlq, &moved_key, &t, did, fields, &mut delivered) {
+                let m = move_back(ctx, db, dlq, &moved_key, &t, did, fields, &mut delivered);
+                bucket.note_entry(at.elapsed().as_micros() as u64);
+                match m {
                     Moved::Back => {
                         moves += 1;
                         t.moved += 1;
@@ -1283,5 +1321,27 @@ mod tests {
         assert_eq!(b.available(100, 60_000), 10);
         b.spend(10);
         assert_eq!(b.available(100, 60_000), 0);
+    }
+
+    #[test]
+    fn a_step_starts_an_entry_only_when_it_fits_but_never_stalls() {
+        let us = Duration::from_micros;
+        let mut b = Bucket::default();
+        // Nothing measured yet: any time left will do.
+        assert!(b.may_start(us(1), 0));
+        b.note_entry(100);
+        assert!(b.may_start(us(101), 0));
+        assert!(b.may_start(us(101), 3));
+        // Too little left: not a second entry; the first one is put off for one step only.
+        assert!(!b.may_start(us(100), 1));
+        assert!(!b.may_start(us(50), 0));
+        assert!(b.may_start(us(0), 0));
+        b.note_entry(100);
+        assert!(!b.may_start(us(0), 0));
+        // The estimate follows what entries cost (a moving average).
+        b.note_entry(500);
+        assert_eq!(b.entry_us, 200);
+        assert!(b.may_start(us(201), 2));
+        assert!(!b.may_start(us(200), 2));
     }
 }
