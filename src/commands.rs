@@ -293,7 +293,8 @@ fn policy_or_error(
     Ok((PolicyId::new(db, stream, group), p))
 }
 
-/// `RECLAIM.SWEEP key group [LIMIT n]` -> map `claimed`, `dead-lettered`, `deleted`: one complete
+/// `RECLAIM.SWEEP key group [LIMIT n]` -> map `claimed`, `dead-lettered`, `deleted`,
+/// `dlq-trimmed` (`DLQ-MAXLEN`/`DLQ-MAXAGE`), `tombstones` (`TOMBSTONES yes`): one complete
 /// pass over the group's PEL now, from its head (or over at most n pending entries), with the
 /// policy's rules; the timer's own cursor is not moved. O(PEL) for a complete pass; all its writes
 /// reach replicas and the AOF as one MULTI/EXEC. Zeros while the stream or group does not exist.
@@ -328,6 +329,7 @@ fn sweep_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let mut remaining = limit.unwrap_or(i64::MAX);
     let mut cursor: Option<Vec<u8>> = None;
     let (mut claimed, mut dead, mut deleted) = (0u64, 0u64, 0u64);
+    let (mut trimmed, mut tombstones) = (0u64, 0u64);
     let mut tally = Tally::default();
     let t0 = std::time::Instant::now();
     loop {
@@ -336,6 +338,8 @@ fn sweep_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
         claimed += out.claimed;
         dead += out.dead_lettered;
         deleted += out.deleted;
+        trimmed += out.dlq_trimmed;
+        tombstones += out.tombstones;
         remaining -= out.examined as i64;
         tally.merge(&out.tally);
         registry::update(&id, |rt| {
@@ -371,6 +375,8 @@ fn sweep_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
         ("claimed", Reply::Int(claimed as i64)),
         ("dead-lettered", Reply::Int(dead as i64)),
         ("deleted", Reply::Int(deleted as i64)),
+        ("dlq-trimmed", Reply::Int(trimmed as i64)),
+        ("tombstones", Reply::Int(tombstones as i64)),
     ]))
 }
 

@@ -12,7 +12,8 @@
 //! - with `TOMBSTONES yes`, gives each entry found deleted a DLQ record (`reclaim-reason
 //!   deleted`, no payload) before its `XACK` (`Target::bury`);
 //! - after appending to the DLQ, trims it as `DLQ-MAXLEN` / `DLQ-MAXAGE` ask (`XTRIM dlq MAXLEN|MINID
-//!   ~ ...`, `Target::trim_dlq`), counting what `XTRIM` removed.
+//!   ~ ...`, `Target::trim_dlq`), and by `DLQ-MAXAGE` at the end of a pass too
+//!   (`Target::trim_dlq_by_age`), counting what `XTRIM` removed.
 //!
 //! Every write goes through `RM_Call` with `!` (replicate) and `E` (errors as replies); the XADD
 //! also with `M` (refused when out of memory), and the server's live OOM state is checked before
@@ -443,10 +444,24 @@ impl Target<'_> {
             self.xtrim(dlq, b"MAXLEN", n.as_bytes(), out);
         }
         if p.dlq_maxage_ms > 0 {
-            let oldest = crate::clock::epoch_ms().saturating_sub(p.dlq_maxage_ms);
-            let min_id = format!("{}-0", oldest.max(0));
-            self.xtrim(dlq, b"MINID", min_id.as_bytes(), out);
+            self.xtrim(dlq, b"MINID", &dlq_min_id(p.dlq_maxage_ms), out);
         }
+    }
+
+    /// At the end of a pass: `DLQ-MAXAGE` trims the DLQ even when nothing was appended to it
+    /// lately (`XTRIM dlq MINID ~ <now - maxage>-0`, as after a move, counted the same way), so
+    /// a dead letter goes within about an `INTERVAL` of passing the age, not only at the next
+    /// move. Nothing when the DLQ holds a value of another type (the moves report that). Not on
+    /// a paused policy: it runs no pass.
+    fn trim_dlq_by_age(&self, out: &mut Outcome) {
+        let p = self.policy;
+        let Some(dlq) = p.dlq.as_deref() else {
+            return;
+        };
+        if p.dlq_maxage_ms <= 0 || is_non_stream(self.ctx, dlq) {
+            return;
+        }
+        self.xtrim(dlq, b"MINID", &dlq_min_id(p.dlq_maxage_ms), out);
     }
 
     /// `XTRIM dlq <strategy> ~ <threshold>`, its reply added to `out.dlq_trimmed`.
@@ -805,6 +820,13 @@ impl Owners {
     }
 }
 
+/// The `MINID` below which `DLQ-MAXAGE maxage_ms` trims a DLQ now: `<now - maxage>-0` (a DLQ's
+/// IDs are the times of their moves, `XADD dlq *`).
+fn dlq_min_id(maxage_ms: i64) -> Vec<u8> {
+    let oldest = crate::clock::epoch_ms().saturating_sub(maxage_ms);
+    format!("{}-0", oldest.max(0)).into_bytes()
+}
+
 /// `reclaim-reason` of an entry dead-lettered by the rule (its deliveries used up).
 pub const REASON_LIMIT: &[u8] = b"max-deliveries";
 
@@ -816,8 +838,10 @@ pub const REASON_DELETED: &[u8] = b"deleted";
 pub const BATCH: usize = 32;
 
 /// Runs `body` on a fresh outcome (cursor and width as given), turning an early `Err` (the stream
-/// is gone, a reply could not be read) into the outcome's `stop`.
+/// is gone, a reply could not be read) into the outcome's `stop`; when it ended a pass, trims
+/// the DLQ by age ([`Target::trim_dlq_by_age`]).
 fn stepping(
+    t: &Target,
     cursor: Option<&[u8]>,
     width: u128,
     body: impl FnOnce(&mut Outcome) -> Result<(), Stop>,
@@ -829,6 +853,9 @@ fn stepping(
     };
     if let Err(s) = body(&mut out) {
         out.stop = Some(s);
+    }
+    if out.pass_done {
+        t.trim_dlq_by_age(&mut out);
     }
     out
 }
@@ -846,7 +873,7 @@ pub fn step_page(
     deadline: impl Into<Option<Instant>>,
 ) -> Outcome {
     let deadline = deadline.into();
-    stepping(cursor, 0, |out| {
+    stepping(t, cursor, 0, |out| {
         if let Some(s) = check_stream(t.ctx, t.stream) {
             return Err(s);
         }
@@ -963,7 +990,7 @@ pub struct Window<'a> {
 /// Same guarantees as [`step_page`].
 pub fn step_scan(t: &Target, w: Window, max: i64, deadline: impl Into<Option<Instant>>) -> Outcome {
     let deadline = deadline.into();
-    stepping(w.cursor, w.width, |out| {
+    stepping(t, w.cursor, w.width, |out| {
         if let Some(s) = check_stream(t.ctx, t.stream) {
             return Err(s);
         }

@@ -465,6 +465,8 @@ fn policy_replies_resp3() {
             (bs(b"claimed"), Value::Int(0)),
             (bs(b"dead-lettered"), Value::Int(0)),
             (bs(b"deleted"), Value::Int(0)),
+            (bs(b"dlq-trimmed"), Value::Int(0)),
+            (bs(b"tombstones"), Value::Int(0)),
         ])
     );
     // STATS is a map too, with the documented fields in order.
@@ -497,6 +499,10 @@ fn sweep_and_stats_replies_resp2() {
             bs(b"dead-lettered"),
             Value::Int(0),
             bs(b"deleted"),
+            Value::Int(0),
+            bs(b"dlq-trimmed"),
+            Value::Int(0),
+            bs(b"tombstones"),
             Value::Int(0),
         ])
     );

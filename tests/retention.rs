@@ -83,21 +83,15 @@ fn dlq_maxlen_keeps_the_dlq_near_its_length_and_counts_what_it_trims() {
         .all(|e| field_text(e, "reclaim-reason") == "max-deliveries"));
 }
 
-/// `DLQ-MAXAGE`: dead letters older than the age are trimmed (`MINID ~`) by the next move, not
-/// before it.
+/// `DLQ-MAXAGE`: dead letters older than the age are trimmed (`MINID ~`) by the next move, and
+/// at the end of every pass even when nothing is appended; not by a paused policy.
 #[test]
-fn dlq_maxage_trims_old_dead_letters_on_the_next_move() {
+fn dlq_maxage_trims_old_dead_letters_on_moves_and_at_the_end_of_passes() {
     let s = Server::new();
     let mut c = s.conn();
     let _: () = q(&mut c, &["CONFIG", "SET", "stream-node-max-entries", "100"]);
-    // 300 dead letters from 1970 (IDs are move times): three full stream nodes.
-    for i in 0..300 {
-        let id = format!("1000-{i}");
-        let _: String = q(
-            &mut c,
-            &["XADD", "jobs:dlq", &id, "reclaim-reason", "max-deliveries"],
-        );
-    }
+    // 300 dead letters from 1970: three full stream nodes.
+    old_dead_letters(&mut c, "jobs:dlq", 300);
     create_group(&mut c, b"jobs", b"g");
     quiet_policy(
         &mut c,
@@ -105,10 +99,15 @@ fn dlq_maxage_trims_old_dead_letters_on_the_next_move() {
         "g",
         "MIN-IDLE 3600000 MAX-DELIVERIES 3 DLQ jobs:dlq DLQ-MAXAGE 60000",
     );
-    // No move yet: nothing trimmed.
+    // A pass that moves nothing trims all the same (once a pass ends).
     assert_eq!(sweep(&mut c, "jobs", "g"), (0, 0, 0));
-    assert_eq!(xlen(&mut c, "jobs:dlq"), 300);
-    assert_eq!(stat(&mut c, "jobs", "g", "dlq-trimmed"), 0);
+    assert_eq!(xlen(&mut c, "jobs:dlq"), 0);
+    assert_eq!(stat(&mut c, "jobs", "g", "dlq-trimmed"), 300);
+    assert_eq!(reclaim_info(&mut c, "dlq_trimmed"), 300);
+
+    // By a move: 300 more (the DLQ written again from scratch).
+    let _: i64 = q(&mut c, &["DEL", "jobs:dlq"]);
+    old_dead_letters(&mut c, "jobs:dlq", 300);
 
     let ids = add_entries(&mut c, b"jobs", "j", 2);
     read_group(&mut c, b"jobs", b"g", b"dead");
@@ -120,13 +119,45 @@ fn dlq_maxage_trims_old_dead_letters_on_the_next_move() {
         vec![ids[0].clone()],
         "only the new dead letter"
     );
-    assert_eq!(stat(&mut c, "jobs", "g", "dlq-trimmed"), 300);
-    assert_eq!(reclaim_info(&mut c, "dlq_trimmed"), 300);
+    assert_eq!(stat(&mut c, "jobs", "g", "dlq-trimmed"), 600);
+    assert_eq!(reclaim_info(&mut c, "dlq_trimmed"), 600);
     // A recent dead letter stays.
     set_deliveries(&mut c, b"jobs", b"g", b"dead", &ids[1..], 9);
     assert_eq!(sweep(&mut c, "jobs", "g"), (0, 1, 0));
     assert_eq!(xlen(&mut c, "jobs:dlq"), 2);
-    assert_eq!(stat(&mut c, "jobs", "g", "dlq-trimmed"), 300);
+    assert_eq!(stat(&mut c, "jobs", "g", "dlq-trimmed"), 600);
+
+    // The timer's passes trim too, with nothing pending: another policy, on its own DLQ.
+    old_dead_letters(&mut c, "t:dlq", 300);
+    create_group(&mut c, b"t", b"g");
+    set_policy_opts(
+        &mut c,
+        "t",
+        "g",
+        "MIN-IDLE 100 DLQ t:dlq DLQ-MAXAGE 60000 INTERVAL 50",
+    );
+    wait_for(10, "a timer pass to trim the old dead letters", || {
+        (xlen(&mut c, "t:dlq") == 0).then_some(())
+    });
+    assert_eq!(stat(&mut c, "t", "g", "dlq-trimmed"), 300);
+    // A paused policy runs no pass, so trims nothing.
+    let _: String = q(&mut c, &["RECLAIM.POLICY", "PAUSE", "t", "g"]);
+    let _: i64 = q(&mut c, &["DEL", "t:dlq"]);
+    old_dead_letters(&mut c, "t:dlq", 100);
+    create_group(&mut c, b"witness", b"g");
+    set_policy_opts(&mut c, "witness", "g", "MIN-IDLE 100 INTERVAL 50");
+    wait_passes(&mut c, "witness", "g", 3);
+    assert_eq!(xlen(&mut c, "t:dlq"), 100);
+    assert_eq!(stat(&mut c, "t", "g", "dlq-trimmed"), 300);
+}
+
+/// `n` dead letters from 1970 (IDs are move times) in `dlq`: whole stream nodes with
+/// `stream-node-max-entries 100`.
+fn old_dead_letters(c: &mut Connection, dlq: &str, n: usize) {
+    for i in 0..n {
+        let id = format!("1000-{i}");
+        let _: String = q(c, &["XADD", dlq, &id, "reclaim-reason", "max-deliveries"]);
+    }
 }
 
 /// Pending entries of `jobs` (group g): 6 read by `w` (count 1), 2 of them over-delivered
