@@ -116,7 +116,8 @@ fn fix1(c: &mut Connection, s: &str, g: &str, owner: &str, id: &str, idle: i64, 
     fixture(c, s, g, owner, &[id.to_string()], idle, n);
 }
 
-/// `RECLAIM.SWEEP s g [LIMIT n]` -> (claimed, dead-lettered, deleted).
+/// `RECLAIM.SWEEP s g [LIMIT n]` -> (claimed, dead-lettered, deleted), after checking the reply's
+/// fields.
 fn sweep(c: &mut Connection, s: &str, g: &str, limit: Option<i64>) -> (i64, i64, i64) {
     let n = limit.map(|n| n.to_string());
     let mut a = vec!["RECLAIM.SWEEP", s, g];
@@ -126,7 +127,17 @@ fn sweep(c: &mut Connection, s: &str, g: &str, limit: Option<i64>) -> (i64, i64,
     }
     let v = run(c, &a);
     let keys: Vec<String> = pairs(&v).into_iter().map(|(k, _)| k).collect();
-    assert_eq!(keys, ["claimed", "dead-lettered", "deleted"], "{v:?}");
+    assert_eq!(
+        keys,
+        [
+            "claimed",
+            "dead-lettered",
+            "deleted",
+            "dlq-trimmed",
+            "tombstones"
+        ],
+        "{v:?}"
+    );
     (
         int_field(&v, "claimed"),
         int_field(&v, "dead-lettered"),
