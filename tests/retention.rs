@@ -90,8 +90,6 @@ fn dlq_maxage_trims_old_dead_letters_on_moves_and_at_the_end_of_passes() {
     let s = Server::new();
     let mut c = s.conn();
     let _: () = q(&mut c, &["CONFIG", "SET", "stream-node-max-entries", "100"]);
-    // 300 dead letters from 1970: three full stream nodes.
-    old_dead_letters(&mut c, "jobs:dlq", 300);
     create_group(&mut c, b"jobs", b"g");
     quiet_policy(
         &mut c,
@@ -99,6 +97,8 @@ fn dlq_maxage_trims_old_dead_letters_on_moves_and_at_the_end_of_passes() {
         "g",
         "MIN-IDLE 3600000 MAX-DELIVERIES 3 DLQ jobs:dlq DLQ-MAXAGE 60000",
     );
+    // 300 dead letters from 1970: three full stream nodes.
+    old_dead_letters(&mut c, "jobs:dlq", 300);
     // A pass that moves nothing trims all the same (once a pass ends); SWEEP's reply says so.
     let v = run(&mut c, &["RECLAIM.SWEEP", "jobs", "g"]);
     assert_eq!(int_field(&v, "dead-lettered"), 0);
