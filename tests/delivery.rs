@@ -165,8 +165,7 @@ fn counts_workers_saw_survive_a_restart_and_a_failover() {
         "{before:?}"
     );
     assert_eq!(before[0].0, ids[0]);
-    let acked: i64 = q(&mut c, &["WAIT", "1", "5000"]);
-    assert_eq!(acked, 1);
+    replica_acked(&mut c);
     let mut rc = r.conn();
     assert_eq!(pel(&mut rc), before, "the replica's PEL");
     // Restart from the AOF.

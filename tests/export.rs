@@ -434,8 +434,7 @@ fn aof_commands(s: &Server) -> Vec<Vec<Vec<u8>>> {
 /// postpone an AOF write while a background fsync runs): what the AOF holds then.
 fn witness_write(s: &Server, c: &mut Connection, name: &str) -> Vec<Vec<Vec<u8>>> {
     let _: () = cmd("SET").arg(name).arg("1").query(c).unwrap();
-    let acked: i64 = cmd("WAIT").arg(1).arg(5000).query(c).unwrap();
-    assert_eq!(acked, 1, "the replica acknowledged");
+    replica_acked(c);
     wait_for(20, &format!("SET {name} in the AOF"), || {
         let all = aof_commands(s);
         all.iter()

@@ -15,7 +15,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 fn contrib(p: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -59,9 +59,10 @@ fn the_collect_script_turns_info_reclaim_into_named_values() {
     let s = Server::new();
     let mut c = s.conn();
     create_group(&mut c, b"orders", b"billing");
+    // The policy's one timer pass first, on the empty group: what follows is left to SWEEP.
+    quiet_policy(&mut c, "orders", "billing", "MIN-IDLE 100");
     add_entries(&mut c, b"orders", "o", 3);
     read_group(&mut c, b"orders", b"billing", b"w1");
-    quiet_policy(&mut c, "orders", "billing", "MIN-IDLE 100");
     // A binary name: escaped by the module, so it never holds the ':' the names are split on.
     set_policy(&mut c, b"odd:\xff name", b"g", &PolicyView::new(1000, 50));
     set_policy(&mut c, b"p", b"g", &PolicyView::new(1000, 50));
@@ -247,13 +248,16 @@ fn exporter_and_prometheus_see_each_policy_move_after_a_sweep() {
     create_group(&mut c, b"orders", b"billing");
     let ids = add_entries(&mut c, b"orders", "o", 5);
     read_group(&mut c, b"orders", b"billing", b"w1");
+    let read_at = Instant::now();
     set_deliveries(&mut c, b"orders", b"billing", b"w1", &ids[..2], 3);
+    // The policy's one timer pass sees the five fresh (MIN-IDLE leaves it 2 s to run).
     quiet_policy(
         &mut c,
         "orders",
         "billing",
-        "MIN-IDLE 200 MAX-DELIVERIES 3 DLQ orders:dlq",
+        "MIN-IDLE 2000 MAX-DELIVERIES 3 DLQ orders:dlq",
     );
+
     set_policy_opts(&mut c, "odd name:1", "g", "MIN-IDLE 1000");
 
     let exporter_port = free_port();
@@ -319,7 +323,7 @@ fn exporter_and_prometheus_see_each_policy_move_after_a_sweep() {
     );
 
     // The entries go stale; one sweep moves three to the inbox and dead-letters two.
-    std::thread::sleep(Duration::from_millis(250));
+    std::thread::sleep(Duration::from_millis(2050).saturating_sub(read_at.elapsed()));
     let swept = run(&mut c, &["RECLAIM.SWEEP", "orders", "billing"]);
     assert_eq!(int_field(&swept, "claimed"), 3);
     assert_eq!(int_field(&swept, "dead-lettered"), 2);

@@ -521,8 +521,7 @@ fn a_failover_hands_the_task_to_the_new_primary() {
     // RATE 20: 10 s for 200 entries, so the failover happens in the middle.
     let ids = start_task_at(&mut c, "20");
     // FAILOVER TO needs the replica online on the primary's side (its first REPLCONF ACK).
-    let acked: i64 = q(&mut c, &["WAIT", "1", "10000"]);
-    assert_eq!(acked, 1, "the replica acknowledged");
+    replica_acked(&mut c);
     let rport = r.port.to_string();
     let _: () = q(&mut c, &["FAILOVER", "TO", "127.0.0.1", &rport]);
     wait_for(20, "the failover to complete", || {
@@ -545,8 +544,7 @@ fn a_failover_hands_the_task_to_the_new_primary() {
     wait_for(10, "ticks skipped on the old primary", || {
         (reclaim_info(&mut c, "ticks_skipped_replica") >= skipped + 5).then_some(())
     });
-    let acked: i64 = q(&mut rc, &["WAIT", "1", "10000"]);
-    assert_eq!(acked, 1, "the old primary acknowledged");
+    replica_acked(&mut rc);
     assert_eq!(
         pending_raw(&mut c, b"p", b"g"),
         pending_raw(&mut rc, b"p", b"g")
@@ -674,8 +672,7 @@ fn each_step_reaches_the_aof_and_the_replica_in_one_transaction() {
     redrive(&mut c, &["t:dlq", "RATE", "200"]);
     wait_state(&mut c, "t:dlq", "done", 20);
     // The replica holds the same PEL, DLQ and task, and never ran a step itself.
-    let n: i64 = cmd("WAIT").arg(1).arg(5000).query(&mut c).expect("WAIT");
-    assert_eq!(n, 1);
+    replica_acked(&mut c);
     let mut rc = r.conn();
     assert_eq!(
         pel_and_dlq(&mut rc, "t", "g", "t:dlq"),

@@ -18,11 +18,6 @@ fn digest(con: &mut Connection) -> String {
     cmd("DEBUG").arg("DIGEST").query(con).expect("DEBUG DIGEST")
 }
 
-fn wait_replicas(con: &mut Connection) {
-    let n: i64 = cmd("WAIT").arg(1).arg(5000).query(con).expect("WAIT");
-    assert_eq!(n, 1, "WAIT 1 5000: the replica did not acknowledge");
-}
-
 fn pause_writes(con: &mut Connection) {
     let _: () = cmd("CLIENT")
         .arg("PAUSE")
@@ -68,7 +63,7 @@ fn replica_gets_policies_from_full_sync_and_from_the_stream() {
     set_policy(&mut p0, b"orders", b"workers", &c);
     set_policy(&mut p0, BIN_STREAM, BIN_GROUP, &a2);
     set_policy(&mut p3, b"orders", b"audit", &d);
-    wait_replicas(&mut p0);
+    replica_acked(&mut p0);
     assert_eq!(get_policy(&mut r0, b"orders", b"workers"), Some(c.clone()));
     assert_eq!(get_policy(&mut r0, BIN_STREAM, BIN_GROUP), Some(a2.clone()));
     assert_eq!(get_policy(&mut r3, b"orders", b"audit"), Some(d.clone()));
@@ -101,13 +96,13 @@ fn policy_del_replicates() {
     set_policy(&mut pc, b"s1", b"g1", &pol);
     set_policy(&mut pc, b"s1", b"g2", &pol);
     set_policy(&mut pc, BIN_STREAM, BIN_GROUP, &pol);
-    wait_replicas(&mut pc);
+    replica_acked(&mut pc);
     assert_eq!(list_policies(&mut rc).len(), 3);
 
     assert_eq!(del_policy(&mut pc, b"s1", b"g1"), 1);
     assert_eq!(del_policy(&mut pc, BIN_STREAM, BIN_GROUP), 1);
     assert_eq!(del_policy(&mut pc, BIN_STREAM, BIN_GROUP), 0);
-    wait_replicas(&mut pc);
+    replica_acked(&mut pc);
     assert_eq!(get_policy(&mut rc, b"s1", b"g1"), None);
     assert_eq!(get_policy(&mut rc, BIN_STREAM, BIN_GROUP), None);
     assert_eq!(get_policy(&mut rc, b"s1", b"g2"), Some(pol.clone()));
@@ -137,7 +132,7 @@ fn replica_never_sweeps_and_matches_the_primary_after_sweeps() {
         .with_dlq(b"jobs:dlq", 5)
         .with_claimant(b"rescuer");
     set_policy(&mut pc, b"jobs", b"workers", &pol);
-    wait_replicas(&mut pc);
+    replica_acked(&mut pc);
     assert_eq!(get_policy(&mut rc, b"jobs", b"workers"), Some(pol.clone()));
 
     // The replica skips its ticks.
@@ -163,7 +158,7 @@ fn replica_never_sweeps_and_matches_the_primary_after_sweeps() {
     });
     // Stop the primary's sweeper so that both sides can be compared at rest.
     pause_writes(&mut pc);
-    wait_replicas(&mut pc);
+    replica_acked(&mut pc);
 
     let pel_p = pending_raw(&mut pc, b"jobs", b"workers");
     let pel_r = pending_raw(&mut rc, b"jobs", b"workers");
@@ -228,7 +223,7 @@ fn promoted_replica_sweeps_and_never_dead_letters_twice() {
     let n = add_entries(&mut pc, b"jobs", "n", 3);
     let p2 = add_entries(&mut pc, b"jobs", "p2", 2);
     deliver_then_pause(&mut pc, (b"jobs", b"g", b"dead2"), &p2, 9, 120_000);
-    wait_replicas(&mut pc);
+    replica_acked(&mut pc);
     let mut want_pel: Vec<PendRaw> = n
         .iter()
         .map(|id| (id.clone(), b"dead2".to_vec(), 1))

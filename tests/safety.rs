@@ -231,8 +231,7 @@ fn client_pause_write_stops_sweeping_until_it_ends() {
     healthy(&mut p, &mut c);
 
     // The replica holds exactly the primary's result (it did none of it itself).
-    let acked: i64 = q(&mut c, &["WAIT", "1", "5000"]);
-    assert_eq!(acked, 1);
+    replica_acked(&mut c);
     assert_eq!(pending_raw(&mut rc, b"jobs", b"g"), want);
     assert_eq!(xrange(&mut rc, b"jobs:dlq"), dlq);
     assert_eq!(reclaim_info(&mut rc, "steps"), 0);
@@ -271,8 +270,7 @@ fn failover_hands_sweeping_to_the_new_primary() {
     let rport = r.port.to_string();
     // FAILOVER TO needs the replica online on the primary's side, which happens at its first
     // REPLCONF ACK (up to a second after its link is up); WAIT returns once it has acknowledged.
-    let acked: i64 = q(&mut c, &["WAIT", "1", "10000"]);
-    assert_eq!(acked, 1, "the replica acknowledged");
+    replica_acked(&mut c);
     let _: () = q(&mut c, &["FAILOVER", "TO", "127.0.0.1", &rport]);
     wait_for(20, "the failover to complete", || {
         let old = info(&mut c, "replication");
@@ -323,8 +321,7 @@ fn failover_hands_sweeping_to_the_new_primary() {
     wait_ticks_skipped(&mut c, "replica", 5);
     assert_eq!(reclaim_info(&mut c, "steps"), steps);
     assert_eq!(status(&mut c, "jobs", "g"), "replica");
-    let acked: i64 = q(&mut rc, &["WAIT", "1", "5000"]);
-    assert_eq!(acked, 1);
+    replica_acked(&mut rc);
     assert_eq!(xrange(&mut c, b"jobs:dlq"), dlq);
     assert_eq!(pending_raw(&mut c, b"jobs", b"g"), vec![]);
     healthy(&mut p, &mut c);

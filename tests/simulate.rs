@@ -257,8 +257,7 @@ fn simulate_plans_what_sweep_then_does_and_what_ifs_change_nothing() {
     let r = p.replica(&[]);
     let mut c = p.conn();
     let want = every_kind(&mut c, "s");
-    let acked: i64 = q(&mut c, &["WAIT", "1", "5000"]);
-    assert_eq!(acked, 1);
+    replica_acked(&mut c);
     let before = untouched(&mut c, "s");
     let live = before.policy.clone().unwrap();
 

@@ -250,7 +250,7 @@ fn the_storm_breaker_stops_a_dead_letter_storm_and_resume_drains_it() {
     );
     assert_eq!(e, STORM_OPEN);
     // The replica holds the same state (replicated as PAUSE ... STORM with the dead-letters).
-    let _: () = cmd("WAIT").arg(1).arg(5000).query(&mut c).unwrap();
+    replica_acked(&mut c);
     assert_eq!(state(&mut rc, "orders", "g"), "storm");
     assert_eq!(xlen(&mut rc, "orders:dlq"), 10);
 
@@ -308,6 +308,12 @@ fn reclaim_enabled_no_stops_every_policy() {
     let mut c = s.conn();
     let ids = delivered(&mut c, "a", 4, 1, 2);
     delivered(&mut c, "b", 3, 0, 1);
+    // Disabled first: a new policy's first pass is due at once.
+    let _: () = cmd("CONFIG")
+        .arg(&["SET", "reclaim.enabled", "no"])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(config_get(&mut c, "reclaim.enabled"), "no");
     for k in ["a", "b"] {
         set_policy_opts(
             &mut c,
@@ -316,11 +322,6 @@ fn reclaim_enabled_no_stops_every_policy() {
             &format!("MIN-IDLE 100 MAX-DELIVERIES 2 DLQ {k}:dlq INTERVAL 50"),
         );
     }
-    let _: () = cmd("CONFIG")
-        .arg(&["SET", "reclaim.enabled", "no"])
-        .query(&mut c)
-        .unwrap();
-    assert_eq!(config_get(&mut c, "reclaim.enabled"), "no");
     let (a0, b0) = (owners(&mut c, "a"), owners(&mut c, "b"));
     assert_eq!(status(&mut c, "a", "g"), "disabled");
     // Long past due: at least ten INTERVALs.
@@ -404,7 +405,7 @@ fn states_survive_restart_reload_and_promotion() {
     assert_eq!(want(&mut rc), expected, "on the replica");
     witness(&mut c);
     let _ = delivered(&mut c, "p", 5, 0, 1);
-    let _: () = cmd("WAIT").arg(1).arg(5000).query(&mut c).unwrap();
+    replica_acked(&mut c);
     let before = owners(&mut rc, "p");
     drop(c);
     s.kill();

@@ -28,3 +28,12 @@ pub fn wait_for<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// `WAIT 1 <10 s times the slowdown>` on the primary of `con`, asserting that its replica
+/// acknowledged everything written so far: after it, the replica holds what the primary does.
+/// (A replica fresh from a full sync acknowledges up to a second after its link is up.)
+pub fn replica_acked(con: &mut redis::Connection) {
+    let ms = 10_000 * slowdown();
+    let n: i64 = redis::cmd("WAIT").arg(1).arg(ms).query(con).expect("WAIT");
+    assert_eq!(n, 1, "WAIT 1 {ms}: the replica did not acknowledge");
+}
