@@ -408,6 +408,84 @@ pub fn latency_sample(event: &'static [u8], ms: i64) {
     }
 }
 
+/// The bytes of a module string (empty for a null pointer).
+///
+/// # Safety
+/// `s` is null or a live module string; the slice must not outlive it.
+pub unsafe fn bytes_of<'a>(s: *mut raw::RedisModuleString) -> &'a [u8] {
+    let mut len = 0usize;
+    if s.is_null() {
+        return &[];
+    }
+    let p = unsafe { raw::RedisModule_StringPtrLen.unwrap()(s, &mut len) };
+    if p.is_null() {
+        return &[];
+    }
+    unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }
+}
+
+/// The name of the user running the command in `ctx` (`RM_GetCurrentUserName`, Redis 7.0);
+/// `None` when the server has no such API or the context has no user.
+pub fn current_user_name(ctx: &Context) -> Option<Vec<u8>> {
+    unsafe {
+        let cur = raw::RedisModule_GetCurrentUserName?;
+        let name = cur(ctx.ctx);
+        if name.is_null() {
+            return None;
+        }
+        let bytes = bytes_of(name).to_vec();
+        raw::RedisModule_FreeString.unwrap()(ctx.ctx, name);
+        Some(bytes)
+    }
+}
+
+/// An ACL user looked up by name (`RM_GetModuleUserFromUserName`, Redis 7.0), to check what it
+/// may write while no client of its runs (a redrive step on the timer). Freed on drop.
+pub struct AclUser(*mut raw::RedisModuleUser);
+
+impl AclUser {
+    /// The user named `name` now. `None` when the server knows no such user (deleted, or never
+    /// created on this server); a handle that allows everything when the server has no ACL API.
+    pub fn lookup(ctx: &Context, name: &[u8]) -> Option<AclUser> {
+        unsafe {
+            let Some(getu) = raw::RedisModule_GetModuleUserFromUserName else {
+                return Some(AclUser(std::ptr::null_mut()));
+            };
+            let n = RedisString::create_from_slice(ctx.ctx, name);
+            let user = getu(n.inner);
+            (!user.is_null()).then_some(AclUser(user))
+        }
+    }
+
+    /// Whether the user may write (insert into) `key` now (`RM_ACLCheckKeyPermissions`).
+    pub fn may_write(&self, ctx: &Context, key: &[u8]) -> bool {
+        if self.0.is_null() {
+            return true;
+        }
+        unsafe {
+            let Some(check) = raw::RedisModule_ACLCheckKeyPermissions else {
+                return true;
+            };
+            let k = RedisString::create_from_slice(ctx.ctx, key);
+            check(self.0, k.inner, raw::REDISMODULE_CMD_KEY_INSERT as c_int)
+                == raw::REDISMODULE_OK as c_int
+        }
+    }
+}
+
+impl Drop for AclUser {
+    fn drop(&mut self) {
+        if self.0.is_null() {
+            return;
+        }
+        unsafe {
+            if let Some(freeu) = raw::RedisModule_FreeModuleUser {
+                freeu(self.0);
+            }
+        }
+    }
+}
+
 /// Checks that the user running the command in `ctx` may write `key` (Redis 7.0
 /// `RM_ACLCheckKeyPermissions` with `RM_GetModuleUserFromUserName`). `true` when allowed or when
 /// the server has no such API.

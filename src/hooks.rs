@@ -8,23 +8,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use redis_module::{raw, CallReply, CallResult, Context, RedisString};
 
-use crate::ffi;
+use crate::ffi::{self, bytes_of};
 use crate::keys;
 use crate::metrics;
 use crate::registry;
 use crate::scheduler;
 use crate::store::{self, POLICY_TYPE};
 use crate::watch;
-
-/// The bytes of a module string.
-unsafe fn bytes_of<'a>(s: *mut raw::RedisModuleString) -> &'a [u8] {
-    let mut len = 0usize;
-    let p = unsafe { raw::RedisModule_StringPtrLen.unwrap()(s, &mut len) };
-    if p.is_null() {
-        return &[];
-    }
-    unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }
-}
 
 /// Keyspace events (classes generic, stream, expired, evicted; see `on_key_event`). For an
 /// event the module does not use, a few byte compares.

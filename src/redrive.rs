@@ -184,6 +184,9 @@ pub enum Phase {
     Canceled,
     /// A canary entry was dead-lettered again within the window: the rest stays in the DLQ.
     CanaryFailed,
+    /// The user who started the task may no longer write a stream an entry goes back to, or the
+    /// DLQ, or is gone from this server: the rest stays in the DLQ.
+    Denied,
 }
 
 impl Phase {
@@ -195,6 +198,7 @@ impl Phase {
             Phase::Done => "done",
             Phase::Canceled => "canceled",
             Phase::CanaryFailed => "canary-failed",
+            Phase::Denied => "denied",
         }
     }
 
@@ -205,6 +209,7 @@ impl Phase {
             Phase::Done,
             Phase::Canceled,
             Phase::CanaryFailed,
+            Phase::Denied,
         ]
         .into_iter()
         .find(|p| p.name().as_bytes() == s)
@@ -248,6 +253,10 @@ pub struct Task {
     pub canary_until_ms: u64,
     /// When it ended, ms since the epoch (0: running).
     pub ended_ms: u64,
+    /// The ACL user who started it: every step moves entries back only to streams this user
+    /// may write now (`None`: a task written before the module stored it, or a server without
+    /// ACL users).
+    pub user: Option<Vec<u8>>,
 }
 
 fn num(v: u64) -> Vec<u8> {
@@ -256,7 +265,7 @@ fn num(v: u64) -> Vec<u8> {
 
 impl Task {
     /// The hash fields of the task, in a fixed order. `source-key` and `source-group` are empty
-    /// without `SOURCE`.
+    /// without `SOURCE`, `user` without a user.
     pub fn to_fields(&self) -> Vec<(&'static [u8], Vec<u8>)> {
         let (sk, sg) = self.opts.source.clone().unwrap_or_default();
         vec![
@@ -280,6 +289,7 @@ impl Task {
             (b"started-ms", num(self.started_ms)),
             (b"canary-until-ms", num(self.canary_until_ms)),
             (b"ended-ms", num(self.ended_ms)),
+            (b"user", self.user.clone().unwrap_or_default()),
         ]
     }
 
@@ -319,6 +329,7 @@ impl Task {
             started_ms: n(b"started-ms")?,
             canary_until_ms: n(b"canary-until-ms")?,
             ended_ms: n(b"ended-ms")?,
+            user: get(b"user").filter(|u| !u.is_empty()).map(<[u8]>::to_vec),
         })
     }
 
@@ -712,6 +723,8 @@ enum Moved {
     Skipped,
     /// Not of the task's `SOURCE`.
     Other,
+    /// The task's user may not write the entry's stream: left in the DLQ, and the task stops.
+    Denied,
 }
 
 /// Moves DLQ entry (`did`, `fields`) of `dlq` back to its group, or leaves it (see the module
@@ -725,6 +738,7 @@ fn move_back(
     dlq: &[u8],
     moved_key: &[u8],
     t: &Task,
+    user: Option<&ffi::AclUser>,
     did: &[u8],
     fields: &[Vec<u8>],
     delivered: &mut Delivered,
@@ -761,6 +775,11 @@ fn move_back(
     }
     if is_pending(ctx, &o) {
         return Moved::Skipped;
+    }
+    // The start checked the user's permissions; a stream of a policy given this DLQ since, or
+    // an ACL changed since, is checked here.
+    if user.is_some_and(|u| !u.may_write(ctx, &o.stream)) {
+        return Moved::Denied;
     }
     if !claim_back(ctx, &o, &policy.claimant) {
         return Moved::Skipped;
@@ -833,6 +852,18 @@ fn step(ctx: &Context, db: i32, dlq: &[u8], bucket: &mut Bucket, deadline: Insta
         check_failed_again(ctx, dlq, &moved_key, &mut t);
         t.check_canary(now);
     }
+    // The task's user, as this server knows it now: gone, or no longer allowed to write the
+    // DLQ, the task stops.
+    let user = match &t.user {
+        Some(name) if t.phase == Phase::Running => match ffi::AclUser::lookup(ctx, name) {
+            Some(u) if u.may_write(ctx, dlq) => Some(u),
+            _ => {
+                t.finish(Phase::Denied, now);
+                None
+            }
+        },
+        _ => None,
+    };
     if t.phase == Phase::Running {
         let quota = t.quota(bucket.available(t.opts.rate, now_ms()));
         let start = [b"(", t.cursor.as_slice()].concat();
@@ -852,7 +883,17 @@ fn step(ctx: &Context, db: i32, dlq: &[u8], bucket: &mut Bucket, deadline: Insta
                     stopped = true;
                     break;
                 }
-                let m = move_back(ctx, db, dlq, &moved_key, &t, did, fields, &mut delivered);
+                let m = move_back(
+                    ctx,
+                    db,
+                    dlq,
+                    &moved_key,
+                    &t,
+                    user.as_ref(),
+                    did,
+                    fields,
+                    &mut delivered,
+                );
                 bucket.note_entry(at.elapsed().as_micros() as u64);
                 match m {
                     Moved::Back => {
@@ -861,6 +902,11 @@ fn step(ctx: &Context, db: i32, dlq: &[u8], bucket: &mut Bucket, deadline: Insta
                     }
                     Moved::Skipped => t.skipped += 1,
                     Moved::Other => {}
+                    Moved::Denied => {
+                        t.finish(Phase::Denied, now);
+                        stopped = true;
+                        break;
+                    }
                 }
                 t.examined += 1;
                 t.cursor = did.clone();
@@ -1032,6 +1078,7 @@ fn start(ctx: &Context, dlq: &[u8], opts: &[&[u8]]) -> CmdResult {
         end_id,
         total,
         started_ms: epoch_ms() as u64,
+        user: ffi::current_user_name(ctx),
         ..Task::default()
     };
     del(ctx, &key);
@@ -1042,9 +1089,10 @@ fn start(ctx: &Context, dlq: &[u8], opts: &[&[u8]]) -> CmdResult {
 }
 
 /// `RECLAIM.REDRIVE STATUS dlq` -> nil without a task, else a map: `id`, `state` (`running`,
-/// `canary`, `done`, `canceled`, `canary-failed`), `source` (nil or `[key, group]`), `count`,
-/// `rate`, `canary`, `window` (0 = not given), `moved`, `skipped`, `failed-again`, `left`,
-/// `examined`, `total`, `end-id`, `cursor`, `started-ms`, `canary-until-ms`, `ended-ms`.
+/// `canary`, `done`, `canceled`, `canary-failed`, `denied`), `source` (nil or `[key, group]`),
+/// `count`, `rate`, `canary`, `window` (0 = not given), `moved`, `skipped`, `failed-again`,
+/// `left`, `examined`, `total`, `end-id`, `cursor`, `started-ms`, `canary-until-ms`, `ended-ms`,
+/// `user` (the ACL user who started it; nil for a task from before the module stored it).
 /// Errors: the task key taken.
 fn status(ctx: &Context, dlq: &[u8]) -> CmdResult {
     let Some(t) = read_task(ctx, &keys::redrive_key(dlq))? else {
@@ -1077,6 +1125,7 @@ fn status(ctx: &Context, dlq: &[u8]) -> CmdResult {
         ("started-ms", i(t.started_ms)),
         ("canary-until-ms", i(t.canary_until_ms)),
         ("ended-ms", i(t.ended_ms)),
+        ("user", t.user.clone().map_or(Reply::Null, Reply::Bytes)),
     ]))
 }
 
@@ -1207,17 +1256,28 @@ mod tests {
 
     #[test]
     fn fields_round_trip() {
-        for o in ["", "SOURCE {a}b g\x00 COUNT 4 RATE 9 CANARY 2 WINDOW 50"] {
+        for (o, user) in [
+            ("", None),
+            (
+                "SOURCE {a}b g\x00 COUNT 4 RATE 9 CANARY 2 WINDOW 50",
+                Some(b"ops\xff".to_vec()),
+            ),
+        ] {
             let mut t = task(o);
             t.moved = 2;
-            t.phase = Phase::CanaryFailed;
+            t.phase = Phase::Denied;
+            t.user = user;
             let pairs: Vec<(Vec<u8>, Vec<u8>)> = t
                 .to_fields()
                 .into_iter()
                 .map(|(f, v)| (f.to_vec(), v))
                 .collect();
-            assert_eq!(Task::from_fields(&pairs), Some(t));
+            assert_eq!(Task::from_fields(&pairs), Some(t.clone()));
             assert_eq!(Task::from_fields(&pairs[1..]), None);
+            // A task written before the `user` field: no user, no per-step check.
+            let without: Vec<(Vec<u8>, Vec<u8>)> =
+                pairs.into_iter().filter(|(f, _)| f != b"user").collect();
+            assert_eq!(Task::from_fields(&without).and_then(|t| t.user), None);
         }
     }
 

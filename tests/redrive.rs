@@ -663,6 +663,91 @@ fn without_source_the_caller_must_write_every_stream_of_the_dlq() {
     assert_eq!(int_field(&st, "skipped"), 1);
 }
 
+/// Every step moves entries back only where the user who started the task may write now: a
+/// policy given the DLQ after the start (or an ACL narrowed during the task), or the user
+/// deleted, stop the task as `denied` and leave the rest in the DLQ.
+#[test]
+fn each_step_checks_the_starting_users_permissions() {
+    let s = Server::new();
+    let mut c = s.conn();
+    // s1's entries, then s2's, dead-lettered into dlq:shared; then s2's policy moves to another
+    // DLQ. User "ops" may write s1 and the DLQ, not s2: enough to start a task on dlq:shared.
+    let s1 = shared_dead_letters(&mut c, "s1", "dlq:shared", 3);
+    let s2 = shared_dead_letters(&mut c, "s2", "dlq:shared", 2);
+    shared_policy(&mut c, "s2", "dlq:elsewhere");
+    run(
+        &mut c,
+        &[
+            "ACL",
+            "SETUSER",
+            "ops",
+            "on",
+            "nopass",
+            "+@all",
+            "~dlq*",
+            "~s1",
+            "~reclaim:*",
+        ],
+    );
+    let mut ops = conn_as(&s, "ops");
+    // A canary window holds the task after its first entry, so the test can act mid-task.
+    redrive(&mut ops, &["dlq:shared", "CANARY", "1", "WINDOW", "1000"]);
+    let st = wait_state(&mut ops, "dlq:shared", "canary", 10);
+    assert_eq!(str_field(&st, "user"), "ops");
+    assert_eq!(int_field(&st, "moved"), 1);
+    // s2's policy uses dlq:shared again: its entries would go back to s2, which ops may not write.
+    shared_policy(&mut c, "s2", "dlq:shared");
+    let st = wait_state(&mut ops, "dlq:shared", "denied", 10);
+    assert_eq!(int_field(&st, "moved"), 3);
+    assert!(int_field(&st, "ended-ms") > 0);
+    assert_eq!(pel_total(&mut c, "s1", "g"), s1.len() as i64);
+    assert_eq!(pel_total(&mut c, "s2", "g"), 0);
+    let mut left = dlq_ids(&xrange(&mut c, b"dlq:shared"));
+    left.sort();
+    assert_eq!(left, s2);
+
+    // The user deleted while its task waits: the next step stops the task.
+    let s3 = shared_dead_letters(&mut c, "s3", "dlq:three", 2);
+    run(
+        &mut c,
+        &["ACL", "SETUSER", "gone", "on", "nopass", "+@all", "~*"],
+    );
+    let mut gone = conn_as(&s, "gone");
+    redrive(&mut gone, &["dlq:three", "CANARY", "1", "WINDOW", "1000"]);
+    drop(gone);
+    wait_state(&mut c, "dlq:three", "canary", 10);
+    run(&mut c, &["ACL", "DELUSER", "gone"]);
+    let st = wait_state(&mut c, "dlq:three", "denied", 10);
+    assert_eq!(int_field(&st, "moved"), 1);
+    assert_eq!(pel_total(&mut c, "s3", "g"), 1);
+    assert_eq!(dlq_ids(&xrange(&mut c, b"dlq:three")), s3[1..].to_vec());
+}
+
+/// `RECLAIM.POLICY SET st g MIN-IDLE 60000 MAX-DELIVERIES 3 DLQ <dlq> INTERVAL 3600000`.
+fn shared_policy(c: &mut Connection, st: &str, dlq: &str) {
+    set_policy_opts(
+        c,
+        st,
+        "g",
+        &format!("MIN-IDLE 60000 MAX-DELIVERIES 3 DLQ {dlq} INTERVAL 3600000"),
+    );
+}
+
+/// A stream `st` (group g, policy MAX-DELIVERIES 3 DLQ `dlq`) with `n` entries, all
+/// dead-lettered into `dlq` by sweeps. Returns their IDs.
+fn shared_dead_letters(c: &mut Connection, st: &str, dlq: &str, n: usize) -> Vec<String> {
+    create_group(c, st.as_bytes(), b"g");
+    shared_policy(c, st, dlq);
+    let ids = add_numbered(c, st, n);
+    deliver(c, st, "g", "w", None);
+    set_deliveries(c, st.as_bytes(), b"g", b"w", &ids, 4);
+    wait_for(10, "every entry dead-lettered", || {
+        let _: Value = cmd("RECLAIM.SWEEP").arg(st).arg("g").query(c).ok()?;
+        (pel_total(c, st, "g") == 0).then_some(())
+    });
+    ids
+}
+
 #[test]
 fn each_step_reaches_the_aof_and_the_replica_in_one_transaction() {
     let s = Server::start(&["--appendonly", "yes", "--aof-use-rdb-preamble", "yes"]);
