@@ -8,7 +8,7 @@ use std::os::raw::{c_char, c_int};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 
-use redis_module::{raw, Context, RedisString};
+use redis_module::{raw, CallReply, CallResult, Context, RedisString};
 
 use crate::error::{self, ReclaimError};
 
@@ -455,6 +455,49 @@ impl AclUser {
             let user = getu(n.inner);
             (!user.is_null()).then_some(AclUser(user))
         }
+    }
+
+    /// Whether the user may run the command `argv` (name and arguments) now
+    /// (`RM_ACLCheckCommandPermissions`: its commands and categories, and its keys).
+    pub fn may_run(&self, ctx: &Context, argv: &[&[u8]]) -> bool {
+        if self.0.is_null() {
+            return true;
+        }
+        unsafe {
+            let Some(check) = raw::RedisModule_ACLCheckCommandPermissions else {
+                return true;
+            };
+            let args: Vec<RedisString> = argv
+                .iter()
+                .map(|a| RedisString::create_from_slice(ctx.ctx, a))
+                .collect();
+            let mut ptrs: Vec<*mut raw::RedisModuleString> = args.iter().map(|a| a.inner).collect();
+            check(self.0, ptrs.as_mut_ptr(), ptrs.len() as c_int) == raw::REDISMODULE_OK as c_int
+        }
+    }
+
+    /// Whether the user `name` is `on` (`ACL GETUSER name`, its `flags`; the module API has no
+    /// such check). `true` when the reply cannot be read, so a server that answers otherwise does
+    /// not stop anything.
+    pub fn is_on(ctx: &Context, name: &[u8]) -> bool {
+        let args: [&[u8]; 2] = [b"GETUSER", name];
+        let r: CallResult = ctx.call_ext("ACL", &read_opts(), &args[..]);
+        let Ok(CallReply::Array(a)) = r else {
+            return true;
+        };
+        for i in (0..a.len()).step_by(2) {
+            let is_flags =
+                matches!(a.get(i), Some(Ok(CallReply::String(k))) if k.as_bytes() == b"flags");
+            if !is_flags {
+                continue;
+            }
+            if let Some(Ok(CallReply::Array(flags))) = a.get(i + 1) {
+                return !flags
+                    .iter()
+                    .any(|f| matches!(f, Ok(CallReply::String(s)) if s.as_bytes() == b"off"));
+            }
+        }
+        true
     }
 
     /// Whether the user may write (insert into) `key` now (`RM_ACLCheckKeyPermissions`).

@@ -820,6 +820,29 @@ fn check_failed_again(ctx: &Context, dlq: &[u8], moved_key: &[u8], t: &mut Task)
     }
 }
 
+/// The task's user `name` for a step, when it may still act: known to this server, `on`,
+/// allowed to run `RECLAIM.REDRIVE` on `dlq` (its commands and its keys) and to write it.
+/// Otherwise why not, for the log.
+fn user_for_step(ctx: &Context, name: &[u8], dlq: &[u8]) -> Result<ffi::AclUser, &'static str> {
+    let u = ffi::AclUser::lookup(ctx, name).ok_or("is gone from this server")?;
+    if !ffi::AclUser::is_on(ctx, name) {
+        return Err("is off");
+    }
+    if !u.may_run(ctx, &[b"RECLAIM.REDRIVE", dlq]) || !u.may_write(ctx, dlq) {
+        return Err("may no longer run RECLAIM.REDRIVE on the DLQ");
+    }
+    Ok(u)
+}
+
+/// Logs why the task of `dlq` stopped in state `denied` (STATUS shows only the state).
+fn log_denied(dlq: &[u8], user: &[u8], why: &str) {
+    ffi::log_warning(&format!(
+        "reclaim: RECLAIM.REDRIVE of '{}' stopped (denied): user '{}' {why}",
+        crate::policy::printable(dlq),
+        crate::policy::printable(user)
+    ));
+}
+
 /// One step of the task of `dlq` in database `db` (selected in `ctx`), with its `RATE` bucket.
 /// Returns whether the task still runs.
 fn step(ctx: &Context, db: i32, dlq: &[u8], bucket: &mut Bucket, deadline: Instant) -> bool {
@@ -852,12 +875,13 @@ fn step(ctx: &Context, db: i32, dlq: &[u8], bucket: &mut Bucket, deadline: Insta
         check_failed_again(ctx, dlq, &moved_key, &mut t);
         t.check_canary(now);
     }
-    // The task's user, as this server knows it now: gone, or no longer allowed to write the
-    // DLQ, the task stops.
+    // The task's user, as this server knows it now: gone, off, or no longer allowed to run the
+    // command on this DLQ, the task stops.
     let user = match &t.user {
-        Some(name) if t.phase == Phase::Running => match ffi::AclUser::lookup(ctx, name) {
-            Some(u) if u.may_write(ctx, dlq) => Some(u),
-            _ => {
+        Some(name) if t.phase == Phase::Running => match user_for_step(ctx, name, dlq) {
+            Ok(u) => Some(u),
+            Err(why) => {
+                log_denied(dlq, name, why);
                 t.finish(Phase::Denied, now);
                 None
             }
@@ -903,6 +927,12 @@ fn step(ctx: &Context, db: i32, dlq: &[u8], bucket: &mut Bucket, deadline: Insta
                     Moved::Skipped => t.skipped += 1,
                     Moved::Other => {}
                     Moved::Denied => {
+                        let stream = origin(fields).map(|o| o.stream).unwrap_or_default();
+                        let why = format!(
+                            "may not write the stream '{}' an entry goes back to",
+                            crate::policy::printable(&stream)
+                        );
+                        log_denied(dlq, t.user.as_deref().unwrap_or_default(), &why);
                         t.finish(Phase::Denied, now);
                         stopped = true;
                         break;
@@ -1051,7 +1081,7 @@ fn start(ctx: &Context, dlq: &[u8], opts: &[&[u8]]) -> CmdResult {
         KeyType::Empty => return Err(error::REDRIVE_NO_DLQ.into()),
         _ => return Err(error::WRONGTYPE_DLQ.into()),
     }
-    if matches!(store::read(ctx, dlq), store::Found::Set(s) if !s.groups.is_empty()) {
+    if store::has_policies(ctx, dlq) {
         return Err(error::REDRIVE_DLQ_IS_WORK_STREAM.into());
     }
     if let Some((sk, sg)) = &o.source {

@@ -96,6 +96,16 @@ pub fn read(ctx: &Context, stream: &[u8]) -> Found {
     }
 }
 
+/// Whether `stream` has at least one policy in the selected database: it is a work stream, whose
+/// entries may be pending (one key lookup, no copy). A DLQ with retention must never be trimmed
+/// when it is one (see `sweep::Target::trim_dlq`), and `RECLAIM.REDRIVE` refuses it as a DLQ.
+pub fn has_policies(ctx: &Context, stream: &[u8]) -> bool {
+    let name = RedisString::create_from_slice(ctx.ctx, &keys::policy_key(stream));
+    let key = ctx.open_key(&name);
+    key.key_type() == KeyType::Module
+        && matches!(key.get_value::<PolicySet>(&POLICY_TYPE), Ok(Some(v)) if !v.groups.is_empty())
+}
+
 /// Reads one policy of (stream, group) in the selected database (a copy of that policy only).
 pub fn get(ctx: &Context, stream: &[u8], group: &[u8]) -> Option<Policy> {
     let name = RedisString::create_from_slice(ctx.ctx, &keys::policy_key(stream));

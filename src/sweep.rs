@@ -430,13 +430,15 @@ impl Target<'_> {
     /// limit, and Redis bounds the work of one call), run in the same callback as the moves (one
     /// MULTI/EXEC), and are propagated as Redis rewrites them (`MAXLEN = <len>`, `MINID =
     /// <id>`: exact, so replicas and the AOF trim the same entries). Their replies (the entries
-    /// removed) are counted in `dlq_trimmed`. A failed trim is logged and the moves stand.
+    /// removed) are counted in `dlq_trimmed`. A failed trim is logged and the moves stand. Never
+    /// when the DLQ is itself a policy's stream (a work stream, used as a retry queue): its
+    /// pending work would go with the trim ([`crate::store::has_policies`]).
     fn trim_dlq(&self, appended: u64, out: &mut Outcome) {
         let p = self.policy;
         let Some(dlq) = p.dlq.as_deref() else {
             return;
         };
-        if appended == 0 || !p.trims_dlq() {
+        if appended == 0 || !p.trims_dlq() || crate::store::has_policies(self.ctx, dlq) {
             return;
         }
         if p.dlq_maxlen > 0 {
@@ -458,7 +460,10 @@ impl Target<'_> {
         let Some(dlq) = p.dlq.as_deref() else {
             return;
         };
-        if p.dlq_maxage_ms <= 0 || is_non_stream(self.ctx, dlq) {
+        if p.dlq_maxage_ms <= 0
+            || is_non_stream(self.ctx, dlq)
+            || crate::store::has_policies(self.ctx, dlq)
+        {
             return;
         }
         self.xtrim(dlq, b"MINID", &dlq_min_id(p.dlq_maxage_ms), out);

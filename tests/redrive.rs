@@ -721,6 +721,34 @@ fn each_step_checks_the_starting_users_permissions() {
     assert_eq!(int_field(&st, "moved"), 1);
     assert_eq!(pel_total(&mut c, "s3", "g"), 1);
     assert_eq!(dlq_ids(&xrange(&mut c, b"dlq:three")), s3[1..].to_vec());
+
+    // A user turned off, or no longer allowed the command, stops its task too. The log says why.
+    for (i, revoke) in [&["off"][..], &["-@all"][..]].into_iter().enumerate() {
+        let (st_name, dlq) = (format!("s{}", 4 + i), format!("dlq:{}", 4 + i));
+        shared_dead_letters(&mut c, &st_name, &dlq, 2);
+        run(
+            &mut c,
+            &["ACL", "SETUSER", "eve", "on", "nopass", "+@all", "~*"],
+        );
+        let mut eve = conn_as(&s, "eve");
+        redrive(&mut eve, &[&dlq, "CANARY", "1", "WINDOW", "1000"]);
+        drop(eve);
+        wait_state(&mut c, &dlq, "canary", 10);
+        run(&mut c, &[&["ACL", "SETUSER", "eve"][..], revoke].concat());
+        let st = wait_state(&mut c, &dlq, "denied", 10);
+        assert_eq!(int_field(&st, "moved"), 1, "{revoke:?}");
+        assert_eq!(xlen(&mut c, &dlq), 1, "{revoke:?}");
+        run(&mut c, &["ACL", "DELUSER", "eve"]);
+    }
+    let log = s.log();
+    for why in [
+        "RECLAIM.REDRIVE of 'dlq:shared' stopped (denied): user 'ops' may not write the stream 's2' an entry goes back to",
+        "RECLAIM.REDRIVE of 'dlq:three' stopped (denied): user 'gone' is gone from this server",
+        "RECLAIM.REDRIVE of 'dlq:4' stopped (denied): user 'eve' is off",
+        "RECLAIM.REDRIVE of 'dlq:5' stopped (denied): user 'eve' may no longer run RECLAIM.REDRIVE on the DLQ",
+    ] {
+        assert!(log.contains(why), "{why}");
+    }
 }
 
 /// `RECLAIM.POLICY SET st g MIN-IDLE 60000 MAX-DELIVERIES 3 DLQ <dlq> INTERVAL 3600000`.

@@ -154,6 +154,37 @@ fn dlq_maxage_trims_old_dead_letters_on_moves_and_at_the_end_of_passes() {
     assert_eq!(stat(&mut c, "t", "g", "dlq-trimmed"), 300);
 }
 
+/// A DLQ that is itself a policy's stream (a retry queue) is never trimmed by retention: its
+/// entries may be pending work.
+#[test]
+fn retention_never_trims_a_dlq_that_is_a_policy_stream() {
+    let s = Server::new();
+    let mut c = s.conn();
+    let _: () = q(&mut c, &["CONFIG", "SET", "stream-node-max-entries", "100"]);
+    // `retry`: 250 entries from 1970, read by a worker (pending), under a policy of its own.
+    create_group(&mut c, b"retry", b"g");
+    old_dead_letters(&mut c, "retry", 250);
+    read_group(&mut c, b"retry", b"g", b"w");
+    quiet_policy(&mut c, "retry", "g", "MIN-IDLE 3600000");
+    // `jobs` dead-letters into `retry`, with retention by age and by length.
+    create_group(&mut c, b"jobs", b"g");
+    quiet_policy(
+        &mut c,
+        "jobs",
+        "g",
+        "MIN-IDLE 3600000 MAX-DELIVERIES 1 DLQ retry DLQ-MAXAGE 1000 DLQ-MAXLEN 10",
+    );
+    let ids = add_entries(&mut c, b"jobs", "j", 1);
+    read_group(&mut c, b"jobs", b"g", b"dead");
+    set_deliveries(&mut c, b"jobs", b"g", b"dead", &ids, 3);
+    // A pass that dead-letters (a trim after the append) and ends (the trim by age): none.
+    let v = run(&mut c, &["RECLAIM.SWEEP", "jobs", "g"]);
+    assert_eq!(int_field(&v, "dead-lettered"), 1);
+    assert_eq!(int_field(&v, "dlq-trimmed"), 0);
+    assert_eq!(xlen(&mut c, "retry"), 251);
+    assert_eq!(pel_total(&mut c, "retry", "g"), 250);
+}
+
 /// `n` dead letters from 1970 (IDs are move times) in `dlq`: whole stream nodes with
 /// `stream-node-max-entries 100`.
 fn old_dead_letters(c: &mut Connection, dlq: &str, n: usize) {
