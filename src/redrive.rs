@@ -875,10 +875,14 @@ fn step(ctx: &Context, db: i32, dlq: &[u8], bucket: &mut Bucket, deadline: Insta
         check_failed_again(ctx, dlq, &moved_key, &mut t);
         t.check_canary(now);
     }
-    // The task's user, as this server knows it now: gone, off, or no longer allowed to run the
-    // command on this DLQ, the task stops.
+    let quota = match t.phase {
+        Phase::Running => t.quota(bucket.available(t.opts.rate, now_ms())),
+        _ => 0,
+    };
+    // The task's user, as this server knows it now, before a step that may move something: gone,
+    // off, or no longer allowed to run the command on this DLQ, the task stops.
     let user = match &t.user {
-        Some(name) if t.phase == Phase::Running => match user_for_step(ctx, name, dlq) {
+        Some(name) if quota > 0 => match user_for_step(ctx, name, dlq) {
             Ok(u) => Some(u),
             Err(why) => {
                 log_denied(dlq, name, why);
@@ -889,7 +893,6 @@ fn step(ctx: &Context, db: i32, dlq: &[u8], bucket: &mut Bucket, deadline: Insta
         _ => None,
     };
     if t.phase == Phase::Running {
-        let quota = t.quota(bucket.available(t.opts.rate, now_ms()));
         let start = [b"(", t.cursor.as_slice()].concat();
         let reads = STEP_READS.min(quota.saturating_add(8));
         if quota > 0 {
