@@ -454,7 +454,15 @@ pub struct Bucket {
     /// The last step put off its first entry for the budget: the next one handles one entry
     /// whatever the time left, so that a task always moves on.
     deferred: bool,
+    /// Monotonic ms when the task's user was last checked in full ([`USER_RECHECK_MS`]; 0:
+    /// never).
+    user_checked_ms: u64,
 }
+
+/// How often (ms) a step checks the task's user in full (`on`, may run the command on the DLQ):
+/// an `ACL GETUSER` and a command check cost more than a step's moves. Each entry's stream is
+/// checked at every move all the same.
+pub const USER_RECHECK_MS: u64 = 1000;
 
 impl Bucket {
     /// Whole tokens available at monotonic `now` ms for `rate` per second, after refilling; the
@@ -820,11 +828,19 @@ fn check_failed_again(ctx: &Context, dlq: &[u8], moved_key: &[u8], t: &mut Task)
     }
 }
 
-/// The task's user `name` for a step, when it may still act: known to this server, `on`,
-/// allowed to run `RECLAIM.REDRIVE` on `dlq` (its commands and its keys) and to write it.
-/// Otherwise why not, for the log.
-fn user_for_step(ctx: &Context, name: &[u8], dlq: &[u8]) -> Result<ffi::AclUser, &'static str> {
+/// The task's user `name` for a step, when it may still act: known to this server and, when
+/// `full`, `on` and allowed to run `RECLAIM.REDRIVE` on `dlq` (its commands and its keys) and to
+/// write it. Otherwise why not, for the log.
+fn user_for_step(
+    ctx: &Context,
+    name: &[u8],
+    dlq: &[u8],
+    full: bool,
+) -> Result<ffi::AclUser, &'static str> {
     let u = ffi::AclUser::lookup(ctx, name).ok_or("is gone from this server")?;
+    if !full {
+        return Ok(u);
+    }
     if !ffi::AclUser::is_on(ctx, name) {
         return Err("is off");
     }
@@ -880,17 +896,27 @@ fn step(ctx: &Context, db: i32, dlq: &[u8], bucket: &mut Bucket, deadline: Insta
         _ => 0,
     };
     // The task's user, as this server knows it now, before a step that may move something: gone,
-    // off, or no longer allowed to run the command on this DLQ, the task stops.
+    // off, or no longer allowed to run the command on this DLQ (checked at most every
+    // USER_RECHECK_MS), the task stops.
     let user = match &t.user {
-        Some(name) if quota > 0 => match user_for_step(ctx, name, dlq) {
-            Ok(u) => Some(u),
-            Err(why) => {
-                log_denied(dlq, name, why);
-                t.finish(Phase::Denied, now);
-                None
+        Some(name) if quota > 0 => {
+            let mono = now_ms();
+            let full = mono.saturating_sub(bucket.user_checked_ms) >= USER_RECHECK_MS
+                || bucket.user_checked_ms == 0;
+            if full {
+                bucket.user_checked_ms = mono.max(1);
             }
-        },
-        _ => None,
+            user_for_step(ctx, name, dlq, full).map(Some)
+        }
+        _ => Ok(None),
+    };
+    let user = match user {
+        Ok(u) => u,
+        Err(why) => {
+            log_denied(dlq, t.user.as_deref().unwrap_or_default(), why);
+            t.finish(Phase::Denied, now);
+            None
+        }
     };
     if t.phase == Phase::Running {
         let start = [b"(", t.cursor.as_slice()].concat();
