@@ -416,7 +416,8 @@ pub struct Session {
 fn resolve_cli() -> PathBuf {
     let cli = cli_binary();
     if cli.components().count() > 1 {
-        return cli;
+        // The shell lines run in the session's directory: an absolute path.
+        return std::fs::canonicalize(&cli).unwrap_or(cli);
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
