@@ -80,6 +80,8 @@ test-upstream: build ## Redis's own test suite (Debian source of the installed s
 test-all: test test-python test-monitoring test-upstream test-matrix test-valgrind ## Everything CI runs: make test, the Python and monitoring tests, Redis's own suite, the server matrix, the valgrind run
 
 demo: build ## The crash scenario: producer, workers on RECLAIM.READGROUP, a SIGKILL'd worker, a poison entry, a tally
+	@echo "make demo: building examples/demo (the first time also compiles the test kit and the redis client crate: minutes)"
+	$(CARGO_CMD) build --release --example demo
 	$(CARGO_CMD) run --release --quiet --example demo
 
 SOAK_SECS ?= 300

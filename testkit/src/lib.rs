@@ -14,11 +14,13 @@
 //! | [`words`] | commands given as words ([`q`], [`run`]) |
 //! | [`sweeper`] | the sweeper's progress: `RECLAIM.STATS` fields, waits for steps, passes, skips |
 //! | [`dlq`] | the dead-letter invariant ([`assert_partition`]) |
+//! | [`docs`] | the fenced blocks of README.md and docs/*.md, run and compared (tests/docs.rs) |
 //!
 //! Tests and examples `use reclaim_testkit::*;`.
 
 pub mod aof;
 pub mod dlq;
+pub mod docs;
 pub mod policies;
 pub mod readers;
 pub mod replies;
