@@ -1,0 +1,167 @@
+"""Real servers for the tests: redis-server with the module, on free loopback ports, in temporary
+directories, always stopped.
+
+``REDIS_SERVER`` names the server binary (default ``redis-server``), ``RECLAIM_MODULE`` the module
+(default ``target/release/libredis_reclaim.so`` of the project; ``make test-python`` sets both).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator, Optional, TypeVar
+
+import pytest
+import redis
+
+PROJECT = Path(__file__).resolve().parents[3]
+MODULE = os.environ.get("RECLAIM_MODULE") or str(PROJECT / "target/release/libredis_reclaim.so")
+SERVER = os.environ.get("REDIS_SERVER") or "redis-server"
+
+T = TypeVar("T")
+
+
+def wait_for(what: str, check: Callable[[], Optional[T]], timeout: float = 30) -> T:
+    """Polls ``check`` until it returns something other than None or False; fails after
+    ``timeout`` seconds saying what it waited for."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got is not None and got is not False:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.02)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    """One redis-server with the module."""
+
+    def __init__(self, *extra: str) -> None:
+        if not Path(MODULE).exists():
+            raise RuntimeError(f"module not built: {MODULE} (make build, or set RECLAIM_MODULE)")
+        self.dir = tempfile.mkdtemp(prefix="reclaim-py-")
+        self.extra = extra
+        self.proc: Optional[subprocess.Popen[bytes]] = None
+        for attempt in range(5):
+            self.port = free_port()
+            if self._spawn():
+                return
+        raise RuntimeError(f"redis-server could not bind a port; log:\n{self.log()}")
+
+    def log(self) -> str:
+        try:
+            return Path(self.dir, "server.log").read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def _spawn(self) -> bool:
+        self.proc = subprocess.Popen(
+            [
+                SERVER,
+                "--port", str(self.port),
+                "--bind", "127.0.0.1",
+                "--dir", self.dir,
+                "--logfile", "server.log",
+                "--save", "",
+                "--loadmodule", MODULE,
+                *self.extra,
+            ],
+            cwd=self.dir,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                if "Address already in use" in self.log():
+                    return False
+                raise RuntimeError(f"redis-server exited with {self.proc.returncode}:\n{self.log()}")
+            try:
+                c = redis.Redis(port=self.port, socket_connect_timeout=1)
+                pid = c.info("server")["process_id"]
+                c.close()
+                if pid == self.proc.pid:
+                    return True
+            except redis.RedisError:
+                pass
+            time.sleep(0.02)
+        raise RuntimeError(f"redis-server did not answer within 20 s:\n{self.log()}")
+
+    def client(self, **kwargs: Any) -> redis.Redis:
+        return redis.Redis(port=self.port, **kwargs)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def server() -> Iterator[Server]:
+    s = Server()
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+#: The protocols every client test runs with: RESP2, RESP3 (``protocol=3``), and the client's
+#: default (RESP2 before redis-py 8; from 8 on, RESP3 read into RESP2 shapes).
+PROTOCOLS = [2, 3, None]
+
+
+@pytest.fixture(params=PROTOCOLS, ids=["resp2", "resp3", "default"])
+def protocol(request: pytest.FixtureRequest) -> Optional[int]:
+    return request.param  # type: ignore[no-any-return]
+
+
+def connect(server: Server, protocol: Optional[int], decode: bool = True) -> redis.Redis:
+    kwargs: dict[str, Any] = {"decode_responses": decode}
+    if protocol is not None:
+        kwargs["protocol"] = protocol
+    return server.client(**kwargs)
+
+
+@pytest.fixture
+def r(server: Server, protocol: Optional[int]) -> Iterator[redis.Redis]:
+    """A client (``decode_responses=True``) in each protocol, on an empty server."""
+    c = connect(server, protocol)
+    c.flushall()
+    c.config_set("reclaim.enabled", "yes")
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture
+def rb(server: Server, protocol: Optional[int]) -> Iterator[redis.Redis]:
+    """A client that returns bytes (``decode_responses=False``), in each protocol."""
+    c = connect(server, protocol, decode=False)
+    c.flushall()
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def pytest_report_header() -> str:
+    return f"redis-py {redis.__version__}, server {SERVER}, module {MODULE}"
