@@ -85,27 +85,20 @@ class Held:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._since: dict[Any, float] = {}  # entry ID -> when it was read (time.monotonic())
-        self._lost: set[Any] = set()
 
     def add(self, ids: list[Any]) -> None:
         now = time.monotonic()
         with self._lock:
             for i in ids:
                 self._since[i] = now
-                self._lost.discard(i)
 
     def release(self, entry_id: Any) -> None:
         with self._lock:
             self._since.pop(entry_id, None)
-            self._lost.discard(entry_id)
 
     def holds(self, entry_id: Any) -> bool:
         with self._lock:
             return entry_id in self._since
-
-    def was_lost(self, entry_id: Any) -> bool:
-        with self._lock:
-            return entry_id in self._lost
 
     def to_renew(self, max_hold_s: Optional[float]) -> list[Any]:
         """The entries whose lease to renew: all, but those held longer than ``max_hold_s`` (a
@@ -124,7 +117,6 @@ class Held:
             lost = [i for i in asked if i not in got and i in self._since]
             for i in lost:
                 del self._since[i]
-                self._lost.add(i)
         return lost
 
     def all(self) -> list[Any]:

@@ -297,17 +297,21 @@ class AsyncWorker:
                     await result
             except Exception as e:  # noqa: BLE001 - every failure of the handler is an outcome
                 error = e
-            if self._held.was_lost(entry_id):
-                self.counts["lost"] += 1
-                log.warning("entry %s was taken while its handler ran (its lease ran out)", entry_name(entry_id))
             await self._settle(entry_id, outcome(error, self.failure_delay_ms))
             self._held.release(entry_id)
+
+    def _count(self, what: str, entry_id: Any) -> None:
+        """Counts an outcome; ``lost``: the entry was no longer this consumer's when it was
+        settled (its lease ran out and another worker took it, or settled it already)."""
+        self.counts[what] += 1
+        if what == "lost":
+            log.warning("entry %s was no longer ours when its handler returned (its lease ran out)", entry_name(entry_id))
 
     async def _settle(self, entry_id: Any, o: Outcome) -> None:
         try:
             if o.action == "ack":
-                await self.client.xack(self.stream, self.group, entry_id)
-                self.counts["acked"] += 1
+                done = await self.client.xack(self.stream, self.group, entry_id)
+                self._count("acked" if done else "lost", entry_id)
             elif o.action == "term":
                 await self._term(entry_id, o.reason)
             else:
@@ -326,15 +330,15 @@ class AsyncWorker:
 
     async def _term(self, entry_id: Any, reason: Optional[Name]) -> None:
         try:
-            await self.reclaim.term(self.stream, self.group, self.consumer, entry_id, reason=reason)
-            self.counts["dead-lettered"] += 1
+            done = await self.reclaim.term(self.stream, self.group, self.consumer, entry_id, reason=reason)
+            self._count("dead-lettered" if done else "lost", entry_id)
         except ResponseError as e:
             log.warning("could not dead-letter entry %s (%s): giving it back", entry_name(entry_id), e)
             await self._nack(entry_id, self.failure_delay_ms)
 
     async def _nack(self, entry_id: Any, delay: Optional[int]) -> None:
         try:
-            await self.reclaim.nack(
+            done = await self.reclaim.nack(
                 self.stream, self.group, self.consumer, entry_id,
                 delay=LEASE_DELAY if delay is None else delay,
             )
@@ -343,7 +347,9 @@ class AsyncWorker:
             if due is None:
                 log.warning("could not give entry %s back (%s): it stays pending", entry_name(entry_id), e)
                 return
-            await self.reclaim.nack(self.stream, self.group, self.consumer, entry_id, delay=due)
+            done = await self.reclaim.nack(self.stream, self.group, self.consumer, entry_id, delay=due)
+        if not done:
+            self._count("lost", entry_id)
 
     async def _give_back(self, ids: list[Any]) -> None:
         if not ids:

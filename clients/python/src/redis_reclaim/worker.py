@@ -65,9 +65,11 @@ class Worker:
     - ``stop_after_idle_ms``: ``run`` also returns once nothing has come for that long (a batch
       job that drains a stream).
 
-    ``counts`` tells what it did: ``acked``, ``retried`` (Retry), ``failed`` (other exceptions),
-    ``dead-lettered`` (Permanent), ``given-back`` (held at a stop), ``lost`` (renewal found the
-    entry taken: its lease had run out).
+    ``counts`` tells what it did: ``acked``, ``dead-lettered`` (Permanent), ``retried`` (Retry),
+    ``failed`` (other exceptions), ``given-back`` (held and not started at a stop), and ``lost``:
+    entries that were no longer this consumer's when it came to them or settled them (their lease
+    had run out and another worker took them; with the heartbeat, only after ``max_hold_ms`` or
+    when Redis could not be reached for a whole lease).
     """
 
     def __init__(
@@ -181,19 +183,23 @@ class Worker:
                 self.handler(entry_id, fields)
             except Exception as e:  # noqa: BLE001 - every failure of the handler is an outcome
                 error = e
-            if self._held.was_lost(entry_id):
-                self.counts["lost"] += 1
-                log.warning("entry %s was taken while its handler ran (its lease ran out)", entry_name(entry_id))
             self._settle(entry_id, outcome(error, self.failure_delay_ms))
             self._held.release(entry_id)
 
     # -- settling an entry ---------------------------------------------------------------------
 
+    def _count(self, what: str, entry_id: Any) -> None:
+        """Counts an outcome; ``lost``: the entry was no longer this consumer's when it was
+        settled (its lease ran out and another worker took it, or settled it already)."""
+        self.counts[what] += 1
+        if what == "lost":
+            log.warning("entry %s was no longer ours when its handler returned (its lease ran out)", entry_name(entry_id))
+
     def _settle(self, entry_id: Any, o: Outcome) -> None:
         try:
             if o.action == "ack":
-                self.client.xack(self.stream, self.group, entry_id)
-                self.counts["acked"] += 1
+                done = self.client.xack(self.stream, self.group, entry_id)
+                self._count("acked" if done else "lost", entry_id)
             elif o.action == "term":
                 self._term(entry_id, o.reason)
             else:
@@ -212,8 +218,8 @@ class Worker:
 
     def _term(self, entry_id: Any, reason: Optional[Name]) -> None:
         try:
-            self.reclaim.term(self.stream, self.group, self.consumer, entry_id, reason=reason)
-            self.counts["dead-lettered"] += 1
+            done = self.reclaim.term(self.stream, self.group, self.consumer, entry_id, reason=reason)
+            self._count("dead-lettered" if done else "lost", entry_id)
         except ResponseError as e:
             log.warning("could not dead-letter entry %s (%s): giving it back", entry_name(entry_id), e)
             self._nack(entry_id, self.failure_delay_ms)
@@ -221,7 +227,7 @@ class Worker:
     def _nack(self, entry_id: Any, delay: Optional[int]) -> None:
         """Gives the entry back with ``delay`` ms (None or longer than its lease: the lease)."""
         try:
-            self.reclaim.nack(
+            done = self.reclaim.nack(
                 self.stream, self.group, self.consumer, entry_id,
                 delay=LEASE_DELAY if delay is None else delay,
             )
@@ -230,7 +236,9 @@ class Worker:
             if due is None:
                 log.warning("could not give entry %s back (%s): it stays pending", entry_name(entry_id), e)
                 return
-            self.reclaim.nack(self.stream, self.group, self.consumer, entry_id, delay=due)
+            done = self.reclaim.nack(self.stream, self.group, self.consumer, entry_id, delay=due)
+        if not done:
+            self._count("lost", entry_id)
 
     def _give_back(self, ids: list[Any]) -> None:
         """Gives back at once the entries held and not handled (at a stop, or after an error)."""
