@@ -39,10 +39,23 @@ def wait_for(what: str, check: Callable[[], Optional[T]], timeout: float = 30) -
         time.sleep(0.02)
 
 
-def free_port() -> int:
+def bindable(port: int) -> bool:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def free_port(cluster: bool = False) -> int:
+    """A free loopback port; for a cluster node, one whose bus port (+10000) is free too."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if not cluster or (port <= 55535 and bindable(port + 10000)):
+            return port
 
 
 class Server:
@@ -54,8 +67,9 @@ class Server:
         self.dir = tempfile.mkdtemp(prefix="reclaim-py-")
         self.extra = extra
         self.proc: Optional[subprocess.Popen[bytes]] = None
+        cluster = "--cluster-enabled" in extra
         for attempt in range(5):
-            self.port = free_port()
+            self.port = free_port(cluster)
             if self._spawn():
                 return
         raise RuntimeError(f"redis-server could not bind a port; log:\n{self.log()}")

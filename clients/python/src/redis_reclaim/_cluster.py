@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping, Union
 
-from ._commands import Name, text
+from ._commands import Name, fields_of, text
 
 #: How many times a keyed command is sent again after a redirection (MOVED, ASK) or a slot map
 #: that changed under it (a reshard, a failover).
@@ -23,12 +23,22 @@ def key_bytes(name: Any) -> bytes:
     raise ValueError(f"not a name of a policy document: {name!r}")
 
 
+def _raw(name: Any) -> bytes:
+    return name if isinstance(name, bytes) else str(name).encode("utf-8")
+
+
 def merge_lists(replies: list[Any]) -> list[Any]:
-    """The LIST replies of every primary as one list (each node lists its own streams)."""
+    """The LIST replies of every primary as one list (each node lists its own streams), sorted
+    as LIST sorts: by key, then group, in byte order."""
     out: list[Any] = []
     for r in replies:
         out.extend(r or [])
-    return out
+
+    def order(policy: Any) -> tuple[bytes, bytes]:
+        f = fields_of(policy)
+        return _raw(f["key"]), _raw(f["group"])
+
+    return sorted(out, key=order)
 
 
 def merge_exports(replies: list[Any]) -> str:

@@ -97,8 +97,8 @@ class AsyncReclaim:
                 if last:
                     raise
                 await client.nodes_manager.initialize()
-            except ResponseError as e:
-                if last or args[0] != "RECLAIM.READGROUP" or not str(e).startswith("NOGROUP"):
+            except ResponseError:
+                if last or args[0] != "RECLAIM.READGROUP":
                     raise
                 await client.nodes_manager.initialize()
                 if client.get_node_from_key(key).name == node.name:

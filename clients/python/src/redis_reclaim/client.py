@@ -98,9 +98,10 @@ class Reclaim:
         """Sends ``args`` to the primary serving ``key``'s slot. The server refuses a keyed
         command on another node with MOVED or ASK, which redis-py follows; when the slot map
         changed under it (a reshard, a failover) the map is read again and the command sent
-        again, at most ``_cluster.ATTEMPTS`` times. A RECLAIM.READGROUP that finds no group may
-        have reached a node that no longer serves the key (a server that does not check the slot
-        of READGROUP's streams answers NOGROUP there): it is sent again when the map changed."""
+        again, at most ``_cluster.ATTEMPTS`` times. A RECLAIM.READGROUP that fails may have
+        reached a node that no longer serves its streams (a module version that does not have
+        Redis check the slot of READGROUP's streams answers NOGROUP there, or an error of its
+        own): the map is read again, and the command sent again if the key's node changed."""
         client = self.client
         for attempt in range(_cluster.ATTEMPTS):
             last = attempt == _cluster.ATTEMPTS - 1
@@ -111,8 +112,8 @@ class Reclaim:
                 if last:
                     raise
                 client.nodes_manager.initialize()
-            except ResponseError as e:
-                if last or args[0] != "RECLAIM.READGROUP" or not str(e).startswith("NOGROUP"):
+            except ResponseError:
+                if last or args[0] != "RECLAIM.READGROUP":
                     raise
                 client.nodes_manager.initialize()
                 if client.get_node_from_key(key).name == node.name:
