@@ -18,6 +18,8 @@ from typing import Any, Callable, Iterator, Optional, TypeVar
 
 import pytest
 import redis
+from redis.cluster import RedisCluster
+from redis.crc import key_slot
 
 PROJECT = Path(__file__).resolve().parents[3]
 MODULE = os.environ.get("RECLAIM_MODULE") or str(PROJECT / "target/release/libredis_reclaim.so")
@@ -126,6 +128,80 @@ class Server:
                 self.proc.kill()
                 self.proc.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+RANGES = [(0, 5460), (5461, 10922), (10923, 16383)]
+
+
+class Cluster:
+    def __init__(self) -> None:
+        self.nodes: list[Server] = []
+        try:
+            for _ in RANGES:
+                self.nodes.append(
+                    Server("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                           "--cluster-node-timeout", "5000")
+                )
+            for node, (lo, hi) in zip(self.nodes, RANGES):
+                node.client().execute_command("CLUSTER", "ADDSLOTSRANGE", lo, hi)
+            first = self.nodes[0].client()
+            for node in self.nodes[1:]:
+                first.execute_command("CLUSTER", "MEET", "127.0.0.1", node.port)
+            for node in self.nodes:
+                c = node.client(decode_responses=True)
+                wait_for(f"node {node.port} to see a cluster of 3 in state ok", lambda: (
+                    c.cluster("info")["cluster_state"] == "ok"
+                    and int(c.cluster("info")["cluster_known_nodes"]) == 3
+                ))
+        except BaseException:
+            self.stop()
+            raise
+
+    def node_of(self, key: str) -> Server:
+        slot = key_slot(key.encode())
+        return next(n for n, (lo, hi) in zip(self.nodes, RANGES) if lo <= slot <= hi)
+
+    def client(self, protocol: Optional[int]) -> RedisCluster:
+        kwargs: dict[str, Any] = {"decode_responses": True}
+        if protocol is not None:
+            kwargs["protocol"] = protocol
+        return RedisCluster(host="127.0.0.1", port=self.nodes[0].port, **kwargs)
+
+    def flush(self) -> None:
+        for n in self.nodes:
+            n.client().flushall()
+
+    def move_slot(self, key: str, src: Server, to: Server) -> None:
+        """Moves ``key``'s slot, with its keys, from node ``src`` to node ``to`` (as ``redis-cli
+        --cluster reshard`` does), telling every node; no client is told."""
+        slot = key_slot(key.encode())
+        a, b = src.client(decode_responses=True), to.client(decode_responses=True)
+        ida, idb = a.execute_command("CLUSTER", "MYID"), b.execute_command("CLUSTER", "MYID")
+        b.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", ida)
+        a.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", idb)
+        keys = a.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 1000)
+        if keys:
+            a.execute_command("MIGRATE", "127.0.0.1", to.port, "", 0, 5000, "KEYS", *keys)
+        for n in self.nodes:
+            n.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", idb)
+
+    def stop(self) -> None:
+        for n in self.nodes:
+            n.stop()
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[Cluster]:
+    if os.environ.get("RECLAIM_PY_CLUSTER") == "0":
+        pytest.skip("RECLAIM_PY_CLUSTER=0")
+    try:
+        c = Cluster()
+    except (RuntimeError, redis.RedisError, AssertionError) as e:
+        pytest.skip(f"no cluster: {e}")
+    try:
+        yield c
+    finally:
+        c.stop()
 
 
 @pytest.fixture(scope="session")
