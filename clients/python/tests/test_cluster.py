@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from typing import Any, Iterator, Optional
+from typing import Iterator
 
 import pytest
 import redis

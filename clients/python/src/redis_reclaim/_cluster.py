@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping, Union
 
-from ._commands import Name, fields_of, text
+from ._commands import fields_of, text
 
 #: How many times a keyed command is sent again after a redirection (MOVED, ASK) or a slot map
 #: that changed under it (a reshard, a failover).
@@ -70,8 +70,3 @@ def split_import(document: Union[str, bytes, Mapping[str, Any]]) -> tuple[Any, l
 
 def import_document(version: Any, policies: list[Any]) -> str:
     return json.dumps({"version": version, "policies": policies})
-
-
-def is_redirection(name: Name) -> bool:
-    """Whether an error reply's code says the key lives elsewhere (MOVED, ASK)."""
-    return text(name).split(" ", 1)[0] in ("MOVED", "ASK")

@@ -17,10 +17,8 @@ from typing import (
     Callable,
     Concatenate,
     Coroutine,
-    Mapping,
     Optional,
     ParamSpec,
-    Sequence,
     TypeVar,
     Union,
 )

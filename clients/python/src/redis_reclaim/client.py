@@ -7,13 +7,10 @@ from typing import (
     Any,
     Callable,
     Concatenate,
-    Mapping,
     Optional,
     ParamSpec,
     Protocol,
-    Sequence,
     TypeVar,
-    Union,
     cast,
 )
 
