@@ -85,9 +85,9 @@ def test_worker_contract(server: Server, protocol: Optional[int]) -> None:
     async def test(r: redis.asyncio.Redis) -> None:
         await r.xgroup_create("orders", "workers", id="0", mkstream=True)
         reclaim = AsyncReclaim(r)
-        await reclaim.policy_set("orders", "workers", min_idle=300, max_deliveries=MAX_DELIVERIES,
+        await reclaim.policy_set("orders", "workers", min_idle=1000, max_deliveries=MAX_DELIVERIES,
                                  dlq="orders:dlq", interval=50)
-        long = await r.xadd("orders", {"ms": "1000"})
+        long = await r.xadd("orders", {"ms": "3000"})
         good = [await r.xadd("orders", {"n": str(i)}) for i in range(5)]
         retry = await r.xadd("orders", {"kind": "retry"})
         perm = await r.xadd("orders", {"kind": "perm"})

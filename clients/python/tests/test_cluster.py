@@ -100,7 +100,7 @@ def test_worker_drains_a_stream_on_its_node(cluster: Cluster, rc: RedisCluster) 
     reclaim = Reclaim(rc)
     s = STREAMS[1]
     rc.xgroup_create(s, "workers", id="0", mkstream=True)
-    reclaim.policy_set(s, "workers", min_idle=200, max_deliveries=2, dlq=dlq(s), interval=50)
+    reclaim.policy_set(s, "workers", min_idle=2000, max_deliveries=2, dlq=dlq(s), interval=50)
     ids = [rc.xadd(s, {"n": str(i)}) for i in range(5)]
     poison = rc.xadd(s, {"poison": "1"})
     seen: list[str] = []
