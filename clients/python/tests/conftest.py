@@ -70,11 +70,15 @@ class Server:
         self.extra = extra
         self.proc: Optional[subprocess.Popen[bytes]] = None
         cluster = "--cluster-enabled" in extra
-        for attempt in range(5):
-            self.port = free_port(cluster)
-            if self._spawn():
-                return
-        raise RuntimeError(f"redis-server could not bind a port; log:\n{self.log()}")
+        try:
+            for attempt in range(5):
+                self.port = free_port(cluster)
+                if self._spawn():
+                    return
+            raise RuntimeError(f"redis-server could not bind a port; log:\n{self.log()}")
+        except BaseException:
+            self.stop()
+            raise
 
     def log(self) -> str:
         try:
