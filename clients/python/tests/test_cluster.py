@@ -158,6 +158,11 @@ def test_asyncio_cluster(cluster: Cluster) -> None:
                 await rc.xgroup_create(s, "workers", id="0", mkstream=True)
                 await reclaim.policy_set(s, "workers", min_idle=60000, dlq=dlq(s))
             assert [p.stream for p in await reclaim.policy_list()] == sorted(STREAMS)
+            doc = await reclaim.policy_export()
+            for s in STREAMS:
+                assert await reclaim.policy_del(s, "workers") is True
+            assert await reclaim.policy_import(doc) == 3
+            assert [p.dlq for p in await reclaim.policy_list()] == [dlq(s) for s in sorted(STREAMS)]
             s = STREAMS[0]
             ids = [await rc.xadd(s, {"n": str(i)}) for i in range(3)]
             handled: list[str] = []

@@ -5,7 +5,7 @@ IMPORT sends each node the policies of its own streams. Pure functions; the clie
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Union
+from typing import Any, Mapping, Optional, Union
 
 from ._commands import fields_of, text
 
@@ -70,3 +70,21 @@ def split_import(document: Union[str, bytes, Mapping[str, Any]]) -> tuple[Any, l
 
 def import_document(version: Any, policies: list[Any]) -> str:
     return json.dumps({"version": version, "policies": policies})
+
+
+def import_by_node(client: Any, args: tuple[Any, ...]) -> Optional[list[tuple[Any, tuple[Any, ...]]]]:
+    """``RECLAIM.POLICY IMPORT``'s arguments split per node of ``client`` (a sync or asyncio
+    RedisCluster): for each node, the command with the policies of the streams it serves. None
+    when the document cannot be read (send it whole, for the server's own error)."""
+    try:
+        version, policies = split_import(args[2])
+    except ValueError:
+        return None
+    by_node: dict[str, tuple[Any, list[Any]]] = {}
+    for key, policy in policies:
+        node = client.get_node_from_key(key)
+        by_node.setdefault(node.name, (node, []))[1].append(policy)
+    return [
+        (node, (*args[:2], import_document(version, part), *args[3:]))
+        for node, part in by_node.values()
+    ]

@@ -1,23 +1,30 @@
 """What the thread worker and the asyncio worker share: the handler's outcomes, the entries a
-worker holds, and how it settles an entry. No I/O here."""
+worker holds, and how it settles them (as steps of commands, which each worker sends with its
+own client). No I/O here."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Generator, Optional, TypeVar
 
 from redis.exceptions import (
     ClusterDownError,
     ConnectionError,
     ReadOnlyError,
+    RedisError,
+    ResponseError,
     TimeoutError,
     TryAgainError,
 )
 
-from ._commands import Name
+from . import _commands as c
+from ._commands import Command, Name
+
+R = TypeVar("R")
 
 log = logging.getLogger("redis_reclaim")
 
@@ -134,3 +141,84 @@ def heartbeat_ms(min_idle: Optional[int]) -> int:
 
 def entry_name(entry_id: Any) -> str:
     return entry_id.decode("utf-8", "replace") if isinstance(entry_id, bytes) else str(entry_id)
+
+
+#: A sequence of commands without I/O: it yields each command and gets its reply back (or, when
+#: it failed, its RedisError thrown in); its return value is the result. Worker and AsyncWorker
+#: run the same steps, one with a client, the other with an asyncio client.
+Steps = Generator[Command[Any], Any, R]
+
+
+class Settler:
+    """How a worker settles its entries, the same for Worker and AsyncWorker."""
+
+    def __init__(
+        self, stream: Name, group: Name, consumer: Name, failure_delay_ms: Optional[int], counts: Counter[str]
+    ) -> None:
+        self.stream, self.group, self.consumer = stream, group, consumer
+        self.failure_delay_ms = failure_delay_ms
+        self.counts = counts
+
+    def _count(self, what: str, entry_id: Any) -> None:
+        """Counts an outcome; ``lost``: the entry was no longer this consumer's when it was
+        settled (its lease ran out and another worker took it, or settled it already)."""
+        self.counts[what] += 1
+        if what == "lost":
+            log.warning("entry %s was no longer ours when its handler returned (its lease ran out)", entry_name(entry_id))
+
+    def settle(self, entry_id: Any, o: Outcome) -> Steps[None]:
+        """XACK, RECLAIM.TERM or RECLAIM.NACK the entry, as its handler's outcome says. An entry
+        that cannot be settled for a transient error stays pending (its lease brings it back)."""
+        try:
+            if o.action == "ack":
+                done = yield Command(("XACK", self.stream, self.group, entry_id), self.stream, int)
+                self._count("acked" if done else "lost", entry_id)
+            elif o.action == "term":
+                yield from self._term(entry_id, o.reason)
+            else:
+                if isinstance(o.reason, Retry):
+                    self.counts["retried"] += 1
+                else:
+                    self.counts["failed"] += 1
+                    log.warning("entry %s failed: %r", entry_name(entry_id), o.reason, exc_info=o.reason)
+                yield from self._nack(entry_id, o.delay)
+        except TRANSIENT as e:
+            log.warning(
+                "could not settle entry %s (%s): it stays pending, and comes back when its lease ends",
+                entry_name(entry_id),
+                e,
+            )
+
+    def _term(self, entry_id: Any, reason: Optional[Name]) -> Steps[None]:
+        try:
+            done = yield c.term(self.stream, self.group, self.consumer, entry_id, reason=reason)
+            self._count("dead-lettered" if done else "lost", entry_id)
+        except ResponseError as e:
+            log.warning("could not dead-letter entry %s (%s): giving it back", entry_name(entry_id), e)
+            yield from self._nack(entry_id, self.failure_delay_ms)
+
+    def _nack(self, entry_id: Any, delay: Optional[int]) -> Steps[None]:
+        """Gives the entry back with ``delay`` ms (None, or longer than its lease: the lease)."""
+        try:
+            done = yield c.nack(
+                self.stream, self.group, self.consumer, entry_id,
+                delay=LEASE_DELAY if delay is None else delay,
+            )
+        except ResponseError as e:
+            due = c.due_from_error(str(e))
+            if due is None:
+                log.warning("could not give entry %s back (%s): it stays pending", entry_name(entry_id), e)
+                return
+            done = yield c.nack(self.stream, self.group, self.consumer, entry_id, delay=due)
+        if not done:
+            self._count("lost", entry_id)
+
+    def give_back(self, ids: list[Any]) -> Steps[None]:
+        """Gives back at once the entries held and not handled (at a stop, or after an error)."""
+        if not ids:
+            return
+        try:
+            yield c.nack(self.stream, self.group, self.consumer, *ids)
+            self.counts["given-back"] += len(ids)
+        except RedisError as e:
+            log.warning("could not give back %d entries (%s): they stay pending", len(ids), e)

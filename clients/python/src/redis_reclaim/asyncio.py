@@ -21,6 +21,7 @@ from typing import (
     ParamSpec,
     TypeVar,
     Union,
+    cast,
 )
 
 from redis.asyncio.cluster import RedisCluster
@@ -28,15 +29,14 @@ from redis.exceptions import AskError, MovedError, RedisClusterException, RedisE
 
 from . import _cluster
 from . import _commands as c
-from ._commands import Command, Fields, Name, due_from_error
+from ._commands import Command, Fields, Name
 from ._worker import (
     FIRST_PAUSE_S,
-    LEASE_DELAY,
     MAX_PAUSE_S,
     TRANSIENT,
     Held,
-    Outcome,
-    Retry,
+    Settler,
+    Steps,
     entry_name,
     heartbeat_ms,
     log,
@@ -119,18 +119,12 @@ class AsyncReclaim:
 
     async def _import_by_node(self, args: tuple[Any, ...]) -> int:
         client = self.client
-        try:
-            version, policies = _cluster.split_import(args[2])
-        except ValueError:
+        parts = _cluster.import_by_node(client, args)
+        if parts is None:  # let the server say what is wrong with the document
             return int(await client.execute_command(*args, target_nodes=client.get_random_node()))
-        by_node: dict[str, tuple[Any, list[Any]]] = {}
-        for key, policy in policies:
-            node = client.get_node_from_key(key)
-            by_node.setdefault(node.name, (node, []))[1].append(policy)
         total = 0
-        for node, part in by_node.values():
-            doc = _cluster.import_document(version, part)
-            total += int(await client.execute_command(*args[:2], doc, *args[3:], target_nodes=node))
+        for node, part in parts:
+            total += int(await client.execute_command(*part, target_nodes=node))
         return total
 
     policy_set = _method(c.policy_set)
@@ -218,6 +212,7 @@ class AsyncWorker:
         self.counts: Counter[str] = Counter()
         self._stopping = False
         self._held = Held()
+        self._settler = Settler(stream, group, consumer, failure_delay_ms, self.counts)
 
     def stop(self) -> None:
         """Asks ``run`` to return after the entry in hand."""
@@ -295,68 +290,25 @@ class AsyncWorker:
                     await result
             except Exception as e:  # noqa: BLE001 - every failure of the handler is an outcome
                 error = e
-            await self._settle(entry_id, outcome(error, self.failure_delay_ms))
+            await self._run_steps(self._settler.settle(entry_id, outcome(error, self.failure_delay_ms)))
             self._held.release(entry_id)
 
-    def _count(self, what: str, entry_id: Any) -> None:
-        """Counts an outcome; ``lost``: the entry was no longer this consumer's when it was
-        settled (its lease ran out and another worker took it, or settled it already)."""
-        self.counts[what] += 1
-        if what == "lost":
-            log.warning("entry %s was no longer ours when its handler returned (its lease ran out)", entry_name(entry_id))
-
-    async def _settle(self, entry_id: Any, o: Outcome) -> None:
-        try:
-            if o.action == "ack":
-                done = await self.client.xack(self.stream, self.group, entry_id)
-                self._count("acked" if done else "lost", entry_id)
-            elif o.action == "term":
-                await self._term(entry_id, o.reason)
-            else:
-                if isinstance(o.reason, Retry):
-                    self.counts["retried"] += 1
-                else:
-                    self.counts["failed"] += 1
-                    log.warning("entry %s failed: %r", entry_name(entry_id), o.reason, exc_info=o.reason)
-                await self._nack(entry_id, o.delay)
-        except TRANSIENT as e:
-            log.warning(
-                "could not settle entry %s (%s): it stays pending, and comes back when its lease ends",
-                entry_name(entry_id),
-                e,
-            )
-
-    async def _term(self, entry_id: Any, reason: Optional[Name]) -> None:
-        try:
-            done = await self.reclaim.term(self.stream, self.group, self.consumer, entry_id, reason=reason)
-            self._count("dead-lettered" if done else "lost", entry_id)
-        except ResponseError as e:
-            log.warning("could not dead-letter entry %s (%s): giving it back", entry_name(entry_id), e)
-            await self._nack(entry_id, self.failure_delay_ms)
-
-    async def _nack(self, entry_id: Any, delay: Optional[int]) -> None:
-        try:
-            done = await self.reclaim.nack(
-                self.stream, self.group, self.consumer, entry_id,
-                delay=LEASE_DELAY if delay is None else delay,
-            )
-        except ResponseError as e:
-            due = due_from_error(str(e))
-            if due is None:
-                log.warning("could not give entry %s back (%s): it stays pending", entry_name(entry_id), e)
-                return
-            done = await self.reclaim.nack(self.stream, self.group, self.consumer, entry_id, delay=due)
-        if not done:
-            self._count("lost", entry_id)
+    async def _run_steps(self, steps: Steps[R]) -> R:
+        """As :meth:`redis_reclaim.Worker._run_steps`, with the asyncio client."""
+        reply: Any = None
+        error: Optional[RedisError] = None
+        while True:
+            try:
+                command = steps.send(reply) if error is None else steps.throw(error)
+            except StopIteration as stop:
+                return cast(R, stop.value)
+            try:
+                reply, error = await self.reclaim.execute(command), None
+            except RedisError as e:
+                reply, error = None, e
 
     async def _give_back(self, ids: list[Any]) -> None:
-        if not ids:
-            return
-        try:
-            await self.reclaim.nack(self.stream, self.group, self.consumer, *ids)
-            self.counts["given-back"] += len(ids)
-        except RedisError as e:
-            log.warning("could not give back %d entries (%s): they stay pending", len(ids), e)
+        await self._run_steps(self._settler.give_back(ids))
         for i in ids:
             self._held.release(i)
 

@@ -134,18 +134,12 @@ class Reclaim:
 
     def _import_by_node(self, args: tuple[Any, ...]) -> int:
         client = self.client
-        try:
-            version, policies = _cluster.split_import(args[2])
-        except ValueError:  # let the server say what is wrong with it
+        parts = _cluster.import_by_node(client, args)
+        if parts is None:  # let the server say what is wrong with the document
             return int(client.execute_command(*args, target_nodes=client.get_random_node()))
-        by_node: dict[str, tuple[Any, list[Any]]] = {}
-        for key, policy in policies:
-            node = client.get_node_from_key(key)
-            by_node.setdefault(node.name, (node, []))[1].append(policy)
         total = 0
-        for node, part in by_node.values():
-            doc = _cluster.import_document(version, part)
-            total += int(client.execute_command(*args[:2], doc, *args[3:], target_nodes=node))
+        for node, part in parts:
+            total += int(client.execute_command(*part, target_nodes=node))
         return total
 
     # -- the commands --------------------------------------------------------------------------

@@ -9,25 +9,26 @@ import threading
 import time
 from collections import Counter
 from types import FrameType
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, TypeVar, cast
 
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import RedisError
 
-from ._commands import Fields, Name, due_from_error
+from ._commands import Fields, Name
 from ._worker import (
     FIRST_PAUSE_S,
-    LEASE_DELAY,
     MAX_PAUSE_S,
     TRANSIENT,
     Held,
-    Outcome,
-    Retry,
+    Settler,
+    Steps,
     entry_name,
     heartbeat_ms,
     log,
     outcome,
 )
 from .client import Reclaim
+
+R = TypeVar("R")
 
 #: A handler: called with the entry's ID and fields (as the client returns them: ``str`` with
 #: ``decode_responses=True``, else ``bytes``). What it returns is ignored.
@@ -101,6 +102,7 @@ class Worker:
         self.counts: Counter[str] = Counter()
         self._stop = threading.Event()
         self._held = Held()
+        self._settler = Settler(stream, group, consumer, failure_delay_ms, self.counts)
 
     # -- control -------------------------------------------------------------------------------
 
@@ -183,72 +185,27 @@ class Worker:
                 self.handler(entry_id, fields)
             except Exception as e:  # noqa: BLE001 - every failure of the handler is an outcome
                 error = e
-            self._settle(entry_id, outcome(error, self.failure_delay_ms))
+            self._run_steps(self._settler.settle(entry_id, outcome(error, self.failure_delay_ms)))
             self._held.release(entry_id)
 
-    # -- settling an entry ---------------------------------------------------------------------
+    # -- sending the steps of the shared logic ------------------------------------------------
 
-    def _count(self, what: str, entry_id: Any) -> None:
-        """Counts an outcome; ``lost``: the entry was no longer this consumer's when it was
-        settled (its lease ran out and another worker took it, or settled it already)."""
-        self.counts[what] += 1
-        if what == "lost":
-            log.warning("entry %s was no longer ours when its handler returned (its lease ran out)", entry_name(entry_id))
-
-    def _settle(self, entry_id: Any, o: Outcome) -> None:
-        try:
-            if o.action == "ack":
-                done = self.client.xack(self.stream, self.group, entry_id)
-                self._count("acked" if done else "lost", entry_id)
-            elif o.action == "term":
-                self._term(entry_id, o.reason)
-            else:
-                if isinstance(o.reason, Retry):
-                    self.counts["retried"] += 1
-                else:
-                    self.counts["failed"] += 1
-                    log.warning("entry %s failed: %r", entry_name(entry_id), o.reason, exc_info=o.reason)
-                self._nack(entry_id, o.delay)
-        except TRANSIENT as e:
-            log.warning(
-                "could not settle entry %s (%s): it stays pending, and comes back when its lease ends",
-                entry_name(entry_id),
-                e,
-            )
-
-    def _term(self, entry_id: Any, reason: Optional[Name]) -> None:
-        try:
-            done = self.reclaim.term(self.stream, self.group, self.consumer, entry_id, reason=reason)
-            self._count("dead-lettered" if done else "lost", entry_id)
-        except ResponseError as e:
-            log.warning("could not dead-letter entry %s (%s): giving it back", entry_name(entry_id), e)
-            self._nack(entry_id, self.failure_delay_ms)
-
-    def _nack(self, entry_id: Any, delay: Optional[int]) -> None:
-        """Gives the entry back with ``delay`` ms (None or longer than its lease: the lease)."""
-        try:
-            done = self.reclaim.nack(
-                self.stream, self.group, self.consumer, entry_id,
-                delay=LEASE_DELAY if delay is None else delay,
-            )
-        except ResponseError as e:
-            due = due_from_error(str(e))
-            if due is None:
-                log.warning("could not give entry %s back (%s): it stays pending", entry_name(entry_id), e)
-                return
-            done = self.reclaim.nack(self.stream, self.group, self.consumer, entry_id, delay=due)
-        if not done:
-            self._count("lost", entry_id)
+    def _run_steps(self, steps: Steps[R]) -> R:
+        """Sends the commands of ``steps`` (see ``_worker.Steps``) with this worker's client."""
+        reply: Any = None
+        error: Optional[RedisError] = None
+        while True:
+            try:
+                command = steps.send(reply) if error is None else steps.throw(error)
+            except StopIteration as stop:
+                return cast(R, stop.value)
+            try:
+                reply, error = self.reclaim.execute(command), None
+            except RedisError as e:
+                reply, error = None, e
 
     def _give_back(self, ids: list[Any]) -> None:
-        """Gives back at once the entries held and not handled (at a stop, or after an error)."""
-        if not ids:
-            return
-        try:
-            self.reclaim.nack(self.stream, self.group, self.consumer, *ids)
-            self.counts["given-back"] += len(ids)
-        except RedisError as e:
-            log.warning("could not give back %d entries (%s): they stay pending", len(ids), e)
+        self._run_steps(self._settler.give_back(ids))
         for i in ids:
             self._held.release(i)
 
