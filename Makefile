@@ -36,19 +36,39 @@ test: build ## Unit tests + integration tests against real redis-server processe
 	$(CARGO_CMD) test --release -- --test-threads=2
 
 # Python packages, installed with pip into .cache/py and found through PYTHONPATH: redis-py for the
-# test of examples/worker.py (tests/examples.rs adds .cache/py to its PYTHONPATH), matplotlib for make bench.
-PY_DEPS := .cache/py
+# Python client (clients/python) and the worker examples (tests/examples.rs adds .cache/py to its
+# PYTHONPATH), with pytest, mypy and setuptools to test, type-check and install the client; matplotlib
+# for make bench. .cache/py-redis5 holds the newest redis-py 5.x, the oldest the client supports.
+PY_DEPS := $(CURDIR)/.cache/py
+PY_DEPS_REDIS5 := $(CURDIR)/.cache/py-redis5
 PIP_INSTALL := python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --target $(PY_DEPS)
 # redis-py 5 or later (protocol=3, RESP3, came with 5.0); the bound keeps out a major version not tried yet.
 REDIS_PY := redis>=5,<9
+REDIS_PY5 := redis>=5,<6
+PY_TOOLS := pytest mypy 'setuptools>=61'
+# The client as `pip install ./clients/python` installs it (from the working tree, each run).
+PY_CLIENT := $(CURDIR)/target/python
+PYTEST = RECLAIM_MODULE='$(MODULE)' python3 -m pytest -q -p no:cacheprovider clients/python/tests
 
-test-python: build py-deps ## The redis-py worker example and redis-py's parsing of RECLAIM.READGROUP (redis-py from PyPI)
+test-python: build py-deps ## The Python client (clients/python: pytest on redis-py 8 and 5, mypy --strict) and the worker examples
+	rm -rf $(PY_CLIENT)
+	PYTHONPATH=$(PY_DEPS) python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
+	  --no-deps --no-build-isolation --target $(PY_CLIENT) ./clients/python
+	PYTHONPATH=$(PY_DEPS) python3 -m mypy --strict --cache-dir target/mypy clients/python/src
+	@echo "== redis-py $$(PYTHONPATH=$(PY_DEPS) python3 -c 'import redis; print(redis.__version__)')"
+	PYTHONPATH=$(PY_CLIENT):$(PY_DEPS) $(PYTEST)
+	@echo "== redis-py $$(PYTHONPATH=$(PY_DEPS_REDIS5):$(PY_DEPS) python3 -c 'import redis; print(redis.__version__)')"
+	PYTHONPATH=$(PY_CLIENT):$(PY_DEPS_REDIS5):$(PY_DEPS) $(PYTEST)
 	$(CARGO_CMD) test --release --test examples -- --ignored --test-threads=2
 
-py-deps: ## Install redis-py into .cache/py for make test-python (python3-pip too when missing)
+py-deps: ## Install redis-py (8.x and 5.x), pytest, mypy and setuptools into .cache/ for make test-python (python3-pip too when missing)
 	@scripts/deps.sh --python
 	@PYTHONPATH=$(PY_DEPS) python3 -c 'import redis, sys; sys.exit(int(redis.__version__.split(".")[0]) < 5)' 2>/dev/null || \
 	  $(PIP_INSTALL) --upgrade '$(REDIS_PY)' || $(PIP_INSTALL) --upgrade --break-system-packages '$(REDIS_PY)'
+	@PYTHONPATH=$(PY_DEPS) python3 -c 'import pytest, mypy, setuptools' 2>/dev/null || \
+	  $(PIP_INSTALL) $(PY_TOOLS) || $(PIP_INSTALL) --break-system-packages $(PY_TOOLS)
+	@PYTHONPATH=$(PY_DEPS_REDIS5) python3 -c 'import redis, sys; sys.exit(redis.__version__.split(".")[0] != "5")' 2>/dev/null || \
+	  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --target $(PY_DEPS_REDIS5) --upgrade '$(REDIS_PY5)'
 
 test-monitoring: build ## contrib/'s Prometheus rules (promtool unit tests) and redis_exporter + Prometheus against the module (Debian packages)
 	@scripts/deps.sh --monitoring

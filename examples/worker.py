@@ -1,25 +1,38 @@
 #!/usr/bin/env python3
-"""A redis-reclaim worker in redis-py: run as many as you like, each with its own --consumer.
+"""A redis-reclaim worker on the Python client (clients/python): run as many as you like, each
+with its own --consumer.
 
-Every worker calls RECLAIM.READGROUP instead of XREADGROUP ... >: it gets the entries due for
+The Worker reads with RECLAIM.READGROUP instead of XREADGROUP ... >: it gets the entries due for
 redelivery (left by crashed or failing workers) before new ones, so there is no recovery process.
-A handler that fails leaves its entry unacknowledged: the entry comes back to some worker once
-MIN-IDLE has passed, and lands in the DLQ after MAX-DELIVERIES attempts.
+A handler that returns has its entry acknowledged; one that raises gives it back, to be delivered
+again once its lease (the policy's MIN-IDLE) would have ended, and the module dead-letters it after
+MAX-DELIVERIES attempts. SIGTERM or Ctrl-C stops it cleanly, holding nothing.
 
     python3 examples/worker.py --consumer w1 [--port 6379] [--stream orders] [--group workers]
 
 --until-idle MS stops the worker once it has been given nothing for MS milliseconds (0: never).
+It prints "ok <id>" or "failed <id>: why" per entry handled.
 """
 import argparse
-import time
+import logging
+import sys
+from pathlib import Path
 
 import redis
 
+try:
+    from redis_reclaim import Worker
+except ImportError:  # run from a checkout, without `pip install ./clients/python`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "clients/python/src"))
+    from redis_reclaim import Worker
 
-def handle(fields):
+
+def handle(entry_id, fields):
     """The work. An entry with a "poison" field fails, every time."""
     if "poison" in fields:
+        print(f"failed {entry_id}: poison entry", flush=True)
         raise ValueError("poison entry")
+    print(f"ok {entry_id}", flush=True)
 
 
 def main():
@@ -31,28 +44,11 @@ def main():
     p.add_argument("--consumer", required=True)
     p.add_argument("--until-idle", type=int, default=0, metavar="MS")
     a = p.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
 
     r = redis.Redis(host=a.host, port=a.port, decode_responses=True)
-    # RECLAIM.READGROUP replies exactly as XREADGROUP does: parse it with redis-py's XREADGROUP parser.
-    r.set_response_callback("RECLAIM.READGROUP", r.response_callbacks["XREADGROUP"])
-
-    last = time.monotonic()
-    while not a.until_idle or time.monotonic() - last < a.until_idle / 1000:
-        reply = r.execute_command(
-            "RECLAIM.READGROUP", "GROUP", a.group, a.consumer,
-            "COUNT", 10, "BLOCK", 1000, "STREAMS", a.stream, ">",
-        )
-        for _stream, entries in reply or []:
-            for entry_id, fields in entries:
-                last = time.monotonic()
-                try:
-                    handle(fields)
-                except Exception as e:
-                    # No XACK: redelivered after MIN-IDLE, dead-lettered after MAX-DELIVERIES.
-                    print(f"failed {entry_id}: {e}", flush=True)
-                    continue
-                r.xack(a.stream, a.group, entry_id)
-                print(f"ok {entry_id}", flush=True)
+    worker = Worker(r, a.stream, a.group, a.consumer, handle, stop_after_idle_ms=a.until_idle or None)
+    worker.run()
 
 
 if __name__ == "__main__":

@@ -1,14 +1,16 @@
-//! The worker examples users copy, run as they are: `examples/worker.py` (redis-py) and
-//! `examples/worker.rs` (the `redis` crate), each a pool of two worker processes on
-//! RECLAIM.READGROUP draining a stream with a poison entry; `examples/steering_worker.py`
-//! (redis-py), a pool of two that keeps a long job with RECLAIM.EXTEND, gives a transient failure
-//! back with RECLAIM.NACK ... DELAY and dead-letters a permanent one with RECLAIM.TERM; and
-//! redis-py reading RECLAIM.READGROUP's reply with its XREADGROUP parser, in RESP2 and RESP3.
+//! The worker examples users copy, run as they are: `examples/worker.py` (the Python client's
+//! `Worker`, clients/python) and `examples/worker.rs` (the `redis` crate), each a pool of two
+//! worker processes on RECLAIM.READGROUP draining a stream with a poison entry;
+//! `examples/steering_worker.py` (the `Worker` with `Retry` and `Permanent`), a pool of two that
+//! keeps a long job with RECLAIM.EXTEND, gives a transient failure back with RECLAIM.NACK ... DELAY
+//! and dead-letters a permanent one with RECLAIM.TERM; and redis-py reading RECLAIM.READGROUP's
+//! reply with its XREADGROUP parser, in RESP2 and RESP3.
 //!
 //! The Python tests need python3 with redis-py 5 or later, from PyPI: they run in `make
 //! test-python` (not `make test`, which needs no network), which installs redis-py into
 //! `.cache/py` (`make py-deps`), which these tests put on PYTHONPATH. Without it they fail and say
-//! so. The Rust worker is the example binary `cargo test` builds beside the test binaries.
+//! so. The Python examples import the client from clients/python/src when it is not installed.
+//! The Rust worker is the example binary `cargo test` builds beside the test binaries.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};

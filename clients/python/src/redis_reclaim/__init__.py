@@ -1,0 +1,25 @@
+"""redis-reclaim's Python client: the module's commands as methods (:class:`Reclaim`) and a
+worker that consumes a stream's group with them (:class:`Worker`); their asyncio twins are in
+:mod:`redis_reclaim.asyncio`. The guide is docs/python.md in the project."""
+
+from ._commands import Backoff, Command, Fields, Name, Policy, Reply
+from ._worker import Permanent, Retry
+from .client import Reclaim
+from .worker import Handler, Worker
+
+__version__ = "0.2.0"
+
+__all__ = [
+    "Backoff",
+    "Command",
+    "Fields",
+    "Handler",
+    "Name",
+    "Permanent",
+    "Policy",
+    "Reclaim",
+    "Reply",
+    "Retry",
+    "Worker",
+    "__version__",
+]

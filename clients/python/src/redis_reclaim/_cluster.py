@@ -1,0 +1,90 @@
+"""What the keyless policy commands need in Redis Cluster, where each node has its own policies
+(those of the streams in its slots): LIST and EXPORT ask every primary and merge the replies;
+IMPORT sends each node the policies of its own streams. Pure functions; the clients do the I/O."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping, Optional, Union
+
+from ._commands import fields_of, text
+
+#: How many times a keyed command is sent again after a redirection (MOVED, ASK) or a slot map
+#: that changed under it (a reshard, a failover).
+ATTEMPTS = 3
+
+
+def key_bytes(name: Any) -> bytes:
+    """A name of an EXPORT document (a JSON string, or ``{"hex": "..."}``) as bytes."""
+    if isinstance(name, str):
+        return name.encode("utf-8")
+    if isinstance(name, Mapping) and "hex" in name:
+        return bytes.fromhex(str(name["hex"]))
+    raise ValueError(f"not a name of a policy document: {name!r}")
+
+
+def _raw(name: Any) -> bytes:
+    return name if isinstance(name, bytes) else str(name).encode("utf-8")
+
+
+def merge_lists(replies: list[Any]) -> list[Any]:
+    """The LIST replies of every primary as one list (each node lists its own streams), sorted
+    as LIST sorts: by key, then group, in byte order."""
+    out: list[Any] = []
+    for r in replies:
+        out.extend(r or [])
+
+    def order(policy: Any) -> tuple[bytes, bytes]:
+        f = fields_of(policy)
+        return _raw(f["key"]), _raw(f["group"])
+
+    return sorted(out, key=order)
+
+
+def merge_exports(replies: list[Any]) -> str:
+    """The EXPORT documents of every primary as one, sorted by key then group as EXPORT sorts."""
+    policies: list[Any] = []
+    version = 1
+    for r in replies:
+        doc = json.loads(text(r))
+        version = doc.get("version", version)
+        policies.extend(doc.get("policies", []))
+    policies.sort(key=lambda p: (key_bytes(p["key"]), key_bytes(p["group"])))
+    return json.dumps({"version": version, "policies": policies}, indent=2)
+
+
+def split_import(document: Union[str, bytes, Mapping[str, Any]]) -> tuple[Any, list[tuple[bytes, Any]]]:
+    """The version of an IMPORT document and its policies, each with its stream key's bytes (to
+    find the node that serves it). Raises ValueError when the document cannot be read (the caller
+    then sends it whole, for the server's own error)."""
+    doc = json.loads(document) if isinstance(document, (str, bytes)) else document
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("policies"), list):
+        raise ValueError("not a policy document")
+    out = []
+    for p in doc["policies"]:
+        if not isinstance(p, Mapping) or "key" not in p:
+            raise ValueError("a policy without a key")
+        out.append((key_bytes(p["key"]), p))
+    return doc.get("version"), out
+
+
+def import_document(version: Any, policies: list[Any]) -> str:
+    return json.dumps({"version": version, "policies": policies})
+
+
+def import_by_node(client: Any, args: tuple[Any, ...]) -> Optional[list[tuple[Any, tuple[Any, ...]]]]:
+    """``RECLAIM.POLICY IMPORT``'s arguments split per node of ``client`` (a sync or asyncio
+    RedisCluster): for each node, the command with the policies of the streams it serves. None
+    when the document cannot be read (send it whole, for the server's own error)."""
+    try:
+        version, policies = split_import(args[2])
+    except ValueError:
+        return None
+    by_node: dict[str, tuple[Any, list[Any]]] = {}
+    for key, policy in policies:
+        node = client.get_node_from_key(key)
+        by_node.setdefault(node.name, (node, []))[1].append(policy)
+    return [
+        (node, (*args[:2], import_document(version, part), *args[3:]))
+        for node, part in by_node.values()
+    ]

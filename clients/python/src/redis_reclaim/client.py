@@ -1,0 +1,192 @@
+"""``Reclaim``: redis-reclaim's commands as methods of a redis-py ``Redis`` or ``RedisCluster``."""
+
+from __future__ import annotations
+
+import functools
+from typing import (
+    Any,
+    Callable,
+    Concatenate,
+    Optional,
+    ParamSpec,
+    Protocol,
+    TypeVar,
+    cast,
+)
+
+from redis.cluster import RedisCluster
+from redis.exceptions import AskError, MovedError, RedisClusterException, ResponseError
+
+from . import _cluster
+from . import _commands as c
+from ._commands import Command, Name
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class _Client(Protocol):
+    """What Reclaim uses of a redis-py client (``execute_command`` is untyped in redis-py)."""
+
+    response_callbacks: Any
+
+    def execute_command(self, *args: Any, **options: Any) -> Any: ...
+
+
+def _method(build: Callable[P, Command[R]]) -> Callable[Concatenate[Reclaim, P], R]:
+    """A method of Reclaim that sends the command ``build`` makes, with ``build``'s signature
+    and documentation."""
+
+    @functools.wraps(build)
+    def method(self: Reclaim, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.execute(build(*args, **kwargs))
+
+    return method
+
+
+def xreadgroup_parser(client: Any) -> Callable[[Any], Any]:
+    """The function ``client`` reads an XREADGROUP reply with (in its protocol and version), or
+    no-op when it already parses RECLAIM.READGROUP itself (``set_response_callback``)."""
+    callbacks = getattr(client, "response_callbacks", None)
+    if callbacks is None:  # a cluster client: its nodes' clients have them
+        node = client.get_default_node()
+        callbacks = node.redis_connection.response_callbacks if node is not None else {}
+    if "RECLAIM.READGROUP" in callbacks:
+        return lambda reply: reply
+    parse = callbacks.get("XREADGROUP")
+    if parse is None:
+        return lambda reply: reply
+    return cast(Callable[[Any], Any], parse)
+
+
+class Reclaim:
+    """The commands of redis-reclaim for a redis-py ``Redis`` or ``RedisCluster`` client.
+
+    One method per command and subcommand, with Python arguments; replies in the same Python
+    shapes with RESP2 and RESP3 (``protocol=3``)::
+
+        from redis import Redis
+        from redis_reclaim import Reclaim
+
+        reclaim = Reclaim(Redis(decode_responses=True))
+        reclaim.policy_set("orders", "workers", min_idle=30_000, max_deliveries=5, dlq="orders:dlq")
+        reclaim.stats("orders", "workers")["dead-lettered"]
+
+    In a cluster each keyed command goes to the primary that serves its stream key's slot (the
+    library routes it, following MOVED and ASK); ``policy_list`` and ``policy_export`` gather
+    every primary's policies, and ``policy_import`` sends each node the policies of its streams.
+    """
+
+    def __init__(self, client: Any) -> None:
+        self.client: Any = client
+        self._cluster = isinstance(client, RedisCluster)
+
+    # -- sending -------------------------------------------------------------------------------
+
+    def execute(self, command: Command[R]) -> R:
+        """Sends one :class:`~redis_reclaim._commands.Command` and parses its reply."""
+        if not self._cluster:
+            return command.parse(cast(_Client, self.client).execute_command(*command.args))
+        if command.key is not None:
+            return command.parse(self._send_to_key(command.args, command.key))
+        return command.parse(self._send_keyless(command.args))
+
+    def _send_to_key(self, args: tuple[Any, ...], key: Name) -> Any:
+        """Sends ``args`` to the primary serving ``key``'s slot. The server refuses a keyed
+        command on another node with MOVED or ASK, which redis-py follows; when the slot map
+        changed under it (a reshard, a failover) the map is read again and the command sent
+        again, at most ``_cluster.ATTEMPTS`` times. A RECLAIM.READGROUP that fails may have
+        reached a node that no longer serves its streams (a module version that does not have
+        Redis check the slot of READGROUP's streams answers NOGROUP there, or an error of its
+        own): the map is read again, and the command sent again if the key's node changed."""
+        client = self.client
+        for attempt in range(_cluster.ATTEMPTS):
+            last = attempt == _cluster.ATTEMPTS - 1
+            node = client.get_node_from_key(key)
+            try:
+                return client.execute_command(*args, target_nodes=node)
+            except (MovedError, AskError, RedisClusterException):
+                if last:
+                    raise
+                client.nodes_manager.initialize()
+            except ResponseError:
+                if last or args[0] != "RECLAIM.READGROUP":
+                    raise
+                client.nodes_manager.initialize()
+                if client.get_node_from_key(key).name == node.name:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _send_keyless(self, args: tuple[Any, ...]) -> Any:
+        """LIST and EXPORT from every primary, merged; IMPORT split by the node of each stream."""
+        client = self.client
+        sub = c.text(args[1]).upper()
+        if sub == "IMPORT":
+            return self._import_by_node(args)
+        replies = [
+            client.execute_command(*args, target_nodes=node) for node in client.get_primaries()
+        ]
+        if sub == "LIST":
+            return _cluster.merge_lists(replies)
+        if sub == "EXPORT":
+            return _cluster.merge_exports(replies)
+        return replies[0] if replies else None
+
+    def _import_by_node(self, args: tuple[Any, ...]) -> int:
+        client = self.client
+        parts = _cluster.import_by_node(client, args)
+        if parts is None:  # let the server say what is wrong with the document
+            return int(client.execute_command(*args, target_nodes=client.get_random_node()))
+        total = 0
+        for node, part in parts:
+            total += int(client.execute_command(*part, target_nodes=node))
+        return total
+
+    # -- the commands --------------------------------------------------------------------------
+
+    policy_set = _method(c.policy_set)
+    policy_get = _method(c.policy_get)
+    policy_del = _method(c.policy_del)
+    policy_pause = _method(c.policy_pause)
+    policy_resume = _method(c.policy_resume)
+    policy_list = _method(c.policy_list)
+    policy_export = _method(c.policy_export)
+    policy_import = _method(c.policy_import)
+    sweep = _method(c.sweep)
+    simulate = _method(c.simulate)
+    stats = _method(c.stats)
+    health = _method(c.health)
+    extend = _method(c.extend)
+    nack = _method(c.nack)
+    term = _method(c.term)
+    redrive = _method(c.redrive)
+    redrive_status = _method(c.redrive_status)
+    redrive_cancel = _method(c.redrive_cancel)
+
+    def readgroup(
+        self,
+        group: Name,
+        consumer: Name,
+        streams: c.Streams,
+        count: Optional[int] = None,
+        block: Optional[int] = None,
+    ) -> Any:
+        """``RECLAIM.READGROUP``: reads new entries and those due for redelivery, with the
+        arguments of redis-py's ``xreadgroup`` (``streams`` maps each stream to ``">"``, or
+        lists them) and its reply, parsed exactly as the client parses ``xreadgroup``'s in its
+        protocol (RESP2 or RESP3) and version."""
+        args, key = c.readgroup_args(group, consumer, streams, count, block)
+        return self.execute(Command(args, key, xreadgroup_parser(self.client)))
+
+    def read_entries(
+        self,
+        group: Name,
+        consumer: Name,
+        streams: c.Streams,
+        count: Optional[int] = None,
+        block: Optional[int] = None,
+    ) -> list[tuple[Any, list[tuple[Any, c.Fields]]]]:
+        """As :meth:`readgroup`, in one shape whatever the protocol and redis-py version:
+        ``[(stream, [(entry_id, fields), ...]), ...]``, empty when nothing came."""
+        args, key = c.readgroup_args(group, consumer, streams, count, block)
+        return self.execute(Command(args, key, c.batches))

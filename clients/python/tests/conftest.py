@@ -1,0 +1,261 @@
+"""Real servers for the tests: redis-server with the module, on free loopback ports, in temporary
+directories, always stopped.
+
+``REDIS_SERVER`` names the server binary (default ``redis-server``), ``RECLAIM_MODULE`` the module
+(default ``target/release/libredis_reclaim.so`` of the project; ``make test-python`` sets both).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator, Optional, TypeVar
+
+import pytest
+import redis
+from redis.cluster import RedisCluster
+from redis.crc import key_slot
+
+PROJECT = Path(__file__).resolve().parents[3]
+MODULE = os.environ.get("RECLAIM_MODULE") or str(PROJECT / "target/release/libredis_reclaim.so")
+SERVER = os.environ.get("REDIS_SERVER") or "redis-server"
+
+T = TypeVar("T")
+
+
+def wait_for(what: str, check: Callable[[], Optional[T]], timeout: float = 30) -> T:
+    """Polls ``check`` until it returns something other than None or False; fails after
+    ``timeout`` seconds saying what it waited for."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got is not None and got is not False:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.02)
+
+
+def bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def free_port(cluster: bool = False) -> int:
+    """A free loopback port; for a cluster node, one whose bus port (+10000) is free too."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if not cluster or (port <= 55535 and bindable(port + 10000)):
+            return port
+
+
+class Server:
+    """One redis-server with the module."""
+
+    def __init__(self, *extra: str) -> None:
+        if not Path(MODULE).exists():
+            raise RuntimeError(f"module not built: {MODULE} (make build, or set RECLAIM_MODULE)")
+        self.dir = tempfile.mkdtemp(prefix="reclaim-py-")
+        self.extra = extra
+        self.proc: Optional[subprocess.Popen[bytes]] = None
+        cluster = "--cluster-enabled" in extra
+        try:
+            for attempt in range(5):
+                self.port = free_port(cluster)
+                if self._spawn():
+                    return
+            raise RuntimeError(f"redis-server could not bind a port; log:\n{self.log()}")
+        except BaseException:
+            self.stop()
+            raise
+
+    def log(self) -> str:
+        try:
+            return Path(self.dir, "server.log").read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def _spawn(self) -> bool:
+        self.proc = subprocess.Popen(
+            [
+                SERVER,
+                "--port", str(self.port),
+                "--bind", "127.0.0.1",
+                "--dir", self.dir,
+                "--logfile", "server.log",
+                "--save", "",
+                "--loadmodule", MODULE,
+                *self.extra,
+            ],
+            cwd=self.dir,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                if "Address already in use" in self.log():
+                    return False
+                raise RuntimeError(f"redis-server exited with {self.proc.returncode}:\n{self.log()}")
+            try:
+                c = redis.Redis(port=self.port, socket_connect_timeout=1)
+                pid = c.info("server")["process_id"]
+                c.close()
+                if pid == self.proc.pid:
+                    return True
+            except redis.RedisError:
+                pass
+            time.sleep(0.02)
+        raise RuntimeError(f"redis-server did not answer within 20 s:\n{self.log()}")
+
+    def client(self, **kwargs: Any) -> redis.Redis:
+        return redis.Redis(port=self.port, **kwargs)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+RANGES = [(0, 5460), (5461, 10922), (10923, 16383)]
+
+
+class Cluster:
+    def __init__(self) -> None:
+        self.nodes: list[Server] = []
+        try:
+            for _ in RANGES:
+                self.nodes.append(
+                    Server("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                           "--cluster-node-timeout", "5000")
+                )
+            for node, (lo, hi) in zip(self.nodes, RANGES):
+                node.client().execute_command("CLUSTER", "ADDSLOTSRANGE", lo, hi)
+            first = self.nodes[0].client()
+            for node in self.nodes[1:]:
+                first.execute_command("CLUSTER", "MEET", "127.0.0.1", node.port)
+            for node in self.nodes:
+                c = node.client(decode_responses=True)
+                wait_for(f"node {node.port} to see a cluster of 3 in state ok", lambda: (
+                    c.cluster("info")["cluster_state"] == "ok"
+                    and int(c.cluster("info")["cluster_known_nodes"]) == 3
+                ))
+        except BaseException:
+            self.stop()
+            raise
+
+    def node_of(self, key: str) -> Server:
+        slot = key_slot(key.encode())
+        return next(n for n, (lo, hi) in zip(self.nodes, RANGES) if lo <= slot <= hi)
+
+    def client(self, protocol: Optional[int]) -> RedisCluster:
+        kwargs: dict[str, Any] = {"decode_responses": True}
+        if protocol is not None:
+            kwargs["protocol"] = protocol
+        return RedisCluster(host="127.0.0.1", port=self.nodes[0].port, **kwargs)
+
+    def flush(self) -> None:
+        for n in self.nodes:
+            n.client().flushall()
+
+    def move_slot(self, key: str, src: Server, to: Server) -> None:
+        """Moves ``key``'s slot, with its keys, from node ``src`` to node ``to`` (as ``redis-cli
+        --cluster reshard`` does), telling every node; no client is told."""
+        slot = key_slot(key.encode())
+        a, b = src.client(decode_responses=True), to.client(decode_responses=True)
+        ida, idb = a.execute_command("CLUSTER", "MYID"), b.execute_command("CLUSTER", "MYID")
+        b.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", ida)
+        a.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", idb)
+        keys = a.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 1000)
+        if keys:
+            a.execute_command("MIGRATE", "127.0.0.1", to.port, "", 0, 5000, "KEYS", *keys)
+        for n in self.nodes:
+            n.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", idb)
+
+    def stop(self) -> None:
+        for n in self.nodes:
+            n.stop()
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[Cluster]:
+    if os.environ.get("RECLAIM_PY_CLUSTER") == "0":
+        pytest.skip("RECLAIM_PY_CLUSTER=0")
+    try:
+        c = Cluster()
+    except (RuntimeError, redis.RedisError, AssertionError) as e:
+        pytest.skip(f"no cluster: {e}")
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture(scope="session")
+def server() -> Iterator[Server]:
+    s = Server()
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+#: The protocols every client test runs with: RESP2, RESP3 (``protocol=3``), and the client's
+#: default (RESP2 before redis-py 8; from 8 on, RESP3 read into RESP2 shapes).
+PROTOCOLS = [2, 3, None]
+
+
+@pytest.fixture(params=PROTOCOLS, ids=["resp2", "resp3", "default"])
+def protocol(request: pytest.FixtureRequest) -> Optional[int]:
+    return request.param  # type: ignore[no-any-return]
+
+
+def connect(server: Server, protocol: Optional[int], decode: bool = True) -> redis.Redis:
+    kwargs: dict[str, Any] = {"decode_responses": decode}
+    if protocol is not None:
+        kwargs["protocol"] = protocol
+    return server.client(**kwargs)
+
+
+@pytest.fixture
+def r(server: Server, protocol: Optional[int]) -> Iterator[redis.Redis]:
+    """A client (``decode_responses=True``) in each protocol, on an empty server."""
+    c = connect(server, protocol)
+    c.flushall()
+    c.config_set("reclaim.enabled", "yes")
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture
+def rb(server: Server, protocol: Optional[int]) -> Iterator[redis.Redis]:
+    """A client that returns bytes (``decode_responses=False``), in each protocol."""
+    c = connect(server, protocol, decode=False)
+    c.flushall()
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def pytest_report_header() -> str:
+    return f"redis-py {redis.__version__}, server {SERVER}, module {MODULE}"

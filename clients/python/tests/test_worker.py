@@ -1,0 +1,351 @@
+"""The Worker's contract, every branch of it, against a real server with a real policy
+(MAX-DELIVERIES, DLQ): nothing lost, nothing handled more than MAX-DELIVERIES times."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import pytest
+import redis
+from conftest import Server, wait_for
+
+import redis_reclaim
+from redis_reclaim import Permanent, Reclaim, Retry, Worker
+
+MAX_DELIVERIES = 3
+#: The policy's MIN-IDLE where the test counts on leases being kept (the heartbeat renews them
+#: every third of it): long enough for a busy machine to run the heartbeat in time.
+LEASE_MS = 1000
+
+
+def setup(r: redis.Redis, **policy: Any) -> Reclaim:
+    r.xgroup_create("orders", "workers", id="0", mkstream=True)
+    reclaim = Reclaim(r)
+    if policy:
+        reclaim.policy_set("orders", "workers", **policy)
+    return reclaim
+
+
+def start(worker: Worker) -> threading.Thread:
+    t = threading.Thread(target=worker.run, daemon=True)
+    t.start()
+    return t
+
+
+def stop(workers: list[Worker], threads: list[threading.Thread]) -> None:
+    for w in workers:
+        w.stop()
+    for t in threads:
+        t.join(30)
+        assert not t.is_alive(), "a worker did not stop"
+
+
+def owners(r: redis.Redis) -> dict[str, str]:
+    """The PEL: entry ID -> the consumer that holds it."""
+    return {p["message_id"]: p["consumer"] for p in r.xpending_range("orders", "workers", "-", "+", 1000)}
+
+
+class Log:
+    """What handlers were called with: (worker, entry ID, delivery count, time)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, Optional[int], float]] = []
+        self.lock = threading.Lock()
+
+    def add(self, worker: Worker, entry_id: str) -> int:
+        n = worker.deliveries(entry_id)
+        with self.lock:
+            self.calls.append((str(worker.consumer), entry_id, n, time.monotonic()))
+        return n or 0
+
+    def of(self, entry_id: str) -> list[tuple[str, Optional[int]]]:
+        with self.lock:
+            return [(w, n) for w, i, n, _ in self.calls if i == entry_id]
+
+    def times(self, entry_id: str) -> list[float]:
+        with self.lock:
+            return [t for _, i, _, t in self.calls if i == entry_id]
+
+
+def test_every_outcome_with_a_pool_of_two(r: redis.Redis) -> None:
+    """Two workers drain good entries, one that asks for a retry, one that fails for good and a
+    poison entry: every good entry acknowledged once; the retry handled twice (deliveries 1 and
+    2); the permanent failure dead-lettered at once with its reason; the poison entry handled
+    exactly MAX-DELIVERIES times, its attempts spaced by the lease, then dead-lettered; nothing
+    pending."""
+    setup(r, min_idle=LEASE_MS, max_deliveries=MAX_DELIVERIES, dlq="orders:dlq", interval=50)
+    good = [r.xadd("orders", {"n": str(i)}) for i in range(6)]
+    retry = r.xadd("orders", {"kind": "retry"})
+    perm = r.xadd("orders", {"kind": "perm"})
+    poison = r.xadd("orders", {"kind": "poison"})
+    good += [r.xadd("orders", {"n": str(i)}) for i in range(6, 10)]
+    log = Log()
+    workers: list[Worker] = []
+
+    def handler_for(i: int) -> Callable[[str, dict[str, str]], None]:
+        def handle(entry_id: str, fields: dict[str, str]) -> None:
+            w = workers[i]
+            n = log.add(w, entry_id)
+            kind = fields.get("kind")
+            if kind == "retry" and n == 1:
+                raise Retry(100)
+            if kind == "perm":
+                raise Permanent("bad input")
+            if kind == "poison":
+                raise ValueError("poison")
+
+        return handle
+
+    workers = [Worker(r, "orders", "workers", f"w{i}", handler_for(i), count=3) for i in range(2)]
+    threads = [start(w) for w in workers]
+    reclaim = Reclaim(r)
+    wait_for(
+        "every entry acknowledged or dead-lettered",
+        lambda: r.xlen("orders:dlq") == 2 and not owners(r) and len(log.of(retry)) == 2,
+    )
+    stop(workers, threads)
+
+    for g in good:
+        assert [n for _, n in log.of(g)] == [1], g
+    assert [n for _, n in log.of(retry)] == [1, 2]
+    assert [n for _, n in log.of(perm)] == [1]
+    assert [n for _, n in log.of(poison)] == [1, 2, 3]
+    gaps = [b - a for a, b in zip(log.times(poison), log.times(poison)[1:])]
+    assert all(g >= LEASE_MS / 1000 - 0.05 for g in gaps), f"a failed entry came back before its lease ended: {gaps}"
+    dlq = {f["reclaim-id"]: f for _, f in r.xrange("orders:dlq")}
+    assert dlq[perm]["reclaim-reason"] == "bad input" and dlq[perm]["reclaim-deliveries"] == "1"
+    assert dlq[perm]["kind"] == "perm"
+    assert dlq[poison]["reclaim-reason"] == "max-deliveries"
+    assert dlq[poison]["reclaim-deliveries"] == str(MAX_DELIVERIES)
+    total = sum((w.counts for w in workers), start=type(workers[0].counts)())
+    assert total["acked"] == len(good) + 1
+    assert (total["retried"], total["dead-lettered"], total["failed"]) == (1, 1, MAX_DELIVERIES)
+    assert total["lost"] == 0 and total["given-back"] == 0
+    st = reclaim.stats("orders", "workers")
+    assert st["dead-lettered"] == 2 and st["inbox"] == 0
+
+
+def test_failure_delay_zero_gives_back_at_once(r: redis.Redis) -> None:
+    setup(r, min_idle=60000, max_deliveries=2, dlq="orders:dlq", interval=50)
+    poison = r.xadd("orders", {"kind": "poison"})
+    calls: list[str] = []
+
+    def handle(entry_id: str, fields: dict[str, str]) -> None:
+        calls.append(entry_id)
+        raise RuntimeError("boom")
+
+    w = Worker(r, "orders", "workers", "w", handle, failure_delay_ms=0)
+    t = start(w)
+    # With a lease of a minute, only an immediate give-back lets the second attempt happen now.
+    wait_for("the poison entry dead-lettered", lambda: r.xlen("orders:dlq") == 1)
+    stop([w], [t])
+    assert calls == [poison, poison]
+    assert not owners(r)
+
+
+def test_a_long_handler_keeps_its_lease_and_its_batch(r: redis.Redis) -> None:
+    """A handler that runs three leases long keeps its entry, and the rest of its batch waiting
+    behind it, from a second worker that reads all along: each entry handled once, by the
+    worker that read it, and never handed over again."""
+    reclaim = setup(r, min_idle=LEASE_MS, max_deliveries=MAX_DELIVERIES, dlq="orders:dlq", interval=50)
+    long = r.xadd("orders", {"ms": str(3 * LEASE_MS)})
+    rest = [r.xadd("orders", {"n": str(i)}) for i in range(3)]
+    log = Log()
+    started = threading.Event()
+    workers: list[Worker] = []
+
+    def handler_for(i: int) -> Callable[[str, dict[str, str]], None]:
+        def handle(entry_id: str, fields: dict[str, str]) -> None:
+            log.add(workers[i], entry_id)
+            if "ms" in fields:
+                started.set()
+                time.sleep(int(fields["ms"]) / 1000)
+
+        return handle
+
+    workers = [Worker(r, "orders", "workers", f"w{i}", handler_for(i)) for i in range(2)]
+    threads = [start(workers[0])]
+    assert started.wait(10)
+    threads.append(start(workers[1]))
+    wait_for("every entry acknowledged", lambda: len(log.calls) == 4 and not owners(r))
+    stop(workers, threads)
+    for e in [long, *rest]:
+        assert log.of(e) == [("w0", 1)], (e, log.calls)
+    assert reclaim.stats("orders", "workers")["redelivered"] == 0
+    assert workers[0].counts["acked"] == 4 and workers[0].counts["lost"] == 0
+
+
+def test_max_hold_lets_a_hung_handler_lose_its_entry(r: redis.Redis) -> None:
+    setup(r, min_idle=200, max_deliveries=MAX_DELIVERIES, dlq="orders:dlq", interval=50)
+    hung = r.xadd("orders", {"hang": "1"})
+    log = Log()
+    workers: list[Worker] = []
+    first = threading.Event()
+
+    def handler_for(i: int) -> Callable[[str, dict[str, str]], None]:
+        def handle(entry_id: str, fields: dict[str, str]) -> None:
+            log.add(workers[i], entry_id)
+            if i == 0:
+                first.set()
+                time.sleep(1.5)
+
+        return handle
+
+    workers = [
+        Worker(r, "orders", "workers", f"w{i}", handler_for(i), max_hold_ms=300) for i in range(2)
+    ]
+    threads = [start(workers[0])]
+    assert first.wait(10)
+    threads.append(start(workers[1]))
+    wait_for("the hung entry handled by the other worker", lambda: len(log.of(hung)) == 2)
+    wait_for("the hung handler to return", lambda: workers[0].counts["lost"] == 1)
+    stop(workers, threads)
+    assert log.of(hung) == [("w0", 1), ("w1", 2)]
+    assert not owners(r)
+
+
+def test_stop_finishes_the_entry_in_hand_and_gives_back_the_rest(r: redis.Redis) -> None:
+    setup(r, min_idle=60000, max_deliveries=MAX_DELIVERIES, dlq="orders:dlq")
+    ids = [r.xadd("orders", {"n": str(i)}) for i in range(5)]
+    in_hand = threading.Event()
+    go = threading.Event()
+    handled: list[str] = []
+    w: Worker
+
+    def handle(entry_id: str, fields: dict[str, str]) -> None:
+        in_hand.set()
+        assert go.wait(10)
+        handled.append(entry_id)
+
+    w = Worker(r, "orders", "workers", "w", handle, count=10)
+    t = start(w)
+    assert in_hand.wait(10)
+    assert sorted(w.held()) == ids
+    w.stop()
+    go.set()
+    t.join(10)
+    assert not t.is_alive()
+    assert handled == [ids[0]]
+    assert owners(r) == {i: "reclaim" for i in ids[1:]}, "the rest is in the inbox, for any worker"
+    assert w.counts["acked"] == 1 and w.counts["given-back"] == 4 and w.held() == []
+    # Nothing lost: the next worker gets them, as redeliveries.
+    got = Reclaim(r).read_entries("workers", "other", "orders", count=10)
+    assert [i for _, es in got for i, _ in es] == ids[1:]
+
+
+def test_an_interrupt_gives_back_everything_held(r: redis.Redis) -> None:
+    setup(r, min_idle=60000, max_deliveries=MAX_DELIVERIES, dlq="orders:dlq")
+    ids = [r.xadd("orders", {"n": str(i)}) for i in range(3)]
+
+    def handle(entry_id: str, fields: dict[str, str]) -> None:
+        raise KeyboardInterrupt
+
+    w = Worker(r, "orders", "workers", "w", handle, handle_signals=False)
+    with pytest.raises(KeyboardInterrupt):
+        w.run()
+    assert owners(r) == {i: "reclaim" for i in ids}
+    assert w.counts["given-back"] == 3
+
+
+def test_permanent_without_a_dlq_gives_the_entry_back(r: redis.Redis, caplog: pytest.LogCaptureFixture) -> None:
+    setup(r, min_idle=60000)
+    e = r.xadd("orders", {"n": "1"})
+    w: Worker
+
+    def handle(entry_id: str, fields: dict[str, str]) -> None:
+        w.stop()
+        raise Permanent("no good")
+
+    w = Worker(r, "orders", "workers", "w", handle, failure_delay_ms=0)
+    w.run()
+    assert owners(r) == {e: "reclaim"}
+    assert dict(w.counts) == {}
+    assert "could not dead-letter entry" in caplog.text and "has no DLQ" in caplog.text
+
+
+def test_retry_delay_is_cut_to_the_lease(r: redis.Redis) -> None:
+    setup(r, min_idle=LEASE_MS, max_deliveries=MAX_DELIVERIES, dlq="orders:dlq", interval=50)
+    e = r.xadd("orders", {"n": "1"})
+    calls: list[float] = []
+    w: Worker
+
+    def handle(entry_id: str, fields: dict[str, str]) -> None:
+        calls.append(time.monotonic())
+        if len(calls) == 1:
+            raise Retry(3_600_000)  # an hour: more than the lease allows
+
+    w = Worker(r, "orders", "workers", "w", handle)
+    t = start(w)
+    wait_for("the entry retried within its lease and acknowledged", lambda: len(calls) == 2 and not owners(r))
+    stop([w], [t])
+    assert calls[1] - calls[0] >= LEASE_MS / 1000 - 0.05
+    assert w.counts["retried"] == 1 and w.counts["acked"] == 1
+    assert e not in owners(r)
+
+
+def test_without_a_policy_it_reads_as_xreadgroup(r: redis.Redis) -> None:
+    setup(r)
+    ids = [r.xadd("orders", {"n": str(i)}) for i in range(3)]
+    handled: list[str] = []
+    w = Worker(r, "orders", "workers", "w", lambda i, f: handled.append(i), stop_after_idle_ms=200)
+    w.run()
+    assert handled == ids and not owners(r) and w.counts["acked"] == 3
+
+
+def test_stop_after_idle(r: redis.Redis) -> None:
+    setup(r, min_idle=1000)
+    w = Worker(r, "orders", "workers", "w", lambda i, f: None, block_ms=50, stop_after_idle_ms=300)
+    began = time.monotonic()
+    w.run()
+    assert time.monotonic() - began >= 0.3
+
+
+def worker_env() -> dict[str, str]:
+    """The environment of a worker process: this one's, with redis-py and the package importable."""
+    paths = {str(Path(m.__file__).resolve().parents[1]) for m in (redis, redis_reclaim)}  # type: ignore[arg-type]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([*paths, env.get("PYTHONPATH", "")])
+    return env
+
+
+@pytest.mark.parametrize("flavour", ["thread", "asyncio"])
+def test_sigterm_mid_batch_exits_0_holding_nothing(server: Server, flavour: str) -> None:
+    """A worker process gets SIGTERM while it handles the first entry of a batch of five: it
+    finishes that entry (acknowledged), gives back the four it had not started, and exits 0;
+    XPENDING shows nothing held by it, and another worker gets the four."""
+    r = server.client(decode_responses=True)
+    r.flushall()
+    reclaim = setup(r, min_idle=60000, max_deliveries=MAX_DELIVERIES, dlq="orders:dlq")
+    ids = [r.xadd("orders", {"n": str(i)}) for i in range(5)]
+    script = Path(__file__).with_name("sigterm_worker.py")
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(server.port), flavour],
+        env=worker_env(),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().strip()
+        assert line == f"start {ids[0]}", line
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, out
+    assert out.split() == ["done", ids[0], "given-back", "4"]
+    pel = r.xpending_range("orders", "workers", "-", "+", 100, consumername="w1")
+    assert pel == [], "the stopped worker holds nothing"
+    assert owners(r) == {i: "reclaim" for i in ids[1:]}
+    got = reclaim.read_entries("workers", "w2", "orders", count=10)
+    assert [i for _, es in got for i, _ in es] == ids[1:]
+    r.close()
