@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,10 +24,15 @@ from redis_reclaim import Worker
 from redis_reclaim.asyncio import AsyncWorker
 
 DOC = PROJECT / "docs/python.md"
+README = PROJECT / "README.md"
+DELIVERY = PROJECT / "docs/delivery.md"
 
 
-def python_blocks() -> list[str]:
-    return re.findall(r"^```python\n(.*?)^```$", DOC.read_text(), flags=re.S | re.M)
+def python_blocks(doc: Path = DOC) -> list[str]:
+    """The page's Python blocks (```` ```python run-by=clients/python ````: tests/docs.rs leaves
+    them to this suite)."""
+    return re.findall(r"^```python run-by=clients/python\n(.*?)^```$", doc.read_text(),
+                      flags=re.S | re.M)
 
 
 def drained(r: redis.Redis) -> bool:
@@ -91,11 +97,16 @@ def test_python_md_blocks_run(server: Server, cluster: Cluster, monkeypatch: pyt
         "RECLAIM.POLICY", "GET", "{orders}", "workers") is not None
 
 
-def test_the_raw_loop_reads_resp2_and_resp3(server: Server, protocol: Any, monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize("doc", [DOC, DELIVERY], ids=["python.md", "delivery.md"])
+def test_the_raw_loop_reads_resp2_and_resp3(server: Server, protocol: Any, doc: Path,
+                                            monkeypatch: pytest.MonkeyPatch,
                                             capsys: pytest.CaptureFixture[str]) -> None:
-    """The loop for clients without the library ("Without the library", the last block) reads
-    and acknowledges entries in RESP2, RESP3 and the client's default protocol."""
-    block = python_blocks()[-1]
+    """The loop for clients without the library (python.md's "Without the library", the last
+    block, and delivery.md's) reads and acknowledges entries in RESP2, RESP3 and the client's
+    default protocol."""
+    blocks = python_blocks(doc)
+    assert len(blocks) == (6 if doc == DOC else 1)
+    block = blocks[-1]
     assert "RECLAIM.READGROUP" in block
 
     class Redis(redis.Redis):
@@ -110,6 +121,45 @@ def test_the_raw_loop_reads_resp2_and_resp3(server: Server, protocol: Any, monke
     for sku in ("a-1", "b-2"):
         r.xadd("orders", {"sku": sku, "qty": "1"})
     monkeypatch.setattr(redis, "Redis", Redis)
-    exec(compile(block, f"{DOC}, last block", "exec"), {})
+    exec(compile(block, f"{doc}, last block", "exec"), {})
     assert capsys.readouterr().out.split("\n") == ["shipping a-1", "shipping b-2", ""]
     assert drained(r)
+
+
+def test_readme_worker_runs(server: Server, monkeypatch: pytest.MonkeyPatch,
+                            capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's worker, as written: a good entry is acknowledged, one without a sku goes to
+    the DLQ at once with the handler's reason, and the worker stops when asked."""
+    (block,) = python_blocks(README)
+
+    class Redis(redis.Redis):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **{**kwargs, "port": server.port})
+
+    r = Redis(decode_responses=True)
+    r.flushall()
+    r.xgroup_create("orders", "workers", id="0", mkstream=True)
+    r.execute_command("RECLAIM.POLICY", "SET", "orders", "workers", "MIN-IDLE", 30000,
+                      "MAX-DELIVERIES", 5, "DLQ", "orders:dlq")
+    r.xadd("orders", {"sku": "book-1"})
+    r.xadd("orders", {"title": "no sku"})
+    monkeypatch.setattr(redis, "Redis", Redis)
+    ns: dict[str, Any] = {}
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            exec(compile(block, f"{README}, the worker", "exec"), ns)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            failure.append(e)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    wait_for("the README's worker to handle both entries", lambda: drained(r))
+    wait_for("the worker object", lambda: isinstance(ns.get("worker"), Worker))
+    ns["worker"].stop()
+    t.join(30)
+    assert not t.is_alive() and not failure, failure
+    assert capsys.readouterr().out.splitlines() == ["shipping book-1"]
+    (dead,) = r.xrange("orders:dlq")
+    assert dead[1]["title"] == "no sku" and dead[1]["reclaim-reason"] == "no sku"
