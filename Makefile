@@ -71,7 +71,7 @@ test-valgrind: build ## The sweep, command and persistence suites with redis-ser
 	rm -rf $(VALGRIND_LOG_DIR)
 	RECLAIM_TEST_SLOWDOWN=6 VALGRIND_LOG_DIR=$(VALGRIND_LOG_DIR) REDIS_SERVER_REAL=$$(command -v $(REDIS_SERVER)) \
 	  REDIS_SERVER=$(CURDIR)/scripts/valgrind-redis-server.sh \
-	  $(CARGO_CMD) test --release --test sweep --test commands --test persistence -- --test-threads=2
+	  $(CARGO_CMD) test --release --test sweep --test policy --test introspection --test config --test persistence -- --test-threads=2
 	python3 scripts/valgrind_report.py $(VALGRIND_LOG_DIR)
 
 test-upstream: build ## Redis's own test suite (Debian source of the installed server) without and with the module (UPSTREAM_UNITS=...)

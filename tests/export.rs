@@ -10,16 +10,15 @@ use reclaim_testkit::*;
 
 const EXISTS: &str = "this key and group have a policy already (IMPORT ... REPLACE replaces it)";
 
-/// A binary stream key, group and DLQ (NUL, invalid UTF-8, CR LF): JSON carries them as hex.
-const BIN_KEY: &[u8] = b"bin\x00\xff\r\nstream";
-const BIN_GROUP: &[u8] = b"g\x00\xfe";
+/// A binary DLQ (NUL, invalid UTF-8) for the kit's binary stream and group ([`BIN_STREAM`],
+/// [`BIN_GROUP`]): JSON carries them as hex.
 const BIN_DLQ: &[u8] = b"bin\x00\xff:dlq";
 
 /// Three policies in db 0 (one with binary names, one paused) and one in db 1.
 fn seed(c: &mut Connection, c1: &mut Connection) -> Vec<(Vec<u8>, Vec<u8>, PolicyView)> {
     let want = vec![
         (
-            BIN_KEY.to_vec(),
+            BIN_STREAM.to_vec(),
             BIN_GROUP.to_vec(),
             PolicyView::new(500, 250)
                 .with_dlq(BIN_DLQ, 4)
@@ -47,15 +46,6 @@ fn seed(c: &mut Connection, c1: &mut Connection) -> Vec<(Vec<u8>, Vec<u8>, Polic
     }
     set_policy(c1, b"other-db", b"g", &PolicyView::new(100, 100));
     want
-}
-
-/// `RECLAIM.POLICY <words...>`, expecting `+OK`.
-fn policy_ok(c: &mut Connection, words: &[&str]) {
-    let r: Value = cmd("RECLAIM.POLICY").arg(words).query(c).unwrap();
-    assert!(
-        matches!(&r, Value::Okay) || matches!(&r, Value::SimpleString(s) if s == "OK"),
-        "{words:?}: {r:?}"
-    );
 }
 
 /// The document with no policies, as EXPORT writes it.
