@@ -15,7 +15,7 @@ const EXISTS: &str = "this key and group have a policy already (IMPORT ... REPLA
 const BIN_DLQ: &[u8] = b"bin\x00\xff:dlq";
 
 /// Three policies in db 0 (one with binary names, one paused) and one in db 1.
-fn seed(c: &mut Connection, c1: &mut Connection) -> Vec<(Vec<u8>, Vec<u8>, PolicyView)> {
+fn seed_policies(c: &mut Connection, c1: &mut Connection) -> Vec<(Vec<u8>, Vec<u8>, PolicyView)> {
     let want = vec![
         (
             BIN_STREAM.to_vec(),
@@ -56,7 +56,7 @@ fn export_flushdb_import_gives_the_same_policies_binary_names_included() {
     let s = Server::new();
     let mut c = s.conn();
     let mut c1 = s.conn_db(1);
-    let mut want = seed(&mut c, &mut c1);
+    let mut want = seed_policies(&mut c, &mut c1);
     policy_ok(&mut c, &["PAUSE", "orders", "audit"]);
     want.sort();
     let listed = list_policies(&mut c);
@@ -310,7 +310,7 @@ fn import_reaches_replicas_and_the_aof_as_set_commands() {
     let src = Server::new();
     let mut sc = src.conn();
     let mut sc1 = src.conn_db(1);
-    let want = seed(&mut sc, &mut sc1);
+    let want = seed_policies(&mut sc, &mut sc1);
     let doc = export_policies(&mut sc);
 
     assert_eq!(import_policies(&mut c, doc.as_bytes(), false), 3);
@@ -359,7 +359,7 @@ fn redis_cli_export_to_a_file_and_import_from_it_as_the_readme_shows() {
     let s = Server::new();
     let mut c = s.conn();
     let mut c1 = s.conn_db(1);
-    let mut want = seed(&mut c, &mut c1);
+    let mut want = seed_policies(&mut c, &mut c1);
     want.sort();
     let doc = export_policies(&mut c);
     let file = s.dir.path().join("policies.json");

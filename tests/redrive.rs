@@ -268,9 +268,9 @@ fn tick_figures(c: &mut Connection) -> [i64; 5] {
     .map(|f| reclaim_info(c, f))
 }
 
-/// A worker that reads with `RECLAIM.READGROUP` for `dur`, acknowledging what it gets when
-/// `fixed`; returns how many entries it got.
-fn work(
+/// A worker that reads with `RECLAIM.READGROUP` until `until` holds, acknowledging what it gets
+/// when `fixed`; returns how many entries it got.
+fn work_until(
     c: &mut Connection,
     s: &str,
     fixed: bool,
@@ -298,7 +298,7 @@ fn canary_with_a_broken_handler_stops_and_leaves_the_rest() {
     redrive(&mut c, &["cb:dlq", "CANARY", "2", "WINDOW", "5000"]);
     // The handler is still broken: the two canaries fail three times and come back to the DLQ.
     let mut w = s.conn();
-    work(&mut w, "cb", false, |c| {
+    work_until(&mut w, "cb", false, |c| {
         str_field(&status_of(c, "cb:dlq"), "state") == "canary-failed"
     });
     let st = status_of(&mut c, "cb:dlq");
@@ -332,7 +332,7 @@ fn canary_with_a_fixed_handler_completes() {
     assert_eq!(int_field(&st, "moved"), 2);
     assert!(int_field(&st, "canary-until-ms") > 0);
     let mut w = s.conn();
-    let got = work(&mut w, "cf", true, |c| {
+    let got = work_until(&mut w, "cf", true, |c| {
         str_field(&status_of(c, "cf:dlq"), "state") == "done" && pel_total(c, "cf", "g") == 0
     });
     assert_eq!(got, 10);

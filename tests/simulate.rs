@@ -112,11 +112,6 @@ fn simulate(c: &mut Connection, s: &str, g: &str, args: &[&str]) -> Sim {
     sim
 }
 
-/// Owner, idle time and delivery count of pending `ids` of (s, g), exactly ([`set_pending`]).
-fn fixture(c: &mut Connection, s: &str, owner: &str, ids: &[&str], idle: i64, n: i64) {
-    set_pending(c, (s, "g"), owner, ids, idle, n);
-}
-
 /// consumer -> `idle` (ms) of `XINFO CONSUMERS s g`.
 fn consumer_idle(c: &mut Connection, s: &str, g: &str) -> BTreeMap<String, i64> {
     let consumers: Vec<Value> = q(c, &["XINFO", "CONSUMERS", s, g]);
@@ -176,40 +171,40 @@ fn every_kind(c: &mut Connection, s: &str) -> Vec<(String, String, String)> {
         want.push((id.to_string(), action.to_string(), rule.to_string()))
     };
     // Trimmed: purged whatever its idle time or count.
-    fixture(c, s, "dead", &["1-0"], 0, 7);
+    set_pending(c, (s, "g"), "dead", &["1-0"], 0, 7);
     kind("1-0", "purge", "trimmed");
-    fixture(c, s, "dead", &["2-0"], 120_000, 1);
+    set_pending(c, (s, "g"), "dead", &["2-0"], 120_000, 1);
     kind("2-0", "purge", "trimmed");
-    fixture(c, s, "dead", &["3-0"], 0, 1);
+    set_pending(c, (s, "g"), "dead", &["3-0"], 0, 1);
     kind("3-0", "none", "fresh");
-    fixture(c, s, "dead", &["4-0"], 60_000, 1);
+    set_pending(c, (s, "g"), "dead", &["4-0"], 60_000, 1);
     kind("4-0", "move", "stale");
     // Over the limit while fresh; stale at the limit.
-    fixture(c, s, "dead", &["5-0"], 0, 4);
+    set_pending(c, (s, "g"), "dead", &["5-0"], 0, 4);
     kind("5-0", "dead-letter", "over-delivered");
-    fixture(c, s, "dead", &["6-0"], 60_000, 3);
+    set_pending(c, (s, "g"), "dead", &["6-0"], 60_000, 3);
     kind("6-0", "dead-letter", "over-delivered");
     // XDEL'd from the middle: found when moved or dead-lettered, removed from the PEL only.
-    fixture(c, s, "dead", &["7-0"], 60_000, 1);
+    set_pending(c, (s, "g"), "dead", &["7-0"], 60_000, 1);
     kind("7-0", "purge", "deleted");
-    fixture(c, s, "dead", &["8-0"], 0, 5);
+    set_pending(c, (s, "g"), "dead", &["8-0"], 0, 5);
     kind("8-0", "purge", "deleted");
-    fixture(c, s, "reclaim", &["9-0"], 600_000, 1);
+    set_pending(c, (s, "g"), "reclaim", &["9-0"], 600_000, 1);
     kind("9-0", "none", "in-inbox");
     // Stale, and at the limit, but its owner is alive.
-    fixture(c, s, "alive", &["10-0"], 60_000, 1);
+    set_pending(c, (s, "g"), "alive", &["10-0"], 60_000, 1);
     kind("10-0", "none", "held");
-    fixture(c, s, "alive", &["11-0"], 60_000, 3);
+    set_pending(c, (s, "g"), "alive", &["11-0"], 60_000, 3);
     kind("11-0", "none", "held");
     // Stale for MIN-IDLE, but its second attempt is due at 20 s (BACKOFF).
-    fixture(c, s, "dead", &["12-0"], 15_000, 2);
+    set_pending(c, (s, "g"), "dead", &["12-0"], 15_000, 2);
     kind("12-0", "none", "backoff");
     // Given back with NACK ... DELAY: 13-0 due in 10 s, 14-0 due 1 ms after its NACK.
-    fixture(c, s, "alive", &["13-0", "14-0"], 0, 1);
+    set_pending(c, (s, "g"), "alive", &["13-0", "14-0"], 0, 1);
     kind("13-0", "none", "delayed");
     kind("14-0", "move", "stale");
     // Over the limit: dead-lettered, alive or not.
-    fixture(c, s, "alive", &["15-0"], 0, 9);
+    set_pending(c, (s, "g"), "alive", &["15-0"], 0, 9);
     kind("15-0", "dead-letter", "over-delivered");
     let _: i64 = q(c, &["XDEL", s, "7-0", "8-0"]);
     let _: i64 = q(c, &["XTRIM", s, "MINID", "3"]);
@@ -473,7 +468,7 @@ fn what_if_without_a_policy_and_resp3() {
     let _: String = q(&mut c, &["XADD", "o", "1-0", "n", "1"]);
     let _: String = q(&mut c, &["XADD", "o", "2-0", "n", "2"]);
     deliver(&mut c, "o", "g", "w", None);
-    fixture(&mut c, "o", "w", &["1-0"], 5000, 1);
+    set_pending(&mut c, ("o", "g"), "w", &["1-0"], 5000, 1);
     let policies = reclaim_info(&mut c, "policies");
     let sim = simulate(&mut c, "o", "g", &["MIN-IDLE", "1000", "LIMIT", "1"]);
     assert_eq!(sim.policy, PolicyView::new(1000, 10_000));
@@ -724,11 +719,11 @@ fn a_halted_policy_shows_the_plan_after_resume_and_changes_nothing() {
     );
     delivered_to_w(&mut c, "h", 5);
     // Stale or over the limit: idle far past MIN-IDLE, so every kind of pass finds them.
-    fixture(&mut c, "h", "w", &["1-0"], 120_000, 1);
-    fixture(&mut c, "h", "w", &["2-0"], 120_000, 3);
-    fixture(&mut c, "h", "w", &["3-0"], 120_000, 1);
-    fixture(&mut c, "h", "w", &["4-0"], 0, 1);
-    fixture(&mut c, "h", "reclaim", &["5-0"], 120_000, 1);
+    set_pending(&mut c, ("h", "g"), "w", &["1-0"], 120_000, 1);
+    set_pending(&mut c, ("h", "g"), "w", &["2-0"], 120_000, 3);
+    set_pending(&mut c, ("h", "g"), "w", &["3-0"], 120_000, 1);
+    set_pending(&mut c, ("h", "g"), "w", &["4-0"], 0, 1);
+    set_pending(&mut c, ("h", "g"), "reclaim", &["5-0"], 120_000, 1);
     let _: i64 = q(&mut c, &["XTRIM", "h", "MINID", "2"]);
     let want = vec![
         t("1-0", "purge", "trimmed"),
@@ -810,10 +805,10 @@ fn storm_cuts_the_plan_where_sweep_stops() {
     );
     delivered_to_w(&mut c, "t", 9);
     for id in ["1-0", "3-0", "4-0", "5-0", "6-0", "7-0"] {
-        fixture(&mut c, "t", "w", &[id], 120_000, 5);
+        set_pending(&mut c, ("t", "g"), "w", &[id], 120_000, 5);
     }
-    fixture(&mut c, "t", "w", &["2-0", "8-0"], 120_000, 1);
-    fixture(&mut c, "t", "w", &["9-0"], 0, 1);
+    set_pending(&mut c, ("t", "g"), "w", &["2-0", "8-0"], 120_000, 1);
+    set_pending(&mut c, ("t", "g"), "w", &["9-0"], 0, 1);
     let _: i64 = q(&mut c, &["XDEL", "t", "4-0", "7-0"]);
     let before = untouched(&mut c, "t");
     let live = before.policy.clone().unwrap();

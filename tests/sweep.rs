@@ -100,13 +100,7 @@ fn reread_history(c: &mut Connection, s: &str, g: &str, consumer: &str) {
     run(c, &["XREADGROUP", "GROUP", g, consumer, "STREAMS", s, "0"]);
 }
 
-/// Deterministic fixture ([`set_pending`]): owner, idle time and delivery count of pending
-/// entries, exactly.
-fn fixture(c: &mut Connection, s: &str, g: &str, owner: &str, ids: &[String], idle: i64, n: i64) {
-    set_pending(c, (s, g), owner, ids, idle, n);
-}
-
-/// [`fixture`] for one ID.
+/// [`set_pending`] for one ID: its owner, idle time and delivery count, exactly.
 fn fix1(c: &mut Connection, s: &str, g: &str, owner: &str, id: &str, idle: i64, n: i64) {
     set_pending(c, (s, g), owner, &[id], idle, n);
 }
@@ -470,7 +464,7 @@ fn fully_trimmed_pel_of_20000_drains_across_ticks() {
     let mut c = s.conn();
     delivered_to_c1(&mut c, "big", "g", 20_000);
     // Half of them are also over the delivery limit: deleted still wins over dead-lettering.
-    fixture(&mut c, "big", "g", "c1", &ids(1, 10_000), 120_000, 10);
+    set_pending(&mut c, ("big", "g"), "c1", &ids(1, 10_000), 120_000, 10);
     assert_eq!(pel_total(&mut c, "big", "g"), 20_000);
     let trimmed: i64 = q(&mut c, &["XTRIM", "big", "MAXLEN", "0"]);
     assert_eq!(trimmed, 20_000);
@@ -508,7 +502,7 @@ fn pel_much_larger_than_count_is_covered_once_per_pass() {
     let _: () = q(&mut c, &["CONFIG", "SET", "reclaim.tick-budget-us", "50"]);
     let _: () = q(&mut c, &["CONFIG", "SET", "reclaim.tick-interval-ms", "1"]);
     delivered_to_c1(&mut c, "many", "g", 3000);
-    fixture(&mut c, "many", "g", "c1", &ids(1, 3000), 120_000, 1);
+    set_pending(&mut c, ("many", "g"), "c1", &ids(1, 3000), 120_000, 1);
     let steps0 = reclaim_info(&mut c, "steps");
     set_policy_opts(
         &mut c,
@@ -624,9 +618,9 @@ fn policy_of_one_group_never_touches_another_group() {
     deliver(&mut c, "s", "g1", "c1", None);
     deliver(&mut c, "s", "g2", "c1", None);
     let all = ids(1, 4);
-    fixture(&mut c, "s", "g1", "c1", &all, 120_000, 1);
-    fixture(&mut c, "s", "g2", "c1", &all[..2], 120_000, 1);
-    fixture(&mut c, "s", "g2", "c1", &all[2..], 120_000, 9);
+    set_pending(&mut c, ("s", "g1"), "c1", &all, 120_000, 1);
+    set_pending(&mut c, ("s", "g2"), "c1", &all[..2], 120_000, 1);
+    set_pending(&mut c, ("s", "g2"), "c1", &all[2..], 120_000, 9);
     let g2_before = pending(&mut c, "s", "g2");
     set_policy_opts(
         &mut c,
@@ -804,7 +798,7 @@ fn wrong_type_stream_is_reported_and_others_still_swept() {
     set_policy_opts(&mut c, "bad", "g", "MIN-IDLE 60000 INTERVAL 50");
     let _: () = q(&mut c, &["SET", "bad", "x"]);
     delivered_to_c1(&mut c, "good", "g", 2);
-    fixture(&mut c, "good", "g", "c1", &ids(1, 2), 120_000, 1);
+    set_pending(&mut c, ("good", "g"), "c1", &ids(1, 2), 120_000, 1);
     set_policy_opts(&mut c, "good", "g", "MIN-IDLE 60000 INTERVAL 50");
     wait_for(10, "good's entries moved", || {
         (pel_state(&mut c, "good", "g") == [one("1-0", "reclaim", 1), one("2-0", "reclaim", 1)])
@@ -900,7 +894,7 @@ fn sweep_limit_handles_at_most_n_entries() {
     quiet_policy(&mut c, "l", "g", "MIN-IDLE 60000 COUNT 5");
     add_range(&mut c, "l", 1, 25);
     deliver(&mut c, "l", "g", "c1", None);
-    fixture(&mut c, "l", "g", "c1", &ids(1, 25), 120_000, 1);
+    set_pending(&mut c, ("l", "g"), "c1", &ids(1, 25), 120_000, 1);
 
     assert_eq!(sweep_limit(&mut c, "l", "g", 7), (7, 0, 0));
     let p = pel_state(&mut c, "l", "g");
@@ -916,7 +910,7 @@ fn sweep_limit_handles_at_most_n_entries() {
     assert!(p.iter().all(|(_, o, n)| o == "reclaim" && *n == 1), "{p:?}");
 
     // Deleted entries count against the limit too.
-    fixture(&mut c, "l", "g", "c1", &ids(1, 25), 120_000, 1);
+    set_pending(&mut c, ("l", "g"), "c1", &ids(1, 25), 120_000, 1);
     let _: i64 = q(&mut c, &["XTRIM", "l", "MAXLEN", "0"]);
     assert_eq!(sweep_limit(&mut c, "l", "g", 10), (0, 0, 10));
     assert_eq!(pel_total(&mut c, "l", "g"), 15);
@@ -1013,7 +1007,7 @@ fn windowed_scan_finds_scattered_stale_entries_and_purges_trimmed_ones() {
         .filter(|i| i % 997 == 0)
         .map(|i| format!("{i}-0"))
         .collect();
-    fixture(&mut c, "w", "g", "c1", &stale, 600_000, 1);
+    set_pending(&mut c, ("w", "g"), "c1", &stale, 600_000, 1);
     // Trim the first 100 entries away: they are fresh, but gone from the stream.
     run(&mut c, &["XTRIM", "w", "MINID", "101"]);
     quiet_policy(&mut c, "w", "g", "MIN-IDLE 300000 COUNT 10");
@@ -1042,7 +1036,7 @@ fn renamed_policy_key_follows_its_new_name() {
     let mut c = s.conn();
     set_policy_opts(&mut c, "a", "g", "MIN-IDLE 100000 INTERVAL 50");
     delivered_to_c1(&mut c, "b", "g", 3);
-    fixture(&mut c, "b", "g", "c1", &ids(1, 3), 200_000, 1);
+    set_pending(&mut c, ("b", "g"), "c1", &ids(1, 3), 200_000, 1);
     run(
         &mut c,
         &["RENAME", "reclaim:policy:{a}:a", "reclaim:policy:{b}:b"],
