@@ -1,6 +1,6 @@
-//! What an operator sees from outside: the per-policy lines of `INFO reclaim`, the keyspace events
-//! the module fires on a stream's key, the `reclaim-tick` LATENCY event and the ticks over budget,
-//! and `RECLAIM.HEALTH`.
+//! What an operator sees from outside: the `INFO reclaim` section (its totals and its per-policy
+//! lines), the keyspace events the module fires on a stream's key, the `reclaim-tick` LATENCY
+//! event and the ticks over budget, and `RECLAIM.HEALTH`.
 
 use reclaim_testkit::*;
 

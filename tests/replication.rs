@@ -1,5 +1,6 @@
 //! Replication: policies reach replicas by full sync and by the replication stream, replicas
-//! never sweep, the primary's sweeps reach them exactly, a promoted replica takes over.
+//! never sweep, the primary's sweeps reach them exactly, a promoted replica takes over; on a
+//! replica the read commands answer and the writing ones are refused with `READONLY`.
 
 use reclaim_testkit::*;
 

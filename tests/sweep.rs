@@ -1,8 +1,10 @@
 //! Sweep behaviour against a real server: moves into the claimant's inbox (a move is not a
 //! delivery: the count stays), the inbox waiting for a reader, dead-letters, deletions, untouched
-//! entries, cursor coverage across ticks, missing and wrong-type keys, RECLAIM.SWEEP, and how sweep
-//! effects reach replicas and the AOF. Deliveries after a move are made by a worker reading with
-//! RECLAIM.READGROUP (the kit's `take_inbox`), one each.
+//! entries, cursor coverage across ticks, missing and wrong-type keys, skipped scans, and how sweep
+//! effects reach replicas and the AOF; then `RECLAIM.SWEEP` and `RECLAIM.STATS` as commands: their
+//! exact replies (RESP2; RESP3 in tests/policy.rs), every rejected input with its exact error, a
+//! binary claimant, and the write access to the DLQ a sweep needs (ACL). Deliveries after a move
+//! are made by a worker reading with RECLAIM.READGROUP (the kit's `take_inbox`), one each.
 //!
 //! Timing: the tests use the timer with small INTERVALs and poll with `wait_for` for a state or a
 //! progress counter (passes, steps), never for a duration. Exact replies come from fixtures
