@@ -86,12 +86,13 @@ test-matrix: build servers ## The integration suite on Redis 8.2 and Valkey 8.1 
 	done
 
 VALGRIND_LOG_DIR ?= $(CURDIR)/target/valgrind
-test-valgrind: build ## The sweep, command and persistence suites with redis-server under valgrind memcheck
+VALGRIND_ENV = RECLAIM_TEST_SLOWDOWN=6 VALGRIND_LOG_DIR=$(VALGRIND_LOG_DIR) REDIS_SERVER_REAL=$$(command -v $(REDIS_SERVER)) \
+  REDIS_SERVER=$(CURDIR)/scripts/valgrind-redis-server.sh
+test-valgrind: build ## The sweep, policy, command-table, config and persistence suites (and INFO and a replica's commands) with redis-server under valgrind memcheck
 	@command -v valgrind >/dev/null || { echo "valgrind not found: apt-get install -y valgrind" >&2; exit 1; }
 	rm -rf $(VALGRIND_LOG_DIR)
-	RECLAIM_TEST_SLOWDOWN=6 VALGRIND_LOG_DIR=$(VALGRIND_LOG_DIR) REDIS_SERVER_REAL=$$(command -v $(REDIS_SERVER)) \
-	  REDIS_SERVER=$(CURDIR)/scripts/valgrind-redis-server.sh \
-	  $(CARGO_CMD) test --release --test sweep --test commands --test persistence -- --test-threads=2
+	$(VALGRIND_ENV) $(CARGO_CMD) test --release --test sweep --test policy --test introspection --test config --test persistence -- --test-threads=2
+	$(VALGRIND_ENV) $(CARGO_CMD) test --release --test observe --test replication -- --test-threads=2 info_section commands_on_a_replica
 	python3 scripts/valgrind_report.py $(VALGRIND_LOG_DIR)
 
 test-upstream: build ## Redis's own test suite (Debian source of the installed server) without and with the module (UPSTREAM_UNITS=...)

@@ -433,7 +433,8 @@ struct Dead {
     fields: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
-fn dead_letters(entries: &[Entry]) -> Vec<Dead> {
+/// The DLQ entries `entries` (`XRANGE` of the DLQ), parsed.
+fn dead_of(entries: &[Entry]) -> Vec<Dead> {
     entries
         .iter()
         .map(|e| {
@@ -586,7 +587,7 @@ fn sigkill_during_processing_loses_nothing_and_duplicates_nothing() {
         let (pel, dlq) = pel_and_dlq(&mut c, STREAM, GROUP, DLQ);
         check_partition(
             &pel,
-            &dead_letters(&dlq),
+            &dead_of(&dlq),
             &acked_before,
             &format!("after kill {} at {ms} ms", k + 1),
         );
@@ -638,7 +639,7 @@ fn sigkill_during_processing_loses_nothing_and_duplicates_nothing() {
         .expect("all clients joined")
         .into_inner()
         .unwrap();
-    let dlq = dead_letters(&dlq_raw);
+    let dlq = dead_of(&dlq_raw);
 
     // Where each produced ID ended.
     let mut acked: BTreeMap<&str, Vec<&str>> = BTreeMap::new();

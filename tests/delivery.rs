@@ -9,14 +9,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// (owner, count) of each pending entry, by ID.
-fn owners(c: &mut Connection, s: &str, g: &str) -> HashMap<String, (String, i64)> {
-    pending(c, s, g)
-        .into_iter()
-        .map(|p| (p.id, (p.consumer, p.count)))
-        .collect()
-}
-
 /// The README's policy, shortened for a test: MIN-IDLE 300, MAX-DELIVERIES 3, INTERVAL 50.
 fn readme_policy(c: &mut Connection, s: &str) {
     create_group(c, s.as_bytes(), b"workers");
@@ -34,21 +26,23 @@ fn an_outage_of_every_reader_dead_letters_nothing() {
     let mut c = s.conn();
     readme_policy(&mut c, "orders");
     let ids = add_entries(&mut c, b"orders", "o", 5);
-    read_group(&mut c, b"orders", b"workers", b"alice"); // alice reads 5 and dies
-                                                         // Ten times MIN-IDLE with nobody reading: the entries move to the inbox once and wait there,
-                                                         // their count still 1; nothing reaches the DLQ.
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_millis(3_000) {
-        assert_eq!(
-            xlen(&mut c, "orders:dlq"),
-            0,
-            "dead-lettered without a failure"
-        );
-        for (id, (_, n)) in owners(&mut c, "orders", "workers") {
+    // alice reads 5 and dies.
+    read_group(&mut c, b"orders", b"workers", b"alice");
+    // Ten times MIN-IDLE with nobody reading, and passes that saw them that stale: the entries
+    // move to the inbox once and wait there, their count still 1; nothing reaches the DLQ.
+    let nothing_delivered = |c: &mut Connection| {
+        assert_eq!(xlen(c, "orders:dlq"), 0, "dead-lettered without a failure");
+        for (id, (_, n)) in owners(c, "orders", "workers") {
             assert_eq!(n, 1, "{id}: a move is not a delivery");
         }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    };
+    wait_for(20, "the entries idle for ten times MIN-IDLE", || {
+        nothing_delivered(&mut c);
+        let p = pending(&mut c, "orders", "workers");
+        p.iter().all(|e| e.idle >= 3_000).then_some(())
+    });
+    wait_passes(&mut c, "orders", "workers", 2);
+    nothing_delivered(&mut c);
     let now = owners(&mut c, "orders", "workers");
     assert!(
         ids.iter().all(|i| now[i] == ("reclaim".to_string(), 1)),
@@ -436,38 +430,13 @@ fn replies_have_xreadgroups_shape_in_resp2_and_resp3() {
         assert_ne!(want, Value::Nil);
     }
     // Nothing left for either: nil both ways.
-    let _: Value = q(
-        &mut c,
-        &["XREADGROUP", "GROUP", "plain", "c", "STREAMS", "r", ">"],
-    );
-    let _: Value = q(
-        &mut c,
-        &[
-            "RECLAIM.READGROUP",
-            "GROUP",
-            "reclaim",
-            "c",
-            "STREAMS",
-            "r",
-            ">",
-        ],
-    );
-    let want: Value = q(
-        &mut c,
-        &["XREADGROUP", "GROUP", "plain", "c", "STREAMS", "r", ">"],
-    );
-    let got: Value = q(
-        &mut c,
-        &[
-            "RECLAIM.READGROUP",
-            "GROUP",
-            "reclaim",
-            "c",
-            "STREAMS",
-            "r",
-            ">",
-        ],
-    );
+    let read = |c: &mut Connection, cmd_name: &str, group: &str| {
+        run(c, &[cmd_name, "GROUP", group, "c", "STREAMS", "r", ">"])
+    };
+    read(&mut c, "XREADGROUP", "plain");
+    read(&mut c, "RECLAIM.READGROUP", "reclaim");
+    let want = read(&mut c, "XREADGROUP", "plain");
+    let got = read(&mut c, "RECLAIM.READGROUP", "reclaim");
     assert_eq!((got, want), (Value::Nil, Value::Nil));
 }
 

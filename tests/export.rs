@@ -10,16 +10,15 @@ use reclaim_testkit::*;
 
 const EXISTS: &str = "this key and group have a policy already (IMPORT ... REPLACE replaces it)";
 
-/// A binary stream key, group and DLQ (NUL, invalid UTF-8, CR LF): JSON carries them as hex.
-const BIN_KEY: &[u8] = b"bin\x00\xff\r\nstream";
-const BIN_GROUP: &[u8] = b"g\x00\xfe";
+/// A binary DLQ (NUL, invalid UTF-8) for the kit's binary stream and group ([`BIN_STREAM`],
+/// [`BIN_GROUP`]): JSON carries them as hex.
 const BIN_DLQ: &[u8] = b"bin\x00\xff:dlq";
 
 /// Three policies in db 0 (one with binary names, one paused) and one in db 1.
-fn seed(c: &mut Connection, c1: &mut Connection) -> Vec<(Vec<u8>, Vec<u8>, PolicyView)> {
+fn seed_policies(c: &mut Connection, c1: &mut Connection) -> Vec<(Vec<u8>, Vec<u8>, PolicyView)> {
     let want = vec![
         (
-            BIN_KEY.to_vec(),
+            BIN_STREAM.to_vec(),
             BIN_GROUP.to_vec(),
             PolicyView::new(500, 250)
                 .with_dlq(BIN_DLQ, 4)
@@ -49,15 +48,6 @@ fn seed(c: &mut Connection, c1: &mut Connection) -> Vec<(Vec<u8>, Vec<u8>, Polic
     want
 }
 
-/// `RECLAIM.POLICY <words...>`, expecting `+OK`.
-fn policy_ok(c: &mut Connection, words: &[&str]) {
-    let r: Value = cmd("RECLAIM.POLICY").arg(words).query(c).unwrap();
-    assert!(
-        matches!(&r, Value::Okay) || matches!(&r, Value::SimpleString(s) if s == "OK"),
-        "{words:?}: {r:?}"
-    );
-}
-
 /// The document with no policies, as EXPORT writes it.
 const EMPTY: &str = "{\n  \"version\": 1,\n  \"policies\": []\n}";
 
@@ -66,7 +56,7 @@ fn export_flushdb_import_gives_the_same_policies_binary_names_included() {
     let s = Server::new();
     let mut c = s.conn();
     let mut c1 = s.conn_db(1);
-    let mut want = seed(&mut c, &mut c1);
+    let mut want = seed_policies(&mut c, &mut c1);
     policy_ok(&mut c, &["PAUSE", "orders", "audit"]);
     want.sort();
     let listed = list_policies(&mut c);
@@ -320,7 +310,7 @@ fn import_reaches_replicas_and_the_aof_as_set_commands() {
     let src = Server::new();
     let mut sc = src.conn();
     let mut sc1 = src.conn_db(1);
-    let want = seed(&mut sc, &mut sc1);
+    let want = seed_policies(&mut sc, &mut sc1);
     let doc = export_policies(&mut sc);
 
     assert_eq!(import_policies(&mut c, doc.as_bytes(), false), 3);
@@ -369,7 +359,7 @@ fn redis_cli_export_to_a_file_and_import_from_it_as_the_readme_shows() {
     let s = Server::new();
     let mut c = s.conn();
     let mut c1 = s.conn_db(1);
-    let mut want = seed(&mut c, &mut c1);
+    let mut want = seed_policies(&mut c, &mut c1);
     want.sort();
     let doc = export_policies(&mut c);
     let file = s.dir.path().join("policies.json");

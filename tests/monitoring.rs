@@ -15,7 +15,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn contrib(p: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -67,7 +67,14 @@ fn the_collect_script_turns_info_reclaim_into_named_values() {
     set_policy(&mut c, b"odd:\xff name", b"g", &PolicyView::new(1000, 50));
     set_policy(&mut c, b"p", b"g", &PolicyView::new(1000, 50));
     run(&mut c, &["RECLAIM.POLICY", "PAUSE", "p", "g"]);
-    std::thread::sleep(Duration::from_millis(150));
+    // w1's entries stale (MIN-IDLE 100), and the binary one's first pass found no stream.
+    wait_idle(&mut c, "orders", "billing", 150);
+    wait_for(10, "the binary policy waiting for its stream", || {
+        policy_lines(&mut c)
+            .iter()
+            .any(|l| l["stream"] == "odd%3A%FF%20name" && l["status"] == "waiting")
+            .then_some(())
+    });
     let swept = run(&mut c, &["RECLAIM.SWEEP", "orders", "billing"]);
     assert_eq!(int_field(&swept, "claimed"), 3);
     let v = collect(&mut c);
@@ -248,7 +255,6 @@ fn exporter_and_prometheus_see_each_policy_move_after_a_sweep() {
     create_group(&mut c, b"orders", b"billing");
     let ids = add_entries(&mut c, b"orders", "o", 5);
     read_group(&mut c, b"orders", b"billing", b"w1");
-    let read_at = Instant::now();
     set_deliveries(&mut c, b"orders", b"billing", b"w1", &ids[..2], 3);
     // The policy's one timer pass sees the five fresh (MIN-IDLE leaves it 2 s to run).
     quiet_policy(
@@ -323,7 +329,7 @@ fn exporter_and_prometheus_see_each_policy_move_after_a_sweep() {
     );
 
     // The entries go stale; one sweep moves three to the inbox and dead-letters two.
-    std::thread::sleep(Duration::from_millis(2050).saturating_sub(read_at.elapsed()));
+    wait_idle(&mut c, "orders", "billing", 2050);
     let swept = run(&mut c, &["RECLAIM.SWEEP", "orders", "billing"]);
     assert_eq!(int_field(&swept, "claimed"), 3);
     assert_eq!(int_field(&swept, "dead-lettered"), 2);

@@ -1,6 +1,6 @@
-//! What an operator sees from outside: the per-policy lines of `INFO reclaim`, the keyspace events
-//! the module fires on a stream's key, the `reclaim-tick` LATENCY event and the ticks over budget,
-//! and `RECLAIM.HEALTH`.
+//! What an operator sees from outside: the `INFO reclaim` section (its totals and its per-policy
+//! lines), the keyspace events the module fires on a stream's key, the `reclaim-tick` LATENCY
+//! event and the ticks over budget, and `RECLAIM.HEALTH`.
 
 use reclaim_testkit::*;
 
@@ -53,11 +53,8 @@ fn info_has_a_line_per_policy_with_what_the_passes_saw() {
     let w1 = add_entries(&mut c, b"a", "x", 3);
     read_group(&mut c, b"a", b"g", b"w1");
     // Idle for two minutes as far as the PEL knows (the count stays 1); and added 400 ms ago.
-    let mut idle = vec!["XCLAIM", "a", "g", "w1", "0"];
-    idle.extend(w1.iter().map(String::as_str));
-    idle.extend(["IDLE", "120000", "JUSTID"]);
-    let _: Vec<String> = q(&mut c, &idle);
-    std::thread::sleep(Duration::from_millis(400));
+    set_pending(&mut c, ("a", "g"), "w1", &w1, 120_000, 1);
+    wait_age(&mut c, &w1[0], 400);
     add_entries(&mut c, b"a", "y", 2);
     read_group(&mut c, b"a", b"g", b"w2");
     let odd: &[u8] = b"o\xff:1,x y";
@@ -98,7 +95,7 @@ fn info_has_a_line_per_policy_with_what_the_passes_saw() {
         .map(|l| l["stream"].clone())
         .collect();
     assert_eq!(streams, ["0first", "a", "o%FF%3A1%2Cx%20y"]);
-    run(&mut c, &["RECLAIM.POLICY", "DEL", "0first", "g"]);
+    policy_del_reply(&mut c, b"0first", b"g");
     let streams: Vec<String> = policy_lines(&mut c)
         .into_iter()
         .map(|l| l["stream"].clone())
@@ -172,14 +169,24 @@ fn listen(s: &Server) -> mpsc::Receiver<(String, String)> {
 
 /// Waits for event `ev` on `key` (other events are skipped); panics with what came instead.
 fn expect_event(rx: &mpsc::Receiver<(String, String)>, key: &str, ev: &str) {
+    events_until(rx, key, ev);
+}
+
+/// Waits for event `ev` on `key`: the (key, event) pairs that came before it. Panics with them
+/// when it does not come.
+fn events_until(
+    rx: &mpsc::Receiver<(String, String)>,
+    key: &str,
+    ev: &str,
+) -> Vec<(String, String)> {
     let mut seen = Vec::new();
     let deadline = std::time::Instant::now() + Duration::from_secs(10 * slowdown());
     while std::time::Instant::now() < deadline {
         if let Ok((k, e)) = rx.recv_timeout(Duration::from_millis(100)) {
             if k == key && e == ev {
-                return;
+                return seen;
             }
-            seen.push(format!("{k} {e}"));
+            seen.push((k, e));
         }
     }
     panic!("no {ev} on {key}; saw {seen:?}");
@@ -332,12 +339,18 @@ fn keyspace_events_announce_policy_state_changes() {
     run(&mut c, &["RECLAIM.POLICY", "PAUSE", "st", "g", "STORM"]);
     run(&mut c, &["RECLAIM.POLICY", "PAUSE", "st", "g"]);
     expect_event(&rx, "st", "reclaim-paused");
-    std::thread::sleep(Duration::from_millis(200));
-    let rest: Vec<(String, String)> = rx.try_iter().filter(|(k, _)| k == "st").collect();
+    // Nothing more on `st`: through passes of another policy (the timer ran), up to an event
+    // fired after all of the above.
+    create_group(&mut c, b"witness", b"g");
+    set_policy_opts(&mut c, "witness", "g", "INTERVAL 50");
+    wait_passes(&mut c, "witness", "g", 4);
+    run(&mut c, &["XADD", "marker", "*", "f", "v"]);
+    let rest: Vec<(String, String)> = events_until(&rx, "marker", "xadd")
+        .into_iter()
+        .filter(|(k, _)| k == "st")
+        .collect();
     assert!(rest.is_empty(), "{rest:?}");
 }
-
-const NO_POLICY: &str = "ERR no reclaim policy for this key and group";
 
 /// `RECLAIM.HEALTH stream group`.
 fn health(c: &mut Connection, stream: &str, group: &str) -> Value {
@@ -368,11 +381,11 @@ fn health_shows_the_group_and_when_each_figure_was_taken() {
     let ids = add_entries(&mut c, b"h", "x", 5);
     read_group(&mut c, b"h", b"g", b"w1");
     set_deliveries(&mut c, b"h", b"g", b"w1", &ids[..2], 3);
-    std::thread::sleep(Duration::from_millis(250));
+    wait_idle(&mut c, "h", "g", 250);
     // One that w2 has just read: not stale.
     add_entries(&mut c, b"h", "y", 1);
     read_group(&mut c, b"h", b"g", b"w2");
-    let before = epoch_ms_now();
+    let before = server_ms(&mut c);
     let swept = run(&mut c, &["RECLAIM.SWEEP", "h", "g"]);
     assert_eq!(int_field(&swept, "claimed"), 3);
     assert_eq!(int_field(&swept, "dead-lettered"), 2);
@@ -469,13 +482,6 @@ fn health_shows_the_group_and_when_each_figure_was_taken() {
     assert_eq!(q::<String>(&mut c, &["TYPE", "h"]), "string");
 }
 
-fn epoch_ms_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-}
-
 #[test]
 fn replicas_show_the_stored_state_in_info() {
     let s = Server::new();
@@ -532,4 +538,101 @@ fn reclaim_enabled_no_shows_in_info_and_health() {
     assert_eq!(reclaim_info(&mut c, "enabled"), 1);
     assert_eq!(line_of(&mut c, "a", "g")["status"], "active");
     assert_eq!(str_field(&health(&mut c, "a", "g"), "status"), "active");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The INFO reclaim section
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn info_section() {
+    let s = Server::new();
+    let mut c = s.conn();
+    let text: String = cmd("INFO").arg("reclaim").query(&mut c).unwrap();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines[0].trim(), "# reclaim", "{text}");
+    for f in [
+        "reclaim_policies",
+        "reclaim_inbox",
+        "reclaim_tracked_consumers",
+        "reclaim_used_memory",
+        "reclaim_blocked_readers",
+        "reclaim_ticks",
+        "reclaim_ticks_skipped_replica",
+        "reclaim_ticks_skipped_loading",
+        "reclaim_ticks_skipped_paused",
+        "reclaim_ticks_skipped_oom",
+        "reclaim_steps",
+        "reclaim_passes",
+        "reclaim_claimed",
+        "reclaim_redelivered",
+        "reclaim_dead_lettered",
+        "reclaim_deleted",
+        "reclaim_oom_skips",
+        "reclaim_errors",
+        "reclaim_dlq_trimmed",
+        "reclaim_tombstones",
+        "reclaim_last_tick_us",
+        "reclaim_max_tick_us",
+        "reclaim_panics",
+    ] {
+        let _ = info_int(&mut c, "reclaim", f);
+    }
+    // Every line of the section is `reclaim_<name>:<integer>`; the per-policy lines follow in
+    // their own section (tests/observe.rs).
+    let totals: Vec<&&str> = lines[1..]
+        .iter()
+        .take_while(|l| !l.starts_with('#'))
+        .collect();
+    assert_eq!(
+        lines.get(totals.len() + 1).map(|l| l.trim()),
+        Some("# reclaim_policies"),
+        "{text}"
+    );
+    for l in totals {
+        let (k, v) = l.split_once(':').unwrap_or_else(|| panic!("line {l:?}"));
+        assert!(k.starts_with("reclaim_"), "{l:?}");
+        assert!(v.trim().parse::<u64>().is_ok(), "{l:?}");
+    }
+    // The section is part of `INFO everything` too.
+    let all: String = cmd("INFO").arg("everything").query(&mut c).unwrap();
+    assert!(
+        all.contains("# reclaim\r\n"),
+        "INFO everything lacks # reclaim"
+    );
+
+    assert_eq!(reclaim_info(&mut c, "policies"), 0);
+    assert_eq!(reclaim_info(&mut c, "claimed"), 0);
+    assert_eq!(reclaim_info(&mut c, "redelivered"), 0);
+    assert_eq!(reclaim_info(&mut c, "inbox"), 0);
+    assert_eq!(reclaim_info(&mut c, "dead_lettered"), 0);
+    assert_eq!(reclaim_info(&mut c, "deleted"), 0);
+    assert_eq!(reclaim_info(&mut c, "ticks_skipped_replica"), 0);
+
+    set_policy_args(&mut c, b"a", b"g", &[]);
+    set_policy_args(&mut c, b"a", b"h", &[]);
+    set_policy_args(&mut c, b"b", b"g", &[]);
+    assert_eq!(reclaim_info(&mut c, "policies"), 3);
+    // Replacing is not adding.
+    set_policy_args(&mut c, b"a", b"g", &words("COUNT 5"));
+    assert_eq!(reclaim_info(&mut c, "policies"), 3);
+    // A rejected SET adds nothing.
+    let _ = set_policy_err(&mut c, b"z", b"g", &words("COUNT 0"));
+    assert_eq!(reclaim_info(&mut c, "policies"), 3);
+    // Policies of every database count.
+    let mut c1 = s.conn();
+    let _: () = cmd("SELECT").arg(1).query(&mut c1).unwrap();
+    set_policy_args(&mut c1, b"a", b"g", &[]);
+    assert_eq!(reclaim_info(&mut c, "policies"), 4);
+    assert_eq!(policy_del_reply(&mut c, b"a", b"h"), Value::Int(1));
+    assert_eq!(reclaim_info(&mut c, "policies"), 3);
+    assert_eq!(policy_del_reply(&mut c, b"a", b"h"), Value::Int(0));
+    assert_eq!(reclaim_info(&mut c, "policies"), 3);
+    // FLUSHDB forgets the policies of its database.
+    let _: () = cmd("FLUSHDB").query(&mut c1).unwrap();
+    assert_eq!(reclaim_info(&mut c, "policies"), 2);
+    let _: () = cmd("FLUSHALL").query(&mut c).unwrap();
+    assert_eq!(reclaim_info(&mut c, "policies"), 0);
+    assert_eq!(policy_list_reply(&mut c), Value::Array(vec![]));
+    assert_eq!(reclaim_info(&mut c, "panics"), 0);
 }

@@ -1,5 +1,6 @@
 //! Persistence: policies in RDB and AOF (with and without RDB preamble, before and after a
-//! rewrite), the AOF shape of a dead-letter move, kill -9 consistency, FLUSHALL, DEL, SWAPDB.
+//! rewrite), the AOF shape of a dead-letter move, kill -9 consistency, FLUSHALL, DEL, SWAPDB, and
+//! policies saved by older versions of the module (the RDB files of tests/fixtures/).
 
 use reclaim_testkit::*;
 
@@ -756,4 +757,71 @@ fn swapdb_moves_policies_with_their_database() {
         str_field(&stats(&mut c1, "orders", "workers"), "status"),
         "active"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Policies saved by older versions (tests/fixtures/*.rdb)
+// ---------------------------------------------------------------------------------------------
+
+/// The policy each fixture holds on (`orders`, `workers`), as the module that saved it in policy
+/// encoding `version` knew it: `RECLAIM.POLICY SET orders workers MIN-IDLE 1234 MAX-DELIVERIES 2
+/// DLQ orders:dlq CLAIMANT rescuer COUNT 5 INTERVAL 77`, from version 2 on with `BACKOFF
+/// EXPONENTIAL 9000 LIVENESS 500`, in version 3 with `STORM 10 60000` and then `RECLAIM.POLICY
+/// PAUSE orders workers`.
+fn saved_policy(version: u32) -> PolicyView {
+    let mut p = PolicyView::new(1234, 77)
+        .with_dlq(b"orders:dlq", 2)
+        .with_claimant(b"rescuer")
+        .with_count(5);
+    if version >= 2 {
+        p = p.with_backoff("EXPONENTIAL 9000").with_liveness(500);
+    }
+    if version >= 3 {
+        p = p.with_storm(10, 60_000).with_state("paused");
+    }
+    p
+}
+
+/// The policy on (`orders`, `workers`) of a server started from a fixture.
+fn loaded_policy(c: &mut Connection, fixture: &str) -> PolicyView {
+    get_policy(c, b"orders", b"workers").unwrap_or_else(|| panic!("the policy of {fixture}"))
+}
+
+#[test]
+fn a_policy_written_by_0_1_0_loads_unchanged() {
+    // policies-0.1.0.rdb: saved by 0.1.0 (policy encoding version 1).
+    let s = Server::from_fixture("policies-0.1.0.rdb");
+    let mut c = s.conn();
+    assert_eq!(loaded_policy(&mut c, "0.1.0"), saved_policy(1));
+    assert_eq!(reclaim_info(&mut c, "policies"), 1);
+}
+
+#[test]
+fn a_policy_saved_in_encoding_version_2_loads_active_without_storm() {
+    // policies-encoding-2.rdb: saved by the module before STORM and the state (policy encoding
+    // version 2).
+    let s = Server::from_fixture("policies-encoding-2.rdb");
+    let mut c = s.conn();
+    let p = loaded_policy(&mut c, "version 2");
+    assert_eq!(p, saved_policy(2));
+    assert_eq!(p.state, b"active");
+    assert_eq!(p.storm, None);
+}
+
+#[test]
+fn a_policy_saved_in_encoding_version_3_loads_without_retention_or_tombstones() {
+    // policies-encoding-3.rdb: saved by the module before DLQ-MAXLEN, DLQ-MAXAGE and TOMBSTONES
+    // (policy encoding version 3).
+    let mut s = Server::from_fixture("policies-encoding-3.rdb");
+    let mut c = s.conn();
+    let p = loaded_policy(&mut c, "version 3");
+    assert_eq!(p, saved_policy(3));
+    assert_eq!((p.dlq_maxlen, p.dlq_maxage, p.tombstones), (0, 0, false));
+    // Saved again, it is version 4 and loads the same.
+    let _: () = q(&mut c, &["SAVE"]);
+    drop(c);
+    s.kill();
+    s.restart();
+    let mut c = s.conn();
+    assert_eq!(get_policy(&mut c, b"orders", b"workers"), Some(p));
 }

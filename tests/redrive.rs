@@ -39,23 +39,27 @@ fn dead_letters(
     min_idle: i64,
     interval: &str,
 ) -> Vec<String> {
-    create_group(c, s.as_bytes(), b"g");
-    set_policy_opts(
-        c,
-        s,
-        "g",
-        &format!("MIN-IDLE {min_idle} MAX-DELIVERIES 3 DLQ {s}:dlq INTERVAL {interval}"),
-    );
-    let ids = add_numbered(c, s, n);
-    deliver(c, s, "g", "w", None);
+    let policy = format!("MIN-IDLE {min_idle} MAX-DELIVERIES 3 DLQ {s}:dlq INTERVAL {interval}");
+    let ids = dead_letters_under(c, s, &policy, n);
+    assert_eq!(xlen(c, format!("{s}:dlq")), n as i64);
+    ids
+}
+
+/// A stream `st` with group `g` under the policy `opts` (which dead-letters at 3 deliveries),
+/// holding `n` entries, every one of them dead-lettered as delivered to `w` more than three times
+/// (`RETRYCOUNT 4`, then `RECLAIM.SWEEP` until the PEL is empty). Returns their IDs.
+fn dead_letters_under(c: &mut Connection, st: &str, opts: &str, n: usize) -> Vec<String> {
+    create_group(c, st.as_bytes(), b"g");
+    set_policy_opts(c, st, "g", opts);
+    let ids = add_numbered(c, st, n);
+    deliver(c, st, "g", "w", None);
     for chunk in ids.chunks(500) {
-        set_deliveries(c, s.as_bytes(), b"g", b"w", chunk, 4);
+        set_deliveries(c, st.as_bytes(), b"g", b"w", chunk, 4);
     }
     wait_for(10, "every entry dead-lettered", || {
-        let _: Value = cmd("RECLAIM.SWEEP").arg(s).arg("g").query(c).ok()?;
-        (xlen(c, format!("{s}:dlq")) == n as i64).then_some(())
+        let _: Value = cmd("RECLAIM.SWEEP").arg(st).arg("g").query(c).ok()?;
+        (pel_total(c, st, "g") == 0).then_some(())
     });
-    assert_eq!(pel_total(c, s, "g"), 0);
     ids
 }
 
@@ -63,6 +67,25 @@ fn dead_letters(
 fn assert_once(c: &mut Connection, s: &str, all: &[String]) {
     let (pel, dlq) = pel_and_dlq(c, s, "g", &format!("{s}:dlq"));
     assert_partition(&pel, &dlq, all);
+}
+
+/// Starts a second task, on `witness:dlq` (20 dead letters of stream `witness`), at RATE 10: an
+/// entry every 100 ms. Its moves are the positive sign that the timer ran rounds of redrive steps
+/// (every running task gets a step in each) for that long: a test that asserts that another task
+/// did nothing waits for them, never for a duration.
+fn start_witness(c: &mut Connection) {
+    dead_letters(c, "witness", 20, 60000, HOUR);
+    redrive(c, &["witness:dlq", "RATE", "10"]);
+}
+
+/// Waits until the witness task ([`start_witness`]) moved `n` more entries than now: `n` times
+/// 100 ms of redrive rounds.
+fn witness_moves(c: &mut Connection, n: i64) {
+    let moved = |c: &mut Connection| int_field(&status_of(c, "witness:dlq"), "moved");
+    let start = moved(c);
+    wait_for(20, &format!("{n} more moves of the witness task"), || {
+        (moved(c) >= start + n).then_some(())
+    });
 }
 
 #[test]
@@ -179,12 +202,17 @@ fn rate_limits_the_moves_and_each_entry_moves_exactly_once() {
     let ticks_before = tick_figures(&mut c);
     let t0 = Instant::now();
     redrive(&mut c, &["r:dlq", "RATE", "100"]);
-    let mut samples = Vec::new();
+    // A sample every 200 ms at most, for the report below.
+    let mut samples: Vec<(Duration, i64, i64, i64)> = Vec::new();
     let st = wait_for(60, "the redrive done", || {
         let v = status_of(&mut c, "r:dlq");
-        let [.., round_us, over] = tick_figures(&mut c);
-        samples.push((t0.elapsed(), int_field(&v, "moved"), round_us, over));
-        std::thread::sleep(Duration::from_millis(200));
+        let due = samples
+            .last()
+            .is_none_or(|l| t0.elapsed() >= l.0 + Duration::from_millis(200));
+        if due {
+            let [.., round_us, over] = tick_figures(&mut c);
+            samples.push((t0.elapsed(), int_field(&v, "moved"), round_us, over));
+        }
         (str_field(&v, "state") == "done").then_some(v)
     });
     let took = t0.elapsed();
@@ -240,9 +268,9 @@ fn tick_figures(c: &mut Connection) -> [i64; 5] {
     .map(|f| reclaim_info(c, f))
 }
 
-/// A worker that reads with `RECLAIM.READGROUP` for `dur`, acknowledging what it gets when
-/// `fixed`; returns how many entries it got.
-fn work(
+/// A worker that reads with `RECLAIM.READGROUP` until `until` holds, acknowledging what it gets
+/// when `fixed`; returns how many entries it got.
+fn work_until(
     c: &mut Connection,
     s: &str,
     fixed: bool,
@@ -270,7 +298,7 @@ fn canary_with_a_broken_handler_stops_and_leaves_the_rest() {
     redrive(&mut c, &["cb:dlq", "CANARY", "2", "WINDOW", "5000"]);
     // The handler is still broken: the two canaries fail three times and come back to the DLQ.
     let mut w = s.conn();
-    work(&mut w, "cb", false, |c| {
+    work_until(&mut w, "cb", false, |c| {
         str_field(&status_of(c, "cb:dlq"), "state") == "canary-failed"
     });
     let st = status_of(&mut c, "cb:dlq");
@@ -286,8 +314,9 @@ fn canary_with_a_broken_handler_stops_and_leaves_the_rest() {
     let dlq = dlq_ids(&xrange(&mut c, b"cb:dlq"));
     assert_eq!(sorted(&dlq[..8]), ids[2..].to_vec());
     assert_eq!(sorted(&dlq[8..]), ids[..2].to_vec());
-    // Nothing moves any more.
-    std::thread::sleep(Duration::from_millis(300));
+    // Nothing moves any more, through 300 ms of redrive rounds.
+    start_witness(&mut c);
+    witness_moves(&mut c, 4);
     assert_eq!(int_field(&status_of(&mut c, "cb:dlq"), "moved"), 2);
     // The moved set is gone with the task's end.
     assert!(!exists(&mut c, "reclaim:redrive-moved:{cb:dlq}:cb:dlq"));
@@ -303,7 +332,7 @@ fn canary_with_a_fixed_handler_completes() {
     assert_eq!(int_field(&st, "moved"), 2);
     assert!(int_field(&st, "canary-until-ms") > 0);
     let mut w = s.conn();
-    let got = work(&mut w, "cf", true, |c| {
+    let got = work_until(&mut w, "cf", true, |c| {
         str_field(&status_of(c, "cf:dlq"), "state") == "done" && pel_total(c, "cf", "g") == 0
     });
     assert_eq!(got, 10);
@@ -319,17 +348,10 @@ fn errors_one_task_per_dlq_and_cancel() {
     let s = Server::new();
     let mut c = s.conn();
     dead_letters(&mut c, "e", 50, 60000, HOUR);
-    let err = |c: &mut Connection, args: &[&str]| {
-        let mut k = cmd("RECLAIM.REDRIVE");
-        k.arg(args);
-        error_of(c, &k)
-    };
+    let err = redrive_err;
     assert_eq!(err(&mut c, &["nope"]), "ERR no such DLQ key");
     run(&mut c, &["SET", "str", "x"]);
-    assert_eq!(
-        err(&mut c, &["str"]),
-        "WRONGTYPE the DLQ key holds the wrong kind of value (it must be a stream)"
-    );
+    assert_eq!(err(&mut c, &["str"]), WRONGTYPE_DLQ);
     assert_eq!(
         err(&mut c, &["e:dlq", "FOO", "1"]),
         "ERR unknown option 'FOO'"
@@ -346,10 +368,7 @@ fn errors_one_task_per_dlq_and_cancel() {
         err(&mut c, &["e:dlq", "CANARY", "2"]),
         "ERR CANARY k and WINDOW ms go together"
     );
-    assert_eq!(
-        err(&mut c, &["e:dlq", "SOURCE", "e", "other"]),
-        "ERR no reclaim policy for this key and group"
-    );
+    assert_eq!(err(&mut c, &["e:dlq", "SOURCE", "e", "other"]), NO_POLICY);
     // A hand-written value under a DLQ's task key.
     run(&mut c, &["XADD", "x", "*", "k", "v"]);
     run(&mut c, &["SET", "reclaim:redrive:{x}:x", "mine"]);
@@ -372,7 +391,9 @@ fn errors_one_task_per_dlq_and_cancel() {
     let st = status_of(&mut c, "e:dlq");
     assert_eq!(str_field(&st, "state"), "canceled");
     let moved = int_field(&st, "moved");
-    std::thread::sleep(Duration::from_millis(500));
+    // A task at RATE 5 would have moved two or three more in half a second of redrive rounds.
+    start_witness(&mut c);
+    witness_moves(&mut c, 6);
     assert_eq!(int_field(&status_of(&mut c, "e:dlq"), "moved"), moved);
     assert_eq!(xlen(&mut c, "e:dlq"), 50 - moved);
     assert_eq!(pel_total(&mut c, "e", "g"), moved);
@@ -391,22 +412,8 @@ fn source_trimmed_entries_and_other_streams() {
     let s = Server::new();
     let mut c = s.conn();
     // Two streams dead-letter into one DLQ.
-    for st in ["a", "b"] {
-        create_group(&mut c, st.as_bytes(), b"g");
-        set_policy_opts(
-            &mut c,
-            st,
-            "g",
-            "MIN-IDLE 60000 MAX-DELIVERIES 3 DLQ shared:dlq INTERVAL 3600000",
-        );
-    }
-    let a = add_numbered(&mut c, "a", 4);
-    let b = add_numbered(&mut c, "b", 4);
-    for (st, ids) in [("a", &a), ("b", &b)] {
-        deliver(&mut c, st, "g", "w", None);
-        set_deliveries(&mut c, st.as_bytes(), b"g", b"w", ids, 4);
-        run(&mut c, &["RECLAIM.SWEEP", st, "g"]);
-    }
+    let a = shared_dead_letters(&mut c, "a", "shared:dlq", 4);
+    let b = shared_dead_letters(&mut c, "b", "shared:dlq", 4);
     assert_eq!(xlen(&mut c, "shared:dlq"), 8);
     // Two of a's entries were trimmed from a since: they stay in the DLQ, counted as skipped.
     run(&mut c, &["XDEL", "a", &a[0], &a[1]]);
@@ -488,25 +495,16 @@ fn a_promoted_replica_continues_the_task() {
     assert_eq!(str_field(&status_of(&mut rc, "p:dlq"), "state"), "running");
     assert_eq!(
         error_of(&mut rc, cmd("RECLAIM.REDRIVE").arg("p:dlq")),
-        "READONLY You can't write against a read only replica."
+        READONLY
     );
     assert_eq!(
         error_of(&mut rc, cmd("RECLAIM.REDRIVE").arg("CANCEL").arg("p:dlq")),
-        "READONLY You can't write against a read only replica."
+        READONLY
     );
     p.kill();
     promote(&mut rc);
     let (at, moved) = resumes(&mut rc, &ids);
     eprintln!("promotion at {at} moved; {moved} in all");
-}
-
-/// `INFO replication` field `role`.
-fn role(c: &mut Connection) -> String {
-    info(c, "replication")
-        .into_iter()
-        .find(|(k, _)| k == "role")
-        .map(|(_, v)| v)
-        .unwrap_or_default()
 }
 
 /// The coordinated `FAILOVER TO` the replica in the middle of a task: the new primary continues
@@ -520,22 +518,12 @@ fn a_failover_hands_the_task_to_the_new_primary() {
     let mut rc = r.conn();
     // RATE 20: 10 s for 200 entries, so the failover happens in the middle.
     let ids = start_task_at(&mut c, "20");
-    // FAILOVER TO needs the replica online on the primary's side (its first REPLCONF ACK).
-    replica_acked(&mut c);
-    let rport = r.port.to_string();
-    let _: () = q(&mut c, &["FAILOVER", "TO", "127.0.0.1", &rport]);
-    wait_for(20, "the failover to complete", || {
-        let old = info(&mut c, "replication");
-        let link_up = old
-            .iter()
-            .any(|(k, v)| k == "master_link_status" && v == "up");
-        (role(&mut rc) == "master" && role(&mut c) == "slave" && link_up).then_some(())
-    });
+    failover_to(&mut c, &r);
     assert!(p.alive() && r.alive());
     // The old primary refuses to start or cancel a task now.
     assert_eq!(
         error_of(&mut c, cmd("RECLAIM.REDRIVE").arg("CANCEL").arg("p:dlq")),
-        "READONLY You can't write against a read only replica."
+        READONLY
     );
     let (at, moved) = resumes(&mut rc, &ids);
     eprintln!("FAILOVER at {at} moved; {moved} in all");
@@ -557,13 +545,6 @@ fn a_failover_hands_the_task_to_the_new_primary() {
     assert_eq!(reclaim_info(&mut rc, "panics"), 0);
 }
 
-/// A connection authenticated as `user` (every test user is `nopass`).
-fn conn_as(s: &Server, user: &str) -> Connection {
-    let mut c = s.conn();
-    run(&mut c, &["AUTH", user, "any"]);
-    c
-}
-
 /// Without SOURCE, a task may write the PEL of the stream of every policy whose DLQ is this DLQ:
 /// the caller must be allowed to write all of them (checked when the task starts). With them, the
 /// task moves their entries back, and leaves an entry naming a policy with another DLQ.
@@ -572,26 +553,14 @@ fn without_source_the_caller_must_write_every_stream_of_the_dlq() {
     let s = Server::new();
     let mut c = s.conn();
     // Two streams dead-letter into dlq:shared; a third into its own DLQ.
-    let mut all = Vec::new();
-    for st in ["s1", "s2", "other"] {
-        create_group(&mut c, st.as_bytes(), b"g");
-        let dlq = if st == "other" {
-            "dlq:other"
-        } else {
-            "dlq:shared"
-        };
-        set_policy_opts(
-            &mut c,
-            st,
-            "g",
-            &format!("MIN-IDLE 60000 MAX-DELIVERIES 3 DLQ {dlq} INTERVAL 3600000"),
-        );
-        let ids = add_numbered(&mut c, st, 3);
-        deliver(&mut c, st, "g", "w", None);
-        set_deliveries(&mut c, st.as_bytes(), b"g", b"w", &ids, 4);
-        run(&mut c, &["RECLAIM.SWEEP", st, "g"]);
-        all.push(ids);
-    }
+    let all: Vec<Vec<String>> = [
+        ("s1", "dlq:shared"),
+        ("s2", "dlq:shared"),
+        ("other", "dlq:other"),
+    ]
+    .into_iter()
+    .map(|(st, dlq)| shared_dead_letters(&mut c, st, dlq, 3))
+    .collect();
     assert_eq!(xlen(&mut c, "dlq:shared"), 6);
     // An entry of `other` written into dlq:shared by hand, as if dead-lettered there.
     let forged: String = q(
@@ -614,12 +583,13 @@ fn without_source_the_caller_must_write_every_stream_of_the_dlq() {
         ("one", vec!["~dlq*", "~s1"]),
         ("both", vec!["~dlq*", "~s1", "~s2"]),
     ] {
-        let mut a: Vec<&str> = vec!["SETUSER", user, "on", "nopass", "+@all"];
-        a.extend(keys);
-        run(&mut c, &[&["ACL"][..], &a[..]].concat());
+        acl_setuser(
+            &mut c,
+            &[&[user, "on", "nopass", "+@all"][..], &keys].concat(),
+        );
     }
     for user in ["dlqonly", "one"] {
-        let mut u = conn_as(&s, user);
+        let mut u = s.conn_as(user);
         assert_eq!(
             error_of(&mut u, cmd("RECLAIM.REDRIVE").arg("dlq:shared")),
             noperm,
@@ -636,14 +606,14 @@ fn without_source_the_caller_must_write_every_stream_of_the_dlq() {
         assert_eq!(xlen(&mut c, "dlq:shared"), 7);
     }
     // With SOURCE of its own stream, "one" may redrive that stream's entries.
-    let mut one = conn_as(&s, "one");
+    let mut one = s.conn_as("one");
     redrive(&mut one, &["dlq:shared", "SOURCE", "s1", "g"]);
     let st = wait_state(&mut one, "dlq:shared", "done", 10);
     assert_eq!(int_field(&st, "moved"), 3);
     assert_eq!(pel_total(&mut c, "s1", "g"), 3);
     // "both" may write every stream whose policy uses dlq:shared (not `other`, whose policy uses
     // dlq:other): the task moves s2's entries back and leaves the entry naming `other`.
-    let mut both = conn_as(&s, "both");
+    let mut both = s.conn_as("both");
     redrive(&mut both, &["dlq:shared"]);
     let st = wait_state(&mut both, "dlq:shared", "done", 10);
     assert_eq!(int_field(&st, "moved"), 3);
@@ -657,7 +627,7 @@ fn without_source_the_caller_must_write_every_stream_of_the_dlq() {
     assert_eq!(xlen(&mut c, "dlq:other"), 3);
     // A DLQ no policy uses: nothing to check.
     run(&mut c, &["XADD", "dlq:loose", "*", "f", "v"]);
-    let mut only = conn_as(&s, "dlqonly");
+    let mut only = s.conn_as("dlqonly");
     redrive(&mut only, &["dlq:loose"]);
     let st = wait_state(&mut only, "dlq:loose", "done", 10);
     assert_eq!(int_field(&st, "skipped"), 1);
@@ -675,21 +645,11 @@ fn each_step_checks_the_starting_users_permissions() {
     let s1 = shared_dead_letters(&mut c, "s1", "dlq:shared", 3);
     let s2 = shared_dead_letters(&mut c, "s2", "dlq:shared", 2);
     shared_policy(&mut c, "s2", "dlq:elsewhere");
-    run(
+    acl_setuser(
         &mut c,
-        &[
-            "ACL",
-            "SETUSER",
-            "ops",
-            "on",
-            "nopass",
-            "+@all",
-            "~dlq*",
-            "~s1",
-            "~reclaim:*",
-        ],
+        &["ops", "on", "nopass", "+@all", "~dlq*", "~s1", "~reclaim:*"],
     );
-    let mut ops = conn_as(&s, "ops");
+    let mut ops = s.conn_as("ops");
     // A canary window holds the task after its first entry, so the test can act mid-task.
     redrive(&mut ops, &["dlq:shared", "CANARY", "1", "WINDOW", "1000"]);
     let st = wait_state(&mut ops, "dlq:shared", "canary", 10);
@@ -708,11 +668,8 @@ fn each_step_checks_the_starting_users_permissions() {
 
     // The user deleted while its task waits: the next step stops the task.
     let s3 = shared_dead_letters(&mut c, "s3", "dlq:three", 2);
-    run(
-        &mut c,
-        &["ACL", "SETUSER", "gone", "on", "nopass", "+@all", "~*"],
-    );
-    let mut gone = conn_as(&s, "gone");
+    acl_setuser(&mut c, &["gone", "on", "nopass", "+@all", "~*"]);
+    let mut gone = s.conn_as("gone");
     redrive(&mut gone, &["dlq:three", "CANARY", "1", "WINDOW", "1000"]);
     drop(gone);
     wait_state(&mut c, "dlq:three", "canary", 10);
@@ -726,15 +683,12 @@ fn each_step_checks_the_starting_users_permissions() {
     for (i, revoke) in [&["off"][..], &["-@all"][..]].into_iter().enumerate() {
         let (st_name, dlq) = (format!("s{}", 4 + i), format!("dlq:{}", 4 + i));
         shared_dead_letters(&mut c, &st_name, &dlq, 2);
-        run(
-            &mut c,
-            &["ACL", "SETUSER", "eve", "on", "nopass", "+@all", "~*"],
-        );
-        let mut eve = conn_as(&s, "eve");
+        acl_setuser(&mut c, &["eve", "on", "nopass", "+@all", "~*"]);
+        let mut eve = s.conn_as("eve");
         redrive(&mut eve, &[&dlq, "CANARY", "1", "WINDOW", "1000"]);
         drop(eve);
         wait_state(&mut c, &dlq, "canary", 10);
-        run(&mut c, &[&["ACL", "SETUSER", "eve"][..], revoke].concat());
+        acl_setuser(&mut c, &[&["eve"][..], revoke].concat());
         let st = wait_state(&mut c, &dlq, "denied", 10);
         assert_eq!(int_field(&st, "moved"), 1, "{revoke:?}");
         assert_eq!(xlen(&mut c, &dlq), 1, "{revoke:?}");
@@ -751,29 +705,21 @@ fn each_step_checks_the_starting_users_permissions() {
     }
 }
 
-/// `RECLAIM.POLICY SET st g MIN-IDLE 60000 MAX-DELIVERIES 3 DLQ <dlq> INTERVAL 3600000`.
-fn shared_policy(c: &mut Connection, st: &str, dlq: &str) {
-    set_policy_opts(
-        c,
-        st,
-        "g",
-        &format!("MIN-IDLE 60000 MAX-DELIVERIES 3 DLQ {dlq} INTERVAL 3600000"),
-    );
+/// `MIN-IDLE 60000 MAX-DELIVERIES 3 DLQ <dlq> INTERVAL 3600000`: a policy that dead-letters into
+/// `dlq` and leaves the rest to RECLAIM.SWEEP.
+fn into(dlq: &str) -> String {
+    format!("MIN-IDLE 60000 MAX-DELIVERIES 3 DLQ {dlq} INTERVAL 3600000")
 }
 
-/// A stream `st` (group g, policy MAX-DELIVERIES 3 DLQ `dlq`) with `n` entries, all
-/// dead-lettered into `dlq` by sweeps. Returns their IDs.
+/// `RECLAIM.POLICY SET st g` [`into`] `dlq`.
+fn shared_policy(c: &mut Connection, st: &str, dlq: &str) {
+    set_policy_opts(c, st, "g", &into(dlq));
+}
+
+/// A stream `st` (group g, policy [`into`] `dlq`) with `n` entries, all dead-lettered into `dlq`
+/// by sweeps. Returns their IDs.
 fn shared_dead_letters(c: &mut Connection, st: &str, dlq: &str, n: usize) -> Vec<String> {
-    create_group(c, st.as_bytes(), b"g");
-    shared_policy(c, st, dlq);
-    let ids = add_numbered(c, st, n);
-    deliver(c, st, "g", "w", None);
-    set_deliveries(c, st.as_bytes(), b"g", b"w", &ids, 4);
-    wait_for(10, "every entry dead-lettered", || {
-        let _: Value = cmd("RECLAIM.SWEEP").arg(st).arg("g").query(c).ok()?;
-        (pel_total(c, st, "g") == 0).then_some(())
-    });
-    ids
+    dead_letters_under(c, st, &into(dlq), n)
 }
 
 #[test]
@@ -1004,7 +950,6 @@ fn redrive_err(c: &mut Connection, args: &[&str]) -> String {
     error_of(c, &k)
 }
 
-const MODULE_KEY: &str = "ERR the DLQ key is a key the module keeps for itself (reclaim:policy:..., reclaim:redrive:..., reclaim:redrive-moved:...)";
 const SOURCE_MODULE_KEY: &str = "ERR the SOURCE key is a key the module keeps for itself (reclaim:policy:..., reclaim:redrive:..., reclaim:redrive-moved:...)";
 const MOVED_TAKEN: &str =
     "ERR the redrive-moved key of this DLQ holds a value that is not a set of redriven entries";
@@ -1029,7 +974,7 @@ fn the_modules_own_keys_are_never_a_dlq_nor_deleted() {
         "INTERVAL",
         "10",
     ]);
-    assert_eq!(error_of(&mut c, &set), MODULE_KEY);
+    assert_eq!(error_of(&mut c, &set), DLQ_IS_MODULE_KEY);
     assert_eq!(
         run(&mut c, &["RECLAIM.POLICY", "GET", "q2", "g"]),
         Value::Nil
@@ -1039,11 +984,14 @@ fn the_modules_own_keys_are_never_a_dlq_nor_deleted() {
     let moved = "reclaim:redrive-moved:{x}:x";
     let dead: String = q(&mut c, &["XADD", moved, "*", "a", "b"]);
     run(&mut c, &["XADD", "x", "*", "a", "b"]);
-    assert_eq!(redrive_err(&mut c, &[moved]), MODULE_KEY);
-    assert_eq!(redrive_err(&mut c, &["reclaim:redrive:{x}:x"]), MODULE_KEY);
+    assert_eq!(redrive_err(&mut c, &[moved]), DLQ_IS_MODULE_KEY);
+    assert_eq!(
+        redrive_err(&mut c, &["reclaim:redrive:{x}:x"]),
+        DLQ_IS_MODULE_KEY
+    );
     assert_eq!(
         redrive_err(&mut c, &["reclaim:policy:{x}:x", "COUNT", "1"]),
-        MODULE_KEY
+        DLQ_IS_MODULE_KEY
     );
     assert_eq!(
         redrive_err(&mut c, &["x", "SOURCE", moved, "g"]),
@@ -1078,8 +1026,10 @@ fn a_running_task_never_deletes_a_value_written_over_its_moved_set() {
     let moved_key = "reclaim:redrive-moved:{m:dlq}:m:dlq";
     run(&mut c, &["SET", moved_key, "junk"]);
     let moved = int_field(&status_of(&mut c, "m:dlq"), "moved");
-    // RATE 2 would move an entry every half second: the task waits instead.
-    std::thread::sleep(Duration::from_millis(1500));
+    // RATE 2 would move an entry every half second: the task waits instead, through 1.5 s of
+    // redrive rounds.
+    start_witness(&mut c);
+    witness_moves(&mut c, 16);
     let st = status_of(&mut c, "m:dlq");
     assert_eq!(str_field(&st, "state"), "running");
     assert_eq!(int_field(&st, "moved"), moved);

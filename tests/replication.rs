@@ -1,5 +1,6 @@
 //! Replication: policies reach replicas by full sync and by the replication stream, replicas
-//! never sweep, the primary's sweeps reach them exactly, a promoted replica takes over.
+//! never sweep, the primary's sweeps reach them exactly, a promoted replica takes over; on a
+//! replica the read commands answer and the writing ones are refused with `READONLY`.
 
 use reclaim_testkit::*;
 
@@ -271,4 +272,118 @@ fn promoted_replica_sweeps_and_never_dead_letters_twice() {
     assert_eq!(str_field(&st, "status"), "active");
     assert_eq!(reclaim_info(&mut rc, "claimed"), 6);
     assert_eq!(reclaim_info(&mut rc, "dead_lettered"), 5);
+}
+
+#[test]
+fn commands_on_a_replica() {
+    // No diskless-sync delay: the replica's full sync starts at once.
+    let primary = Server::start(&["--repl-diskless-sync-delay", "0"]);
+    let mut pc = primary.conn();
+    // One policy before the replica attaches (arrives by full sync), one after (by the stream).
+    set_policy_args(&mut pc, b"early", b"g", &words("COUNT 3"));
+    let replica = primary.replica(&[]);
+    let mut rc_ = replica.conn();
+
+    let claimant: &[u8] = b"c\x00\xff\r\n";
+    set_policy_args(
+        &mut pc,
+        b"s",
+        b"g",
+        &[
+            b"MIN-IDLE",
+            b"5",
+            b"MAX-DELIVERIES",
+            b"2",
+            b"DLQ",
+            b"s:dlq",
+            b"CLAIMANT",
+            claimant,
+            b"INTERVAL",
+            b"100000",
+        ],
+    );
+    let p = PolicyView::new(5, 100000)
+        .with_dlq(b"s:dlq", 2)
+        .with_claimant(claimant);
+    let early = PolicyView::defaults().with_count(3);
+    wait_for(10, "the policy to reach the replica", || {
+        (policy_reply(&mut rc_, b"s", b"g") == p.reply(false)).then_some(())
+    });
+    assert_eq!(policy_reply(&mut rc_, b"early", b"g"), early.reply(false));
+    let want_list = Value::Array(vec![
+        early.list_item(b"early", b"g", false),
+        p.list_item(b"s", b"g", false),
+    ]);
+    assert_eq!(policy_list_reply(&mut pc), want_list);
+    assert_eq!(policy_list_reply(&mut rc_), want_list);
+    let mut r3 = replica.conn3();
+    assert_eq!(policy_reply(&mut r3, b"s", b"g"), p.reply(true));
+
+    // STATS works, and says why nothing is swept here.
+    let st = run(&mut rc_, &["RECLAIM.STATS", "s", "g"]);
+    assert_eq!(str_field(&st, "status"), "replica");
+    assert_eq!(int_field(&st, "passes"), 0);
+    assert_eq!(
+        str_field(&run(&mut rc_, &["RECLAIM.STATS", "early", "g"]), "status"),
+        "replica"
+    );
+    assert_eq!(
+        error_of(&mut rc_, &bin_cmd("RECLAIM.STATS", &words("s nope"))),
+        NO_POLICY
+    );
+
+    // Writes are refused.
+    for cm in [
+        policy_cmd(&words("SET s g")),
+        policy_cmd(&words("SET new g")),
+        policy_cmd(&words("DEL s g")),
+        bin_cmd("RECLAIM.SWEEP", &words("s g")),
+    ] {
+        assert_eq!(error_of(&mut rc_, &cm), READONLY);
+    }
+    // Parse errors are still READONLY first (the command is a write).
+    assert_eq!(
+        error_of(&mut rc_, &policy_cmd(&words("SET s g COUNT 0"))),
+        READONLY
+    );
+    assert_eq!(policy_reply(&mut rc_, b"s", b"g"), p.reply(false));
+    assert_eq!(policy_reply(&mut rc_, b"new", b"g"), Value::Nil);
+
+    // The replica counts its policies and its skipped ticks.
+    assert_eq!(reclaim_info(&mut rc_, "policies"), 2);
+    wait_for(10, "ticks skipped on the replica", || {
+        (reclaim_info(&mut rc_, "ticks_skipped_replica") > 0).then_some(())
+    });
+    assert_eq!(reclaim_info(&mut pc, "ticks_skipped_replica"), 0);
+
+    // A DEL on the primary reaches the replica.
+    assert_eq!(policy_del_reply(&mut pc, b"s", b"g"), Value::Int(1));
+    wait_for(10, "the DEL to reach the replica", || {
+        (policy_reply(&mut rc_, b"s", b"g") == Value::Nil).then_some(())
+    });
+    assert_eq!(
+        policy_list_reply(&mut rc_),
+        Value::Array(vec![early.list_item(b"early", b"g", false)])
+    );
+    assert_eq!(
+        error_of(&mut rc_, &bin_cmd("RECLAIM.STATS", &words("s g"))),
+        NO_POLICY
+    );
+    assert_eq!(reclaim_info(&mut rc_, "policies"), 1);
+
+    // A policy in another database replicates to that database.
+    let mut p1 = primary.conn();
+    let _: () = cmd("SELECT").arg(1).query(&mut p1).unwrap();
+    set_policy_args(&mut p1, b"s", b"g", &words("COUNT 8"));
+    let mut r1 = replica.conn();
+    let _: () = cmd("SELECT").arg(1).query(&mut r1).unwrap();
+    let db1 = PolicyView::defaults().with_count(8);
+    wait_for(10, "the db 1 policy to reach the replica", || {
+        (policy_reply(&mut r1, b"s", b"g") == db1.reply(false)).then_some(())
+    });
+    assert_eq!(
+        policy_list_reply(&mut r1),
+        Value::Array(vec![db1.list_item(b"s", b"g", false)])
+    );
+    assert_eq!(policy_reply(&mut rc_, b"s", b"g"), Value::Nil);
 }

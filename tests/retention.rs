@@ -2,20 +2,10 @@
 //! `XTRIM ... ~`) in the step that appends to it, counted in `dlq-trimmed`; `TOMBSTONES yes` gives
 //! each pending entry deleted from the stream a DLQ record (`reclaim-reason deleted`, no payload)
 //! with its XACK, counted in `tombstones`. Both reach replicas and the AOF inside the moves'
-//! MULTI/EXEC; the options survive RDB, AOF rewrite and EXPORT/IMPORT, and policies saved before
-//! them (encoding version 3) load with them off.
+//! MULTI/EXEC; the options survive RDB, AOF rewrite and EXPORT/IMPORT (policies saved before them,
+//! encoding version 3, load with them off: tests/persistence.rs).
 
 use reclaim_testkit::*;
-
-/// `RECLAIM.SWEEP s g` -> (claimed, dead-lettered, deleted).
-fn sweep(c: &mut Connection, s: &str, g: &str) -> (i64, i64, i64) {
-    let v = run(c, &["RECLAIM.SWEEP", s, g]);
-    (
-        int_field(&v, "claimed"),
-        int_field(&v, "dead-lettered"),
-        int_field(&v, "deleted"),
-    )
-}
 
 /// The text of field `f` of a DLQ entry.
 fn field_text(e: &Entry, f: &str) -> String {
@@ -196,8 +186,9 @@ fn old_dead_letters(c: &mut Connection, dlq: &str, n: usize) {
 
 /// Pending entries of `jobs` (group g): 6 read by `w` (count 1), 2 of them over-delivered
 /// (count 9); then the first two are trimmed away (`XTRIM MINID`), the fourth and the fifth
-/// (over-delivered) deleted (`XDEL`). Returns the IDs and the deleted ones.
-fn deleted_while_pending(c: &mut Connection) -> (Vec<String>, Vec<String>) {
+/// (over-delivered) deleted (`XDEL`); then the policy `opts` ([`quiet_policy`]: its one pass has
+/// run). Returns the IDs and the deleted ones.
+fn deleted_while_pending(c: &mut Connection, opts: &str) -> (Vec<String>, Vec<String>) {
     create_group(c, b"jobs", b"g");
     let ids = add_entries(c, b"jobs", "j", 6);
     read_group(c, b"jobs", b"g", b"w");
@@ -212,6 +203,7 @@ fn deleted_while_pending(c: &mut Connection) -> (Vec<String>, Vec<String>) {
         ids[3].clone(),
         ids[4].clone(),
     ];
+    quiet_policy(c, "jobs", "g", opts);
     (ids, gone)
 }
 
@@ -219,15 +211,10 @@ fn deleted_while_pending(c: &mut Connection) -> (Vec<String>, Vec<String>) {
 fn tombstones_record_entries_deleted_while_pending() {
     let s = Server::new();
     let mut c = s.conn();
-    let (ids, gone) = deleted_while_pending(&mut c);
     // MIN-IDLE 1: every entry is stale; the sweep purges the trimmed ones, finds the deleted
     // ones when it moves or dead-letters them, moves ids[2] and dead-letters ids[5].
-    quiet_policy(
-        &mut c,
-        "jobs",
-        "g",
-        "MIN-IDLE 1 MAX-DELIVERIES 3 DLQ jobs:dlq TOMBSTONES yes",
-    );
+    let policy = "MIN-IDLE 1 MAX-DELIVERIES 3 DLQ jobs:dlq TOMBSTONES yes";
+    let (ids, gone) = deleted_while_pending(&mut c, policy);
     assert_eq!(stat(&mut c, "jobs", "g", "deleted"), 4);
     assert_eq!(stat(&mut c, "jobs", "g", "tombstones"), 4);
     assert_eq!(stat(&mut c, "jobs", "g", "dead-lettered"), 1);
@@ -280,10 +267,7 @@ fn readgroup_writes_tombstones_for_deleted_entries_it_would_hand_over() {
     let ids = add_entries(&mut c, b"jobs", "j", 3);
     read_group(&mut c, b"jobs", b"g", b"w");
     // Stale now (idle 1000 >= MIN-IDLE), count unchanged.
-    let mut a = vec!["XCLAIM", "jobs", "g", "w", "0"];
-    a.extend(ids.iter().map(String::as_str));
-    a.extend(["IDLE", "1000", "JUSTID"]);
-    let _: Vec<String> = q(&mut c, &a);
+    set_pending(&mut c, ("jobs", "g"), "w", &ids, 1000, 1);
     let _: i64 = q(&mut c, &["XDEL", "jobs", &ids[1]]);
     let got = readgroup(&mut c, "jobs", "g", "w2", 10, None);
     let got_ids: Vec<String> = got.iter().map(|e| e.0.clone()).collect();
@@ -308,13 +292,7 @@ fn readgroup_writes_tombstones_for_deleted_entries_it_would_hand_over() {
 fn without_tombstones_deleted_entries_only_leave_the_pel() {
     let s = Server::new();
     let mut c = s.conn();
-    let (ids, _) = deleted_while_pending(&mut c);
-    quiet_policy(
-        &mut c,
-        "jobs",
-        "g",
-        "MIN-IDLE 1 MAX-DELIVERIES 3 DLQ jobs:dlq",
-    );
+    let (ids, _) = deleted_while_pending(&mut c, "MIN-IDLE 1 MAX-DELIVERIES 3 DLQ jobs:dlq");
     assert!(
         !get_policy(&mut c, b"jobs", b"g").unwrap().tombstones,
         "TOMBSTONES is no by default"
@@ -335,15 +313,10 @@ fn without_tombstones_deleted_entries_only_leave_the_pel() {
 fn simulate_takes_the_options_and_plans_purges() {
     let s = Server::new();
     let mut c = s.conn();
-    let (ids, _) = deleted_while_pending(&mut c);
     // The first pass purges the trimmed ones and handles the over-delivered ones (ids[4], deleted,
     // only leaves the PEL: TOMBSTONES no; ids[5] is dead-lettered): ids[2] and ids[3] are left.
-    quiet_policy(
-        &mut c,
-        "jobs",
-        "g",
-        "MIN-IDLE 3600000 MAX-DELIVERIES 3 DLQ jobs:dlq",
-    );
+    let policy = "MIN-IDLE 3600000 MAX-DELIVERIES 3 DLQ jobs:dlq";
+    let (ids, _) = deleted_while_pending(&mut c, policy);
     let v = run(
         &mut c,
         &[
@@ -401,13 +374,8 @@ fn tombstones_and_trims_replicate_and_are_multi_exec_in_the_aof() {
         let id = format!("1000-{i}");
         let _: String = q(&mut c, &["XADD", "jobs:dlq", &id, "old", "x"]);
     }
-    let (ids, gone) = deleted_while_pending(&mut c);
-    quiet_policy(
-        &mut c,
-        "jobs",
-        "g",
-        "MIN-IDLE 1 MAX-DELIVERIES 3 DLQ jobs:dlq TOMBSTONES yes DLQ-MAXLEN 10",
-    );
+    let policy = "MIN-IDLE 1 MAX-DELIVERIES 3 DLQ jobs:dlq TOMBSTONES yes DLQ-MAXLEN 10";
+    let (ids, gone) = deleted_while_pending(&mut c, policy);
     assert_eq!(stat(&mut c, "jobs", "g", "tombstones"), 4);
     let trimmed = stat(&mut c, "jobs", "g", "dlq-trimmed");
     assert!(
@@ -544,34 +512,4 @@ fn options_survive_rdb_aof_rewrite_and_export_import() {
     assert_eq!(get_policy(&mut c, b"jobs", b"g"), None);
     assert_eq!(import_policies(&mut c, doc.as_bytes(), false), 2);
     check(&mut c, "after EXPORT and IMPORT");
-}
-
-#[test]
-fn a_policy_saved_in_encoding_version_3_loads_without_retention_or_tombstones() {
-    // tests/fixtures/policies-encoding-3.rdb: saved by the module before DLQ-MAXLEN, DLQ-MAXAGE
-    // and TOMBSTONES (policy encoding version 3) with `RECLAIM.POLICY SET orders workers
-    // MIN-IDLE 1234 MAX-DELIVERIES 2 DLQ orders:dlq CLAIMANT rescuer COUNT 5 INTERVAL 77 BACKOFF
-    // EXPONENTIAL 9000 LIVENESS 500 STORM 10 60000`, then `RECLAIM.POLICY PAUSE orders workers`.
-    let mut s = Server::from_fixture("policies-encoding-3.rdb");
-    let mut c = s.conn();
-    let p = get_policy(&mut c, b"orders", b"workers").expect("the version 3 policy");
-    assert_eq!(
-        p,
-        PolicyView::new(1234, 77)
-            .with_dlq(b"orders:dlq", 2)
-            .with_claimant(b"rescuer")
-            .with_count(5)
-            .with_backoff("EXPONENTIAL 9000")
-            .with_liveness(500)
-            .with_storm(10, 60_000)
-            .with_state("paused")
-    );
-    assert_eq!((p.dlq_maxlen, p.dlq_maxage, p.tombstones), (0, 0, false));
-    // Saved again, it is version 4 and loads the same.
-    let _: () = q(&mut c, &["SAVE"]);
-    drop(c);
-    s.kill();
-    s.restart();
-    let mut c = s.conn();
-    assert_eq!(get_policy(&mut c, b"orders", b"workers"), Some(p));
 }

@@ -29,19 +29,6 @@ fn healthy(s: &mut Server, c: &mut Connection) {
     assert_eq!(reclaim_info(c, "panics"), 0, "log:\n{}", s.log());
 }
 
-/// Appends `n` entries (`n <tag>-<i>`) in one pipeline; returns their IDs.
-fn add_many(c: &mut Connection, s: &str, tag: &str, n: usize) -> Vec<String> {
-    let mut p = redis::pipe();
-    for i in 0..n {
-        p.cmd("XADD")
-            .arg(s)
-            .arg("*")
-            .arg("n")
-            .arg(format!("{tag}-{i}"));
-    }
-    p.query(c).expect("XADD pipeline")
-}
-
 /// A worker thread whose handler always fails: consumer `w` reads one stream of one database with
 /// `RECLAIM.READGROUP ... COUNT 100` every millisecond and never acknowledges, until the worker is
 /// dropped. Errors (the stream or group gone, `READONLY` on a replica) are ignored: it keeps
@@ -90,7 +77,7 @@ impl Drop for Worker {
 fn busy(server: &Server, db: i64, s: &str, n: usize) -> (Worker, Vec<String>) {
     let mut c = server.conn_db(db);
     create_group(&mut c, s.as_bytes(), b"g");
-    let ids = add_many(&mut c, s, "e", n);
+    let ids = add_entries(&mut c, s.as_bytes(), "e", n);
     read_group(&mut c, s.as_bytes(), b"g", b"dead");
     let dlq = format!("{s}:dlq");
     set_policy_opts(
@@ -142,15 +129,6 @@ fn wait_moved_and_dead_lettered(
     (want, dlq)
 }
 
-/// `INFO replication` field `role`.
-fn role(c: &mut Connection) -> String {
-    info(c, "replication")
-        .into_iter()
-        .find(|(k, _)| k == "role")
-        .map(|(_, v)| v)
-        .unwrap_or_default()
-}
-
 // ---------------------------------------------------------------------------------------------
 // Paused writes: CLIENT PAUSE WRITE, FAILOVER
 // ---------------------------------------------------------------------------------------------
@@ -183,7 +161,7 @@ fn client_pause_write_stops_sweeping_until_it_ends() {
         "g",
         "MIN-IDLE 200 MAX-DELIVERIES 3 DLQ jobs:dlq INTERVAL 20",
     );
-    let ids = add_many(&mut c, "jobs", "j", 6);
+    let ids = add_entries(&mut c, b"jobs", "j", 6);
     let poison = ids[..2].to_vec();
     // Delivered to a consumer that dies; two of them over the limit already; the pause starts in
     // the same transaction, before any tick can see them.
@@ -256,35 +234,24 @@ fn failover_hands_sweeping_to_the_new_primary() {
         "MIN-IDLE 300 MAX-DELIVERIES 3 DLQ jobs:dlq INTERVAL 20",
     );
     // A: dead-lettered by the old primary before the failover.
-    let a = add_many(&mut c, "jobs", "a", 3);
+    let a = add_entries(&mut c, b"jobs", "a", 3);
     read_group(&mut c, b"jobs", b"g", b"dead");
     set_deliveries(&mut c, b"jobs", b"g", b"dead", &a, 9);
     wait_for(10, "A dead-lettered by the old primary", || {
         (xlen(&mut c, b"jobs:dlq") == 3).then_some(())
     });
     // B: at the limit, fresh: due for the DLQ 300 ms from now, around the failover.
-    let b = add_many(&mut c, "jobs", "b", 6);
+    let b = add_entries(&mut c, b"jobs", "b", 6);
     read_group(&mut c, b"jobs", b"g", b"dead2");
     set_deliveries(&mut c, b"jobs", b"g", b"dead2", &b, 3);
 
-    let rport = r.port.to_string();
-    // FAILOVER TO needs the replica online on the primary's side, which happens at its first
-    // REPLCONF ACK (up to a second after its link is up); WAIT returns once it has acknowledged.
-    replica_acked(&mut c);
-    let _: () = q(&mut c, &["FAILOVER", "TO", "127.0.0.1", &rport]);
-    wait_for(20, "the failover to complete", || {
-        let old = info(&mut c, "replication");
-        let link_up = old
-            .iter()
-            .any(|(k, v)| k == "master_link_status" && v == "up");
-        (role(&mut rc) == "master" && role(&mut c) == "slave" && link_up).then_some(())
-    });
+    failover_to(&mut c, &r);
     healthy(&mut p, &mut c);
     healthy(&mut r, &mut rc);
 
     // C: new work on the new primary: moved to the inbox and taken by a failing worker twice
     // (count 1 -> 2 -> 3), then dead-lettered there.
-    let cc = add_many(&mut rc, "jobs", "c", 4);
+    let cc = add_entries(&mut rc, b"jobs", "c", 4);
     read_group(&mut rc, b"jobs", b"g", b"dead3");
     for want in [2, 3] {
         let got = take_inbox(&mut rc, "jobs", "g", "reclaim", "w", 4);
@@ -346,7 +313,7 @@ fn out_of_memory_leaves_over_delivered_entries_pending() {
         "g",
         "MIN-IDLE 100 MAX-DELIVERIES 3 DLQ jobs:dlq INTERVAL 20",
     );
-    let ids = add_many(&mut c, "jobs", "j", 5);
+    let ids = add_entries(&mut c, b"jobs", "j", 5);
     let poison = ids[..3].to_vec();
     let used = info_int(&mut c, "memory", "used_memory");
     let limit = (used - 100 * 1024).to_string();
@@ -605,7 +572,7 @@ fn owner_deleted_while_sweeping() {
     healthy(&mut s, &mut c);
 
     // New entries of another dead consumer are moved again.
-    let more = add_many(&mut c, "o", "m", 5);
+    let more = add_entries(&mut c, b"o", "m", 5);
     read_group(&mut c, b"o", b"g", b"dead2");
     let _: i64 = q(&mut c, &["XGROUP", "DELCONSUMER", "o", "g", "dead"]);
     wait_for(10, "new entries moved after DELCONSUMER", || {
@@ -627,7 +594,7 @@ fn dlq_replaced_by_a_string_while_sweeping() {
     let mut s = Server::new();
     let mut c = s.conn();
     create_group(&mut c, b"q", b"g");
-    let mut ids = add_many(&mut c, "q", "e", 2000);
+    let mut ids = add_entries(&mut c, b"q", "e", 2000);
     read_group(&mut c, b"q", b"g", b"dead");
     set_policy_opts(
         &mut c,
@@ -777,7 +744,7 @@ fn numbers_at_the_i64_limits() {
     let mut s = Server::new();
     let mut c = s.conn();
     create_group(&mut c, b"n", b"g");
-    let ids = add_many(&mut c, "n", "e", 2);
+    let ids = add_entries(&mut c, b"n", "e", 2);
     read_group(&mut c, b"n", b"g", b"dead");
     set_deliveries(&mut c, b"n", b"g", b"dead", &ids[..1], i64::MAX);
 
@@ -1044,7 +1011,7 @@ fn ten_thousand_policies() {
     for i in (0..10_000).step_by(1000) {
         let k = format!("p:{i:05}");
         create_group(&mut c, k.as_bytes(), b"g");
-        add_many(&mut c, &k, "e", 3);
+        add_entries(&mut c, k.as_bytes(), "e", 3);
         read_group(&mut c, k.as_bytes(), b"g", b"dead");
         live.push(k);
     }

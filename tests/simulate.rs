@@ -12,7 +12,6 @@
 use reclaim_testkit::*;
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 /// `LIVENESS` of the policy under test, ms.
 const LIVENESS: u64 = 2000;
@@ -113,41 +112,12 @@ fn simulate(c: &mut Connection, s: &str, g: &str, args: &[&str]) -> Sim {
     sim
 }
 
-/// `RECLAIM.SWEEP s g` -> (claimed, dead-lettered, deleted).
-fn sweep(c: &mut Connection, s: &str, g: &str) -> (i64, i64, i64) {
-    let v = run(c, &["RECLAIM.SWEEP", s, g]);
-    (
-        int_field(&v, "claimed"),
-        int_field(&v, "dead-lettered"),
-        int_field(&v, "deleted"),
-    )
-}
-
-/// Owner, idle time and delivery count of pending `ids`, exactly
-/// (`XCLAIM s g owner 0 ids... IDLE idle RETRYCOUNT n JUSTID`).
-fn fixture(c: &mut Connection, s: &str, owner: &str, ids: &[&str], idle: i64, n: i64) {
-    let (idle, n) = (idle.to_string(), n.to_string());
-    let mut a = vec!["XCLAIM", s, "g", owner, "0"];
-    a.extend_from_slice(ids);
-    a.extend_from_slice(&["IDLE", &idle, "RETRYCOUNT", &n, "JUSTID"]);
-    let got: Vec<String> = q(c, &a);
-    assert_eq!(got.len(), ids.len(), "fixture claimed {ids:?}");
-}
-
 /// consumer -> `idle` (ms) of `XINFO CONSUMERS s g`.
 fn consumer_idle(c: &mut Connection, s: &str, g: &str) -> BTreeMap<String, i64> {
     let consumers: Vec<Value> = q(c, &["XINFO", "CONSUMERS", s, g]);
     consumers
         .iter()
         .map(|c| (str_field(c, "name"), int_field(c, "idle")))
-        .collect()
-}
-
-/// id -> (owner, count) of every pending entry.
-fn pel(c: &mut Connection, s: &str) -> BTreeMap<String, (String, i64)> {
-    pending(c, s, "g")
-        .into_iter()
-        .map(|p| (p.id, (p.consumer, p.count)))
         .collect()
 }
 
@@ -166,7 +136,7 @@ fn untouched(c: &mut Connection, s: &str) -> Untouched {
     let st = stats(c, s, "g");
     Untouched {
         policy: get_policy(c, s.as_bytes(), b"g"),
-        pel: pel(c, s),
+        pel: owners(c, s, "g"),
         dlq: xlen(c, format!("{s}:dlq")),
         stats: pairs(&st)
             .into_iter()
@@ -201,40 +171,40 @@ fn every_kind(c: &mut Connection, s: &str) -> Vec<(String, String, String)> {
         want.push((id.to_string(), action.to_string(), rule.to_string()))
     };
     // Trimmed: purged whatever its idle time or count.
-    fixture(c, s, "dead", &["1-0"], 0, 7);
+    set_pending(c, (s, "g"), "dead", &["1-0"], 0, 7);
     kind("1-0", "purge", "trimmed");
-    fixture(c, s, "dead", &["2-0"], 120_000, 1);
+    set_pending(c, (s, "g"), "dead", &["2-0"], 120_000, 1);
     kind("2-0", "purge", "trimmed");
-    fixture(c, s, "dead", &["3-0"], 0, 1);
+    set_pending(c, (s, "g"), "dead", &["3-0"], 0, 1);
     kind("3-0", "none", "fresh");
-    fixture(c, s, "dead", &["4-0"], 60_000, 1);
+    set_pending(c, (s, "g"), "dead", &["4-0"], 60_000, 1);
     kind("4-0", "move", "stale");
     // Over the limit while fresh; stale at the limit.
-    fixture(c, s, "dead", &["5-0"], 0, 4);
+    set_pending(c, (s, "g"), "dead", &["5-0"], 0, 4);
     kind("5-0", "dead-letter", "over-delivered");
-    fixture(c, s, "dead", &["6-0"], 60_000, 3);
+    set_pending(c, (s, "g"), "dead", &["6-0"], 60_000, 3);
     kind("6-0", "dead-letter", "over-delivered");
     // XDEL'd from the middle: found when moved or dead-lettered, removed from the PEL only.
-    fixture(c, s, "dead", &["7-0"], 60_000, 1);
+    set_pending(c, (s, "g"), "dead", &["7-0"], 60_000, 1);
     kind("7-0", "purge", "deleted");
-    fixture(c, s, "dead", &["8-0"], 0, 5);
+    set_pending(c, (s, "g"), "dead", &["8-0"], 0, 5);
     kind("8-0", "purge", "deleted");
-    fixture(c, s, "reclaim", &["9-0"], 600_000, 1);
+    set_pending(c, (s, "g"), "reclaim", &["9-0"], 600_000, 1);
     kind("9-0", "none", "in-inbox");
     // Stale, and at the limit, but its owner is alive.
-    fixture(c, s, "alive", &["10-0"], 60_000, 1);
+    set_pending(c, (s, "g"), "alive", &["10-0"], 60_000, 1);
     kind("10-0", "none", "held");
-    fixture(c, s, "alive", &["11-0"], 60_000, 3);
+    set_pending(c, (s, "g"), "alive", &["11-0"], 60_000, 3);
     kind("11-0", "none", "held");
     // Stale for MIN-IDLE, but its second attempt is due at 20 s (BACKOFF).
-    fixture(c, s, "dead", &["12-0"], 15_000, 2);
+    set_pending(c, (s, "g"), "dead", &["12-0"], 15_000, 2);
     kind("12-0", "none", "backoff");
     // Given back with NACK ... DELAY: 13-0 due in 10 s, 14-0 due 1 ms after its NACK.
-    fixture(c, s, "alive", &["13-0", "14-0"], 0, 1);
+    set_pending(c, (s, "g"), "alive", &["13-0", "14-0"], 0, 1);
     kind("13-0", "none", "delayed");
     kind("14-0", "move", "stale");
     // Over the limit: dead-lettered, alive or not.
-    fixture(c, s, "alive", &["15-0"], 0, 9);
+    set_pending(c, (s, "g"), "alive", &["15-0"], 0, 9);
     kind("15-0", "dead-letter", "over-delivered");
     let _: i64 = q(c, &["XDEL", s, "7-0", "8-0"]);
     let _: i64 = q(c, &["XTRIM", s, "MINID", "3"]);
@@ -244,7 +214,15 @@ fn every_kind(c: &mut Connection, s: &str) -> Vec<(String, String, String)> {
     };
     nack(c, "14-0", "1");
     // `dead` (and `alive`, by XINFO) go quiet; `alive` talks to the module again at once.
-    std::thread::sleep(Duration::from_millis(LIVENESS + 200));
+    let quiet = (LIVENESS + 200) as i64;
+    wait_for(
+        20,
+        "dead and alive quiet for LIVENESS (XINFO CONSUMERS)",
+        || {
+            let idle = consumer_idle(c, s, "g");
+            (idle["dead"] >= quiet && idle["alive"] >= quiet).then_some(())
+        },
+    );
     nack(c, "13-0", "10000");
     want
 }
@@ -262,13 +240,12 @@ fn simulate_plans_what_sweep_then_does_and_what_ifs_change_nothing() {
     let live = before.policy.clone().unwrap();
 
     // The live policy over the whole PEL (LIMIT above its 13 entries).
-    let t0 = q::<Vec<String>>(&mut c, &["TIME"]);
+    let server_ms = server_ms(&mut c);
     let sim = simulate(&mut c, "s", "g", &["LIMIT", "100"]);
     assert_eq!(sim.plan(), want);
     assert_eq!(sim.more, 0);
     assert_eq!(sim.policy, live);
     assert_eq!(sim.halted, None);
-    let server_ms = t0[0].parse::<i64>().unwrap() * 1000 + t0[1].parse::<i64>().unwrap() / 1000;
     assert!(
         (sim.now_ms - server_ms).abs() < 5000,
         "now-ms {} vs TIME {server_ms}",
@@ -410,7 +387,7 @@ fn simulate_plans_what_sweep_then_does_and_what_ifs_change_nothing() {
             plan.total("purge")
         )
     );
-    let after = pel(&mut c, "s");
+    let after = owners(&mut c, "s", "g");
     let dlq = xrange_text(&mut c, "s:dlq");
     let in_dlq = |id: &str| {
         dlq.iter()
@@ -491,7 +468,7 @@ fn what_if_without_a_policy_and_resp3() {
     let _: String = q(&mut c, &["XADD", "o", "1-0", "n", "1"]);
     let _: String = q(&mut c, &["XADD", "o", "2-0", "n", "2"]);
     deliver(&mut c, "o", "g", "w", None);
-    fixture(&mut c, "o", "w", &["1-0"], 5000, 1);
+    set_pending(&mut c, ("o", "g"), "w", &["1-0"], 5000, 1);
     let policies = reclaim_info(&mut c, "policies");
     let sim = simulate(&mut c, "o", "g", &["MIN-IDLE", "1000", "LIMIT", "1"]);
     assert_eq!(sim.policy, PolicyView::new(1000, 10_000));
@@ -502,7 +479,7 @@ fn what_if_without_a_policy_and_resp3() {
     assert_eq!(sim.more, 1);
     assert_eq!(get_policy(&mut c, b"o", b"g"), None);
     assert_eq!(reclaim_info(&mut c, "policies"), policies);
-    assert_eq!(pel(&mut c, "o")["1-0"], ("w".to_string(), 1));
+    assert_eq!(owners(&mut c, "o", "g")["1-0"], ("w".to_string(), 1));
 
     // RESP3: maps all the way down.
     let mut c3 = s.conn3();
@@ -673,16 +650,6 @@ fn simulate_errors_flags_and_keys() {
     assert!(e.starts_with("NOPERM"), "{e}");
 }
 
-/// `RECLAIM.SWEEP s g LIMIT n` -> (claimed, dead-lettered, deleted).
-fn sweep_limit(c: &mut Connection, s: &str, g: &str, n: i64) -> (i64, i64, i64) {
-    let v = run(c, &["RECLAIM.SWEEP", s, g, "LIMIT", &n.to_string()]);
-    (
-        int_field(&v, "claimed"),
-        int_field(&v, "dead-lettered"),
-        int_field(&v, "deleted"),
-    )
-}
-
 /// What the PEL of `s` is once `plan` is done over `before`: moved entries wait in the
 /// claimant's inbox (`reclaim`, count unchanged), dead-lettered and purged ones are gone, the
 /// others are as they were.
@@ -709,15 +676,7 @@ fn pel_after(
 
 /// The `reclaim-id` of every entry of the DLQ `d`, in order.
 fn dead_lettered(c: &mut Connection, d: &str) -> Vec<String> {
-    xrange_text(c, d)
-        .into_iter()
-        .map(|(_, f)| {
-            f.into_iter()
-                .find(|(k, _)| k == "reclaim-id")
-                .map(|(_, v)| v)
-                .expect("reclaim-id")
-        })
-        .collect()
+    dlq_ids(&xrange(c, d.as_bytes()))
 }
 
 /// The IDs `plan` dead-letters, in PEL order.
@@ -760,11 +719,11 @@ fn a_halted_policy_shows_the_plan_after_resume_and_changes_nothing() {
     );
     delivered_to_w(&mut c, "h", 5);
     // Stale or over the limit: idle far past MIN-IDLE, so every kind of pass finds them.
-    fixture(&mut c, "h", "w", &["1-0"], 120_000, 1);
-    fixture(&mut c, "h", "w", &["2-0"], 120_000, 3);
-    fixture(&mut c, "h", "w", &["3-0"], 120_000, 1);
-    fixture(&mut c, "h", "w", &["4-0"], 0, 1);
-    fixture(&mut c, "h", "reclaim", &["5-0"], 120_000, 1);
+    set_pending(&mut c, ("h", "g"), "w", &["1-0"], 120_000, 1);
+    set_pending(&mut c, ("h", "g"), "w", &["2-0"], 120_000, 3);
+    set_pending(&mut c, ("h", "g"), "w", &["3-0"], 120_000, 1);
+    set_pending(&mut c, ("h", "g"), "w", &["4-0"], 0, 1);
+    set_pending(&mut c, ("h", "g"), "reclaim", &["5-0"], 120_000, 1);
     let _: i64 = q(&mut c, &["XTRIM", "h", "MINID", "2"]);
     let want = vec![
         t("1-0", "purge", "trimmed"),
@@ -808,14 +767,14 @@ fn a_halted_policy_shows_the_plan_after_resume_and_changes_nothing() {
         error_of(&mut c, cmd("RECLAIM.SWEEP").arg("h").arg("g")),
         "ERR reclaim is disabled on this server (CONFIG SET reclaim.enabled yes enables it)"
     );
-    assert_eq!(pel(&mut c, "h"), before.pel);
+    assert_eq!(owners(&mut c, "h", "g"), before.pel);
     assert_eq!(xlen(&mut c, "h:dlq"), 0);
 
     // Enabled again: the pass RESUME made due does what SIMULATE showed.
     let _: () = q(&mut c, &["CONFIG", "SET", "reclaim.enabled", "yes"]);
     let expected = pel_after(&before.pel, &sim);
     wait_for(20, "the resumed pass", || {
-        (pel(&mut c, "h") == expected).then_some(())
+        (owners(&mut c, "h", "g") == expected).then_some(())
     });
     assert_eq!(dead_lettered(&mut c, "h:dlq"), to_dlq(&sim));
     let next = simulate(&mut c, "h", "g", &[]);
@@ -846,10 +805,10 @@ fn storm_cuts_the_plan_where_sweep_stops() {
     );
     delivered_to_w(&mut c, "t", 9);
     for id in ["1-0", "3-0", "4-0", "5-0", "6-0", "7-0"] {
-        fixture(&mut c, "t", "w", &[id], 120_000, 5);
+        set_pending(&mut c, ("t", "g"), "w", &[id], 120_000, 5);
     }
-    fixture(&mut c, "t", "w", &["2-0", "8-0"], 120_000, 1);
-    fixture(&mut c, "t", "w", &["9-0"], 0, 1);
+    set_pending(&mut c, ("t", "g"), "w", &["2-0", "8-0"], 120_000, 1);
+    set_pending(&mut c, ("t", "g"), "w", &["9-0"], 0, 1);
     let _: i64 = q(&mut c, &["XDEL", "t", "4-0", "7-0"]);
     let before = untouched(&mut c, "t");
     let live = before.policy.clone().unwrap();
@@ -917,7 +876,7 @@ fn storm_cuts_the_plan_where_sweep_stops() {
             sim.total("purge")
         )
     );
-    assert_eq!(pel(&mut c, "t"), pel_after(&mid.pel, &sim));
+    assert_eq!(owners(&mut c, "t", "g"), pel_after(&mid.pel, &sim));
     assert_eq!(dead_lettered(&mut c, "t:dlq"), ["1-0", "3-0", "5-0"]);
     assert_eq!(stat(&mut c, "t", "g", "storms"), 1);
 
@@ -951,7 +910,7 @@ fn storm_cuts_the_plan_where_sweep_stops() {
     let _: () = q(&mut c, &["RECLAIM.POLICY", "RESUME", "t", "g"]);
     let expected = pel_after(&open.pel, &sim);
     wait_for(20, "the resumed pass", || {
-        (pel(&mut c, "t") == expected).then_some(())
+        (owners(&mut c, "t", "g") == expected).then_some(())
     });
     assert_eq!(dead_lettered(&mut c, "t:dlq"), ["1-0", "3-0", "5-0", "6-0"]);
     let next = simulate(&mut c, "t", "g", &[]);

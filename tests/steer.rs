@@ -4,24 +4,8 @@
 
 use reclaim_testkit::*;
 
-const PAUSED: &str =
-    "ERR the policy of this key and group is paused (RECLAIM.POLICY RESUME resumes it)";
 const STORM_OPEN: &str =
     "ERR the STORM breaker of this policy is open: no dead-letters until RECLAIM.POLICY RESUME";
-const DISABLED: &str =
-    "ERR reclaim is disabled on this server (CONFIG SET reclaim.enabled yes enables it)";
-
-/// `RECLAIM.POLICY <words...>`, expecting `+OK`.
-fn policy_ok(c: &mut Connection, words: &[&str]) {
-    let r: Value = cmd("RECLAIM.POLICY")
-        .arg(words)
-        .query(c)
-        .expect("RECLAIM.POLICY");
-    assert!(
-        matches!(&r, Value::Okay) || matches!(&r, Value::SimpleString(s) if s == "OK"),
-        "{words:?}: {r:?}"
-    );
-}
 
 /// The `state` field of `RECLAIM.POLICY GET s g`.
 fn state(c: &mut Connection, s: &str, g: &str) -> String {
@@ -40,33 +24,6 @@ fn delivered(c: &mut Connection, s: &str, n: usize, poison: usize, count: i64) -
         set_deliveries(c, s.as_bytes(), b"g", b"dead", &ids[..poison], count);
     }
     ids
-}
-
-/// Waits until every pending entry of (s, g) has been idle for at least `ms`.
-fn wait_idle(c: &mut Connection, s: &str, ms: i64) {
-    wait_for(20, &format!("every entry of {s} idle for {ms} ms"), || {
-        pending(c, s, "g")
-            .iter()
-            .all(|e| e.idle >= ms)
-            .then_some(())
-    });
-}
-
-/// The (ID, owner, count) of every pending entry of (s, g): what a sweep would change.
-fn owners(c: &mut Connection, s: &str) -> Vec<(String, String, i64)> {
-    pending(c, s, "g")
-        .into_iter()
-        .map(|e| (e.id, e.consumer, e.count))
-        .collect()
-}
-
-/// The `reclaim-id` field of a DLQ entry.
-fn reclaim_id(fields: &[(String, String)]) -> String {
-    fields
-        .iter()
-        .find(|(k, _)| k == "reclaim-id")
-        .map(|(_, v)| v.clone())
-        .expect("reclaim-id")
 }
 
 /// A busy policy on stream `witness`: its passes show that the timer kept running.
@@ -100,12 +57,16 @@ fn pause_stops_moves_and_dead_letters_until_resume() {
         .expect("SET and PAUSE");
     assert_eq!(state(&mut c, "jobs", "g"), "paused");
     assert_eq!(status(&mut c, "jobs", "g"), "paused");
-    let before = owners(&mut c, "jobs");
+    let before = pel_state(&mut c, "jobs", "g");
 
     // Every entry is due (3 for the DLQ, 7 for the claimant), and the timer ran many passes.
-    wait_idle(&mut c, "jobs", 300);
+    wait_idle(&mut c, "jobs", "g", 300);
     wait_passes(&mut c, "witness", "g", 3);
-    assert_eq!(owners(&mut c, "jobs"), before, "nothing moved while paused");
+    assert_eq!(
+        pel_state(&mut c, "jobs", "g"),
+        before,
+        "nothing moved while paused"
+    );
     assert_eq!(
         xlen(&mut c, "jobs:dlq"),
         0,
@@ -141,14 +102,11 @@ fn pause_stops_moves_and_dead_letters_until_resume() {
     wait_for(20, "the resumed policy to drain", || {
         (xlen(&mut c, "jobs:dlq") == 3).then_some(())
     });
-    let mut dead: Vec<String> = xrange_text(&mut c, "jobs:dlq")
-        .into_iter()
-        .map(|(_, f)| reclaim_id(&f))
-        .collect();
+    let mut dead = dlq_ids(&xrange(&mut c, b"jobs:dlq"));
     dead.sort();
     assert_eq!(dead, ids[..3].to_vec());
     wait_for(20, "the other stale entries in the inbox", || {
-        let o = owners(&mut c, "jobs");
+        let o = pel_state(&mut c, "jobs", "g");
         o.iter()
             .filter(|(id, _, _)| ids[3..].contains(id))
             .all(|(_, owner, _)| owner == "reclaim")
@@ -162,9 +120,9 @@ fn pause_and_storm_errors() {
     let s = Server::new();
     let mut c = s.conn();
     let e = error_of(&mut c, cmd("RECLAIM.POLICY").arg(&["PAUSE", "nope", "g"]));
-    assert_eq!(e, "ERR no reclaim policy for this key and group");
+    assert_eq!(e, NO_POLICY);
     let e = error_of(&mut c, cmd("RECLAIM.POLICY").arg(&["RESUME", "nope", "g"]));
-    assert_eq!(e, "ERR no reclaim policy for this key and group");
+    assert_eq!(e, NO_POLICY);
     create_group(&mut c, b"s", b"g");
     set_policy_opts(&mut c, "s", "g", "");
     for extra in [&["NOW"][..], &["STORM", "x"][..]] {
@@ -172,10 +130,7 @@ fn pause_and_storm_errors() {
             &mut c,
             cmd("RECLAIM.POLICY").arg(&["PAUSE", "s", "g"]).arg(extra),
         );
-        assert_eq!(
-            e,
-            "ERR syntax error: RECLAIM.POLICY PAUSE key group [STORM]"
-        );
+        assert_eq!(e, PAUSE_SYNTAX);
     }
     let e = error_of(
         &mut c,
@@ -235,7 +190,7 @@ fn the_storm_breaker_stops_a_dead_letter_storm_and_resume_drains_it() {
     assert_eq!(reclaim_info(&mut c, "storms"), 1);
     // Moves go on: the 4 stale entries reach the inbox; the poison stays pending.
     wait_for(20, "the stale entries in the inbox", || {
-        let o = owners(&mut c, "orders");
+        let o = pel_state(&mut c, "orders", "g");
         o.iter()
             .filter(|(id, _, _)| ids[30..].contains(id))
             .all(|(_, owner, _)| owner == "reclaim")
@@ -259,10 +214,7 @@ fn the_storm_breaker_stops_a_dead_letter_storm_and_resume_drains_it() {
     wait_for(20, "the held-back poison to drain", || {
         (xlen(&mut c, "orders:dlq") == 30).then_some(())
     });
-    let mut dead: Vec<String> = xrange_text(&mut c, "orders:dlq")
-        .into_iter()
-        .map(|(_, f)| reclaim_id(&f))
-        .collect();
+    let mut dead = dlq_ids(&xrange(&mut c, b"orders:dlq"));
     dead.sort();
     let mut poison = ids[..30].to_vec();
     poison.sort();
@@ -322,12 +274,15 @@ fn reclaim_enabled_no_stops_every_policy() {
             &format!("MIN-IDLE 100 MAX-DELIVERIES 2 DLQ {k}:dlq INTERVAL 50"),
         );
     }
-    let (a0, b0) = (owners(&mut c, "a"), owners(&mut c, "b"));
+    let (a0, b0) = (pel_state(&mut c, "a", "g"), pel_state(&mut c, "b", "g"));
     assert_eq!(status(&mut c, "a", "g"), "disabled");
     // Long past due: at least ten INTERVALs.
-    wait_idle(&mut c, "a", 600);
-    wait_idle(&mut c, "b", 600);
-    assert_eq!((owners(&mut c, "a"), owners(&mut c, "b")), (a0, b0));
+    wait_idle(&mut c, "a", "g", 600);
+    wait_idle(&mut c, "b", "g", 600);
+    assert_eq!(
+        (pel_state(&mut c, "a", "g"), pel_state(&mut c, "b", "g")),
+        (a0, b0)
+    );
     assert_eq!(xlen(&mut c, "a:dlq"), 0);
     let e = error_of(&mut c, cmd("RECLAIM.SWEEP").arg(&["a", "g"]));
     assert_eq!(e, DISABLED);
@@ -347,8 +302,8 @@ fn reclaim_enabled_no_stops_every_policy() {
         .query(&mut c)
         .unwrap();
     wait_for(20, "both policies to run again", || {
-        let a = owners(&mut c, "a");
-        let b = owners(&mut c, "b");
+        let a = pel_state(&mut c, "a", "g");
+        let b = pel_state(&mut c, "b", "g");
         (xlen(&mut c, "a:dlq") == 1
             && a.iter().all(|(_, o, _)| o == "reclaim")
             && b.iter().all(|(_, o, _)| o == "reclaim"))
@@ -406,43 +361,25 @@ fn states_survive_restart_reload_and_promotion() {
     witness(&mut c);
     let _ = delivered(&mut c, "p", 5, 0, 1);
     replica_acked(&mut c);
-    let before = owners(&mut rc, "p");
+    let before = pel_state(&mut rc, "p", "g");
     drop(c);
     s.kill();
     promote(&mut rc);
-    wait_idle(&mut rc, "p", 300);
+    wait_idle(&mut rc, "p", "g", 300);
     wait_passes(&mut rc, "witness", "g", 3);
-    assert_eq!(owners(&mut rc, "p"), before, "promoted: still paused");
+    assert_eq!(
+        pel_state(&mut rc, "p", "g"),
+        before,
+        "promoted: still paused"
+    );
     assert_eq!(status(&mut rc, "p", "g"), "paused");
     policy_ok(&mut rc, &["RESUME", "p", "g"]);
     wait_for(20, "the resumed policy to move the stale entries", || {
-        owners(&mut rc, "p")
+        pel_state(&mut rc, "p", "g")
             .iter()
             .all(|(_, o, _)| o == "reclaim")
             .then_some(())
     });
-}
-
-#[test]
-fn a_policy_saved_in_encoding_version_2_loads_active_without_storm() {
-    // tests/fixtures/policies-encoding-2.rdb: saved by the module before STORM and the state
-    // (policy encoding version 2) with `RECLAIM.POLICY SET orders workers MIN-IDLE 1234
-    // MAX-DELIVERIES 2 DLQ orders:dlq CLAIMANT rescuer COUNT 5 INTERVAL 77 BACKOFF EXPONENTIAL
-    // 9000 LIVENESS 500`.
-    let s = Server::from_fixture("policies-encoding-2.rdb");
-    let mut c = s.conn();
-    let p = get_policy(&mut c, b"orders", b"workers").expect("the version 2 policy");
-    assert_eq!(
-        p,
-        PolicyView::new(1234, 77)
-            .with_dlq(b"orders:dlq", 2)
-            .with_claimant(b"rescuer")
-            .with_count(5)
-            .with_backoff("EXPONENTIAL 9000")
-            .with_liveness(500)
-    );
-    assert_eq!(p.state, b"active");
-    assert_eq!(p.storm, None);
 }
 
 #[test]
@@ -461,7 +398,7 @@ fn readgroup_dead_letters_count_toward_the_breaker() {
     let ids = add_entries(&mut c, b"r", "job", 3);
     let first = readgroup(&mut c, "r", "g", "w1", 10, None);
     assert_eq!(first.len(), 3);
-    wait_idle(&mut c, "r", 250);
+    wait_idle(&mut c, "r", "g", 250);
     // Every attempt is used up: the first is dead-lettered, the second would open the breaker.
     wait_for(20, "a reader to meet the breaker", || {
         let got = readgroup(&mut c, "r", "g", "w2", 10, None);

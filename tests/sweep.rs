@@ -1,8 +1,10 @@
 //! Sweep behaviour against a real server: moves into the claimant's inbox (a move is not a
 //! delivery: the count stays), the inbox waiting for a reader, dead-letters, deletions, untouched
-//! entries, cursor coverage across ticks, missing and wrong-type keys, RECLAIM.SWEEP, and how sweep
-//! effects reach replicas and the AOF. Deliveries after a move are made by a worker reading with
-//! RECLAIM.READGROUP (the kit's `take_inbox`), one each.
+//! entries, cursor coverage across ticks, missing and wrong-type keys, skipped scans, and how sweep
+//! effects reach replicas and the AOF; then `RECLAIM.SWEEP` and `RECLAIM.STATS` as commands: their
+//! exact replies (RESP2; RESP3 in tests/policy.rs), every rejected input with its exact error, a
+//! binary claimant, and the write access to the DLQ a sweep needs (ACL). Deliveries after a move
+//! are made by a worker reading with RECLAIM.READGROUP (the kit's `take_inbox`), one each.
 //!
 //! Timing: the tests use the timer with small INTERVALs and poll with `wait_for` for a state or a
 //! progress counter (passes, steps), never for a duration. Exact replies come from fixtures
@@ -100,57 +102,9 @@ fn reread_history(c: &mut Connection, s: &str, g: &str, consumer: &str) {
     run(c, &["XREADGROUP", "GROUP", g, consumer, "STREAMS", s, "0"]);
 }
 
-/// Deterministic fixture: `XCLAIM s g owner 0 ids... IDLE idle RETRYCOUNT count JUSTID` sets owner,
-/// idle time and delivery count of pending entries exactly.
-fn fixture(c: &mut Connection, s: &str, g: &str, owner: &str, ids: &[String], idle: i64, n: i64) {
-    let (idle, n) = (idle.to_string(), n.to_string());
-    let mut a = vec!["XCLAIM", s, g, owner, "0"];
-    a.extend(ids.iter().map(|i| i.as_str()));
-    a.extend_from_slice(&["IDLE", &idle, "RETRYCOUNT", &n, "JUSTID"]);
-    let got: Vec<String> = q(c, &a);
-    assert_eq!(got.len(), ids.len(), "fixture claimed every ID");
-}
-
-/// [`fixture`] for one ID.
+/// [`set_pending`] for one ID: its owner, idle time and delivery count, exactly.
 fn fix1(c: &mut Connection, s: &str, g: &str, owner: &str, id: &str, idle: i64, n: i64) {
-    fixture(c, s, g, owner, &[id.to_string()], idle, n);
-}
-
-/// `RECLAIM.SWEEP s g [LIMIT n]` -> (claimed, dead-lettered, deleted), after checking the reply's
-/// fields.
-fn sweep(c: &mut Connection, s: &str, g: &str, limit: Option<i64>) -> (i64, i64, i64) {
-    let n = limit.map(|n| n.to_string());
-    let mut a = vec!["RECLAIM.SWEEP", s, g];
-    if let Some(n) = &n {
-        a.push("LIMIT");
-        a.push(n);
-    }
-    let v = run(c, &a);
-    let keys: Vec<String> = pairs(&v).into_iter().map(|(k, _)| k).collect();
-    assert_eq!(
-        keys,
-        [
-            "claimed",
-            "dead-lettered",
-            "deleted",
-            "dlq-trimmed",
-            "tombstones"
-        ],
-        "{v:?}"
-    );
-    (
-        int_field(&v, "claimed"),
-        int_field(&v, "dead-lettered"),
-        int_field(&v, "deleted"),
-    )
-}
-
-/// (id, owner, count) of every pending entry: what a sweep may change, without the clock.
-fn pel_state(c: &mut Connection, s: &str, g: &str) -> Vec<(String, String, i64)> {
-    pending(c, s, g)
-        .into_iter()
-        .map(|p| (p.id, p.consumer, p.count))
-        .collect()
+    set_pending(c, (s, g), owner, &[id], idle, n);
 }
 
 fn one(id: &str, owner: &str, n: i64) -> (String, String, i64) {
@@ -246,7 +200,7 @@ fn failing_handler_that_goes_idle_is_dead_lettered_after_max_deliveries() {
 
     // Idempotence: more passes and an explicit sweep add nothing.
     wait_passes(&mut c, "jobs", "g", 5);
-    assert_eq!(sweep(&mut c, "jobs", "g", None), (0, 0, 0));
+    assert_eq!(sweep(&mut c, "jobs", "g"), (0, 0, 0));
     assert_eq!(xrange_text(&mut c, "jobs:dlq"), dlq);
     assert_eq!(xlen(&mut c, "jobs"), 1);
     assert_eq!(int_field(&stats(&mut c, "jobs", "g"), "dead-lettered"), 1);
@@ -309,7 +263,7 @@ fn failing_handler_that_rereads_history_is_dead_lettered_above_max_deliveries() 
     assert!(again.iter().all(|(_, e)| e.is_empty()), "{again:?}");
     wait_passes(&mut c, "h", "g", 5);
     assert_eq!(xrange_text(&mut c, "h:dlq"), dlq);
-    assert_eq!(sweep(&mut c, "h", "g", None), (0, 0, 0));
+    assert_eq!(sweep(&mut c, "h", "g"), (0, 0, 0));
     assert_eq!(xlen(&mut c, "h:dlq"), 1);
 }
 
@@ -389,7 +343,7 @@ fn sweep_applies_each_rule_and_counts_separately() {
     fix1(&mut c, "t", "g", "reaper", "10-0", 120_000, 3); // in the inbox, stale at the limit -> DLQ
     let _: i64 = q(&mut c, &["XDEL", "t", "6-0"]);
 
-    assert_eq!(sweep(&mut c, "t", "g", None), (3, 3, 1));
+    assert_eq!(sweep(&mut c, "t", "g"), (3, 3, 1));
 
     assert_eq!(
         pel_state(&mut c, "t", "g"),
@@ -422,7 +376,7 @@ fn sweep_applies_each_rule_and_counts_separately() {
     assert_eq!(xlen(&mut c, "t"), 9, "only the XDEL removed a stream entry");
 
     // Only the inbox's 9-0 is stale, and it waits: a second sweep changes nothing.
-    assert_eq!(sweep(&mut c, "t", "g", None), (0, 0, 0));
+    assert_eq!(sweep(&mut c, "t", "g"), (0, 0, 0));
     assert_eq!(xlen(&mut c, "t:dlq"), 3);
     let st = stats(&mut c, "t", "g");
     assert_eq!(int_field(&st, "claimed"), 3, "{st:?}");
@@ -467,7 +421,7 @@ fn deleted_entry_over_the_limit_is_dropped_not_dead_lettered() {
     deliver(&mut c, "s2", "g1", "c1", None);
     fix1(&mut c, "s2", "g1", "c1", "1-0", 120_000, 10);
     let _: i64 = q(&mut c, &["XDEL", "s2", "1-0"]);
-    assert_eq!(sweep(&mut c, "s2", "g1", None), (0, 0, 1));
+    assert_eq!(sweep(&mut c, "s2", "g1"), (0, 0, 1));
     assert_eq!(pel_total(&mut c, "s2", "g1"), 0);
     assert!(!exists(&mut c, "dlq2"));
 }
@@ -512,7 +466,7 @@ fn fully_trimmed_pel_of_20000_drains_across_ticks() {
     let mut c = s.conn();
     delivered_to_c1(&mut c, "big", "g", 20_000);
     // Half of them are also over the delivery limit: deleted still wins over dead-lettering.
-    fixture(&mut c, "big", "g", "c1", &ids(1, 10_000), 120_000, 10);
+    set_pending(&mut c, ("big", "g"), "c1", &ids(1, 10_000), 120_000, 10);
     assert_eq!(pel_total(&mut c, "big", "g"), 20_000);
     let trimmed: i64 = q(&mut c, &["XTRIM", "big", "MAXLEN", "0"]);
     assert_eq!(trimmed, 20_000);
@@ -550,7 +504,7 @@ fn pel_much_larger_than_count_is_covered_once_per_pass() {
     let _: () = q(&mut c, &["CONFIG", "SET", "reclaim.tick-budget-us", "50"]);
     let _: () = q(&mut c, &["CONFIG", "SET", "reclaim.tick-interval-ms", "1"]);
     delivered_to_c1(&mut c, "many", "g", 3000);
-    fixture(&mut c, "many", "g", "c1", &ids(1, 3000), 120_000, 1);
+    set_pending(&mut c, ("many", "g"), "c1", &ids(1, 3000), 120_000, 1);
     let steps0 = reclaim_info(&mut c, "steps");
     set_policy_opts(
         &mut c,
@@ -666,9 +620,9 @@ fn policy_of_one_group_never_touches_another_group() {
     deliver(&mut c, "s", "g1", "c1", None);
     deliver(&mut c, "s", "g2", "c1", None);
     let all = ids(1, 4);
-    fixture(&mut c, "s", "g1", "c1", &all, 120_000, 1);
-    fixture(&mut c, "s", "g2", "c1", &all[..2], 120_000, 1);
-    fixture(&mut c, "s", "g2", "c1", &all[2..], 120_000, 9);
+    set_pending(&mut c, ("s", "g1"), "c1", &all, 120_000, 1);
+    set_pending(&mut c, ("s", "g2"), "c1", &all[..2], 120_000, 1);
+    set_pending(&mut c, ("s", "g2"), "c1", &all[2..], 120_000, 9);
     let g2_before = pending(&mut c, "s", "g2");
     set_policy_opts(
         &mut c,
@@ -765,7 +719,7 @@ fn policy_waits_for_missing_stream_and_group() {
         status(&mut c, "late", "g"),
         "waiting: stream does not exist"
     );
-    assert_eq!(sweep(&mut c, "late", "g", None), (0, 0, 0));
+    assert_eq!(sweep(&mut c, "late", "g"), (0, 0, 0));
     wait_steps(&mut c, 3);
     assert!(!exists(&mut c, "late"), "no stream created");
     assert!(!exists(&mut c, "late:dlq"), "no DLQ created");
@@ -780,7 +734,7 @@ fn policy_waits_for_missing_stream_and_group() {
         status(&mut c, "late", "g"),
         "waiting: consumer group does not exist"
     );
-    assert_eq!(sweep(&mut c, "late", "g", None), (0, 0, 0));
+    assert_eq!(sweep(&mut c, "late", "g"), (0, 0, 0));
     wait_steps(&mut c, 3);
     let groups: Vec<Value> = q(&mut c, &["XINFO", "GROUPS", "late"]);
     assert!(groups.is_empty(), "no group created: {groups:?}");
@@ -846,7 +800,7 @@ fn wrong_type_stream_is_reported_and_others_still_swept() {
     set_policy_opts(&mut c, "bad", "g", "MIN-IDLE 60000 INTERVAL 50");
     let _: () = q(&mut c, &["SET", "bad", "x"]);
     delivered_to_c1(&mut c, "good", "g", 2);
-    fixture(&mut c, "good", "g", "c1", &ids(1, 2), 120_000, 1);
+    set_pending(&mut c, ("good", "g"), "c1", &ids(1, 2), 120_000, 1);
     set_policy_opts(&mut c, "good", "g", "MIN-IDLE 60000 INTERVAL 50");
     wait_for(10, "good's entries moved", || {
         (pel_state(&mut c, "good", "g") == [one("1-0", "reclaim", 1), one("2-0", "reclaim", 1)])
@@ -942,9 +896,9 @@ fn sweep_limit_handles_at_most_n_entries() {
     quiet_policy(&mut c, "l", "g", "MIN-IDLE 60000 COUNT 5");
     add_range(&mut c, "l", 1, 25);
     deliver(&mut c, "l", "g", "c1", None);
-    fixture(&mut c, "l", "g", "c1", &ids(1, 25), 120_000, 1);
+    set_pending(&mut c, ("l", "g"), "c1", &ids(1, 25), 120_000, 1);
 
-    assert_eq!(sweep(&mut c, "l", "g", Some(7)), (7, 0, 0));
+    assert_eq!(sweep_limit(&mut c, "l", "g", 7), (7, 0, 0));
     let p = pel_state(&mut c, "l", "g");
     assert!(
         p[..7].iter().all(|(_, o, n)| o == "reclaim" && *n == 1),
@@ -953,17 +907,17 @@ fn sweep_limit_handles_at_most_n_entries() {
     assert!(p[7..].iter().all(|(_, o, n)| o == "c1" && *n == 1), "{p:?}");
 
     // The rest in one unlimited sweep; the first 7 wait in the inbox and stay as they are.
-    assert_eq!(sweep(&mut c, "l", "g", Some(1000)), (18, 0, 0));
+    assert_eq!(sweep_limit(&mut c, "l", "g", 1000), (18, 0, 0));
     let p = pel_state(&mut c, "l", "g");
     assert!(p.iter().all(|(_, o, n)| o == "reclaim" && *n == 1), "{p:?}");
 
     // Deleted entries count against the limit too.
-    fixture(&mut c, "l", "g", "c1", &ids(1, 25), 120_000, 1);
+    set_pending(&mut c, ("l", "g"), "c1", &ids(1, 25), 120_000, 1);
     let _: i64 = q(&mut c, &["XTRIM", "l", "MAXLEN", "0"]);
-    assert_eq!(sweep(&mut c, "l", "g", Some(10)), (0, 0, 10));
+    assert_eq!(sweep_limit(&mut c, "l", "g", 10), (0, 0, 10));
     assert_eq!(pel_total(&mut c, "l", "g"), 15);
-    assert_eq!(sweep(&mut c, "l", "g", Some(10)), (0, 0, 10));
-    assert_eq!(sweep(&mut c, "l", "g", None), (0, 0, 5));
+    assert_eq!(sweep_limit(&mut c, "l", "g", 10), (0, 0, 10));
+    assert_eq!(sweep(&mut c, "l", "g"), (0, 0, 5));
     assert_eq!(pel_total(&mut c, "l", "g"), 0);
     let st = stats(&mut c, "l", "g");
     assert_eq!(int_field(&st, "claimed"), 25, "{st:?}");
@@ -971,7 +925,7 @@ fn sweep_limit_handles_at_most_n_entries() {
 
     // Zeros while the group is missing.
     let _: i64 = q(&mut c, &["XGROUP", "DESTROY", "l", "g"]);
-    assert_eq!(sweep(&mut c, "l", "g", Some(3)), (0, 0, 0));
+    assert_eq!(sweep_limit(&mut c, "l", "g", 3), (0, 0, 0));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1055,7 +1009,7 @@ fn windowed_scan_finds_scattered_stale_entries_and_purges_trimmed_ones() {
         .filter(|i| i % 997 == 0)
         .map(|i| format!("{i}-0"))
         .collect();
-    fixture(&mut c, "w", "g", "c1", &stale, 600_000, 1);
+    set_pending(&mut c, ("w", "g"), "c1", &stale, 600_000, 1);
     // Trim the first 100 entries away: they are fresh, but gone from the stream.
     run(&mut c, &["XTRIM", "w", "MINID", "101"]);
     quiet_policy(&mut c, "w", "g", "MIN-IDLE 300000 COUNT 10");
@@ -1084,7 +1038,7 @@ fn renamed_policy_key_follows_its_new_name() {
     let mut c = s.conn();
     set_policy_opts(&mut c, "a", "g", "MIN-IDLE 100000 INTERVAL 50");
     delivered_to_c1(&mut c, "b", "g", 3);
-    fixture(&mut c, "b", "g", "c1", &ids(1, 3), 200_000, 1);
+    set_pending(&mut c, ("b", "g"), "c1", &ids(1, 3), 200_000, 1);
     run(
         &mut c,
         &["RENAME", "reclaim:policy:{a}:a", "reclaim:policy:{b}:b"],
@@ -1107,12 +1061,6 @@ fn renamed_policy_key_follows_its_new_name() {
 // ---------------------------------------------------------------------------------------------
 // Skipped scans: a pass does not look for stale entries before one can exist
 // ---------------------------------------------------------------------------------------------
-
-/// The server's clock, ms since the epoch (`TIME`).
-fn server_ms(c: &mut Connection) -> i64 {
-    let (s, us): (i64, i64) = q(c, &["TIME"]);
-    s * 1000 + us / 1000
-}
 
 /// Entries that only age (nobody touches them) are moved once stale, although the passes in
 /// between skipped their scans.
@@ -1424,4 +1372,292 @@ fn move_and_copy_leave_the_caller_in_its_database() {
     let _: () = q(&mut c, &["SET", "x", "1"]);
     let _: i64 = q(&mut c, &["MOVE", "x", "0"]);
     assert_eq!(db(&mut c), "5");
+}
+
+// ---------------------------------------------------------------------------------------------
+// RECLAIM.SWEEP and RECLAIM.STATS: replies, rejected input, binary names, ACL
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn sweep_and_stats_replies_resp2() {
+    let s = Server::new();
+    let mut c = s.conn();
+    // A policy on a stream that does not exist yet: SWEEP does nothing.
+    set_policy_args(&mut c, b"s", b"g", &words("MIN-IDLE 1 INTERVAL 100000"));
+    assert_eq!(
+        run(&mut c, &["RECLAIM.SWEEP", "s", "g"]),
+        Value::Array(vec![
+            bs(b"claimed"),
+            Value::Int(0),
+            bs(b"dead-lettered"),
+            Value::Int(0),
+            bs(b"deleted"),
+            Value::Int(0),
+            bs(b"dlq-trimmed"),
+            Value::Int(0),
+            bs(b"tombstones"),
+            Value::Int(0),
+        ])
+    );
+    assert_eq!(
+        str_field(&stats(&mut c, "s", "g"), "status"),
+        "waiting: stream does not exist"
+    );
+
+    // The group exists, nothing pending: the timer's first pass completes.
+    create_group(&mut c, b"s", b"g");
+    wait_for(10, "the first timer pass", || {
+        (int_field(&stats(&mut c, "s", "g"), "passes") >= 1).then_some(())
+    });
+    assert_eq!(str_field(&stats(&mut c, "s", "g"), "status"), "active");
+    // Two entries pending for c1; the next timer pass is 100 s away, so only SWEEP claims them.
+    add_numbered(&mut c, "s", 2);
+    deliver(&mut c, "s", "g", "c1", None);
+    let mut claimed = 0;
+    wait_for(10, "RECLAIM.SWEEP to claim both entries", || {
+        let r = run(&mut c, &["RECLAIM.SWEEP", "s", "g", "LIMIT", "100"]);
+        assert_eq!(int_field(&r, "dead-lettered"), 0);
+        assert_eq!(int_field(&r, "deleted"), 0);
+        claimed += int_field(&r, "claimed");
+        (claimed == 2).then_some(())
+    });
+    let p = pending(&mut c, "s", "g");
+    assert_eq!(p.len(), 2);
+    assert!(
+        p.iter().all(|e| e.consumer == "reclaim" && e.count == 1),
+        "moved into the inbox, a move is not a delivery: {p:?}"
+    );
+    let st = stats(&mut c, "s", "g");
+    assert_eq!(int_field(&st, "claimed"), 2);
+    assert_eq!(int_field(&st, "inbox"), 2, "{st:?}");
+    assert_eq!(int_field(&st, "redelivered"), 0, "{st:?}");
+    assert_eq!(int_field(&st, "errors"), 0);
+    assert_eq!(reclaim_info(&mut c, "claimed"), 2);
+    let names: Vec<String> = pairs(&st).into_iter().map(|(k, _)| k).collect();
+    assert_eq!(names, STATS_FIELDS);
+}
+
+#[test]
+fn sweep_and_stats_rejections() {
+    let s = Server::new();
+    let mut c = s.conn();
+    // No policy.
+    assert_eq!(
+        error_of(&mut c, &bin_cmd("RECLAIM.SWEEP", &words("s g"))),
+        NO_POLICY
+    );
+    assert_eq!(
+        error_of(&mut c, &bin_cmd("RECLAIM.STATS", &words("s g"))),
+        NO_POLICY
+    );
+    assert_eq!(
+        error_of(&mut c, &bin_cmd("RECLAIM.SWEEP", &words("s g LIMIT 5"))),
+        NO_POLICY
+    );
+    set_policy_args(&mut c, b"s", b"g", &[]);
+    // Another group of the same stream has no policy.
+    assert_eq!(
+        error_of(&mut c, &bin_cmd("RECLAIM.SWEEP", &words("s h"))),
+        NO_POLICY
+    );
+    assert_eq!(
+        error_of(&mut c, &bin_cmd("RECLAIM.STATS", &words("s h"))),
+        NO_POLICY
+    );
+
+    const LIMIT: &str = "ERR LIMIT must be a positive integer";
+    let mut cases: Vec<(Vec<&[u8]>, &str)> = Vec::new();
+    // Values separated by `|`: empty ones and ones with spaces among them.
+    for v in "0|-1|-0|abc|+1| 1|1 |1.5||007|9223372036854775808"
+        .split('|')
+        .map(str::as_bytes)
+    {
+        cases.push((args![b"LIMIT", v], LIMIT));
+        cases.push((args![b"limit", v], LIMIT));
+    }
+    cases.extend([
+        (words("LIMIT"), "ERR option LIMIT needs a value"),
+        (
+            words("LIMIT 1 LIMIT 2"),
+            "ERR option LIMIT given more than once",
+        ),
+        (words("FOO 1"), "ERR unknown option 'FOO'"),
+        (words("COUNT 1"), "ERR unknown option 'COUNT'"),
+        (words("LIMIT 1 X"), "ERR unknown option 'X'"),
+    ]);
+    for (opts, want) in &cases {
+        let mut a: Vec<&[u8]> = words("s g");
+        a.extend_from_slice(opts);
+        assert_eq!(
+            error_of(&mut c, &bin_cmd("RECLAIM.SWEEP", &a)),
+            *want,
+            "{opts:?}"
+        );
+    }
+    // LIMIT at the top of the range is accepted.
+    let r = run(
+        &mut c,
+        &["RECLAIM.SWEEP", "s", "g", "LIMIT", "9223372036854775807"],
+    );
+    assert_eq!(int_field(&r, "claimed"), 0);
+    assert_eq!(
+        policy_reply(&mut c, b"s", b"g"),
+        PolicyView::defaults().reply(false)
+    );
+
+    // The stream key turned into a string after the policy was set.
+    let _: () = cmd("SET").arg("s").arg("x").query(&mut c).unwrap();
+    assert_eq!(
+        error_of(&mut c, &bin_cmd("RECLAIM.SWEEP", &words("s g"))),
+        WRONGTYPE
+    );
+    // The DLQ key turned into a string after the policy was set.
+    create_group(&mut c, b"t", b"g");
+    set_policy_args(&mut c, b"t", b"g", &words("DLQ t:dlq MAX-DELIVERIES 1"));
+    let _: () = cmd("SET").arg("t:dlq").arg("x").query(&mut c).unwrap();
+    assert_eq!(
+        error_of(&mut c, &bin_cmd("RECLAIM.SWEEP", &words("t g"))),
+        WRONGTYPE_DLQ
+    );
+}
+
+#[test]
+fn sweep_claims_for_a_binary_claimant() {
+    let s = Server::new();
+    let mut c = s.conn();
+    let key: &[u8] = b"st\x00r\xffe\r\nam x";
+    let group: &[u8] = b"gr\x00\xff\r\n p";
+    let claimant: &[u8] = b"cl\x00\xffai\r\nm nt";
+    create_group(&mut c, key, group);
+    let ids = add_entries(&mut c, key, "n", 3);
+    read_group(&mut c, key, group, b"c1");
+    // Make the entries stale now (JUSTID keeps their count at 1), and let only the first pass run.
+    let mut xc = cmd("XCLAIM");
+    xc.arg(key).arg(group).arg("c1").arg(0);
+    for id in &ids {
+        xc.arg(id);
+    }
+    let _: Value = xc
+        .arg("IDLE")
+        .arg(200_000)
+        .arg("JUSTID")
+        .query(&mut c)
+        .unwrap();
+    set_policy_args(
+        &mut c,
+        key,
+        group,
+        &[
+            b"MIN-IDLE",
+            b"100000",
+            b"INTERVAL",
+            b"3600000",
+            b"CLAIMANT",
+            claimant,
+        ],
+    );
+    let p = wait_for(10, "the binary claimant to own every entry", || {
+        let p = pending_raw(&mut c, key, group);
+        p.iter().all(|e| e.1 == claimant).then_some(p)
+    });
+    assert_eq!(
+        p,
+        ids.iter()
+            .map(|id| (id.clone(), claimant.to_vec(), 1))
+            .collect::<Vec<_>>(),
+        "moved, count unchanged"
+    );
+    let st = reply_of(&mut c, &bin_cmd("RECLAIM.STATS", &[key, group]));
+    assert_eq!(int_field(&st, "claimed"), 3);
+    assert_eq!(
+        int_field(&st, "inbox"),
+        3,
+        "the binary claimant's inbox: {st:?}"
+    );
+    assert_eq!(int_field(&st, "errors"), 0);
+    assert_eq!(reclaim_info(&mut c, "claimed"), 3);
+    // XINFO CONSUMERS shows the binary consumer by its exact name.
+    let consumers: Vec<Value> = bin_cmd("XINFO", &[b"CONSUMERS", key, group])
+        .query(&mut c)
+        .unwrap();
+    let names: Vec<Value> = consumers
+        .iter()
+        .map(|v| {
+            pairs(v)
+                .into_iter()
+                .find(|(k, _)| k == "name")
+                .expect("consumer name")
+                .1
+        })
+        .collect();
+    assert!(names.contains(&bs(claimant)), "{names:?}");
+}
+
+#[test]
+fn acl_sweep_needs_write_access_to_the_dlq() {
+    let s = Server::new();
+    let mut admin = s.conn();
+    create_group(&mut admin, b"w:s", b"g");
+    // Entries delivered once are dead-lettered as soon as they are stale.
+    set_policy_args(
+        &mut admin,
+        b"w:s",
+        b"g",
+        &words("MIN-IDLE 1 DLQ d:dlq MAX-DELIVERIES 1 INTERVAL 100000"),
+    );
+    set_policy_args(&mut admin, b"w:s", b"nodlq", &words("INTERVAL 100000"));
+    // The timer's first pass (empty PEL) is done; the next one is 100 s away.
+    wait_for(10, "the first timer pass", || {
+        (int_field(&stats(&mut admin, "w:s", "g"), "passes") >= 1).then_some(())
+    });
+    let _: String = q(&mut admin, &["XADD", "w:s", "*", "n", "1"]);
+    deliver(&mut admin, "w:s", "g", "c1", None);
+
+    acl_setuser(&mut admin, &["w", "on", "nopass", "~w:*", "+@all"]);
+    acl_setuser(
+        &mut admin,
+        &["wr", "on", "nopass", "~w:*", "%R~d:*", "+@all"],
+    );
+    acl_setuser(
+        &mut admin,
+        &["ww", "on", "nopass", "~w:*", "%W~d:*", "+@all"],
+    );
+    let mut w = s.conn_as("w");
+    let mut wr = s.conn_as("wr");
+    let mut ww = s.conn_as("ww");
+    for con in [&mut w, &mut wr] {
+        assert_eq!(
+            error_of(con, &bin_cmd("RECLAIM.SWEEP", &words("w:s g"))),
+            NOPERM_DLQ
+        );
+        assert_eq!(
+            error_of(con, &bin_cmd("RECLAIM.SWEEP", &words("w:s g LIMIT 1"))),
+            NOPERM_DLQ
+        );
+        // A policy without a DLQ sweeps fine, and STATS needs no DLQ access.
+        let r = reply_of(con, &bin_cmd("RECLAIM.SWEEP", &words("w:s nodlq")));
+        assert_eq!(int_field(&r, "dead-lettered"), 0);
+        let _ = reply_of(con, &bin_cmd("RECLAIM.STATS", &words("w:s g")));
+    }
+    // The refused sweeps did not touch the PEL or the DLQ.
+    let p = pending_raw(&mut admin, b"w:s", b"g");
+    assert_eq!(p.len(), 1);
+    assert_eq!(p[0].1, b"c1".to_vec());
+    let n: i64 = cmd("XLEN").arg("d:dlq").query(&mut admin).unwrap();
+    assert_eq!(n, 0);
+    assert_eq!(
+        int_field(&stats(&mut admin, "w:s", "g"), "dead-lettered"),
+        0
+    );
+
+    // Write-only access to the DLQ is enough.
+    let mut dead = 0;
+    wait_for(10, "a sweep by `ww` to dead-letter the entry", || {
+        let r = run(&mut ww, &["RECLAIM.SWEEP", "w:s", "g"]);
+        dead += int_field(&r, "dead-lettered");
+        (dead == 1).then_some(())
+    });
+    assert_eq!(pending_raw(&mut admin, b"w:s", b"g"), vec![]);
+    let n: i64 = cmd("XLEN").arg("d:dlq").query(&mut admin).unwrap();
+    assert_eq!(n, 1);
 }

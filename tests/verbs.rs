@@ -16,10 +16,7 @@ fn policy(c: &mut Connection, s: &str, min_idle: i64, extra: &str) {
 
 /// (owner, delivery count) of entry `id` of group `g`, or `None` when it is not pending.
 fn owner(c: &mut Connection, s: &str, id: &str) -> Option<(String, i64)> {
-    pending(c, s, "g")
-        .into_iter()
-        .find(|p| p.id == id)
-        .map(|p| (p.consumer, p.count))
+    owners(c, s, "g").remove(id)
 }
 
 /// `RECLAIM.<verb> s g consumer ids... [extra...]` as a reply.
@@ -51,15 +48,14 @@ fn extend_keeps_a_long_job_and_a_lost_one_stays_lost() {
     policy(&mut c, "e", 1000, "");
     let id: String = q(&mut c, &["XADD", "e", "*", "job", "long"]);
     assert_eq!(take(&mut c, "e", "w1", 100).as_deref(), Some(id.as_str()));
-    // Three times MIN-IDLE, renewing every 100 ms: the entry never moves (a renewal may come
-    // late on a loaded machine: 900 ms of margin).
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_millis(3000) {
+    // Sixty passes (three times MIN-IDLE at INTERVAL 50), renewing after each: the entry never
+    // moves (a renewal comes a pass, some 50 ms, after the last: 950 ms of margin).
+    for _ in 0..60 {
         let renewed: Vec<String> =
             redis::from_redis_value(verb(&mut c, "EXTEND", "e", "w1", &[&id], &[])).unwrap();
         assert_eq!(renewed, std::slice::from_ref(&id));
         assert_eq!(owner(&mut c, "e", &id), Some(("w1".into(), 1)));
-        std::thread::sleep(Duration::from_millis(100));
+        wait_passes(&mut c, "e", "g", 1);
     }
     assert_eq!(stat(&mut c, "e", "g", "claimed"), 0);
     // The worker stops renewing: the entry is redelivered once, to another worker.
@@ -350,30 +346,16 @@ fn liveness_keeps_a_live_workers_slow_entry_and_frees_a_dead_ones() {
         "{:?}",
         t0.elapsed()
     );
-    // The live worker keeps its slow entry, past MIN-IDLE five times over.
-    while t0.elapsed() < Duration::from_millis(1500) {
-        assert_eq!(owner(&mut c, "v", &slow), Some(("alive".into(), 1)));
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    // The live worker keeps its slow entry, past MIN-IDLE five times over, through passes that
+    // saw it that stale.
+    wait_for(10, "the slow entry idle for five times MIN-IDLE", || {
+        let p = pending(&mut c, "v", "g").into_iter().find(|p| p.id == slow);
+        let p = p.expect("the slow entry is pending");
+        assert_eq!((p.consumer.as_str(), p.count), ("alive", 1));
+        (p.idle >= 1500).then_some(())
+    });
+    wait_passes(&mut c, "v", "g", 2);
     assert_eq!(owner(&mut c, "v", &slow), Some(("alive".into(), 1)));
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     assert_eq!(reader.join().expect("the live reader"), [orphan]);
-}
-
-#[test]
-fn a_policy_written_by_0_1_0_loads_unchanged() {
-    // tests/fixtures/policies-0.1.0.rdb: saved by 0.1.0 (policy encoding version 1) with
-    // `RECLAIM.POLICY SET orders workers MIN-IDLE 1234 MAX-DELIVERIES 2 DLQ orders:dlq CLAIMANT
-    // rescuer COUNT 5 INTERVAL 77`.
-    let s = Server::from_fixture("policies-0.1.0.rdb");
-    let mut c = s.conn();
-    let p = get_policy(&mut c, b"orders", b"workers").expect("the 0.1.0 policy");
-    assert_eq!(
-        p,
-        PolicyView::new(1234, 77)
-            .with_dlq(b"orders:dlq", 2)
-            .with_claimant(b"rescuer")
-            .with_count(5)
-    );
-    assert_eq!(reclaim_info(&mut c, "policies"), 1);
 }

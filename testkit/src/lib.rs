@@ -1,26 +1,30 @@
-//! The test kit of redis-reclaim: what the integration tests (`tests/*.rs`) and the examples
-//! (`examples/bench/`, `examples/demo/`) share. Dev-only (`publish = false`): a dev-dependency of
-//! the module's crate, never linked into the module.
+//! The test kit of redis-reclaim: what the integration tests (`tests/*.rs`, listed by feature in
+//! tests/README.md) and the examples (`examples/bench/`, `examples/demo/`) share. Dev-only
+//! (`publish = false`): a dev-dependency of the module's crate, never linked into the module.
 //!
 //! | module | owns |
 //! |---|---|
-//! | [`server`] | starting redis-server with the module (free port, temp dir, kill on drop), replicas, restarts, logs |
-//! | [`wait`] | polling for a state with a deadline ([`wait_for`]), `RECLAIM_TEST_SLOWDOWN` |
-//! | [`replies`] | field/value replies, strings, errors, `INFO` fields |
-//! | [`streams`] | groups, entries, deliveries, the PEL |
-//! | [`policies`] | `RECLAIM.POLICY` and `RECLAIM.STATS` |
+//! | [`server`] | starting redis-server with the module (free port, temp dir, kill on drop), replicas, restarts, logs, `role`, `FAILOVER TO` |
+//! | [`wait`] | polling for a state with a deadline ([`wait_for`]), `RECLAIM_TEST_SLOWDOWN`, `WAIT` for a replica |
+//! | [`replies`] | field/value replies, strings, errors, whole replies ([`reply_of`]), `INFO` fields, the server's clock |
+//! | [`errors`] | error texts asserted in more than one file |
+//! | [`streams`] | groups, entries, deliveries, the PEL (exact owners, idle times and counts: [`set_pending`]), waits for idle times and ages |
+//! | [`policies`] | `RECLAIM.POLICY` (parsed, and as exact replies) and `RECLAIM.STATS` |
 //! | [`readers`] | workers taking deliveries with `RECLAIM.READGROUP` (the inbox, redeliveries) |
+//! | [`acl`] | ACL users and connections authenticated as one |
 //! | [`aof`] | AOF files and their commands |
-//! | [`words`] | commands given as words ([`q`], [`run`]) |
-//! | [`sweeper`] | the sweeper's progress: `RECLAIM.STATS` fields, waits for steps, passes, skips |
+//! | [`words`] | commands given as words ([`q`], [`run`]) or as byte strings ([`bin_cmd`], [`args!`]) |
+//! | [`sweeper`] | the sweeper's progress: `RECLAIM.STATS` fields, waits for steps, passes, skips; `RECLAIM.SWEEP` |
 //! | [`dlq`] | the dead-letter invariant ([`assert_partition`]) |
 //! | [`docs`] | the fenced blocks of README.md and docs/*.md, run and compared (tests/docs.rs) |
 //!
 //! Tests and examples `use reclaim_testkit::*;`.
 
+pub mod acl;
 pub mod aof;
 pub mod dlq;
 pub mod docs;
+pub mod errors;
 pub mod policies;
 pub mod readers;
 pub mod replies;
@@ -32,8 +36,10 @@ pub mod words;
 
 pub use redis::{cmd, Connection, Value};
 
+pub use acl::*;
 pub use aof::*;
 pub use dlq::*;
+pub use errors::*;
 pub use policies::*;
 pub use readers::*;
 pub use replies::*;

@@ -2,7 +2,8 @@
 
 use redis::{cmd, Connection, Value};
 
-use crate::replies::{bytes_of, pairs};
+use crate::replies::{bs, bytes_of, error_of, is_ok, pairs, reply_of};
+use crate::words::bin_cmd;
 
 /// A reclaim policy as `RECLAIM.POLICY GET` reports it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -47,6 +48,47 @@ impl PolicyView {
             tombstones: false,
             state: b"active".to_vec(),
         }
+    }
+
+    /// The documented defaults (`RECLAIM.POLICY SET s g` with no option).
+    pub fn defaults() -> PolicyView {
+        PolicyView::new(60_000, 10_000)
+    }
+
+    /// (field, value) of the GET reply, exactly as the module writes them, in the documented
+    /// order.
+    pub fn reply_fields(&self) -> Vec<(Value, Value)> {
+        let text = |b: Option<&[u8]>| b.map(bs).unwrap_or(Value::Nil);
+        let storm = self.storm.map(|(n, w)| format!("{n} {w}").into_bytes());
+        let tombstones: &[u8] = if self.tombstones { b"yes" } else { b"no" };
+        vec![
+            (bs(b"min-idle"), Value::Int(self.min_idle)),
+            (bs(b"max-deliveries"), Value::Int(self.max_deliveries)),
+            (bs(b"dlq"), text(self.dlq.as_deref())),
+            (bs(b"claimant"), bs(&self.claimant)),
+            (bs(b"count"), Value::Int(self.count)),
+            (bs(b"interval"), Value::Int(self.interval)),
+            (bs(b"backoff"), bs(&self.backoff)),
+            (bs(b"liveness"), Value::Int(self.liveness)),
+            (bs(b"storm"), text(storm.as_deref())),
+            (bs(b"dlq-maxlen"), Value::Int(self.dlq_maxlen)),
+            (bs(b"dlq-maxage"), Value::Int(self.dlq_maxage)),
+            (bs(b"tombstones"), bs(tombstones)),
+            (bs(b"state"), bs(&self.state)),
+        ]
+    }
+
+    /// The exact GET reply: a flat field/value array in RESP2, a map in RESP3.
+    pub fn reply(&self, resp3: bool) -> Value {
+        field_value_reply(self.reply_fields(), resp3)
+    }
+
+    /// The exact LIST element of this policy on (`key`, `group`): `key` and `group` first, then
+    /// the GET fields.
+    pub fn list_item(&self, key: &[u8], group: &[u8], resp3: bool) -> Value {
+        let mut f = vec![(bs(b"key"), bs(key)), (bs(b"group"), bs(group))];
+        f.extend(self.reply_fields());
+        field_value_reply(f, resp3)
     }
 
     /// The same policy with DLQ retention (`DLQ-MAXLEN`, `DLQ-MAXAGE`; 0 = off).
@@ -198,6 +240,61 @@ impl PolicyView {
     }
 }
 
+/// A field/value reply: a flat array in RESP2, a map in RESP3.
+fn field_value_reply(fields: Vec<(Value, Value)>, resp3: bool) -> Value {
+    if resp3 {
+        Value::Map(fields)
+    } else {
+        Value::Array(fields.into_iter().flat_map(|(k, v)| [k, v]).collect())
+    }
+}
+
+/// `RECLAIM.POLICY <args>`, binary-safe.
+pub fn policy_cmd(args: &[&[u8]]) -> redis::Cmd {
+    bin_cmd("RECLAIM.POLICY", args)
+}
+
+/// `RECLAIM.POLICY <words...>`, which must answer `+OK` (SET, PAUSE, RESUME).
+pub fn policy_ok(con: &mut Connection, words: &[&str]) {
+    let r: Value = cmd("RECLAIM.POLICY")
+        .arg(words)
+        .query(con)
+        .unwrap_or_else(|e| panic!("RECLAIM.POLICY {words:?}: {e}"));
+    assert!(is_ok(&r), "RECLAIM.POLICY {words:?}: {r:?}");
+}
+
+/// `RECLAIM.POLICY SET key group <opts>`, binary-safe, which must answer `+OK`.
+pub fn set_policy_args(con: &mut Connection, key: &[u8], group: &[u8], opts: &[&[u8]]) {
+    let r = reply_of(
+        con,
+        &policy_cmd(&[&[b"SET", key, group][..], opts].concat()),
+    );
+    assert!(is_ok(&r), "SET answered {r:?}");
+}
+
+/// The error of `RECLAIM.POLICY SET key group <opts>`, binary-safe.
+pub fn set_policy_err(con: &mut Connection, key: &[u8], group: &[u8], opts: &[&[u8]]) -> String {
+    error_of(
+        con,
+        &policy_cmd(&[&[b"SET", key, group][..], opts].concat()),
+    )
+}
+
+/// The raw reply of `RECLAIM.POLICY GET key group` (nil, or the field/value reply).
+pub fn policy_reply(con: &mut Connection, key: &[u8], group: &[u8]) -> Value {
+    reply_of(con, &policy_cmd(&[b"GET", key, group]))
+}
+
+/// The raw reply of `RECLAIM.POLICY DEL key group` (1 or 0).
+pub fn policy_del_reply(con: &mut Connection, key: &[u8], group: &[u8]) -> Value {
+    reply_of(con, &policy_cmd(&[b"DEL", key, group]))
+}
+
+/// The raw reply of `RECLAIM.POLICY LIST`.
+pub fn policy_list_reply(con: &mut Connection) -> Value {
+    reply_of(con, &policy_cmd(&[b"LIST"]))
+}
+
 /// `RECLAIM.POLICY SET stream group <every option of p>`.
 pub fn set_policy(con: &mut Connection, stream: &[u8], group: &[u8], p: &PolicyView) {
     let r: Value = cmd("RECLAIM.POLICY")
@@ -207,10 +304,7 @@ pub fn set_policy(con: &mut Connection, stream: &[u8], group: &[u8], p: &PolicyV
         .arg(p.set_args())
         .query(con)
         .expect("RECLAIM.POLICY SET");
-    assert!(
-        matches!(&r, Value::Okay) || matches!(&r, Value::SimpleString(s) if s == "OK"),
-        "{r:?}"
-    );
+    assert!(is_ok(&r), "{r:?}");
 }
 
 /// `RECLAIM.POLICY SET s g <opts>`, the options as one string of words separated by spaces

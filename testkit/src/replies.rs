@@ -57,6 +57,26 @@ pub fn bytes_of(v: &Value) -> Vec<u8> {
     }
 }
 
+/// Whether a reply is `+OK`.
+pub fn is_ok(v: &Value) -> bool {
+    matches!(v, Value::Okay) || matches!(v, Value::SimpleString(s) if s == "OK")
+}
+
+/// A bulk string reply holding `b`, for comparing whole replies.
+pub fn bs(b: &[u8]) -> Value {
+    Value::BulkString(b.to_vec())
+}
+
+/// The reply of a command that must succeed (panics with the command and the error otherwise).
+pub fn reply_of(con: &mut Connection, c: &redis::Cmd) -> Value {
+    c.query::<Value>(con).unwrap_or_else(|e| {
+        panic!(
+            "{:?} failed: {e}",
+            String::from_utf8_lossy(&c.get_packed_command())
+        )
+    })
+}
+
 /// The error text of a command that must fail.
 pub fn error_of(con: &mut Connection, c: &redis::Cmd) -> String {
     match c.query::<Value>(con) {
@@ -92,9 +112,34 @@ pub fn info_int(con: &mut Connection, section: &str, field: &str) -> i64 {
         .unwrap_or_else(|_| panic!("{field} is not an integer: {v}"))
 }
 
+/// One text field of `INFO section` (panics when there is none of that name).
+pub fn info_field(con: &mut Connection, section: &str, field: &str) -> String {
+    let all = info(con, section);
+    all.iter()
+        .find(|(k, _)| k == field)
+        .map(|(_, v)| v.clone())
+        .unwrap_or_else(|| panic!("no {field} in INFO {section}: {all:?}"))
+}
+
+/// The server's clock, ms since the epoch (`TIME`).
+pub fn server_ms(con: &mut Connection) -> i64 {
+    let (s, us): (i64, i64) = cmd("TIME").query(con).expect("TIME");
+    s * 1000 + us / 1000
+}
+
 /// The integer field `reclaim_<name>` of `INFO reclaim`.
 pub fn reclaim_info(con: &mut Connection, name: &str) -> i64 {
     info_int(con, "reclaim", &format!("reclaim_{name}"))
+}
+
+/// The text of a bulk or simple string reply (or OK); panics on anything else.
+pub fn string_of(v: &Value) -> String {
+    match v {
+        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        Value::SimpleString(s) => s.clone(),
+        Value::Okay => "OK".into(),
+        other => panic!("not a string: {other:?}"),
+    }
 }
 
 /// The text of a string-like reply (bulk or simple string, OK, integer); `None` for anything else.

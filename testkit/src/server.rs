@@ -355,6 +355,28 @@ pub fn promote(con: &mut Connection) {
         .expect("REPLICAOF NO ONE");
 }
 
+/// The `role` field of `INFO replication` (`master` or `slave`).
+pub fn role(con: &mut Connection) -> String {
+    crate::replies::info_field(con, "replication", "role")
+}
+
+/// The coordinated `FAILOVER TO` `replica` from the primary of `con`: waits until the replica
+/// acknowledged everything (FAILOVER TO needs it online on the primary's side, which happens at
+/// its first REPLCONF ACK, up to a second after its link is up), fails over, and waits until the
+/// replica is the primary and the old primary a replica of it with its link up.
+pub fn failover_to(con: &mut Connection, replica: &Server) {
+    crate::wait::replica_acked(con);
+    let port = replica.port.to_string();
+    let _: () = crate::words::q(con, &["FAILOVER", "TO", "127.0.0.1", &port]);
+    let mut rc = replica.conn();
+    wait_for(20, "the failover to complete", || {
+        let link_up = crate::replies::info(con, "replication")
+            .iter()
+            .any(|(k, v)| k == "master_link_status" && v == "up");
+        (role(&mut rc) == "master" && role(con) == "slave" && link_up).then_some(())
+    });
+}
+
 impl Drop for Server {
     /// Kills the server. When the test is failing, first prints whether the server was still
     /// running and the end of its log, so a CI failure shows what the server saw.

@@ -87,19 +87,17 @@ pub fn create_group(con: &mut Connection, key: &[u8], group: &[u8]) {
         .expect("XGROUP CREATE");
 }
 
-/// Appends `n` entries `n <tag>-<i>` to `key`; returns their IDs.
+/// Appends `n` entries `n <tag>-<i>` to `key` (one pipeline); returns their IDs.
 pub fn add_entries(con: &mut Connection, key: &[u8], tag: &str, n: usize) -> Vec<String> {
-    (0..n)
-        .map(|i| {
-            cmd("XADD")
-                .arg(key)
-                .arg("*")
-                .arg("n")
-                .arg(format!("{tag}-{i}"))
-                .query(con)
-                .expect("XADD")
-        })
-        .collect()
+    let mut p = redis::pipe();
+    for i in 0..n {
+        p.cmd("XADD")
+            .arg(key)
+            .arg("*")
+            .arg("n")
+            .arg(format!("{tag}-{i}"));
+    }
+    p.query(con).expect("XADD pipeline")
 }
 
 /// The command `XREADGROUP GROUP group consumer COUNT 100000 STREAMS key >`.
@@ -219,4 +217,71 @@ pub fn deliver_then_pause(
         .arg("WRITE")
         .ignore();
     let () = tx.query(con).expect("transaction");
+}
+
+/// Sets owner, idle time and delivery count of the pending `ids` of (s, g) exactly
+/// (`XCLAIM s g owner 0 ids... IDLE idle RETRYCOUNT n JUSTID`): a deterministic PEL.
+pub fn set_pending(
+    c: &mut Connection,
+    (s, g): (&str, &str),
+    owner: &str,
+    ids: &[impl AsRef<str>],
+    idle: i64,
+    n: i64,
+) {
+    let (idle, n) = (idle.to_string(), n.to_string());
+    let mut a = vec!["XCLAIM", s, g, owner, "0"];
+    a.extend(ids.iter().map(|i| i.as_ref()));
+    a.extend_from_slice(&["IDLE", &idle, "RETRYCOUNT", &n, "JUSTID"]);
+    let got: Vec<String> = crate::words::q(c, &a);
+    assert_eq!(
+        got.len(),
+        ids.len(),
+        "XCLAIM claimed {got:?} of {} IDs",
+        ids.len()
+    );
+}
+
+/// (id, owner, count) of every pending entry of (s, g), in ID order: what a sweep may change,
+/// without the clock.
+pub fn pel_state(c: &mut Connection, s: &str, g: &str) -> Vec<(String, String, i64)> {
+    pending(c, s, g)
+        .into_iter()
+        .map(|p| (p.id, p.consumer, p.count))
+        .collect()
+}
+
+/// id -> (owner, count) of every pending entry of (s, g).
+pub fn owners(
+    c: &mut Connection,
+    s: &str,
+    g: &str,
+) -> std::collections::BTreeMap<String, (String, i64)> {
+    pending(c, s, g)
+        .into_iter()
+        .map(|p| (p.id, (p.consumer, p.count)))
+        .collect()
+}
+
+/// Waits until every pending entry of (s, g) has been idle for at least `ms` (the PEL's clock):
+/// for a test that needs entries stale, without a sleep.
+pub fn wait_idle(c: &mut Connection, s: &str, g: &str, ms: i64) {
+    crate::wait::wait_for(
+        20,
+        &format!("every entry of ({s}, {g}) idle for {ms} ms"),
+        || pending(c, s, g).iter().all(|e| e.idle >= ms).then_some(()),
+    );
+}
+
+/// Waits until the entry `id` (its ID's ms part: when `XADD ... *` added it) is at least `ms`
+/// old by the server's clock.
+pub fn wait_age(c: &mut Connection, id: &str, ms: i64) {
+    let added: i64 = id
+        .split('-')
+        .next()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("not a stream ID: {id}"));
+    crate::wait::wait_for(20, &format!("entry {id} {ms} ms old"), || {
+        (crate::replies::server_ms(c) >= added + ms).then_some(())
+    });
 }

@@ -5,8 +5,9 @@
 use redis::Connection;
 
 use crate::policies::{set_policy_opts, stats};
-use crate::replies::{int_field, reclaim_info, str_field};
+use crate::replies::{int_field, pairs, reclaim_info, str_field};
 use crate::wait::wait_for;
+use crate::words::run;
 
 /// The fields of `RECLAIM.STATS`, in order (docs/commands.md).
 pub const STATS_FIELDS: [&str; 19] = [
@@ -94,4 +95,36 @@ pub fn quiet_policy(c: &mut Connection, s: &str, g: &str, opts: &str) {
     wait_for(10, "the policy's first (empty) pass", || {
         (stat(c, s, g, "passes") > before).then_some(())
     });
+}
+
+/// The fields of a `RECLAIM.SWEEP` reply, in order (docs/commands.md).
+pub const SWEEP_FIELDS: [&str; 5] = [
+    "claimed",
+    "dead-lettered",
+    "deleted",
+    "dlq-trimmed",
+    "tombstones",
+];
+
+/// `RECLAIM.SWEEP s g` -> (claimed, dead-lettered, deleted), after checking the reply's fields.
+pub fn sweep(c: &mut Connection, s: &str, g: &str) -> (i64, i64, i64) {
+    swept(&run(c, &["RECLAIM.SWEEP", s, g]))
+}
+
+/// `RECLAIM.SWEEP s g LIMIT n` -> (claimed, dead-lettered, deleted), after checking the reply's
+/// fields.
+pub fn sweep_limit(c: &mut Connection, s: &str, g: &str, n: i64) -> (i64, i64, i64) {
+    swept(&run(c, &["RECLAIM.SWEEP", s, g, "LIMIT", &n.to_string()]))
+}
+
+/// (claimed, dead-lettered, deleted) of a `RECLAIM.SWEEP` reply whose fields are
+/// [`SWEEP_FIELDS`].
+fn swept(v: &redis::Value) -> (i64, i64, i64) {
+    let keys: Vec<String> = pairs(v).into_iter().map(|(k, _)| k).collect();
+    assert_eq!(keys, SWEEP_FIELDS, "{v:?}");
+    (
+        int_field(v, "claimed"),
+        int_field(v, "dead-lettered"),
+        int_field(v, "deleted"),
+    )
 }

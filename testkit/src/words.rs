@@ -1,5 +1,5 @@
 //! Commands given as words (`&["XADD", "s", "1-0", "f", "v"]`), for tests that read best as the
-//! commands a person would type.
+//! commands a person would type; binary-safe ones given as byte strings ([`bin_cmd`], [`args!`]).
 
 use redis::{cmd, Connection, Value};
 
@@ -40,4 +40,28 @@ pub fn deliver(c: &mut Connection, s: &str, g: &str, consumer: &str, count: Opti
     }
     a.extend_from_slice(&["STREAMS", s, ">"]);
     run(c, &a);
+}
+
+/// A `Vec<&[u8]>` of byte-string arguments of any lengths: `args![b"SET", key, b"COUNT", b"5"]`.
+#[macro_export]
+macro_rules! args {
+    ($($x:expr),* $(,)?) => {
+        vec![$(&$x[..] as &[u8]),*]
+    };
+}
+
+/// The command `name args...`, from binary-safe arguments.
+pub fn bin_cmd(name: &str, args: &[&[u8]]) -> redis::Cmd {
+    let mut c = cmd(name);
+    for a in args {
+        c.arg(*a);
+    }
+    c
+}
+
+/// The words of `text` (split at spaces) as byte strings, for the binary-safe helpers:
+/// `&words("MIN-IDLE 5 DLQ d")`. Arguments that are empty, hold a space or are not text are given
+/// with [`args!`] instead.
+pub fn words(text: &str) -> Vec<&[u8]> {
+    text.split(' ').map(str::as_bytes).collect()
 }
