@@ -16,13 +16,15 @@ use crate::export;
 use crate::ffi::{self, CmdResult, CommandSpec, Reply, Spec};
 use crate::keys;
 use crate::metrics::Stat;
+use crate::outcome::Stop;
 use crate::planner::{Action, PassKind, Tally};
 use crate::policy::{self, Policy, State};
 use crate::registry::{self, PolicyId};
 use crate::runtime::{count_step, Runtime};
 use crate::scheduler;
+use crate::settle;
 use crate::store;
-use crate::sweep::{self, Simulation, Stop, Target};
+use crate::sweep::{self, Simulation, Target};
 
 const KEY_RW: u32 = raw::REDISMODULE_CMD_KEY_RW;
 const KEY_RO: u32 = raw::REDISMODULE_CMD_KEY_RO;
@@ -58,7 +60,7 @@ fn policy_map(p: &Policy) -> Vec<(&'static str, Reply)> {
         ("dlq-maxage", Reply::Int(p.dlq_maxage_ms)),
         (
             "tombstones",
-            Reply::Bytes(policy::yes_no(p.tombstones).to_vec()),
+            Reply::Bytes(crate::text::yes_no(p.tombstones).to_vec()),
         ),
         ("state", Reply::Bytes(p.state.name().as_bytes().to_vec())),
     ]
@@ -342,11 +344,7 @@ fn sweep_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
         tombstones += out.tombstones;
         remaining -= out.examined as i64;
         tally.merge(&out.tally);
-        registry::update(&id, |rt| {
-            count_step(&mut rt.counters, &out);
-            let hit = out.problem == Some(Stop::Storm);
-            store::note_dead_letters(ctx, stream, group, &p, rt, out.dead_lettered, hit);
-        });
+        settle::settle(ctx, &id, &p, &out, |rt| count_step(&mut rt.counters, &out));
         match &out.stop {
             Some(Stop::WrongTypeStream) => return Err(error::WRONGTYPE_STREAM.into()),
             Some(_) => break,

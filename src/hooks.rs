@@ -264,7 +264,7 @@ fn policy_lines(mut emit: impl FnMut(usize, &[u8])) {
 /// `oldest_pending_ms`) are those of the end of the last complete pass (`last_pass_ms`); the
 /// counters are since the module was loaded; `status` is [`crate::runtime::Runtime::status`].
 pub struct PolicyRow {
-    summary: crate::runtime::Summary,
+    summary: crate::outcome::Summary,
     /// claimed, dead_lettered, deleted, redelivered, errors, passes.
     counts: [u64; 6],
     last_pass_ms: i64,

@@ -19,6 +19,7 @@ pub mod health;
 pub mod hooks;
 pub mod keys;
 pub mod metrics;
+pub mod outcome;
 pub mod planner;
 pub mod policy;
 pub mod readgroup;
@@ -26,8 +27,10 @@ pub mod redrive;
 pub mod registry;
 pub mod runtime;
 pub mod scheduler;
+pub mod settle;
 pub mod store;
 pub mod sweep;
+pub mod text;
 pub mod verbs;
 pub mod watch;
 
@@ -65,7 +68,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
         if !config::names().any(|c| c.as_bytes() == name) {
             ctx.log_warning(&format!(
                 "reclaim: unknown module argument '{}' (known: {})",
-                policy::printable(name),
+                crate::text::printable(name),
                 known()
             ));
             return Status::Err;
@@ -73,7 +76,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
         if pair.len() < 2 {
             ctx.log_warning(&format!(
                 "reclaim: module argument '{}' needs a value",
-                policy::printable(name)
+                crate::text::printable(name)
             ));
             return Status::Err;
         }

@@ -86,7 +86,7 @@ pub enum Rule {
     Deleted,
     /// Over-delivered, but the `STORM` breaker allows no more dead-letters now (its allowance is
     /// used up by the entries before it, or the breaker is open): untouched, the entry stays
-    /// pending (the sweep stops its dead-letters there, [`crate::sweep::Stop::Storm`]). Known to
+    /// pending (the sweep stops its dead-letters there, [`crate::outcome::Stop::Storm`]). Known to
     /// the executor only: never returned by [`decide`].
     Storm,
 }

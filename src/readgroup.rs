@@ -33,12 +33,14 @@ use crate::clock::epoch_ms;
 use crate::error::{self, ReclaimError};
 use crate::ffi::{self, read_opts, write_opts, CmdResult, Reply};
 use crate::metrics::Stat;
+use crate::outcome::Outcome;
 use crate::planner::{self, Pending};
-use crate::policy::{self, Policy};
+use crate::policy::Policy;
 use crate::registry::{self, PolicyId};
 use crate::runtime::count_outcome;
+use crate::settle;
 use crate::store;
-use crate::sweep::{Outcome, Stop, Target};
+use crate::sweep::Target;
 
 /// A parsed `RECLAIM.READGROUP`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,14 +74,14 @@ pub fn parse(args: &[&[u8]]) -> Result<Request, ReclaimError> {
         let more = args.len() - i - 1;
         let o = args[i];
         if o.eq_ignore_ascii_case(b"BLOCK") && more > 0 {
-            let ms = policy::parse_i64(args[i + 1]).ok_or(error::TIMEOUT_NOT_INTEGER)?;
+            let ms = crate::text::parse_i64(args[i + 1]).ok_or(error::TIMEOUT_NOT_INTEGER)?;
             if ms < 0 {
                 return Err(error::TIMEOUT_NEGATIVE.into());
             }
             req.block_ms = Some(ms);
             i += 2;
         } else if o.eq_ignore_ascii_case(b"COUNT") && more > 0 {
-            let n = policy::parse_i64(args[i + 1]).ok_or(error::NOT_AN_INTEGER)?;
+            let n = crate::text::parse_i64(args[i + 1]).ok_or(error::NOT_AN_INTEGER)?;
             req.count = n.max(0);
             i += 2;
         } else if o.eq_ignore_ascii_case(b"GROUP") && more >= 2 {
@@ -182,7 +184,7 @@ fn check_key(ctx: &Context, key: &[u8], group: &[u8]) -> Result<(), ReclaimError
 }
 
 fn no_group(key: &[u8], group: &[u8]) -> ReclaimError {
-    ReclaimError::NoGroup(policy::printable(key), policy::printable(group))
+    ReclaimError::NoGroup(crate::text::printable(key), crate::text::printable(group))
 }
 
 /// `XPENDING key group - + n [consumer]`, parsed (errors read as nothing).
@@ -385,11 +387,9 @@ fn redeliver(
         handed = n;
         *redelivered = Some(r);
     }
-    registry::update(&id, |rt| {
+    settle::settle(ctx, &id, p, &out, |rt| {
         count_outcome(&mut rt.counters, &out);
         rt.counters.add(Stat::Redelivered, handed);
-        let hit = out.problem == Some(Stop::Storm);
-        store::note_dead_letters(ctx, key, &req.group, p, rt, out.dead_lettered, hit);
     });
     handed as i64
 }

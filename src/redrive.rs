@@ -50,8 +50,8 @@ use crate::clock::{epoch_ms, now_ms};
 use crate::error::{self, ReclaimError};
 use crate::ffi::{self, read_opts, write_opts, CmdResult, Reply};
 use crate::keys;
-use crate::policy::parse_i64;
 use crate::store;
+use crate::text::parse_i64;
 
 /// Largest `COUNT`, `RATE` and `CANARY` value.
 pub const MAX_NUMBER: i64 = 1_000_000_000;
@@ -109,11 +109,7 @@ pub fn parse_options(opts: &[&[u8]]) -> Result<Options, ReclaimError> {
             b"RATE" => "RATE",
             b"CANARY" => "CANARY",
             b"WINDOW" => "WINDOW",
-            _ => {
-                return Err(ReclaimError::UnknownOption(crate::policy::printable(
-                    opts[i],
-                )))
-            }
+            _ => return Err(ReclaimError::UnknownOption(crate::text::printable(opts[i]))),
         };
         if seen.contains(&name) {
             return Err(ReclaimError::RepeatedOption(name));
@@ -854,8 +850,8 @@ fn user_for_step(
 fn log_denied(dlq: &[u8], user: &[u8], why: &str) {
     ffi::log_warning(&format!(
         "reclaim: RECLAIM.REDRIVE of '{}' stopped (denied): user '{}' {why}",
-        crate::policy::printable(dlq),
-        crate::policy::printable(user)
+        crate::text::printable(dlq),
+        crate::text::printable(user)
     ));
 }
 
@@ -959,7 +955,7 @@ fn step(ctx: &Context, db: i32, dlq: &[u8], bucket: &mut Bucket, deadline: Insta
                         let stream = origin(fields).map(|o| o.stream).unwrap_or_default();
                         let why = format!(
                             "may not write the stream '{}' an entry goes back to",
-                            crate::policy::printable(&stream)
+                            crate::text::printable(&stream)
                         );
                         log_denied(dlq, t.user.as_deref().unwrap_or_default(), &why);
                         t.finish(Phase::Denied, now);

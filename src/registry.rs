@@ -375,11 +375,10 @@ pub fn seen(id: &PolicyId) -> Vec<(Vec<u8>, u64)> {
         .collect()
 }
 
-/// Changes a policy's state without touching its schedule (used by `RECLAIM.SWEEP`).
-pub fn update(id: &PolicyId, f: impl FnOnce(&mut Runtime)) {
-    if let Some(rt) = lock().runtimes.get_mut(id) {
-        f(rt);
-    }
+/// Changes a policy's state without touching its schedule; `f`'s result, `None` when the policy
+/// is not known. `f` runs with the registry locked: it must not call into Redis.
+pub fn update<R>(id: &PolicyId, f: impl FnOnce(&mut Runtime) -> R) -> Option<R> {
+    lock().runtimes.get_mut(id).map(f)
 }
 
 /// How many entries policy `id` (whose value is `p`) may dead-letter now before its `STORM`

@@ -10,9 +10,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::breaker::Breaker;
 use crate::metrics::{self, Counters, Stat};
+use crate::outcome::{Outcome, Stop, Summary};
 use crate::planner::{self, Horizon, PassKind, Tally};
-use crate::policy::{Policy, State};
-use crate::sweep::{Outcome, Stop};
+use crate::policy::{Policy, State, Storm};
 
 /// Most consumers one policy tracks in each of its sets ([`Unchecked::Consumers`], the recent
 /// touches): past it the policy falls back to checking everyone (a full pass, counted in
@@ -176,32 +176,6 @@ pub struct Pass {
 
 /// Most PEL sizes a policy remembers, one per complete pass ([`Health::sizes`]).
 pub const PEL_HISTORY: usize = 16;
-
-/// A group's PEL as the summary form `XPENDING key group` reports it (O(consumers) in Redis),
-/// read at the end of each complete pass.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Summary {
-    /// Wall-clock ms when it was read (0: never).
-    pub at_ms: i64,
-    /// Pending entries.
-    pub pending: u64,
-    /// Of which in the CLAIMANT's inbox.
-    pub inbox: u64,
-    /// Consumers other than the CLAIMANT with entries pending.
-    pub consumers: u64,
-    /// The most entries one of them holds.
-    pub max_consumer_pending: u64,
-    /// The ms part of the lowest pending ID (when the oldest pending entry was added), if any.
-    pub oldest_id_ms: Option<u64>,
-}
-
-impl Summary {
-    /// How old (ms) the oldest pending entry was when the summary was read (0: none pending).
-    pub fn oldest_pending_ms(&self) -> u64 {
-        self.oldest_id_ms
-            .map_or(0, |ms| (self.at_ms.max(0) as u64).saturating_sub(ms))
-    }
-}
 
 /// What the passes saw, for `RECLAIM.HEALTH` and the per-policy lines of `INFO reclaim`: only
 /// figures a pass already had in hand, each with the time it was taken. Bounded: a fixed number
@@ -414,6 +388,20 @@ impl Runtime {
             State::Active => self.breaker.allowance(policy.storm, now),
             _ => 0,
         }
+    }
+
+    /// Notes `n` dead-letters made at monotonic ms `now` in the `STORM` window (`storm`: the
+    /// policy's `STORM`; nothing without it).
+    pub fn note_dead_letters(&mut self, storm: Option<Storm>, now: u64, n: u64) {
+        self.breaker.record(storm, now, n);
+    }
+
+    /// The `STORM` breaker opened (the stored state is `storm`, announced by its event): counted
+    /// in `storms`.
+    pub fn storm_opened(&mut self) {
+        self.held = State::Storm;
+        self.announced = State::Storm.name();
+        self.counters.add(Stat::Storms, 1);
     }
 
     /// The policy was (re)set: the pass restarts from the head of the PEL, and nothing learnt

@@ -30,6 +30,7 @@ use crate::metrics;
 use crate::planner::{self, PassKind};
 use crate::registry::{self, PolicyId};
 use crate::runtime::Runtime;
+use crate::settle;
 use crate::store;
 use crate::sweep::{self, Target};
 
@@ -406,16 +407,11 @@ fn visit(ctx: &Context, id: &PolicyId, rt: &mut Runtime, now: u64, deadline: Ins
         rt.entry_ns = planner::next_entry_ns(rt.entry_ns, took.as_nanos() as u64, out.examined);
     }
     rt.apply(&out, took.as_micros() as i64, &policy, now, epoch_ms());
-    let hit_breaker = out.problem == Some(sweep::Stop::Storm);
-    store::note_dead_letters(
-        ctx,
-        &id.stream,
-        &id.group,
-        &policy,
-        rt,
-        out.dead_lettered,
-        hit_breaker,
-    );
+    // Settled here, not through `settle::settle`: `rt` is this visit's copy, put back after it.
+    rt.note_dead_letters(policy.storm, now_ms(), out.dead_lettered);
+    if settle::must_open(&policy, &out) && settle::open_breaker(ctx, &id.stream, &id.group) {
+        rt.storm_opened();
+    }
     if out.pass_done {
         if let Some(s) = sweep::pel_summary(&target, |_, _| {}) {
             rt.note_summary(s);

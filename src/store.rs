@@ -209,43 +209,6 @@ fn store_state(ctx: &Context, stream: &[u8], group: &[u8], state: State) -> Opti
     Some(std::mem::replace(&mut p.state, state))
 }
 
-/// After work on policy (stream, group) `p` that dead-lettered `n` entries: counts them in the
-/// `STORM` window of `rt`, and when the work stopped at the breaker (`hit_breaker`: the
-/// [`crate::sweep::Stop::Storm`] problem) while the policy was active, opens the breaker: state
-/// `storm` in the keyspace, propagated as `RECLAIM.POLICY PAUSE stream group STORM` (with the
-/// work's own writes, in one MULTI/EXEC), `storms` counted, a notice in the log. Returns whether
-/// it opened the breaker.
-pub fn note_dead_letters(
-    ctx: &Context,
-    stream: &[u8],
-    group: &[u8],
-    p: &Policy,
-    rt: &mut crate::runtime::Runtime,
-    n: u64,
-    hit_breaker: bool,
-) -> bool {
-    rt.breaker.record(p.storm, crate::clock::now_ms(), n);
-    if !hit_breaker || p.state != State::Active || p.storm.is_none() {
-        return false;
-    }
-    if set_state(ctx, stream, group, State::Storm) != Some(State::Active) {
-        return false;
-    }
-    rt.held = State::Storm;
-    rt.announced = State::Storm.name();
-    if let Some(args) = state_command_args(stream, group, State::Storm) {
-        let r: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
-        ctx.replicate("RECLAIM.POLICY", &r[..]);
-    }
-    rt.counters.add(crate::metrics::Stat::Storms, 1);
-    ctx.log_notice(&format!(
-        "reclaim: STORM breaker opened for stream '{}' group '{}': no dead-letters until RECLAIM.POLICY RESUME",
-        crate::policy::printable(stream),
-        crate::policy::printable(group)
-    ));
-    true
-}
-
 /// The arguments after `RECLAIM.POLICY` that give a policy its state: none when active,
 /// `PAUSE key group` when paused, `PAUSE key group STORM` when the breaker is open (AOF rewrite,
 /// replication of the breaker).

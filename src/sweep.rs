@@ -35,94 +35,9 @@ use redis_module::{
 
 use crate::events;
 use crate::ffi::{read_opts, write_opts};
+use crate::outcome::{Outcome, Stop, Summary};
 use crate::planner::{self, Action, Batch, Pending, Rule};
 use crate::policy::Policy;
-use crate::runtime::Summary;
-
-/// Why a step ended before handling every entry it read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Stop {
-    /// The time budget ran out; resume from the cursor.
-    Deadline,
-    /// The server is out of memory; dead-letter moves wait (counted in `oom_skips`).
-    Oom,
-    /// The stream key does not exist.
-    NoStream,
-    /// The stream has no such consumer group.
-    NoGroup,
-    /// The stream key holds another type.
-    WrongTypeStream,
-    /// The DLQ key holds another type.
-    WrongTypeDlq,
-    /// The `STORM` breaker is open, or the next dead-letter would open it: dead-letter moves
-    /// wait (the entries stay pending); moves go on.
-    Storm,
-    /// Any other error reply (text included).
-    Error(String),
-}
-
-impl Stop {
-    /// The `status` text `RECLAIM.STATS` shows for this stop.
-    pub fn status(&self) -> String {
-        match self {
-            Stop::Deadline => "active".into(),
-            Stop::Oom => "oom: dead-letter moves wait for memory".into(),
-            Stop::NoStream => "waiting: stream does not exist".into(),
-            Stop::NoGroup => "waiting: consumer group does not exist".into(),
-            Stop::WrongTypeStream => "error: stream key holds the wrong kind of value".into(),
-            Stop::WrongTypeDlq => "error: DLQ key holds the wrong kind of value".into(),
-            Stop::Storm => "storm".into(),
-            Stop::Error(e) => format!("error: {e}"),
-        }
-    }
-
-    /// The policy state this stop leaves it in, in one word (`INFO reclaim`'s `status`, the
-    /// `reclaim-<state>` keyspace events): `active` (a deadline is no trouble), `waiting` (no
-    /// stream or group yet), `oom`, `storm` (the breaker holds dead-letters back), or `error`.
-    pub fn state(&self) -> &'static str {
-        match self {
-            Stop::Deadline => "active",
-            Stop::Oom => "oom",
-            Stop::Storm => "storm",
-            Stop::NoStream | Stop::NoGroup => "waiting",
-            Stop::WrongTypeStream | Stop::WrongTypeDlq | Stop::Error(_) => "error",
-        }
-    }
-}
-
-/// What one step did.
-#[derive(Debug, Clone, Default)]
-pub struct Outcome {
-    /// Pending entries read and decided on.
-    pub examined: u64,
-    /// Entries claimed.
-    pub claimed: u64,
-    /// Entries moved to the DLQ.
-    pub dead_lettered: u64,
-    /// Deleted entries removed from the PEL.
-    pub deleted: u64,
-    /// Dead-letter moves (and tombstones) skipped for OOM.
-    pub oom_skips: u64,
-    /// Dead letters trimmed from the DLQ by `DLQ-MAXLEN` / `DLQ-MAXAGE`.
-    pub dlq_trimmed: u64,
-    /// Tombstones appended to the DLQ (`TOMBSTONES yes`); also counted in `deleted`.
-    pub tombstones: u64,
-    /// Where the next step starts (`None` = head of the PEL).
-    pub cursor: Option<Vec<u8>>,
-    /// The ID-window width the next windowed step uses (see [`step_scan`]; 0 = not learned).
-    pub width: u128,
-    /// The entries read that were not stale.
-    pub fresh: planner::Fresh,
-    /// The entries handled, as they were read (for `RECLAIM.HEALTH`).
-    pub tally: planner::Tally,
-    /// The pass reached the end of the PEL.
-    pub pass_done: bool,
-    /// Why the step stopped early, if it did.
-    pub stop: Option<Stop>,
-    /// A problem that skipped some dead-letter moves without stopping the step (DLQ of the wrong
-    /// type, out of memory): those entries stay pending and are retried on the next pass.
-    pub problem: Option<Stop>,
-}
 
 fn append_opts() -> CallOptions {
     CallOptionsBuilder::new()
@@ -152,7 +67,7 @@ fn error_stop(e: &[u8]) -> Stop {
     } else if e.starts_with(b"WRONGTYPE") {
         Stop::WrongTypeStream
     } else {
-        Stop::Error(crate::policy::printable(e))
+        Stop::Error(crate::text::printable(e))
     }
 }
 
@@ -477,7 +392,7 @@ impl Target<'_> {
             Ok(CallReply::I64(i)) => out.dlq_trimmed += i.to_i64().max(0) as u64,
             Err(e) => crate::ffi::log_warning(&format!(
                 "reclaim: XTRIM of the DLQ failed: {}",
-                crate::policy::printable(e.as_bytes())
+                crate::text::printable(e.as_bytes())
             )),
             Ok(_) => crate::ffi::log_warning("reclaim: unexpected XTRIM reply"),
         }
@@ -565,7 +480,7 @@ impl Target<'_> {
                 } else if b.starts_with(b"OOM") {
                     Stop::Oom
                 } else {
-                    Stop::Error(crate::policy::printable(b))
+                    Stop::Error(crate::text::printable(b))
                 })
             }
             Ok(_) => Err(Stop::Error("unexpected XADD reply".into())),
@@ -790,7 +705,7 @@ pub fn pel_summary(t: &Target, mut each: impl FnMut(&[u8], u64)) -> Option<Summa
                 .get(1)
                 .as_ref()
                 .and_then(bytes)
-                .and_then(|b| crate::policy::parse_i64(&b))
+                .and_then(|b| crate::text::parse_i64(&b))
                 .unwrap_or(0)
                 .max(0) as u64;
             if name == t.policy.claimant {

@@ -12,12 +12,14 @@ use redis_module::{CallOptionsBuilder, CallReply, CallResult, Context, RedisStri
 
 use crate::error::{self, ReclaimError};
 use crate::ffi::{self, CmdResult, Reply};
+use crate::outcome::Outcome;
 use crate::planner::{self, Pending};
-use crate::policy::{self, Policy, State};
+use crate::policy::{Policy, State};
 use crate::registry::{self, PolicyId};
 use crate::runtime::count_outcome;
+use crate::settle;
 use crate::store;
-use crate::sweep::{Outcome, Stop, Target};
+use crate::sweep::Target;
 
 /// `reclaim-reason` of an entry dead-lettered by `RECLAIM.TERM` without `REASON`.
 pub const REASON_TERM: &[u8] = b"term";
@@ -191,7 +193,7 @@ pub fn nack_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let v = parse(&a, "DELAY")?;
     let delay = match v.option {
         None => 0,
-        Some(d) => policy::parse_i64(d)
+        Some(d) => crate::text::parse_i64(d)
             .filter(|d| *d >= 0)
             .ok_or(error::DELAY_RANGE)?,
     };
@@ -265,10 +267,8 @@ pub fn term_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
         if let Err(s) = t.dead_letter(&dlq, &mine, &mut out, reason) {
             out.problem = Some(s);
         }
-        registry::update(&id, |rt| {
-            count_outcome(&mut rt.counters, &out);
-            let hit = out.problem == Some(Stop::Storm);
-            store::note_dead_letters(ctx, v.stream, v.group, &p, rt, out.dead_lettered, hit);
+        settle::settle(ctx, &id, &p, &out, |rt| {
+            count_outcome(&mut rt.counters, &out)
         });
     }
     Ok(Reply::Int(out.dead_lettered as i64))
