@@ -3,20 +3,20 @@
 //!
 //! Read-only, and on replicas too. What it reads now costs O(consumers), never O(PEL): the
 //! summary form `XPENDING key group` and `XLEN dlq`. Everything else is what the passes and
-//! commands already learnt ([`crate::runtime::Health`], the counters): on a replica, which runs
+//! commands already learnt ([`crate::state::runtime::Health`], the counters): on a replica, which runs
 //! no pass, those figures are absent (taken-at 0, nil).
 
 use redis_module::{CallReply, CallResult, Context, RedisString};
 
-use crate::clock::epoch_ms;
-use crate::error::{self, ReclaimError};
+use crate::engine::sweep::{self, Target};
 use crate::ffi::{self, CmdResult, Reply};
-use crate::metrics::Stat;
-use crate::planner::{PassKind, Tally, MAX_BUCKETS};
-use crate::registry::{self, PolicyId};
-use crate::runtime::Runtime;
-use crate::store;
-use crate::sweep::{self, Target};
+use crate::model::clock::epoch_ms;
+use crate::model::error::{self, ReclaimError};
+use crate::model::metrics::Stat;
+use crate::model::planner::{PassKind, Tally, MAX_BUCKETS};
+use crate::state::registry::{self, PolicyId};
+use crate::state::runtime::Runtime;
+use crate::state::store;
 
 /// Most consumers `RECLAIM.HEALTH` lists by name (those holding the most entries); the others
 /// are counted.
@@ -139,7 +139,7 @@ fn deliveries(rt: &Runtime) -> Reply {
 pub fn health_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let (stream, group) = (args[1].as_slice(), args[2].as_slice());
     let p = store::get(ctx, stream, group).ok_or(ReclaimError::Static(error::NO_POLICY))?;
-    if crate::sweep::is_non_stream(ctx, stream) {
+    if crate::engine::sweep::is_non_stream(ctx, stream) {
         return Err(error::WRONGTYPE_STREAM.into());
     }
     let id = PolicyId::new(ffi::selected_db(ctx), stream, group);
@@ -194,7 +194,11 @@ pub fn health_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
         ),
         (
             "status",
-            Reply::Bytes(rt.status(crate::config::enabled()).as_bytes().to_vec()),
+            Reply::Bytes(
+                rt.status(crate::state::config::enabled())
+                    .as_bytes()
+                    .to_vec(),
+            ),
         ),
     ]))
 }

@@ -28,7 +28,7 @@ pub const TOMBSTONES_SYNTAX: &str = "ERR TOMBSTONES must be yes or no";
 /// `DLQ` names the stream the policy watches.
 pub const DLQ_IS_STREAM: &str = "ERR the DLQ key must differ from the stream key";
 /// `DLQ` (of `RECLAIM.POLICY SET`/`IMPORT`/`SIMULATE`) or the DLQ of `RECLAIM.REDRIVE` names a
-/// key in the module's own namespace ([`crate::keys::is_module_key`]).
+/// key in the module's own namespace ([`crate::model::keys::is_module_key`]).
 pub const DLQ_IS_MODULE_KEY: &str = "ERR the DLQ key is a key the module keeps for itself (reclaim:policy:..., reclaim:redrive:..., reclaim:redrive-moved:...)";
 /// `RECLAIM.REDRIVE ... SOURCE key group` with a key in the module's own namespace.
 pub const SOURCE_IS_MODULE_KEY: &str = "ERR the SOURCE key is a key the module keeps for itself (reclaim:policy:..., reclaim:redrive:..., reclaim:redrive-moved:...)";
@@ -80,10 +80,10 @@ pub const UNBLOCKED_NO_STREAM: &str = "UNBLOCKED the stream key no longer exists
 /// A blocked `RECLAIM.READGROUP` whose group was destroyed meanwhile (XREADGROUP's text).
 pub const UNBLOCKED_NO_GROUP: &str =
     "NOGROUP the consumer group this client was blocked on no longer exists";
-/// `RECLAIM.POLICY IMPORT` of a document longer than [`crate::export::MAX_BYTES`].
+/// `RECLAIM.POLICY IMPORT` of a document longer than [`crate::model::export::MAX_BYTES`].
 pub const IMPORT_TOO_LARGE: &str =
     "ERR the policy document is longer than 16777216 bytes (16 MiB): split it";
-/// `RECLAIM.POLICY IMPORT` of a document with more than [`crate::export::MAX_POLICIES`] policies.
+/// `RECLAIM.POLICY IMPORT` of a document with more than [`crate::model::export::MAX_POLICIES`] policies.
 pub const IMPORT_TOO_MANY: &str =
     "ERR the policy document holds more than 10000 policies: split it";
 /// `RECLAIM.POLICY IMPORT` without `REPLACE` of a policy whose (key, group) has one already
@@ -191,12 +191,12 @@ pub struct InPolicy {
 impl fmt::Display for InPolicy {
     /// `<PREFIX> policies[<index>] (key '<key>', group '<group>'), field '<field>': <message>`,
     /// without the field part when the error is about no one field; a key or group that could
-    /// not be read shows as `?`. Names are [`crate::text::printable`].
+    /// not be read shows as `?`. Names are [`crate::model::text::printable`].
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let inner = self.error.to_string();
         let (code, msg) = inner.split_once(' ').unwrap_or(("ERR", inner.as_str()));
         let name = |n: &Option<Vec<u8>>| match n {
-            Some(b) => format!("'{}'", crate::text::printable(b)),
+            Some(b) => format!("'{}'", crate::model::text::printable(b)),
             None => "?".to_string(),
         };
         write!(

@@ -3,6 +3,9 @@
 //! specs (Redis 7.0 `RM_CreateSubcommand`, `RM_SetCommandInfo`), a panic guard for every callback,
 //! and ordered map replies (`RM_ReplyWithMap`, Redis 7.0; a flat array in RESP2).
 
+pub mod alloc;
+pub mod events;
+
 use std::ffi::CString;
 use std::os::raw::{c_char, c_int};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -10,7 +13,7 @@ use std::ptr;
 
 use redis_module::{raw, CallReply, CallResult, Context, RedisString};
 
-use crate::error::{self, ReclaimError};
+use crate::model::error::{self, ReclaimError};
 
 /// Whether the server offers every module API this module calls without checking (Redis 7.0+).
 /// Checked once in `RedisModule_OnLoad`: the module refuses to load otherwise, so the
@@ -78,7 +81,7 @@ pub fn guard<T>(what: &str, f: impl FnOnce() -> T) -> Option<T> {
                 .map(|s| s.to_string())
                 .or_else(|| e.downcast_ref::<String>().cloned())
                 .unwrap_or_default();
-            crate::metrics::PANICS.add(1);
+            crate::model::metrics::PANICS.add(1);
             log_warning(&format!("reclaim: internal error in {what}: {msg}"));
             None
         }

@@ -22,17 +22,17 @@ use std::time::{Duration, Instant};
 
 use redis_module::{raw, Context, ContextFlags};
 
-use crate::clock::{epoch_ms, now_ms, now_us};
-use crate::config;
-use crate::events;
+use crate::engine::settle;
+use crate::engine::sweep::{self, Target};
 use crate::ffi;
-use crate::metrics;
-use crate::planner::{self, PassKind};
-use crate::registry::{self, PolicyId};
-use crate::runtime::Runtime;
-use crate::settle;
-use crate::store;
-use crate::sweep::{self, Target};
+use crate::ffi::events;
+use crate::model::clock::{epoch_ms, now_ms, now_us};
+use crate::model::metrics;
+use crate::model::planner::{self, PassKind};
+use crate::state::config;
+use crate::state::registry::{self, PolicyId};
+use crate::state::runtime::Runtime;
+use crate::state::store;
 
 /// Why sweeping is off on this server right now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,7 +148,7 @@ fn tick(ctx: &Context) {
     if blocked(ctx).is_none() && config::enabled() {
         let budget = Duration::from_micros(config::tick_budget_us() as u64 * 7 / 8);
         let (start, cpu_start) = (Instant::now(), metrics::thread_cpu_us());
-        if crate::redrive::run(ctx, start + budget) {
+        if crate::commands::redrive::run(ctx, start + budget) {
             let us = record_time(start, cpu_start);
             metrics::REDRIVE_MAX_ROUND_US.max(us);
             if us > config::tick_budget_us().max(0) as u64 {
@@ -268,7 +268,7 @@ fn run_slice(ctx: &Context, count_skips: bool) -> bool {
         WAS_REPLICA.store(true, Ordering::Relaxed);
     } else if why.is_none() && WAS_REPLICA.swap(false, Ordering::Relaxed) {
         registry::forget_learnt();
-        crate::redrive::rediscover();
+        crate::commands::redrive::rediscover();
     }
     if let Some(why) = why {
         if count_skips {
@@ -428,7 +428,7 @@ fn visit(ctx: &Context, id: &PolicyId, rt: &mut Runtime, now: u64, deadline: Ins
     rt.announced = state;
     if out.claimed > 0 {
         // Moved into the inbox: readers waiting on the stream take them.
-        crate::readgroup::signal_if_waiting(ctx, id.db, &id.stream);
+        crate::commands::readgroup::signal_if_waiting(ctx, id.db, &id.stream);
     }
     true
 }

@@ -2,7 +2,7 @@
 //! another full set of `MAX-DELIVERIES` attempts, as a task that runs in small steps from the
 //! sweep timer.
 //!
-//! A task lives in the keyspace, in the DLQ's hash slot ([`crate::keys::redrive_key`]): a hash
+//! A task lives in the keyspace, in the DLQ's hash slot ([`crate::model::keys::redrive_key`]): a hash
 //! holding its options, its cursor in the DLQ and its counters ([`Task`]). Every write of a step
 //! goes through `RM_Call` with `!`, in one timer callback, so Redis (7.0+, PR #9890) propagates
 //! the step as one `MULTI`/`EXEC` to the AOF and replicas. For each entry moved back, that is:
@@ -46,12 +46,12 @@ use std::time::{Duration, Instant};
 use lazy_static::lazy_static;
 use redis_module::{CallReply, CallResult, Context, ContextFlags, KeyType, RedisString};
 
-use crate::clock::{epoch_ms, now_ms};
-use crate::error::{self, ReclaimError};
 use crate::ffi::{self, read_opts, write_opts, CmdResult, Reply};
-use crate::keys;
-use crate::store;
-use crate::text::parse_i64;
+use crate::model::clock::{epoch_ms, now_ms};
+use crate::model::error::{self, ReclaimError};
+use crate::model::keys;
+use crate::model::text::parse_i64;
+use crate::state::store;
 
 /// Largest `COUNT`, `RATE` and `CANARY` value.
 pub const MAX_NUMBER: i64 = 1_000_000_000;
@@ -109,7 +109,11 @@ pub fn parse_options(opts: &[&[u8]]) -> Result<Options, ReclaimError> {
             b"RATE" => "RATE",
             b"CANARY" => "CANARY",
             b"WINDOW" => "WINDOW",
-            _ => return Err(ReclaimError::UnknownOption(crate::text::printable(opts[i]))),
+            _ => {
+                return Err(ReclaimError::UnknownOption(crate::model::text::printable(
+                    opts[i],
+                )))
+            }
         };
         if seen.contains(&name) {
             return Err(ReclaimError::RepeatedOption(name));
@@ -624,7 +628,7 @@ fn last_delivered(ctx: &Context, stream: &[u8], group: &[u8]) -> Option<(u64, u6
             }
         }
         if name.as_deref() == Some(group) {
-            return last.and_then(|l| crate::planner::parse_id(&l));
+            return last.and_then(|l| crate::model::planner::parse_id(&l));
         }
     }
     None
@@ -677,7 +681,7 @@ fn dlq_end(ctx: &Context, dlq: &[u8]) -> (Vec<u8>, u64) {
 
 /// Whether `stream` still holds entry `id` (the module stream API over `[id, id]`).
 fn stream_has(ctx: &Context, stream: &[u8], id: &[u8]) -> bool {
-    let Some((ms, seq)) = crate::planner::parse_id(id) else {
+    let Some((ms, seq)) = crate::model::planner::parse_id(id) else {
         return false;
     };
     let name = RedisString::create_from_slice(ctx.ctx, stream);
@@ -773,7 +777,7 @@ fn move_back(
     let last = *delivered
         .entry((o.stream.clone(), o.group.clone()))
         .or_insert_with(|| last_delivered(ctx, &o.stream, &o.group));
-    match (last, crate::planner::parse_id(&o.id)) {
+    match (last, crate::model::planner::parse_id(&o.id)) {
         (Some(last), Some(id)) if id <= last => {}
         _ => return Moved::Skipped,
     }
@@ -798,7 +802,7 @@ fn move_back(
         // back in its group all the same, only its `failed-again` check is lost.
         ctx.log_warning("reclaim: RECLAIM.REDRIVE could not add a moved entry to its moved set");
     }
-    crate::readgroup::signal_if_waiting(ctx, db, &o.stream);
+    crate::commands::readgroup::signal_if_waiting(ctx, db, &o.stream);
     Moved::Back
 }
 
@@ -850,8 +854,8 @@ fn user_for_step(
 fn log_denied(dlq: &[u8], user: &[u8], why: &str) {
     ffi::log_warning(&format!(
         "reclaim: RECLAIM.REDRIVE of '{}' stopped (denied): user '{}' {why}",
-        crate::text::printable(dlq),
-        crate::text::printable(user)
+        crate::model::text::printable(dlq),
+        crate::model::text::printable(user)
     ));
 }
 
@@ -955,7 +959,7 @@ fn step(ctx: &Context, db: i32, dlq: &[u8], bucket: &mut Bucket, deadline: Insta
                         let stream = origin(fields).map(|o| o.stream).unwrap_or_default();
                         let why = format!(
                             "may not write the stream '{}' an entry goes back to",
-                            crate::text::printable(&stream)
+                            crate::model::text::printable(&stream)
                         );
                         log_denied(dlq, t.user.as_deref().unwrap_or_default(), &why);
                         t.finish(Phase::Denied, now);
@@ -1025,7 +1029,7 @@ pub fn run(ctx: &Context, deadline: Instant) -> bool {
 fn discover(ctx: &Context) {
     let db_before = ffi::selected_db(ctx);
     let mut found = Vec::new();
-    for id in crate::registry::all_ids() {
+    for id in crate::state::registry::all_ids() {
         if !ffi::select_db(ctx, id.db) {
             continue;
         }
@@ -1048,7 +1052,7 @@ fn discover(ctx: &Context) {
 /// `dlq`, deduplicated: the consumer groups a task without `SOURCE` may write. One policy-key
 /// read per stream with a known policy (the registry's policies of `db`), nothing else.
 fn dlq_streams(ctx: &Context, db: i32, dlq: &[u8]) -> Vec<Vec<u8>> {
-    let streams: std::collections::BTreeSet<Vec<u8>> = crate::registry::ids_in_db(db)
+    let streams: std::collections::BTreeSet<Vec<u8>> = crate::state::registry::ids_in_db(db)
         .into_iter()
         .map(|id| id.stream)
         .collect();

@@ -1,7 +1,7 @@
 //! What the module hears from the server, and what it tells `INFO`: keyspace events, server
 //! events (SWAPDB, FLUSHDB, loads, syncs), the command filter, and the `INFO reclaim` section.
-//! Each hook is thin: it decodes what Redis passes and calls [`crate::registry`] or
-//! [`crate::store`]. `lib.rs` registers them.
+//! Each hook is thin: it decodes what Redis passes and calls [`crate::state::registry`] or
+//! [`crate::state::store`]. `lib.rs` registers them.
 
 use std::os::raw::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -9,12 +9,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use redis_module::{raw, CallReply, CallResult, Context, RedisString};
 
 use crate::ffi::{self, bytes_of};
-use crate::keys;
-use crate::metrics;
-use crate::registry;
-use crate::scheduler;
-use crate::store::{self, POLICY_TYPE};
-use crate::watch;
+use crate::model::keys;
+use crate::model::metrics;
+use crate::model::watch;
+use crate::server::scheduler;
+use crate::state::registry;
+use crate::state::store::{self, POLICY_TYPE};
 
 /// Keyspace events (classes generic, stream, expired, evicted; see `on_key_event`). For an
 /// event the module does not use, a few byte compares.
@@ -52,7 +52,7 @@ fn on_key_event(ctx: &Context, ev: &[u8], name: &[u8]) {
             Some(stream) => registry::forget_stream(db, &stream),
             None => {
                 registry::forget_tracking(db, name);
-                crate::readgroup::unblock_deleted(db, name);
+                crate::commands::readgroup::unblock_deleted(db, name);
             }
         },
         b"xgroup-destroy" => registry::forget_tracking(db, name),
@@ -108,7 +108,7 @@ pub unsafe extern "C" fn on_swapdb(
     ffi::guard("swapdb event", || {
         let info = unsafe { &*(data as *const raw::RedisModuleSwapDbInfo) };
         registry::swap_db(info.dbnum_first, info.dbnum_second);
-        crate::redrive::rediscover();
+        crate::commands::redrive::rediscover();
     });
 }
 
@@ -145,7 +145,7 @@ pub unsafe extern "C" fn on_loading(
             if let Some(load) = registry::take_load() {
                 store::register_loaded(&Context::new(ctx), load);
             }
-            crate::redrive::rediscover();
+            crate::commands::redrive::rediscover();
         }
         raw::REDISMODULE_SUBEVENT_LOADING_FAILED => drop(registry::take_load()),
         _ => {}
@@ -183,14 +183,14 @@ pub unsafe extern "C" fn on_info(ctx: *mut raw::RedisModuleInfoCtx, for_crash_re
     ffi::guard("INFO", || unsafe {
         let totals = registry::totals();
         let state = [
-            ("enabled", crate::config::enabled() as u64),
+            ("enabled", crate::state::config::enabled() as u64),
             ("policies", totals.policies),
             ("inbox", totals.inbox),
             ("tracked_consumers", totals.tracked_consumers),
-            ("used_memory", crate::alloc::used_bytes()),
+            ("used_memory", crate::ffi::alloc::used_bytes()),
             (
                 "blocked_readers",
-                crate::readgroup::blocked_readers() as u64,
+                crate::commands::readgroup::blocked_readers() as u64,
             ),
         ];
         // NULL: the module's default section, `# reclaim`, fields prefixed `reclaim_`.
@@ -232,8 +232,8 @@ pub unsafe extern "C" fn on_info(ctx: *mut raw::RedisModuleInfoCtx, for_crash_re
 /// 10,000 policies, waiting for memory was most of the cost: the walk asks for runtimes ahead,
 /// and the labels are kept in key order ([`registry::with_sorted`]).
 fn policy_lines(mut emit: impl FnMut(usize, &[u8])) {
-    use crate::alloc::{prefetch, PREFETCH_AHEAD};
-    let enabled = crate::config::enabled();
+    use crate::ffi::alloc::{prefetch, PREFETCH_AHEAD};
+    let enabled = crate::state::config::enabled();
     registry::with_sorted(|all, sorted| {
         let mut rows: Vec<PolicyRow> = Vec::with_capacity(all.len());
         registry::walk(all, |_, rt| rows.push(PolicyRow::of(rt, enabled)));
@@ -262,9 +262,9 @@ fn policy_lines(mut emit: impl FnMut(usize, &[u8])) {
 /// style: `db=0,stream=...,group=...,pending=...`. Only what passes already learnt: no call into
 /// Redis. The PEL figures (`pending`, `inbox`, `consumers`, `max_consumer_pending`,
 /// `oldest_pending_ms`) are those of the end of the last complete pass (`last_pass_ms`); the
-/// counters are since the module was loaded; `status` is [`crate::runtime::Runtime::status`].
+/// counters are since the module was loaded; `status` is [`crate::state::runtime::Runtime::status`].
 pub struct PolicyRow {
-    summary: crate::outcome::Summary,
+    summary: crate::model::outcome::Summary,
     /// claimed, dead_lettered, deleted, redelivered, errors, passes.
     counts: [u64; 6],
     last_pass_ms: i64,
@@ -273,8 +273,8 @@ pub struct PolicyRow {
 
 impl PolicyRow {
     /// The row of a policy now (`enabled`: `reclaim.enabled`).
-    pub fn of(rt: &crate::runtime::Runtime, enabled: bool) -> Self {
-        use crate::metrics::Stat::*;
+    pub fn of(rt: &crate::state::runtime::Runtime, enabled: bool) -> Self {
+        use crate::model::metrics::Stat::*;
         let c = &rt.counters;
         PolicyRow {
             summary: rt.summary.clone(),
@@ -313,7 +313,7 @@ impl PolicyRow {
 /// Command filter (Redis `RM_RegisterCommandFilter`, with `NOSELF`; it sees every command of
 /// clients, Lua scripts, functions and other modules, not the module's own): counts them, so a
 /// drain knows whether it shares the server, and notes whose delivery counts or idle times a
-/// command may change ([`crate::watch`], [`registry::touch`]). For any other command it costs
+/// command may change ([`crate::model::watch`], [`registry::touch`]). For any other command it costs
 /// an atomic increment, one argument read and a length compare.
 pub unsafe extern "C" fn on_client_command(f: *mut raw::RedisModuleCommandFilterCtx) {
     scheduler::client_command();

@@ -10,12 +10,12 @@
 
 use redis_module::Context;
 
-use crate::clock::now_ms;
-use crate::outcome::{Outcome, Stop};
-use crate::policy::{Policy, State};
-use crate::registry::{self, PolicyId};
-use crate::runtime::Runtime;
-use crate::store;
+use crate::model::clock::now_ms;
+use crate::model::outcome::{Outcome, Stop};
+use crate::model::policy::{Policy, State};
+use crate::state::registry::{self, PolicyId};
+use crate::state::runtime::Runtime;
+use crate::state::store;
 
 /// Settles work on policy `id` (whose value is `p`) that reported `out`: `account` counts it in
 /// the policy's run-time state (under the registry's lock: it must call nothing of Redis), its
@@ -60,8 +60,8 @@ pub fn open_breaker(ctx: &Context, stream: &[u8], group: &[u8]) -> bool {
     }
     ctx.log_notice(&format!(
         "reclaim: STORM breaker opened for stream '{}' group '{}': no dead-letters until RECLAIM.POLICY RESUME",
-        crate::text::printable(stream),
-        crate::text::printable(group)
+        crate::model::text::printable(stream),
+        crate::model::text::printable(group)
     ));
     true
 }

@@ -1,7 +1,7 @@
 //! The sweep executor: one bounded step over a policy's PEL, through `RM_Call`.
 //!
 //! A step reads at most `max` pending entries after the cursor (`XPENDING key group (cursor + max`,
-//! the Redis 6.2+ extended form), lets [`crate::planner`] decide, and then, in PEL order:
+//! the Redis 6.2+ extended form), lets [`crate::model::planner`] decide, and then, in PEL order:
 //! - moves stale entries of other consumers to the CLAIMANT with `XCLAIM key group claimant
 //!   min-idle id... JUSTID`: owner = claimant, idle 0, delivery count unchanged (a move is not a
 //!   delivery), without copying entry bodies; XCLAIM re-checks idle >= min-idle itself and, since
@@ -33,11 +33,11 @@ use redis_module::{
     RedisString,
 };
 
-use crate::events;
+use crate::ffi::events;
 use crate::ffi::{read_opts, write_opts};
-use crate::outcome::{Outcome, Stop, Summary};
-use crate::planner::{self, Action, Batch, Pending, Rule};
-use crate::policy::Policy;
+use crate::model::outcome::{Outcome, Stop, Summary};
+use crate::model::planner::{self, Action, Batch, Pending, Rule};
+use crate::model::policy::Policy;
 
 fn append_opts() -> CallOptions {
     CallOptionsBuilder::new()
@@ -67,7 +67,7 @@ fn error_stop(e: &[u8]) -> Stop {
     } else if e.starts_with(b"WRONGTYPE") {
         Stop::WrongTypeStream
     } else {
-        Stop::Error(crate::text::printable(e))
+        Stop::Error(crate::model::text::printable(e))
     }
 }
 
@@ -347,13 +347,13 @@ impl Target<'_> {
     /// <id>`: exact, so replicas and the AOF trim the same entries). Their replies (the entries
     /// removed) are counted in `dlq_trimmed`. A failed trim is logged and the moves stand. Never
     /// when the DLQ is itself a policy's stream (a work stream, used as a retry queue): its
-    /// pending work would go with the trim ([`crate::store::has_policies`]).
+    /// pending work would go with the trim ([`crate::state::store::has_policies`]).
     fn trim_dlq(&self, appended: u64, out: &mut Outcome) {
         let p = self.policy;
         let Some(dlq) = p.dlq.as_deref() else {
             return;
         };
-        if appended == 0 || !p.trims_dlq() || crate::store::has_policies(self.ctx, dlq) {
+        if appended == 0 || !p.trims_dlq() || crate::state::store::has_policies(self.ctx, dlq) {
             return;
         }
         if p.dlq_maxlen > 0 {
@@ -377,7 +377,7 @@ impl Target<'_> {
         };
         if p.dlq_maxage_ms <= 0
             || is_non_stream(self.ctx, dlq)
-            || crate::store::has_policies(self.ctx, dlq)
+            || crate::state::store::has_policies(self.ctx, dlq)
         {
             return;
         }
@@ -392,7 +392,7 @@ impl Target<'_> {
             Ok(CallReply::I64(i)) => out.dlq_trimmed += i.to_i64().max(0) as u64,
             Err(e) => crate::ffi::log_warning(&format!(
                 "reclaim: XTRIM of the DLQ failed: {}",
-                crate::text::printable(e.as_bytes())
+                crate::model::text::printable(e.as_bytes())
             )),
             Ok(_) => crate::ffi::log_warning("reclaim: unexpected XTRIM reply"),
         }
@@ -449,7 +449,7 @@ impl Target<'_> {
         reason: &[u8],
     ) -> Result<(), Stop> {
         let deliveries = (e.deliveries as u64).to_string();
-        let moved = crate::clock::epoch_ms().to_string();
+        let moved = crate::model::clock::epoch_ms().to_string();
         let mut xadd: Vec<&[u8]> = Vec::with_capacity(fields.len() + 16);
         xadd.push(dlq);
         xadd.push(b"*");
@@ -480,7 +480,7 @@ impl Target<'_> {
                 } else if b.starts_with(b"OOM") {
                     Stop::Oom
                 } else {
-                    Stop::Error(crate::text::printable(b))
+                    Stop::Error(crate::model::text::printable(b))
                 })
             }
             Ok(_) => Err(Stop::Error("unexpected XADD reply".into())),
@@ -620,7 +620,7 @@ impl Target<'_> {
         };
         let buckets = planner::bucket_count(self.policy);
         out.tally
-            .observe(&page[..done], buckets, crate::clock::epoch_ms());
+            .observe(&page[..done], buckets, crate::model::clock::epoch_ms());
         all
     }
 
@@ -682,7 +682,7 @@ pub fn pel_summary(t: &Target, mut each: impl FnMut(&[u8], u64)) -> Option<Summa
         return None;
     };
     let mut s = Summary {
-        at_ms: crate::clock::epoch_ms(),
+        at_ms: crate::model::clock::epoch_ms(),
         pending: a.get(0).as_ref().and_then(int)?.max(0) as u64,
         oldest_id_ms: a
             .get(1)
@@ -705,7 +705,7 @@ pub fn pel_summary(t: &Target, mut each: impl FnMut(&[u8], u64)) -> Option<Summa
                 .get(1)
                 .as_ref()
                 .and_then(bytes)
-                .and_then(|b| crate::text::parse_i64(&b))
+                .and_then(|b| crate::model::text::parse_i64(&b))
                 .unwrap_or(0)
                 .max(0) as u64;
             if name == t.policy.claimant {
@@ -743,7 +743,7 @@ impl Owners {
 /// The `MINID` below which `DLQ-MAXAGE maxage_ms` trims a DLQ now: `<now - maxage>-0` (a DLQ's
 /// IDs are the times of their moves, `XADD dlq *`).
 fn dlq_min_id(maxage_ms: i64) -> Vec<u8> {
-    let oldest = crate::clock::epoch_ms().saturating_sub(maxage_ms);
+    let oldest = crate::model::clock::epoch_ms().saturating_sub(maxage_ms);
     format!("{}-0", oldest.max(0)).into_bytes()
 }
 

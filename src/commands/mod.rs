@@ -1,30 +1,35 @@
-//! Command handlers, thin: parse into typed values, act through [`crate::store`],
-//! [`crate::registry`] and [`crate::sweep`], reply. Each returns `Result<Reply, ReclaimError>`;
+//! Command handlers, thin: parse into typed values, act through [`crate::state::store`],
+//! [`crate::state::registry`] and [`crate::engine::sweep`], reply. Each returns `Result<Reply, ReclaimError>`;
 //! [`crate::ffi::run_command`] sends either. Registration (flags, arity, key specs) is the table
 //! [`COMMANDS`]; syntax and replies are documented in docs/commands.md.
+
+pub mod health;
+pub mod readgroup;
+pub mod redrive;
+pub mod verbs;
 
 use std::cell::Cell;
 use std::os::raw::c_int;
 
 use redis_module::{raw, Context, ContextFlags, RedisString};
 
-use crate::breaker::Breaker;
-use crate::clock::{epoch_ms, now_ms};
-use crate::config;
-use crate::error::{self, ReclaimError};
-use crate::export;
+use crate::engine::settle;
+use crate::engine::sweep::{self, Simulation, Target};
 use crate::ffi::{self, CmdResult, CommandSpec, Reply, Spec};
-use crate::keys;
-use crate::metrics::Stat;
-use crate::outcome::Stop;
-use crate::planner::{Action, PassKind, Tally};
-use crate::policy::{self, Policy, State};
-use crate::registry::{self, PolicyId};
-use crate::runtime::{count_step, Runtime};
-use crate::scheduler;
-use crate::settle;
-use crate::store;
-use crate::sweep::{self, Simulation, Target};
+use crate::model::breaker::Breaker;
+use crate::model::clock::{epoch_ms, now_ms};
+use crate::model::error::{self, ReclaimError};
+use crate::model::export;
+use crate::model::keys;
+use crate::model::metrics::Stat;
+use crate::model::outcome::Stop;
+use crate::model::planner::{Action, PassKind, Tally};
+use crate::model::policy::{self, Policy, State};
+use crate::server::scheduler;
+use crate::state::config;
+use crate::state::registry::{self, PolicyId};
+use crate::state::runtime::{count_step, Runtime};
+use crate::state::store;
 
 const KEY_RW: u32 = raw::REDISMODULE_CMD_KEY_RW;
 const KEY_RO: u32 = raw::REDISMODULE_CMD_KEY_RO;
@@ -60,7 +65,7 @@ fn policy_map(p: &Policy) -> Vec<(&'static str, Reply)> {
         ("dlq-maxage", Reply::Int(p.dlq_maxage_ms)),
         (
             "tombstones",
-            Reply::Bytes(crate::text::yes_no(p.tombstones).to_vec()),
+            Reply::Bytes(crate::model::text::yes_no(p.tombstones).to_vec()),
         ),
         ("state", Reply::Bytes(p.state.name().as_bytes().to_vec())),
     ]
@@ -651,18 +656,30 @@ entry!(c_policy_help, "RECLAIM.POLICY HELP", policy_help);
 entry!(c_sweep, "RECLAIM.SWEEP", sweep_cmd);
 entry!(c_stats, "RECLAIM.STATS", stats);
 entry!(c_simulate, "RECLAIM.SIMULATE", simulate_cmd);
-entry!(c_health, "RECLAIM.HEALTH", crate::health::health_cmd);
+entry!(
+    c_health,
+    "RECLAIM.HEALTH",
+    crate::commands::health::health_cmd
+);
 entry!(c_policy_pause, "RECLAIM.POLICY PAUSE", policy_pause);
 entry!(c_policy_resume, "RECLAIM.POLICY RESUME", policy_resume);
 entry!(
     c_readgroup,
     "RECLAIM.READGROUP",
-    crate::readgroup::readgroup_cmd
+    crate::commands::readgroup::readgroup_cmd
 );
-entry!(c_extend, "RECLAIM.EXTEND", crate::verbs::extend_cmd);
-entry!(c_nack, "RECLAIM.NACK", crate::verbs::nack_cmd);
-entry!(c_term, "RECLAIM.TERM", crate::verbs::term_cmd);
-entry!(c_redrive, "RECLAIM.REDRIVE", crate::redrive::redrive_cmd);
+entry!(
+    c_extend,
+    "RECLAIM.EXTEND",
+    crate::commands::verbs::extend_cmd
+);
+entry!(c_nack, "RECLAIM.NACK", crate::commands::verbs::nack_cmd);
+entry!(c_term, "RECLAIM.TERM", crate::commands::verbs::term_cmd);
+entry!(
+    c_redrive,
+    "RECLAIM.REDRIVE",
+    crate::commands::redrive::redrive_cmd
+);
 
 /// Every command of the module, registered in this order (a container before its subcommands).
 pub const COMMANDS: &[CommandSpec] = &[

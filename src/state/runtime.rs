@@ -2,17 +2,17 @@
 //! progress and what passes learnt, and what client commands may have undone since (touches).
 //! Also the pass state machine ([`Runtime::start_pass`], [`Runtime::apply`]).
 //!
-//! Pure: no Redis calls. [`crate::registry`] owns every `Runtime` (one per policy it knows) and
+//! Pure: no Redis calls. [`crate::state::registry`] owns every `Runtime` (one per policy it knows) and
 //! frees it with its policy; every collection here is bounded (see [`MAX_TRACKED`],
 //! [`MAX_TRACKED_BYTES`]), whatever the number of consumers that ever touched the stream.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use crate::breaker::Breaker;
-use crate::metrics::{self, Counters, Stat};
-use crate::outcome::{Outcome, Stop, Summary};
-use crate::planner::{self, Horizon, PassKind, Tally};
-use crate::policy::{Policy, State, Storm};
+use crate::model::breaker::Breaker;
+use crate::model::metrics::{self, Counters, Stat};
+use crate::model::outcome::{Outcome, Stop, Summary};
+use crate::model::planner::{self, Horizon, PassKind, Tally};
+use crate::model::policy::{Policy, State, Storm};
 
 /// Most consumers one policy tracks in each of its sets ([`Unchecked::Consumers`], the recent
 /// touches): past it the policy falls back to checking everyone (a full pass, counted in
@@ -201,12 +201,12 @@ pub struct Runtime {
     pub cursor: Option<Vec<u8>>,
     /// ID-window width learned by windowed steps (0 = none yet).
     pub width: u128,
-    /// Monotonic time (ms, [`crate::clock::now_ms`]) at which the next step is due.
+    /// Monotonic time (ms, [`crate::model::clock::now_ms`]) at which the next step is due.
     pub due_ms: u64,
     /// µs spent in the steps of the pass in progress.
     pub pass_us: i64,
     /// Recent cost of handling one entry in a step, ns (0 = not measured yet); sizes steps to the
-    /// time left ([`crate::planner::step_entries`]).
+    /// time left ([`crate::model::planner::step_entries`]).
     pub entry_ns: u64,
     /// Counters since load.
     pub counters: Counters,
@@ -221,7 +221,7 @@ pub struct Runtime {
     pub recent: Recent,
     /// The pass in progress (`None` between passes).
     pub pass: Option<Pass>,
-    /// How far ahead (ms) the next scan looks; `None` = [`crate::planner::first_lookahead`].
+    /// How far ahead (ms) the next scan looks; `None` = [`crate::model::planner::first_lookahead`].
     pub lookahead_ms: Option<i64>,
     /// Wall-clock ms before which no pending entry can be stale (0 = unknown), from the last
     /// complete pass ([`Horizon::stale_not_before_ms`]).
@@ -232,7 +232,7 @@ pub struct Runtime {
     pub summary: Summary,
     /// What else the passes saw (`None` until a pass ended).
     pub health: Option<Box<Health>>,
-    /// The last state announced with a keyspace event ([`crate::events::notify_state`]); `""`:
+    /// The last state announced with a keyspace event ([`crate::ffi::events::notify_state`]); `""`:
     /// none yet (a new policy is `active` without one).
     pub announced: &'static str,
     /// The policy's stored [`State`] as last seen (a step, `RECLAIM.POLICY PAUSE`/`RESUME`, the
@@ -707,7 +707,7 @@ pub fn count_step(c: &mut Counters, out: &Outcome) {
 /// and the server-wide totals: the one place where an outcome becomes counters.
 pub fn count_outcome(c: &mut Counters, out: &Outcome) {
     c.add(Stat::Claimed, out.claimed);
-    c.dead_lettered_at(out.dead_lettered, crate::clock::epoch_ms());
+    c.dead_lettered_at(out.dead_lettered, crate::model::clock::epoch_ms());
     c.add(Stat::Deleted, out.deleted);
     c.add(Stat::OomSkips, out.oom_skips);
     c.add(Stat::DlqTrimmed, out.dlq_trimmed);

@@ -2,7 +2,7 @@
 //! ([`Outcome`]), and a group's PEL in summary form ([`Summary`]). Pure values: the executor
 //! fills them in, the run-time state and the counters read them.
 
-use crate::planner::{Fresh, Tally};
+use crate::model::planner::{Fresh, Tally};
 
 /// Why a step ended before handling every entry it read.
 #[derive(Debug, Clone, PartialEq, Eq)]

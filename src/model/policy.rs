@@ -7,8 +7,8 @@
 //! (`INTERVAL`), how the DLQ is kept short (`DLQ-MAXLEN`, `DLQ-MAXAGE`) and whether entries
 //! deleted while pending leave a record in it (`TOMBSTONES`).
 
-use crate::error::{self, ReclaimError};
-use crate::text::{parse_i64, printable, yes_no};
+use crate::model::error::{self, ReclaimError};
+use crate::model::text::{parse_i64, printable, yes_no};
 
 /// Default `MIN-IDLE`, in ms: an entry idle this long (or longer) is stale.
 pub const DEFAULT_MIN_IDLE_MS: i64 = 60_000;
@@ -202,7 +202,7 @@ impl Policy {
     /// Why moves and dead-letters may not run now, as the error a command gets: `reclaim.enabled`
     /// is `no` (`enabled` false: [`error::DISABLED`]), or the policy is paused
     /// ([`error::POLICY_PAUSED`]); `None` when they may (an open `STORM` breaker stops only
-    /// dead-letters: see the `dead_letters` allowance of [`crate::sweep::Target`]).
+    /// dead-letters: see the `dead_letters` allowance of [`crate::engine::sweep::Target`]).
     pub fn halted(&self, enabled: bool) -> Option<&'static str> {
         if !enabled {
             Some(error::DISABLED)
@@ -514,7 +514,10 @@ impl Changes {
         if p.dlq.as_deref() == Some(stream) {
             return Err(ReclaimError::Static(error::DLQ_IS_STREAM));
         }
-        if p.dlq.as_deref().is_some_and(crate::keys::is_module_key) {
+        if p.dlq
+            .as_deref()
+            .is_some_and(crate::model::keys::is_module_key)
+        {
             return Err(ReclaimError::Static(error::DLQ_IS_MODULE_KEY));
         }
         Ok(p)

@@ -10,16 +10,16 @@ use std::cell::Cell;
 
 use redis_module::{CallOptionsBuilder, CallReply, CallResult, Context, RedisString};
 
-use crate::error::{self, ReclaimError};
+use crate::engine::settle;
+use crate::engine::sweep::Target;
 use crate::ffi::{self, CmdResult, Reply};
-use crate::outcome::Outcome;
-use crate::planner::{self, Pending};
-use crate::policy::{Policy, State};
-use crate::registry::{self, PolicyId};
-use crate::runtime::count_outcome;
-use crate::settle;
-use crate::store;
-use crate::sweep::Target;
+use crate::model::error::{self, ReclaimError};
+use crate::model::outcome::Outcome;
+use crate::model::planner::{self, Pending};
+use crate::model::policy::{Policy, State};
+use crate::state::registry::{self, PolicyId};
+use crate::state::runtime::count_outcome;
+use crate::state::store;
 
 /// `reclaim-reason` of an entry dead-lettered by `RECLAIM.TERM` without `REASON`.
 pub const REASON_TERM: &[u8] = b"term";
@@ -193,7 +193,7 @@ pub fn nack_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let v = parse(&a, "DELAY")?;
     let delay = match v.option {
         None => 0,
-        Some(d) => crate::text::parse_i64(d)
+        Some(d) => crate::model::text::parse_i64(d)
             .filter(|d| *d >= 0)
             .ok_or(error::DELAY_RANGE)?,
     };
@@ -229,7 +229,7 @@ pub fn nack_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
         // Older idle times than the passes saw: what they learnt no longer holds.
         registry::update(&id, |rt| rt.idle_set_older());
         if delay == 0 {
-            crate::readgroup::signal_if_waiting(ctx, id.db, v.stream);
+            crate::commands::readgroup::signal_if_waiting(ctx, id.db, v.stream);
         }
     }
     Ok(Reply::Int(released as i64))
@@ -242,7 +242,7 @@ pub fn term_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let a = slices(args);
     let v = parse(&a, "REASON")?;
     let p = policy_of(ctx, &v)?;
-    if let Some(e) = p.halted(crate::config::enabled()) {
+    if let Some(e) = p.halted(crate::state::config::enabled()) {
         return Err(e.into());
     }
     if p.state == State::Storm {
@@ -254,7 +254,7 @@ pub fn term_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     if !ffi::may_write_key(ctx, &dlq) {
         return Err(error::NOPERM_DLQ.into());
     }
-    if crate::sweep::is_non_stream(ctx, &dlq) {
+    if crate::engine::sweep::is_non_stream(ctx, &dlq) {
         return Err(error::WRONGTYPE_DLQ.into());
     }
     let t = target(ctx, &v, &p);

@@ -1,7 +1,7 @@
 //! The in-memory index of policies: which (db, stream, group) to visit and when, and each one's
 //! run-time state ([`Runtime`]).
 //!
-//! The authoritative policy is always the key in the keyspace ([`crate::store`]); this index only
+//! The authoritative policy is always the key in the keyspace ([`crate::state::store`]); this index only
 //! schedules work and keeps what passes learnt and counted. Entries are added by
 //! `RECLAIM.POLICY SET` (also when it arrives from the primary or the AOF), by a load that ended
 //! well ([`take_load`]), and by keyspace events for RENAME/MOVE/COPY/RESTORE of policy keys. They
@@ -9,8 +9,8 @@
 //! sync), or the next time the sweeper finds their policy gone.
 //!
 //! Bounds: one [`Runtime`] per policy that exists, each with bounded sets
-//! ([`crate::runtime::MAX_TRACKED`]); the indexes here hold one small entry per policy; touches
-//! expire after [`crate::runtime::EXEC_REMARK_MS`] ([`prune_touches`], run by the timer); a load's
+//! ([`crate::state::runtime::MAX_TRACKED`]); the indexes here hold one small entry per policy; touches
+//! expire after [`crate::state::runtime::EXEC_REMARK_MS`] ([`prune_touches`], run by the timer); a load's
 //! staging list lives only while the load does. Maps give memory back when they empty.
 //!
 //! Everything runs on the Redis main thread; the mutex only satisfies Rust's rules for statics and
@@ -22,8 +22,8 @@ use std::sync::{Mutex, MutexGuard};
 
 use lazy_static::lazy_static;
 
-use crate::clock::now_ms;
-use crate::runtime::Runtime;
+use crate::model::clock::now_ms;
+use crate::state::runtime::Runtime;
 
 /// A policy's identity: database, stream, consumer group.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -47,14 +47,14 @@ impl PolicyId {
     }
 
     /// Appends the policy's label as its `INFO reclaim` line starts, `db=0,stream=...,group=...`,
-    /// the names escaped by [`crate::metrics::info_escape`].
+    /// the names escaped by [`crate::model::metrics::info_escape`].
     pub fn write_label(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(b"db=");
-        crate::metrics::push_u64(out, self.db.max(0) as u64);
+        crate::model::metrics::push_u64(out, self.db.max(0) as u64);
         out.extend_from_slice(b",stream=");
-        crate::metrics::info_escape_into(out, &self.stream);
+        crate::model::metrics::info_escape_into(out, &self.stream);
         out.extend_from_slice(b",group=");
-        crate::metrics::info_escape_into(out, &self.group);
+        crate::model::metrics::info_escape_into(out, &self.group);
     }
 }
 
@@ -77,7 +77,7 @@ struct Sorted {
 #[derive(Debug, Default)]
 pub struct Load {
     /// (db, stream, group) as `rdb_load` saw them, with the state each policy was saved in.
-    pub ids: Vec<(PolicyId, crate::policy::State)>,
+    pub ids: Vec<(PolicyId, crate::model::policy::State)>,
     /// The load goes into temporary databases (a diskless `swapdb` sync). Redis before 7.4 gives
     /// `rdb_load` database 0 for every value loaded into them (redis#12947), so the databases
     /// in `ids` cannot be trusted.
@@ -217,7 +217,7 @@ pub fn forget_stream(db: i32, stream: &[u8]) {
 }
 
 /// Notes that a client command may have raised the delivery counts of `consumer`'s entries in
-/// (`stream`, `group`), and with `sets_idle` set older idle times (see [`crate::watch`]), in any
+/// (`stream`, `group`), and with `sets_idle` set older idle times (see [`crate::model::watch`]), in any
 /// database (the command filter that calls this does not know which); see [`Runtime::touch`].
 /// O(policies of that stream name).
 pub fn touch(stream: &[u8], group: &[u8], consumer: &[u8], sets_idle: bool) {
@@ -285,7 +285,7 @@ pub fn tracked(db: i32, stream: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
     let r = lock();
     let mut out = Vec::new();
     for id in r.ids_of(Some(db), stream, None) {
-        if let Some(crate::runtime::Unchecked::Consumers(set)) =
+        if let Some(crate::state::runtime::Unchecked::Consumers(set)) =
             r.runtimes.get(&id).map(|rt| &rt.unchecked)
         {
             out.extend(set.iter().map(|c| (id.group.clone(), c.clone())));
@@ -384,7 +384,7 @@ pub fn update<R>(id: &PolicyId, f: impl FnOnce(&mut Runtime) -> R) -> Option<R> 
 /// How many entries policy `id` (whose value is `p`) may dead-letter now before its `STORM`
 /// breaker opens ([`Runtime::dead_letter_allowance`]; unlimited for an unknown policy that is
 /// active).
-pub fn dead_letter_allowance(id: &PolicyId, p: &crate::policy::Policy) -> u64 {
+pub fn dead_letter_allowance(id: &PolicyId, p: &crate::model::policy::Policy) -> u64 {
     let now = now_ms();
     match lock().runtimes.get(id) {
         Some(rt) => rt.dead_letter_allowance(p, now),
@@ -545,10 +545,10 @@ pub fn totals() -> Totals {
 }
 
 /// `f` of each policy of `all` in turn, asking for the memory of the runtimes a few policies
-/// ahead ([`crate::alloc::prefetch`]): a walk over thousands of runtimes otherwise spends most
+/// ahead ([`crate::ffi::alloc::prefetch`]): a walk over thousands of runtimes otherwise spends most
 /// of its time waiting for memory.
 pub fn walk<'a>(all: &[(&'a PolicyId, &'a Runtime)], mut f: impl FnMut(&'a PolicyId, &'a Runtime)) {
-    use crate::alloc::{prefetch, PREFETCH_AHEAD};
+    use crate::ffi::alloc::{prefetch, PREFETCH_AHEAD};
     for (i, (id, rt)) in all.iter().enumerate() {
         if let Some((_, ahead)) = all.get(i + PREFETCH_AHEAD) {
             prefetch(std::ptr::from_ref(*ahead).cast());
@@ -576,7 +576,7 @@ pub fn load_started(into_temp_db: bool) {
 pub fn loaded<'a>(
     db: i32,
     stream: &[u8],
-    groups: impl Iterator<Item = (&'a Vec<u8>, crate::policy::State)>,
+    groups: impl Iterator<Item = (&'a Vec<u8>, crate::model::policy::State)>,
 ) {
     let mut r = lock();
     if let Some(l) = r.loading.as_mut() {
@@ -588,7 +588,7 @@ pub fn loaded<'a>(
 /// Registers policy (db, stream, group) ([`register`]) and notes the state it is stored in
 /// ([`Runtime::held`]), so `INFO reclaim` shows `paused` or `storm` before its first step (and on
 /// a replica, which runs none).
-pub fn register_held(db: i32, stream: &[u8], group: &[u8], state: crate::policy::State) {
+pub fn register_held(db: i32, stream: &[u8], group: &[u8], state: crate::model::policy::State) {
     register(db, stream, group);
     update(&PolicyId::new(db, stream, group), |rt| rt.held = state);
 }
@@ -647,7 +647,7 @@ mod tests {
             touch(b"s-touch", b"g", format!("c{i}").as_bytes(), false);
         }
         let rt = get(&id).unwrap();
-        assert!(rt.tracked_consumers() <= 2 * crate::runtime::MAX_TRACKED);
+        assert!(rt.tracked_consumers() <= 2 * crate::state::runtime::MAX_TRACKED);
         remove(&id);
         assert!(!lock().remembering.contains(&id));
         // Touches of streams without a policy keep nothing.

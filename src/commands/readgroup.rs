@@ -29,18 +29,18 @@ use std::sync::Mutex;
 use lazy_static::lazy_static;
 use redis_module::{raw, CallReply, CallResult, Context, ContextFlags, KeyType, RedisString};
 
-use crate::clock::epoch_ms;
-use crate::error::{self, ReclaimError};
+use crate::engine::settle;
+use crate::engine::sweep::Target;
 use crate::ffi::{self, read_opts, write_opts, CmdResult, Reply};
-use crate::metrics::Stat;
-use crate::outcome::Outcome;
-use crate::planner::{self, Pending};
-use crate::policy::Policy;
-use crate::registry::{self, PolicyId};
-use crate::runtime::count_outcome;
-use crate::settle;
-use crate::store;
-use crate::sweep::Target;
+use crate::model::clock::epoch_ms;
+use crate::model::error::{self, ReclaimError};
+use crate::model::metrics::Stat;
+use crate::model::outcome::Outcome;
+use crate::model::planner::{self, Pending};
+use crate::model::policy::Policy;
+use crate::state::registry::{self, PolicyId};
+use crate::state::runtime::count_outcome;
+use crate::state::store;
 
 /// A parsed `RECLAIM.READGROUP`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,14 +74,15 @@ pub fn parse(args: &[&[u8]]) -> Result<Request, ReclaimError> {
         let more = args.len() - i - 1;
         let o = args[i];
         if o.eq_ignore_ascii_case(b"BLOCK") && more > 0 {
-            let ms = crate::text::parse_i64(args[i + 1]).ok_or(error::TIMEOUT_NOT_INTEGER)?;
+            let ms =
+                crate::model::text::parse_i64(args[i + 1]).ok_or(error::TIMEOUT_NOT_INTEGER)?;
             if ms < 0 {
                 return Err(error::TIMEOUT_NEGATIVE.into());
             }
             req.block_ms = Some(ms);
             i += 2;
         } else if o.eq_ignore_ascii_case(b"COUNT") && more > 0 {
-            let n = crate::text::parse_i64(args[i + 1]).ok_or(error::NOT_AN_INTEGER)?;
+            let n = crate::model::text::parse_i64(args[i + 1]).ok_or(error::NOT_AN_INTEGER)?;
             req.count = n.max(0);
             i += 2;
         } else if o.eq_ignore_ascii_case(b"GROUP") && more >= 2 {
@@ -184,7 +185,10 @@ fn check_key(ctx: &Context, key: &[u8], group: &[u8]) -> Result<(), ReclaimError
 }
 
 fn no_group(key: &[u8], group: &[u8]) -> ReclaimError {
-    ReclaimError::NoGroup(crate::text::printable(key), crate::text::printable(group))
+    ReclaimError::NoGroup(
+        crate::model::text::printable(key),
+        crate::model::text::printable(group),
+    )
 }
 
 /// `XPENDING key group - + n [consumer]`, parsed (errors read as nothing).
@@ -296,10 +300,10 @@ fn deliver(t: &Target, consumer: &[u8], ids: &[Vec<u8>]) -> (CallResult<'static>
         _ => 0,
     };
     if n > 0 {
-        crate::events::notify(t.ctx, t.stream, crate::events::DELIVER);
+        crate::ffi::events::notify(t.ctx, t.stream, crate::ffi::events::DELIVER);
     }
     if (ids.len() as u64) > n && r.is_ok() {
-        crate::events::notify(t.ctx, t.stream, crate::events::PURGE);
+        crate::ffi::events::notify(t.ctx, t.stream, crate::ffi::events::PURGE);
     }
     (r, n)
 }
@@ -350,7 +354,7 @@ fn redeliver(
     } else {
         Vec::new()
     };
-    if p.halted(crate::config::enabled()).is_some() {
+    if p.halted(crate::state::config::enabled()).is_some() {
         // Paused or disabled: new entries only.
         return 0;
     }
@@ -372,7 +376,7 @@ fn redeliver(
         .partition(|e| planner::delivery_would_pass_limit(e, p));
     let mut out = Outcome::default();
     if let (false, Some(dlq)) = (dead.is_empty(), &p.dlq) {
-        if let Err(s) = t.dead_letter(dlq, &dead, &mut out, crate::sweep::REASON_LIMIT) {
+        if let Err(s) = t.dead_letter(dlq, &dead, &mut out, crate::engine::sweep::REASON_LIMIT) {
             out.problem = Some(s);
         }
     }
