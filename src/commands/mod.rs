@@ -13,6 +13,7 @@ use std::os::raw::c_int;
 
 use redis_module::{raw, Context, ContextFlags, RedisString};
 
+use crate::engine::pending;
 use crate::engine::settle;
 use crate::engine::sweep::{self, Simulation, Target};
 use crate::ffi::{self, CmdResult, CommandSpec, Reply, Spec};
@@ -23,12 +24,12 @@ use crate::model::export;
 use crate::model::keys;
 use crate::model::metrics::Stat;
 use crate::model::outcome::Stop;
-use crate::model::planner::{Action, PassKind, Tally};
+use crate::model::planner::{Action, Tally};
 use crate::model::policy::{self, Policy, State};
 use crate::server::scheduler;
 use crate::state::config;
 use crate::state::registry::{self, PolicyId};
-use crate::state::runtime::{count_step, Runtime};
+use crate::state::runtime::Runtime;
 use crate::state::store;
 
 const KEY_RW: u32 = raw::REDISMODULE_CMD_KEY_RW;
@@ -270,18 +271,8 @@ fn change_state(ctx: &Context, stream: &[u8], group: &[u8], state: State) -> Cmd
     let (id, p) = policy_or_error(ctx, stream, group)?;
     if store::set_state(ctx, stream, group, state) != Some(state) {
         ctx.replicate_verbatim();
-        registry::update(&id, |rt| {
-            if state == State::Active {
-                rt.breaker.resume(p.storm, now_ms());
-                if rt.problem == Some(Stop::Storm) {
-                    // The breaker held dead-letters back; it no longer does.
-                    rt.problem = None;
-                }
-            }
-            // Announced by store::set_state.
-            rt.held = state;
-            rt.announced = state.name();
-        });
+        // Announced by store::set_state.
+        registry::update(&id, |rt| rt.state_changed(state, p.storm, now_ms()));
         registry::due_now(&id);
     }
     Ok(Reply::Status("OK"))
@@ -349,24 +340,19 @@ fn sweep_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
         tombstones += out.tombstones;
         remaining -= out.examined as i64;
         tally.merge(&out.tally);
-        settle::settle(ctx, &id, &p, &out, |rt| count_step(&mut rt.counters, &out));
+        let us = t0.elapsed().as_micros() as i64;
+        settle::after_step(ctx, &id, &p, &out, |rt| {
+            rt.count_step(&out);
+            if out.pass_done {
+                rt.note_full_pass(std::mem::take(&mut tally), us, epoch_ms());
+            }
+        });
         match &out.stop {
             Some(Stop::WrongTypeStream) => return Err(error::WRONGTYPE_STREAM.into()),
             Some(_) => break,
             None => {}
         }
         if out.pass_done {
-            let us = t0.elapsed().as_micros() as i64;
-            let summary = sweep::pel_summary(&target, |_, _| {});
-            registry::update(&id, |rt| {
-                rt.counters.add(Stat::Passes, 1);
-                rt.counters.last_pass_ms = epoch_ms();
-                rt.counters.last_pass_us = us;
-                rt.note_tally(tally, epoch_ms(), PassKind::Full);
-                if let Some(s) = summary {
-                    rt.note_summary(s);
-                }
-            });
             break;
         }
         if remaining <= 0 {
@@ -547,7 +533,7 @@ fn status(ctx: &Context, stream: &[u8], group: &[u8], p: &Policy, rt: &Runtime) 
         }
     }
     // Problems about the keys were checked live above; what is left is the last step's own trouble.
-    match &rt.problem {
+    match rt.problem() {
         Some(s @ (Stop::Oom | Stop::Error(_))) => s.status(),
         _ => "active".into(),
     }
@@ -568,16 +554,9 @@ fn stats(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let (id, p) = policy_or_error(ctx, a[1], a[2])?;
     let rt = registry::get(&id).unwrap_or_default();
     let st = status(ctx, a[1], a[2], &p, &rt);
-    let c = &rt.counters;
-    let target = Target {
-        ctx,
-        stream: a[1],
-        group: a[2],
-        policy: &p,
-        seen: &[],
-        dead_letters: Cell::new(0),
-    };
-    let inbox = sweep::pel_summary(&target, |_, _| {}).map_or(0, |s| s.inbox as i64);
+    let c = rt.counters();
+    let summary = pending::summary(ctx, a[1], a[2], &p.claimant, |_, _| {});
+    let inbox = summary.map_or(0, |s| s.inbox as i64);
     let n = |s: Stat| (s.stats_name(), Reply::Int(c.get(s) as i64));
     Ok(Reply::Map(vec![
         n(Stat::Passes),
@@ -596,10 +575,10 @@ fn stats(ctx: &Context, args: &[RedisString]) -> CmdResult {
         n(Stat::DlqTrimmed),
         n(Stat::Tombstones),
         ("inbox", Reply::Int(inbox)),
-        ("stale-not-before", Reply::Int(rt.stale_not_before_ms)),
+        ("stale-not-before", Reply::Int(rt.stale_not_before_ms())),
         (
             "cursor",
-            Reply::Bytes(rt.cursor.clone().unwrap_or_else(|| b"0-0".to_vec())),
+            Reply::Bytes(rt.cursor().unwrap_or(b"0-0").to_vec()),
         ),
         ("status", Reply::Bytes(st.into_bytes())),
     ]))

@@ -34,12 +34,10 @@ use crate::engine::sweep::Target;
 use crate::ffi::{self, read_opts, write_opts, CmdResult, Reply};
 use crate::model::clock::epoch_ms;
 use crate::model::error::{self, ReclaimError};
-use crate::model::metrics::Stat;
 use crate::model::outcome::Outcome;
 use crate::model::planner::{self, Pending};
 use crate::model::policy::Policy;
 use crate::state::registry::{self, PolicyId};
-use crate::state::runtime::count_outcome;
 use crate::state::store;
 
 /// A parsed `RECLAIM.READGROUP`.
@@ -246,12 +244,12 @@ fn due_entries(t: &Target, id: &PolicyId, limit: i64) -> Vec<Pending> {
     let mut due = pending(t, limit, Some(&t.policy.claimant));
     let wanted = limit - due.len() as i64;
     let now = epoch_ms();
-    if wanted <= 0 || now < registry::read_horizon(id) {
+    if wanted <= 0 || now < registry::update(id, |rt| rt.read_horizon()).unwrap_or(0) {
         return due;
     }
     // One page of the PEL after the read cursor, as XAUTOCLAIM's cursor goes.
     let size = wanted.saturating_mul(2).min(STALE_LOOKUP_MAX);
-    let start = match registry::read_cursor(id) {
+    let start = match registry::update(id, |rt| rt.read_cursor()).flatten() {
         Some(c) => [b"(", c.as_slice()].concat(),
         None => b"-".to_vec(),
     };
@@ -269,17 +267,12 @@ fn due_entries(t: &Target, id: &PolicyId, limit: i64) -> Vec<Pending> {
     let last = (page.len() as i64 == size)
         .then(|| page.last().map(|e| e.id.clone()))
         .flatten();
+    // A round over the whole PEL that found nothing due: none can be before the least time it
+    // saw (idle times only grow; a client's XCLAIM IDLE/TIME, which can set an older one, clears
+    // this, as it clears the passes' horizon).
+    let found = !stale.is_empty();
     registry::update(id, |rt| {
-        // A round over the whole PEL that found nothing due: none can be before the least time
-        // it saw (idle times only grow; a client's XCLAIM IDLE/TIME, which can set an older
-        // one, clears this, as it clears the passes' horizon).
-        let found = !stale.is_empty();
-        if let Some(quiet) = rt
-            .read_scan
-            .page(last, found, remaining, now, p.min_idle_ms)
-        {
-            rt.read_not_before_ms = quiet;
-        }
+        rt.note_read_page(last, found, remaining, now, p.min_idle_ms)
     });
     due.extend(stale.into_iter().cloned());
     due.sort_by_key(|e| planner::parse_id(&e.id));
@@ -392,8 +385,8 @@ fn redeliver(
         *redelivered = Some(r);
     }
     settle::settle(ctx, &id, p, &out, |rt| {
-        count_outcome(&mut rt.counters, &out);
-        rt.counters.add(Stat::Redelivered, handed);
+        rt.count_outcome(&out);
+        rt.count_redelivered(handed);
     });
     handed as i64
 }

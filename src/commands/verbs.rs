@@ -18,7 +18,6 @@ use crate::model::outcome::Outcome;
 use crate::model::planner::{self, Pending};
 use crate::model::policy::{Policy, State};
 use crate::state::registry::{self, PolicyId};
-use crate::state::runtime::count_outcome;
 use crate::state::store;
 
 /// `reclaim-reason` of an entry dead-lettered by `RECLAIM.TERM` without `REASON`.
@@ -267,9 +266,7 @@ pub fn term_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
         if let Err(s) = t.dead_letter(&dlq, &mine, &mut out, reason) {
             out.problem = Some(s);
         }
-        settle::settle(ctx, &id, &p, &out, |rt| {
-            count_outcome(&mut rt.counters, &out)
-        });
+        settle::settle(ctx, &id, &p, &out, |rt| rt.count_outcome(&out));
     }
     Ok(Reply::Int(out.dead_lettered as i64))
 }

@@ -1,5 +1,6 @@
 //! Stream work under a policy, through `RM_Call`: the sweep executor ([`sweep`]) and the settling
 //! of what work did ([`settle`]). Calls [`crate::state`], [`crate::ffi`] and [`crate::model`].
 
+pub mod pending;
 pub mod settle;
 pub mod sweep;

@@ -10,6 +10,7 @@
 
 use redis_module::Context;
 
+use crate::engine::pending;
 use crate::model::clock::now_ms;
 use crate::model::outcome::{Outcome, Stop};
 use crate::model::policy::{Policy, State};
@@ -36,6 +37,25 @@ pub fn settle(
     });
     if known.is_some() && must_open(p, out) && open_breaker(ctx, &id.stream, &id.group) {
         registry::update(id, Runtime::storm_opened);
+    }
+}
+
+/// The bookkeeping after every step of a pass (the timer's, [`crate::server::scheduler`], and
+/// `RECLAIM.SWEEP`'s): `fold` counts the step in the policy's run-time state (under the lock), its
+/// dead-letters are settled ([`settle`]), and a step that ended the pass reads the PEL's summary
+/// (`XPENDING key group`, with no lock held) for `RECLAIM.HEALTH` and `INFO reclaim`.
+pub fn after_step(
+    ctx: &Context,
+    id: &PolicyId,
+    p: &Policy,
+    out: &Outcome,
+    fold: impl FnOnce(&mut Runtime),
+) {
+    settle(ctx, id, p, out, fold);
+    if out.pass_done {
+        if let Some(s) = pending::summary(ctx, &id.stream, &id.group, &p.claimant, |_, _| {}) {
+            registry::update(id, |rt| rt.note_summary(s));
+        }
     }
 }
 

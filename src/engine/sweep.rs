@@ -25,7 +25,6 @@
 //! (`RECLAIM.SIMULATE`).
 
 use std::cell::Cell;
-use std::collections::HashMap;
 use std::time::Instant;
 
 use redis_module::{
@@ -33,9 +32,10 @@ use redis_module::{
     RedisString,
 };
 
+use crate::engine::pending::{self, Failed, Owners, Query};
 use crate::ffi::events;
-use crate::ffi::{read_opts, write_opts};
-use crate::model::outcome::{Outcome, Stop, Summary};
+use crate::ffi::{call_bytes, read_opts, write_opts};
+use crate::model::outcome::{Outcome, Stop};
 use crate::model::planner::{self, Action, Batch, Pending, Rule};
 use crate::model::policy::Policy;
 
@@ -45,20 +45,6 @@ fn append_opts() -> CallOptions {
         .errors_as_replies()
         .verify_oom()
         .build()
-}
-
-fn bytes(r: &CallResult) -> Option<Vec<u8>> {
-    match r {
-        Ok(CallReply::String(s)) => Some(s.as_bytes().to_vec()),
-        _ => None,
-    }
-}
-
-fn int(r: &CallResult) -> Option<i64> {
-    match r {
-        Ok(CallReply::I64(i)) => Some(i.to_i64()),
-        _ => None,
-    }
 }
 
 fn error_stop(e: &[u8]) -> Stop {
@@ -108,59 +94,13 @@ pub fn is_non_stream(ctx: &Context, key: &[u8]) -> bool {
     )
 }
 
-/// One `XPENDING key group [IDLE min-idle] start end count [consumer]` query (Redis 6.2+
-/// extended form). With a consumer, only its own PEL is read (Redis keeps one per consumer), at a
-/// cost that depends on its size only.
-struct Query<'a> {
-    idle: Option<i64>,
-    start: &'a [u8],
-    end: &'a [u8],
-    count: i64,
-    consumer: Option<&'a [u8]>,
-}
-
 impl Target<'_> {
-    /// Runs `q`, parsed.
+    /// Runs `q` on the target's PEL, parsed ([`pending::read`]).
     fn pending(&self, q: Query) -> Result<Vec<Pending>, Stop> {
-        let count = q.count.to_string();
-        let idle_s = q.idle.map(|i| i.to_string());
-        let mut args: Vec<&[u8]> = vec![self.stream, self.group];
-        if let Some(i) = &idle_s {
-            args.push(b"IDLE");
-            args.push(i.as_bytes());
-        }
-        args.extend_from_slice(&[q.start, q.end, count.as_bytes()]);
-        if let Some(c) = q.consumer {
-            args.push(c);
-        }
-        let res: CallResult = self.ctx.call_ext("XPENDING", &read_opts(), &args[..]);
-        let arr = match res {
-            Ok(CallReply::Array(a)) => a,
-            Err(e) => return Err(error_stop(e.as_bytes())),
-            Ok(_) => return Err(Stop::Error("unexpected XPENDING reply".into())),
-        };
-        let bad = || Stop::Error("unexpected XPENDING entry".into());
-        let mut out = Vec::with_capacity(arr.len());
-        for item in arr.iter() {
-            let Ok(CallReply::Array(e)) = item else {
-                return Err(bad());
-            };
-            let (Some(id), Some(consumer), Some(idle_ms), Some(deliveries)) = (
-                e.get(0).as_ref().and_then(bytes),
-                e.get(1).as_ref().and_then(bytes),
-                e.get(2).as_ref().and_then(int),
-                e.get(3).as_ref().and_then(int),
-            ) else {
-                return Err(bad());
-            };
-            out.push(Pending {
-                id,
-                consumer,
-                idle_ms,
-                deliveries,
-            });
-        }
-        Ok(out)
+        pending::read(self.ctx, self.stream, self.group, &q).map_err(|f| match f {
+            Failed::Reply(e) => error_stop(&e),
+            Failed::Unexpected(m) => Stop::Error(m.into()),
+        })
     }
 
     /// With `TOMBSTONES yes`, takes out of `entries` those whose stream entry is gone and gives
@@ -254,7 +194,7 @@ impl Target<'_> {
         match res {
             Ok(CallReply::Array(a)) => match a.get(0) {
                 None => Ok(None),
-                Some(Ok(CallReply::Array(e))) => match e.get(0).as_ref().and_then(bytes) {
+                Some(Ok(CallReply::Array(e))) => match e.get(0).as_ref().and_then(call_bytes) {
                     Some(id) => Ok(planner::parse_id(&id)),
                     None => Err(bad()),
                 },
@@ -624,119 +564,16 @@ impl Target<'_> {
         all
     }
 
-    /// The owners' liveness for `page`: read (`XINFO CONSUMERS key group`, O(consumers)) only
-    /// with `LIVENESS` and a stale entry of a consumer other than the claimant on the page.
+    /// The owners' liveness for `page` ([`pending::owners`]).
     pub(crate) fn owners_of(&self, page: &[Pending]) -> Owners {
-        let p = self.policy;
-        let needed = p.liveness_ms > 0
-            && page
-                .iter()
-                .any(|e| !planner::in_inbox(e, p) && planner::is_stale(e, p));
-        if !needed {
-            return Owners::default();
-        }
-        let args: [&[u8]; 3] = [b"CONSUMERS", self.stream, self.group];
-        let r: CallResult = self.ctx.call_ext("XINFO", &read_opts(), &args[..]);
-        let mut seen = HashMap::new();
-        if let Ok(CallReply::Array(consumers)) = r {
-            for c in consumers.iter() {
-                let Ok(CallReply::Array(c)) = c else {
-                    continue;
-                };
-                // name <name> pending <n> idle <ms> [inactive <ms>] (RESP2: flat pairs).
-                let (mut name, mut idle) = (None, None);
-                for i in (0..c.len()).step_by(2) {
-                    let key = c.get(i).as_ref().and_then(bytes);
-                    let value = c.get(i + 1);
-                    match key.as_deref() {
-                        Some(b"name") => name = value.as_ref().and_then(bytes),
-                        Some(b"idle") => idle = value.as_ref().and_then(int),
-                        _ => {}
-                    }
-                }
-                if let (Some(name), Some(idle)) = (name, idle) {
-                    seen.insert(name, idle);
-                }
-            }
-        }
-        // A consumer that talked to the module since counts as seen then (Redis 7.0 refreshes
-        // `idle` only when a read returns entries).
-        for (c, age) in self.seen {
-            let idle = seen.entry(c.clone()).or_insert(i64::MAX);
-            *idle = (*idle).min(i64::try_from(*age).unwrap_or(i64::MAX));
-        }
-        Owners {
-            liveness_ms: p.liveness_ms,
-            idle_ms: seen,
-        }
-    }
-}
-
-/// The group's PEL as the summary form `XPENDING key group` reports it (O(consumers) in Redis),
-/// read now; each consumer with entries pending is passed to `each` with its count. `None` when
-/// it cannot be read (no stream, no group).
-pub fn pel_summary(t: &Target, mut each: impl FnMut(&[u8], u64)) -> Option<Summary> {
-    let args: [&[u8]; 2] = [t.stream, t.group];
-    let r: CallResult = t.ctx.call_ext("XPENDING", &read_opts(), &args[..]);
-    let Ok(CallReply::Array(a)) = r else {
-        return None;
-    };
-    let mut s = Summary {
-        at_ms: crate::model::clock::epoch_ms(),
-        pending: a.get(0).as_ref().and_then(int)?.max(0) as u64,
-        oldest_id_ms: a
-            .get(1)
-            .as_ref()
-            .and_then(bytes)
-            .and_then(|id| planner::parse_id(&id))
-            .map(|(ms, _)| ms),
-        ..Summary::default()
-    };
-    if let Some(Ok(CallReply::Array(consumers))) = a.get(3) {
-        for c in consumers.iter() {
-            let Ok(CallReply::Array(c)) = c else {
-                continue;
-            };
-            let Some(name) = c.get(0).as_ref().and_then(bytes) else {
-                continue;
-            };
-            // The count comes as a bulk string.
-            let n = c
-                .get(1)
-                .as_ref()
-                .and_then(bytes)
-                .and_then(|b| crate::model::text::parse_i64(&b))
-                .unwrap_or(0)
-                .max(0) as u64;
-            if name == t.policy.claimant {
-                s.inbox = n;
-            } else {
-                s.consumers += 1;
-                s.max_consumer_pending = s.max_consumer_pending.max(n);
-            }
-            each(&name, n);
-        }
-    }
-    Some(s)
-}
-
-/// Which consumers went quiet for `LIVENESS` ms, from one `XINFO CONSUMERS` (empty without
-/// `LIVENESS`: everyone counts as quiet).
-#[derive(Debug, Default)]
-pub struct Owners {
-    liveness_ms: i64,
-    /// Consumer -> ms since it was last seen (`XINFO CONSUMERS` `idle`).
-    idle_ms: HashMap<Vec<u8>, i64>,
-}
-
-impl Owners {
-    /// Whether `consumer` has not been seen for `LIVENESS` ms (a consumer that is gone, too).
-    pub fn quiet(&self, consumer: &[u8]) -> bool {
-        self.liveness_ms == 0
-            || self
-                .idle_ms
-                .get(consumer)
-                .map_or(true, |idle| *idle >= self.liveness_ms)
+        pending::owners(
+            self.ctx,
+            self.stream,
+            self.group,
+            self.policy,
+            self.seen,
+            page,
+        )
     }
 }
 

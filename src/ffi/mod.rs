@@ -600,3 +600,19 @@ pub fn write_opts() -> redis_module::CallOptions {
         .errors_as_replies()
         .build()
 }
+
+/// The bytes of a string reply of `RM_Call` (`None` for any other reply).
+pub fn call_bytes(r: &CallResult) -> Option<Vec<u8>> {
+    match r {
+        Ok(CallReply::String(s)) => Some(s.as_bytes().to_vec()),
+        _ => None,
+    }
+}
+
+/// The value of an integer reply of `RM_Call` (`None` for any other reply).
+pub fn call_int(r: &CallResult) -> Option<i64> {
+    match r {
+        Ok(CallReply::I64(i)) => Some(i.to_i64()),
+        _ => None,
+    }
+}

@@ -275,9 +275,9 @@ impl PolicyRow {
     /// The row of a policy now (`enabled`: `reclaim.enabled`).
     pub fn of(rt: &crate::state::runtime::Runtime, enabled: bool) -> Self {
         use crate::model::metrics::Stat::*;
-        let c = &rt.counters;
+        let c = rt.counters();
         PolicyRow {
-            summary: rt.summary.clone(),
+            summary: rt.summary().clone(),
             counts: [Claimed, DeadLettered, Deleted, Redelivered, Errors, Passes].map(|s| c.get(s)),
             last_pass_ms: c.last_pass_ms,
             status: rt.status(enabled),

@@ -121,7 +121,7 @@ impl Registry {
     fn remove(&mut self, id: &PolicyId) {
         if let Some(rt) = self.runtimes.remove(id) {
             self.sorted = Sorted::default();
-            self.queue.remove(&(rt.due_ms, id.clone()));
+            self.queue.remove(&(rt.due_ms(), id.clone()));
             self.remembering.remove(id);
             if let Some(ids) = self.by_stream.get_mut(&id.stream) {
                 ids.retain(|i| i != id);
@@ -164,8 +164,8 @@ impl Registry {
 
     fn reschedule(&mut self, id: &PolicyId, due: u64) {
         if let Some(rt) = self.runtimes.get_mut(id) {
-            self.queue.remove(&(rt.due_ms, id.clone()));
-            rt.due_ms = due;
+            self.queue.remove(&(rt.due_ms(), id.clone()));
+            rt.set_due(due);
             self.queue.insert((due, id.clone()));
         }
     }
@@ -196,7 +196,7 @@ pub fn reset(db: i32, stream: &[u8], group: &[u8]) {
     let due = now_ms();
     let mut r = lock();
     if let Some(rt) = r.runtimes.get_mut(&id) {
-        let old = rt.due_ms;
+        let old = rt.due_ms();
         rt.reset(due);
         r.queue.remove(&(old, id.clone()));
         r.queue.insert((due, id));
@@ -247,7 +247,7 @@ pub fn touch_on_exec() {
     remembering.retain(|id| {
         runtimes.get_mut(id).is_some_and(|rt| {
             rt.remark(now);
-            !rt.recent.is_empty() || !rt.seen.is_empty()
+            rt.remembers()
         })
     });
 }
@@ -285,10 +285,11 @@ pub fn tracked(db: i32, stream: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
     let r = lock();
     let mut out = Vec::new();
     for id in r.ids_of(Some(db), stream, None) {
-        if let Some(crate::state::runtime::Unchecked::Consumers(set)) =
-            r.runtimes.get(&id).map(|rt| &rt.unchecked)
-        {
-            out.extend(set.iter().map(|c| (id.group.clone(), c.clone())));
+        if let Some(rt) = r.runtimes.get(&id) {
+            out.extend(
+                rt.unchecked_consumers()
+                    .map(|c| (id.group.clone(), c.clone())),
+            );
         }
     }
     out
@@ -314,41 +315,27 @@ pub fn forget_learnt() {
     }
 }
 
-/// The state of a policy, if known.
+/// A copy of the run-time state of a policy, if known, to read (changes go through [`update`]).
 pub fn get(id: &PolicyId) -> Option<Runtime> {
     lock().runtimes.get(id).cloned()
 }
 
-/// Stores the state of a policy after a step and schedules its next visit at `rt.due_ms`.
-/// Ignored when the policy was removed meanwhile.
-pub fn put(id: &PolicyId, rt: Runtime) {
+/// Changes the run-time state of policy `id` in place, through its methods (the one way it
+/// changes): `f`'s result, `None` when the policy is not known. The visiting order follows a
+/// change of when it is due. `f` runs with the registry locked: it must not call into Redis.
+pub fn update<R>(id: &PolicyId, f: impl FnOnce(&mut Runtime) -> R) -> Option<R> {
     let mut r = lock();
     let Registry {
         runtimes, queue, ..
     } = &mut *r;
-    if let Some(old) = runtimes.get_mut(id) {
-        queue.remove(&(old.due_ms, id.clone()));
-        queue.insert((rt.due_ms, id.clone()));
-        *old = rt;
+    let rt = runtimes.get_mut(id)?;
+    let due = rt.due_ms();
+    let out = f(rt);
+    if rt.due_ms() != due {
+        queue.remove(&(due, id.clone()));
+        queue.insert((rt.due_ms(), id.clone()));
     }
-}
-
-/// When, by what the policy's last pass and `RECLAIM.READGROUP`'s last look learnt, a pending
-/// entry of another consumer can be stale at the earliest (wall-clock ms; 0: unknown, or no such
-/// policy).
-pub fn read_horizon(id: &PolicyId) -> i64 {
-    lock()
-        .runtimes
-        .get(id)
-        .map_or(0, |rt| rt.stale_not_before_ms.max(rt.read_not_before_ms))
-}
-
-/// Where `RECLAIM.READGROUP`'s next page of the PEL starts (`None`: the head).
-pub fn read_cursor(id: &PolicyId) -> Option<Vec<u8>> {
-    lock()
-        .runtimes
-        .get(id)
-        .and_then(|rt| rt.read_scan.cursor.clone())
+    Some(out)
 }
 
 /// Consumer `consumer` of policy `id` talked to the module now (for `LIVENESS`, whose `ms` is
@@ -357,7 +344,7 @@ pub fn saw(id: &PolicyId, consumer: &[u8], liveness_ms: i64) {
     let now = now_ms();
     let mut r = lock();
     if let Some(rt) = r.runtimes.get_mut(id) {
-        rt.seen.note(consumer, now, liveness_ms.max(0) as u64);
+        rt.saw(consumer, now, liveness_ms.max(0) as u64);
         r.remembering.insert(id.clone());
     }
 }
@@ -365,20 +352,10 @@ pub fn saw(id: &PolicyId, consumer: &[u8], liveness_ms: i64) {
 /// When the consumers of policy `id` last talked to the module, as ages (ms) by consumer.
 pub fn seen(id: &PolicyId) -> Vec<(Vec<u8>, u64)> {
     let now = now_ms();
-    let r = lock();
-    let Some(rt) = r.runtimes.get(id) else {
-        return Vec::new();
-    };
-    rt.seen
-        .by_consumer()
-        .map(|(c, _)| (c.clone(), rt.seen.age(c, now).unwrap_or(u64::MAX)))
-        .collect()
-}
-
-/// Changes a policy's state without touching its schedule; `f`'s result, `None` when the policy
-/// is not known. `f` runs with the registry locked: it must not call into Redis.
-pub fn update<R>(id: &PolicyId, f: impl FnOnce(&mut Runtime) -> R) -> Option<R> {
-    lock().runtimes.get_mut(id).map(f)
+    lock()
+        .runtimes
+        .get(id)
+        .map_or_else(Vec::new, |rt| rt.seen_ages(now))
 }
 
 /// How many entries policy `id` (whose value is `p`) may dead-letter now before its `STORM`
@@ -399,14 +376,10 @@ pub fn due_now(id: &PolicyId) {
 }
 
 /// The policy due first, if it is due at `now` (monotonic ms).
-pub fn next_due(now: u64) -> Option<(PolicyId, Runtime)> {
+pub fn next_due(now: u64) -> Option<PolicyId> {
     let r = lock();
-    let (due, id) = r.queue.iter().next()?.clone();
-    if due > now {
-        return None;
-    }
-    let rt = r.runtimes.get(&id)?.clone();
-    Some((id, rt))
+    let (due, id) = r.queue.iter().next()?;
+    (*due <= now).then(|| id.clone())
 }
 
 /// Exchanges two databases (SWAPDB, Redis 4.0+; the `SwapDB` server event).
@@ -421,8 +394,8 @@ pub fn swap_db(a: i32, b: i32) {
         } else if id.db == b {
             id.db = a;
         }
-        r.queue.insert((rt.due_ms, id.clone()));
-        if !rt.recent.is_empty() {
+        r.queue.insert((rt.due_ms(), id.clone()));
+        if rt.has_recent_touches() {
             r.remembering.insert(id.clone());
         }
         r.runtimes.insert(id, rt);
@@ -441,7 +414,7 @@ pub fn wake(db: i32, stream: &[u8]) {
             continue;
         };
         rt.forget_learnt();
-        if rt.problem.is_some() && rt.due_ms > now {
+        if rt.has_problem() && rt.due_ms() > now {
             r.reschedule(&id, now);
         }
     }
@@ -538,7 +511,7 @@ pub fn totals() -> Totals {
     };
     let all: Vec<(&PolicyId, &Runtime)> = r.runtimes.iter().collect();
     walk(&all, |_, rt| {
-        t.inbox += rt.summary.inbox;
+        t.inbox += rt.summary().inbox;
         t.tracked_consumers += rt.tracked_consumers() as u64;
     });
     t
@@ -590,7 +563,7 @@ pub fn loaded<'a>(
 /// a replica, which runs none).
 pub fn register_held(db: i32, stream: &[u8], group: &[u8], state: crate::model::policy::State) {
     register(db, stream, group);
-    update(&PolicyId::new(db, stream, group), |rt| rt.held = state);
+    update(&PolicyId::new(db, stream, group), |rt| rt.hold(state));
 }
 
 /// Ends the load in progress and returns what it read (`None`: no load was in progress). The
@@ -619,20 +592,23 @@ mod tests {
         register(0, b"s-reg", b"g");
         register(0, b"s-reg", b"g"); // idempotent
         let id = PolicyId::new(0, b"s-reg", b"g");
-        let mut rt = get(&id).unwrap();
-        rt.due_ms = u64::MAX - 1;
-        rt.cursor = Some(b"5-0".to_vec());
-        put(&id, rt);
-        assert_eq!(get(&id).unwrap().cursor.as_deref(), Some(&b"5-0"[..]));
+        update(&id, |rt| {
+            rt.set_due(u64::MAX - 1);
+            rt.note_read_page(Some(b"5-0".to_vec()), false, None, 0, 1000);
+        });
+        assert_eq!(
+            get(&id).unwrap().read_cursor().as_deref(),
+            Some(&b"5-0"[..])
+        );
         swap_db(0, 7);
         let moved = PolicyId {
             db: 7,
             ..id.clone()
         };
         assert!(get(&id).is_none());
-        assert_eq!(get(&moved).unwrap().due_ms, u64::MAX - 1);
+        assert_eq!(get(&moved).unwrap().due_ms(), u64::MAX - 1);
         reset(7, b"s-reg", b"g");
-        assert_eq!(get(&moved).unwrap().cursor, None);
+        assert_eq!(get(&moved).unwrap().read_cursor(), None);
         remove(&moved);
         assert!(get(&moved).is_none());
     }
@@ -641,7 +617,6 @@ mod tests {
     fn touches_are_owned_by_their_policy_and_expire() {
         register(2, b"s-touch", b"g");
         let id = PolicyId::new(2, b"s-touch", b"g");
-        update(&id, |rt| rt.unchecked = Default::default());
         // A fresh policy checks everyone: touches are only remembered for EXEC.
         for i in 0..1000 {
             touch(b"s-touch", b"g", format!("c{i}").as_bytes(), false);

@@ -11,6 +11,8 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use crate::model::breaker::Breaker;
 use crate::model::metrics::{self, Counters, Stat};
 use crate::model::outcome::{Outcome, Stop, Summary};
+use std::time::Duration;
+
 use crate::model::planner::{self, Horizon, PassKind, Tally};
 use crate::model::policy::{Policy, State, Storm};
 
@@ -198,57 +200,57 @@ pub struct Health {
 #[derive(Debug, Clone, Default)]
 pub struct Runtime {
     /// Last PEL entry handled in the current pass; `None` = the pass starts at the head of the PEL.
-    pub cursor: Option<Vec<u8>>,
+    cursor: Option<Vec<u8>>,
     /// ID-window width learned by windowed steps (0 = none yet).
-    pub width: u128,
+    width: u128,
     /// Monotonic time (ms, [`crate::model::clock::now_ms`]) at which the next step is due.
-    pub due_ms: u64,
+    due_ms: u64,
     /// µs spent in the steps of the pass in progress.
-    pub pass_us: i64,
+    pass_us: i64,
     /// Recent cost of handling one entry in a step, ns (0 = not measured yet); sizes steps to the
     /// time left ([`crate::model::planner::step_entries`]).
-    pub entry_ns: u64,
+    entry_ns: u64,
     /// Counters since load.
-    pub counters: Counters,
+    counters: Counters,
     /// What the last step found wrong, for `RECLAIM.STATS` (`None` = nothing).
-    pub problem: Option<Stop>,
+    problem: Option<Stop>,
     /// Bumped by every client command that may set an older idle time (`XCLAIM ... IDLE/TIME`)
     /// and whenever the PEL may be a new one ([`Runtime::touch`], [`Runtime::forget_learnt`]).
-    pub idle_mark: u64,
+    idle_mark: u64,
     /// Whose delivery counts may have risen since a pass checked them ([`Runtime::touch`]).
-    pub unchecked: Unchecked,
+    unchecked: Unchecked,
     /// Touches of the last [`EXEC_REMARK_MS`], made again at every `EXEC`.
-    pub recent: Recent,
+    recent: Recent,
     /// The pass in progress (`None` between passes).
-    pub pass: Option<Pass>,
+    pass: Option<Pass>,
     /// How far ahead (ms) the next scan looks; `None` = [`crate::model::planner::first_lookahead`].
-    pub lookahead_ms: Option<i64>,
+    lookahead_ms: Option<i64>,
     /// Wall-clock ms before which no pending entry can be stale (0 = unknown), from the last
     /// complete pass ([`Horizon::stale_not_before_ms`]).
-    pub stale_not_before_ms: i64,
+    stale_not_before_ms: i64,
     /// The PEL at the end of the last complete pass (all zero before one). Kept here, not in
     /// [`Runtime::health`]: `INFO reclaim` reads it for every policy, and a walk over thousands
     /// of runtimes should not have to follow a pointer each.
-    pub summary: Summary,
+    summary: Summary,
     /// What else the passes saw (`None` until a pass ended).
-    pub health: Option<Box<Health>>,
+    health: Option<Box<Health>>,
     /// The last state announced with a keyspace event ([`crate::ffi::events::notify_state`]); `""`:
     /// none yet (a new policy is `active` without one).
-    pub announced: &'static str,
+    announced: &'static str,
     /// The policy's stored [`State`] as last seen (a step, `RECLAIM.POLICY PAUSE`/`RESUME`, the
     /// `STORM` breaker opening): `paused` and `storm` come first in [`Runtime::state`].
-    pub held: State,
+    held: State,
     /// Where `RECLAIM.READGROUP` looks next for stale entries of other consumers, and what this
     /// round of looks over the PEL found so far.
-    pub read_scan: ReadScan,
+    read_scan: ReadScan,
     /// When consumers last talked to the module (`LIVENESS` policies only).
-    pub seen: Seen,
+    seen: Seen,
     /// Wall-clock ms before which `RECLAIM.READGROUP` need not look for stale entries of other
     /// consumers again: its last round over the PEL found none, and the most idle entry it saw
     /// turns stale then at the earliest (0 = look).
-    pub read_not_before_ms: i64,
+    read_not_before_ms: i64,
     /// Dead-letters of the recent `STORM` window (policies with `STORM` only).
-    pub breaker: Breaker,
+    breaker: Breaker,
 }
 
 /// When consumers last talked to the module (`RECLAIM.READGROUP`, `EXTEND`, `NACK`, `TERM`),
@@ -372,6 +374,31 @@ impl ReadScan {
     }
 }
 
+/// What the next step of a policy's pass reads and how much ([`Runtime::plan_step`]): the
+/// scheduler runs it with no lock held.
+#[derive(Debug, Clone)]
+pub struct StepPlan {
+    /// The kind of pass the step belongs to.
+    pub kind: PassKind,
+    /// The consumer whose own PEL the step pages (a delivery-count check), if it is one.
+    pub consumer: Option<Vec<u8>>,
+    /// Where the step starts (`None`: the head of the PEL).
+    pub cursor: Option<Vec<u8>>,
+    /// The ID-window width learnt so far (scans).
+    pub width: u128,
+    /// The scan's `IDLE` threshold, ms.
+    pub threshold_ms: i64,
+    /// At most this many entries.
+    pub max: i64,
+    /// How long ago (ms) consumers last talked to the module (`LIVENESS`).
+    pub seen: Vec<(Vec<u8>, u64)>,
+    /// The dead-letters the `STORM` breaker allows now.
+    pub dead_letters: u64,
+}
+
+/// How often (ms, at most) a paused or disabled policy is looked at again.
+const HALTED_RECHECK_MS: u64 = 1000;
+
 impl Runtime {
     /// A new policy's state, due at `due_ms`.
     pub fn new(due_ms: u64) -> Runtime {
@@ -402,6 +429,228 @@ impl Runtime {
         self.held = State::Storm;
         self.announced = State::Storm.name();
         self.counters.add(Stat::Storms, 1);
+    }
+
+    /// Monotonic ms at which the next step is due (the registry's visiting order).
+    pub fn due_ms(&self) -> u64 {
+        self.due_ms
+    }
+
+    /// Makes the policy due at monotonic ms `due` (the registry keeps its queue in step).
+    pub fn set_due(&mut self, due: u64) {
+        self.due_ms = due;
+    }
+
+    /// Counters since load.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// The PEL at the end of the last complete pass (all zero before one).
+    pub fn summary(&self) -> &Summary {
+        &self.summary
+    }
+
+    /// What the passes saw (`None` until a pass ended).
+    pub fn health(&self) -> Option<&Health> {
+        self.health.as_deref()
+    }
+
+    /// Where the timer's pass goes on (`None`: the head of the PEL).
+    pub fn cursor(&self) -> Option<&[u8]> {
+        self.cursor.as_deref()
+    }
+
+    /// Wall-clock ms before which no pending entry can be stale, by the last complete pass (0:
+    /// unknown).
+    pub fn stale_not_before_ms(&self) -> i64 {
+        self.stale_not_before_ms
+    }
+
+    /// What the last step found wrong (`None`: nothing).
+    pub fn problem(&self) -> Option<&Stop> {
+        self.problem.as_ref()
+    }
+
+    /// Whether it remembers touches made again at `EXEC` ([`Runtime::remark`]).
+    pub fn has_recent_touches(&self) -> bool {
+        !self.recent.is_empty()
+    }
+
+    /// Whether it remembers touches or sightings, which expire ([`Runtime::prune`]).
+    pub fn remembers(&self) -> bool {
+        !self.recent.is_empty() || !self.seen.is_empty()
+    }
+
+    /// The consumers whose delivery counts the next pass checks first (none while anyone's are
+    /// unchecked).
+    pub fn unchecked_consumers(&self) -> impl Iterator<Item = &Vec<u8>> {
+        let set = match &self.unchecked {
+            Unchecked::Consumers(set) => Some(set.iter()),
+            Unchecked::All => None,
+        };
+        set.into_iter().flatten()
+    }
+
+    /// Consumer `consumer` talked to the module at monotonic ms `now` (`LIVENESS`, whose `keep_ms`
+    /// is how long it counts).
+    pub fn saw(&mut self, consumer: &[u8], now: u64, keep_ms: u64) {
+        self.seen.note(consumer, now, keep_ms);
+    }
+
+    /// How long ago (ms, at monotonic `now`) each consumer last talked to the module.
+    pub fn seen_ages(&self, now: u64) -> Vec<(Vec<u8>, u64)> {
+        self.seen
+            .by_consumer()
+            .map(|(c, at)| (c.clone(), now.saturating_sub(*at)))
+            .collect()
+    }
+
+    /// When, by what the last pass and `RECLAIM.READGROUP`'s last look learnt, a pending entry of
+    /// another consumer can be stale at the earliest (wall-clock ms; 0: unknown).
+    pub fn read_horizon(&self) -> i64 {
+        self.stale_not_before_ms.max(self.read_not_before_ms)
+    }
+
+    /// Where `RECLAIM.READGROUP`'s next page of the PEL starts (`None`: the head).
+    pub fn read_cursor(&self) -> Option<Vec<u8>> {
+        self.read_scan.cursor.clone()
+    }
+
+    /// `RECLAIM.READGROUP` read a page of the PEL from its cursor ([`ReadScan::page`]): a round
+    /// over the whole PEL that found nothing due says when to look again at the earliest.
+    pub fn note_read_page(
+        &mut self,
+        last: Option<Vec<u8>>,
+        stale: bool,
+        remaining: Option<i64>,
+        now: i64,
+        min_idle: i64,
+    ) {
+        if let Some(quiet) = self.read_scan.page(last, stale, remaining, now, min_idle) {
+            self.read_not_before_ms = quiet;
+        }
+    }
+
+    /// Notes the state the policy is stored in ([`Runtime::state`] shows `paused` and `storm`).
+    pub fn hold(&mut self, state: State) {
+        self.held = state;
+    }
+
+    /// `RECLAIM.POLICY PAUSE` or `RESUME` changed the stored state to `state` (announced by its
+    /// event): `RESUME` closes the `STORM` breaker (`storm`: the policy's) at monotonic `now`.
+    pub fn state_changed(&mut self, state: State, storm: Option<Storm>, now: u64) {
+        if state == State::Active {
+            self.breaker.resume(storm, now);
+            if self.problem == Some(Stop::Storm) {
+                // The breaker held dead-letters back; it no longer does.
+                self.problem = None;
+            }
+        }
+        self.held = state;
+        self.announced = state.name();
+    }
+
+    /// Whether the last step stopped at a problem (no stream, no group, an error...).
+    pub fn has_problem(&self) -> bool {
+        self.problem.is_some()
+    }
+
+    /// Counts a sweep step ([`count_step`]).
+    pub fn count_step(&mut self, out: &Outcome) {
+        count_step(&mut self.counters, out);
+    }
+
+    /// Counts what a read or a verb did ([`count_outcome`]).
+    pub fn count_outcome(&mut self, out: &Outcome) {
+        count_outcome(&mut self.counters, out);
+    }
+
+    /// Counts `n` entries handed to readers again (`redelivered`).
+    pub fn count_redelivered(&mut self, n: u64) {
+        self.counters.add(Stat::Redelivered, n);
+    }
+
+    /// `RECLAIM.SWEEP` completed a full pass at wall-clock ms `wall` in `us` µs, reading `tally`.
+    pub fn note_full_pass(&mut self, tally: Tally, us: i64, wall: i64) {
+        self.counters.add(Stat::Passes, 1);
+        self.counters.last_pass_ms = wall;
+        self.counters.last_pass_us = us;
+        self.note_tally(tally, wall, PassKind::Full);
+    }
+
+    /// What the next step of the timer's pass of `policy` reads, at monotonic `now` and
+    /// wall-clock `wall` with `left_ns` of the slice's budget left: the pass starts if none is in
+    /// progress ([`Runtime::start_pass`]). `None` when the policy is halted (paused, `storm`,
+    /// `reclaim.enabled` no: `enabled` false): it is looked at again within a second.
+    pub fn plan_step(
+        &mut self,
+        policy: &Policy,
+        enabled: bool,
+        now: u64,
+        wall: i64,
+        left_ns: u64,
+    ) -> Option<StepPlan> {
+        self.held = policy.state;
+        if policy.halted(enabled).is_some() {
+            self.due_ms = now.saturating_add((policy.interval_ms as u64).min(HALTED_RECHECK_MS));
+            return None;
+        }
+        self.start_pass(policy, wall);
+        let pass = self.pass.as_ref()?;
+        // At most COUNT entries, and no more than are likely to be handled in the time left (at
+        // the policy's recent cost per entry): a step stopped by the deadline half-way through
+        // its page reads the rest of it again next time.
+        Some(StepPlan {
+            kind: pass.kind,
+            consumer: pass.check.first().cloned(),
+            cursor: self.cursor.clone(),
+            width: self.width,
+            threshold_ms: pass.horizon.threshold_ms,
+            max: planner::step_entries(policy.count, left_ns, self.entry_ns),
+            seen: self.seen_ages(now),
+            dead_letters: self.dead_letter_allowance(policy, now),
+        })
+    }
+
+    /// Folds the step of `plan` that reported `out` and took `took` into the state
+    /// ([`Runtime::apply`]). A consumer check teaches the pass nothing about when entries go
+    /// stale (it sees one consumer), nor what the PEL looks like: `out` loses those, and its end
+    /// moves on to the next check.
+    pub fn finish_step(
+        &mut self,
+        plan: &StepPlan,
+        out: &mut Outcome,
+        took: Duration,
+        policy: &Policy,
+        now: u64,
+        wall: i64,
+    ) {
+        if plan.consumer.is_some() {
+            out.fresh = Default::default();
+            out.tally = Default::default();
+            if out.pass_done {
+                out.pass_done = false;
+                self.consumer_checked();
+            }
+        }
+        if out.examined > 0 {
+            self.entry_ns =
+                planner::next_entry_ns(self.entry_ns, took.as_nanos() as u64, out.examined);
+        }
+        self.apply(out, took.as_micros() as i64, policy, now, wall);
+    }
+
+    /// The state to announce after a step (`reclaim-<state>`), if it changed; notes it as
+    /// announced. `paused` and `storm` are announced where they are set; a new policy, or one just
+    /// resumed, is `active` without an event of its own.
+    pub fn announce(&mut self) -> Option<&'static str> {
+        let state = self.state();
+        let quiet = matches!(state, "paused" | "storm")
+            || (state == "active" && matches!(self.announced, "" | "paused" | "storm"));
+        let fire = (state != self.announced && !quiet).then_some(state);
+        self.announced = state;
+        fire
     }
 
     /// The policy was (re)set: the pass restarts from the head of the PEL, and nothing learnt
@@ -698,14 +947,14 @@ impl Runtime {
 
 /// Counts a sweep step (the timer's or `RECLAIM.SWEEP`'s): `INFO reclaim_steps` and what it did
 /// ([`count_outcome`]).
-pub fn count_step(c: &mut Counters, out: &Outcome) {
+fn count_step(c: &mut Counters, out: &Outcome) {
     metrics::STEPS.add(1);
     count_outcome(c, out);
 }
 
 /// Counts what a step or a read did (moves, dead-letters, purges, skipped moves, errors) in `c`
 /// and the server-wide totals: the one place where an outcome becomes counters.
-pub fn count_outcome(c: &mut Counters, out: &Outcome) {
+fn count_outcome(c: &mut Counters, out: &Outcome) {
     c.add(Stat::Claimed, out.claimed);
     c.dead_lettered_at(out.dead_lettered, crate::model::clock::epoch_ms());
     c.add(Stat::Deleted, out.deleted);
