@@ -141,7 +141,7 @@ fn deliveries(rt: &Runtime) -> Reply {
 pub fn health_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let (stream, group) = (args[1].as_slice(), args[2].as_slice());
     let p = store::get(ctx, stream, group).ok_or(ReclaimError::Static(error::NO_POLICY))?;
-    if crate::engine::sweep::is_non_stream(ctx, stream) {
+    if crate::engine::guards::is_non_stream(ctx, stream) {
         return Err(error::WRONGTYPE_STREAM.into());
     }
     let id = PolicyId::new(ffi::selected_db(ctx), stream, group);

@@ -8,11 +8,11 @@ pub mod readgroup;
 pub mod redrive;
 pub mod verbs;
 
-use std::cell::Cell;
 use std::os::raw::c_int;
 
 use redis_module::{raw, Context, ContextFlags, RedisString};
 
+use crate::engine::guards;
 use crate::engine::pending;
 use crate::engine::settle;
 use crate::engine::sweep::{self, Simulation, Target};
@@ -26,7 +26,6 @@ use crate::model::metrics::Stat;
 use crate::model::outcome::Stop;
 use crate::model::planner::{Action, Tally};
 use crate::model::policy::{self, Policy, State};
-use crate::server::scheduler;
 use crate::state::config;
 use crate::state::registry::{self, PolicyId};
 use crate::state::runtime::Runtime;
@@ -93,11 +92,11 @@ fn policy_set(ctx: &Context, args: &[RedisString]) -> CmdResult {
         .get_flags()
         .intersects(ContextFlags::REPLICATED | ContextFlags::LOADING);
     if !from_primary {
-        if sweep::is_non_stream(ctx, stream) {
+        if guards::is_non_stream(ctx, stream) {
             return Err(error::WRONGTYPE_STREAM.into());
         }
         if let Some(d) = &p.dlq {
-            if sweep::is_non_stream(ctx, d) {
+            if guards::is_non_stream(ctx, d) {
                 return Err(error::WRONGTYPE_DLQ.into());
             }
         }
@@ -206,10 +205,10 @@ fn import_check(
             return Err(fail(Some("key"), error::IMPORT_NOT_SERVED.into()));
         }
     }
-    if sweep::is_non_stream(ctx, stream) {
+    if guards::is_non_stream(ctx, stream) {
         return Err(fail(Some("key"), error::WRONGTYPE_STREAM.into()));
     }
-    if dlq.is_some_and(|d| sweep::is_non_stream(ctx, d)) {
+    if dlq.is_some_and(|d| guards::is_non_stream(ctx, d)) {
         return Err(fail(Some("dlq"), error::WRONGTYPE_DLQ.into()));
     }
     match store::has(ctx, stream, group) {
@@ -310,20 +309,13 @@ fn sweep_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
         if !ffi::may_write_key(ctx, d) {
             return Err(error::NOPERM_DLQ.into());
         }
-        if sweep::is_non_stream(ctx, d) {
+        if guards::is_non_stream(ctx, d) {
             return Err(error::WRONGTYPE_DLQ.into());
         }
     }
     let seen = registry::seen(&id);
     let allowance = registry::dead_letter_allowance(&id, &p);
-    let target = Target {
-        ctx,
-        stream,
-        group,
-        policy: &p,
-        seen: &seen,
-        dead_letters: Cell::new(allowance),
-    };
+    let target = Target::new(ctx, stream, group, &p, &seen, allowance);
     let mut remaining = limit.unwrap_or(i64::MAX);
     let mut cursor: Option<Vec<u8>> = None;
     let (mut claimed, mut dead, mut deleted) = (0u64, 0u64, 0u64);
@@ -449,21 +441,15 @@ fn simulate_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let fresh_breaker = changes.storm().is_some();
     let p = proposed(ctx, stream, group, changes)?;
     if let Some(d) = &p.dlq {
-        if sweep::is_non_stream(ctx, d) {
+        if guards::is_non_stream(ctx, d) {
             return Err(error::WRONGTYPE_DLQ.into());
         }
     }
     let id = PolicyId::new(ffi::selected_db(ctx), stream, group);
     let seen = registry::seen(&id);
     let halted = halted_reason(&p, config::enabled());
-    let target = Target {
-        ctx,
-        stream,
-        group,
-        policy: &p,
-        seen: &seen,
-        dead_letters: Cell::new(simulated_allowance(&id, &p, fresh_breaker)),
-    };
+    let allowance = simulated_allowance(&id, &p, fresh_breaker);
+    let target = Target::new(ctx, stream, group, &p, &seen, allowance);
     let now = epoch_ms();
     let plan = match sweep::simulate(&target, limit.unwrap_or(p.count)) {
         Ok(s) => s,
@@ -508,7 +494,7 @@ fn simulate_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
 
 /// The `status` field of `RECLAIM.STATS`, checked live.
 fn status(ctx: &Context, stream: &[u8], group: &[u8], p: &Policy, rt: &Runtime) -> String {
-    if let Some(b) = scheduler::blocked(ctx) {
+    if let Some(b) = guards::blocked(ctx) {
         return b.status().to_string();
     }
     if !config::enabled() {
@@ -517,7 +503,7 @@ fn status(ctx: &Context, stream: &[u8], group: &[u8], p: &Policy, rt: &Runtime) 
     if p.state != State::Active {
         return p.state.name().into();
     }
-    if let Some(s) = sweep::check_stream(ctx, stream) {
+    if let Some(s) = guards::check_stream(ctx, stream) {
         return s.status();
     }
     let args: [&[u8]; 5] = [stream, group, b"-", b"+", b"1"];
@@ -528,7 +514,7 @@ fn status(ctx: &Context, stream: &[u8], group: &[u8], p: &Policy, rt: &Runtime) 
         }
     }
     if let Some(d) = &p.dlq {
-        if sweep::is_non_stream(ctx, d) {
+        if guards::is_non_stream(ctx, d) {
             return Stop::WrongTypeDlq.status();
         }
     }

@@ -802,7 +802,7 @@ fn move_back(
         // back in its group all the same, only its `failed-again` check is lost.
         ctx.log_warning("reclaim: RECLAIM.REDRIVE could not add a moved entry to its moved set");
     }
-    crate::commands::readgroup::signal_if_waiting(ctx, db, &o.stream);
+    crate::ffi::blocked::signal_if_waiting(ctx, db, &o.stream);
     Moved::Back
 }
 

@@ -10,10 +10,10 @@
 //! - dead-letters one entry at a time: `XRANGE key id id` (gone -> `XACK`, counted as `deleted`),
 //!   then `XADD dlq * fields... reclaim-*` and, only if the XADD succeeded, `XACK key group id`;
 //! - with `TOMBSTONES yes`, gives each entry found deleted a DLQ record (`reclaim-reason
-//!   deleted`, no payload) before its `XACK` (`Target::bury`);
+//!   deleted`, no payload) before its `XACK` (`Dlq::bury`);
 //! - after appending to the DLQ, trims it as `DLQ-MAXLEN` / `DLQ-MAXAGE` ask (`XTRIM dlq MAXLEN|MINID
-//!   ~ ...`, `Target::trim_dlq`), and by `DLQ-MAXAGE` at the end of a pass too
-//!   (`Target::trim_dlq_by_age`), counting what `XTRIM` removed.
+//!   ~ ...`, `Dlq::trim_dlq`), and by `DLQ-MAXAGE` at the end of a pass too
+//!   (`Dlq::trim_dlq_by_age`), counting what `XTRIM` removed.
 //!
 //! Every write goes through `RM_Call` with `!` (replicate) and `E` (errors as replies); the XADD
 //! also with `M` (refused when out of memory), and the server's live OOM state is checked before
@@ -24,14 +24,12 @@
 //! [`simulate`] reads what a step reads and decides as [`Target::handle`] does, writing nothing
 //! (`RECLAIM.SIMULATE`).
 
-use std::cell::Cell;
 use std::time::Instant;
 
-use redis_module::{
-    CallOptions, CallOptionsBuilder, CallReply, CallResult, Context, ContextFlags, KeyType,
-    RedisString,
-};
+use redis_module::{CallReply, CallResult, Context, RedisString};
 
+use crate::engine::deadletter::{error_stop, Dlq, REASON_LIMIT};
+use crate::engine::guards::check_stream;
 use crate::engine::pending::{self, Failed, Owners, Query};
 use crate::ffi::events;
 use crate::ffi::{call_bytes, read_opts, write_opts};
@@ -39,26 +37,9 @@ use crate::model::outcome::{Outcome, Stop};
 use crate::model::planner::{self, Action, Batch, Pending, Rule};
 use crate::model::policy::Policy;
 
-fn append_opts() -> CallOptions {
-    CallOptionsBuilder::new()
-        .replicate()
-        .errors_as_replies()
-        .verify_oom()
-        .build()
-}
-
-fn error_stop(e: &[u8]) -> Stop {
-    if e.starts_with(b"NOGROUP") {
-        Stop::NoGroup
-    } else if e.starts_with(b"WRONGTYPE") {
-        Stop::WrongTypeStream
-    } else {
-        Stop::Error(crate::model::text::printable(e))
-    }
-}
-
 /// What a step works on: the database selected in `ctx`, the stream and group of a policy, and
-/// the policy. Every Redis call of the executor goes through it.
+/// the policy. Every Redis call of the executor goes through it; its dead-letters through its
+/// [`Dlq`].
 pub struct Target<'a> {
     /// The context whose selected database holds the stream.
     pub ctx: &'a Context,
@@ -70,28 +51,30 @@ pub struct Target<'a> {
     pub policy: &'a Policy,
     /// How long ago (ms) consumers last talked to the module, for `LIVENESS` (empty without it).
     pub seen: &'a [(Vec<u8>, u64)],
-    /// How many more entries may be dead-lettered before the `STORM` breaker opens
-    /// (`u64::MAX`: no limit; 0: the breaker is open). Each dead-letter takes one.
-    pub dead_letters: Cell<u64>,
+    /// Where its dead-letters go, with the allowance of the `STORM` breaker.
+    pub dlq: Dlq<'a>,
 }
 
-/// Checks the stream key: `None` when it is a stream, the stop reason otherwise.
-pub fn check_stream(ctx: &Context, stream: &[u8]) -> Option<Stop> {
-    let name = RedisString::create_from_slice(ctx.ctx, stream);
-    match ctx.open_key(&name).key_type() {
-        KeyType::Stream => None,
-        KeyType::Empty => Some(Stop::NoStream),
-        _ => Some(Stop::WrongTypeStream),
+impl<'a> Target<'a> {
+    /// A step's target: `policy` of (`stream`, `group`) in the database selected in `ctx`, the
+    /// sightings `seen`, and `dead_letters` allowed before the `STORM` breaker opens.
+    pub fn new(
+        ctx: &'a Context,
+        stream: &'a [u8],
+        group: &'a [u8],
+        policy: &'a Policy,
+        seen: &'a [(Vec<u8>, u64)],
+        dead_letters: u64,
+    ) -> Self {
+        Target {
+            ctx,
+            stream,
+            group,
+            policy,
+            seen,
+            dlq: Dlq::new(ctx, stream, group, policy, dead_letters),
+        }
     }
-}
-
-/// Whether `key` exists and holds something other than a stream.
-pub fn is_non_stream(ctx: &Context, key: &[u8]) -> bool {
-    let name = RedisString::create_from_slice(ctx.ctx, key);
-    !matches!(
-        ctx.open_key(&name).key_type(),
-        KeyType::Stream | KeyType::Empty
-    )
 }
 
 impl Target<'_> {
@@ -103,42 +86,19 @@ impl Target<'_> {
         })
     }
 
-    /// With `TOMBSTONES yes`, takes out of `entries` those whose stream entry is gone and gives
-    /// them their tombstones with their `XACK` ([`Target::bury`], then the DLQ trim): what is
-    /// left is what the stream still holds, for a hand-over (`RECLAIM.READGROUP`). Without
-    /// `TOMBSTONES`, `entries` as they are (`XCLAIM` drops the deleted ones itself). The failure
-    /// of a tombstone (out of memory, DLQ of the wrong type) leaves its entry pending and is
-    /// noted in `out.problem`.
-    pub(crate) fn bury_deleted(&self, entries: Vec<Pending>, out: &mut Outcome) -> Vec<Pending> {
-        if self.tombstones().is_none() {
-            return entries;
-        }
-        let sname = RedisString::create_from_slice(self.ctx.ctx, self.stream);
-        let (kept, gone): (Vec<Pending>, Vec<Pending>) = entries
-            .into_iter()
-            .partition(|e| self.has_entry(&sname, &e.id));
-        let refs: Vec<&Pending> = gone.iter().collect();
-        let (buried, res) = self.bury(&refs, out);
-        self.trim_dlq(buried, out);
-        if let (Err(s), None) = (res, &out.problem) {
-            out.problem = Some(s);
-        }
-        kept
-    }
-
     /// Moves entries to the CLAIMANT: `XCLAIM key group claimant min-idle id... JUSTID` (owner
     /// = claimant, idle reset, delivery count unchanged; XCLAIM re-checks idle >= min-idle, and
     /// propagates each entry with its count, so the count is durable). Entries XCLAIM finds gone
     /// from the stream are counted as `deleted`. With `TOMBSTONES yes`, entries gone from the
-    /// stream are found first (the module stream API, as [`Target::dead_letter`] does) and left
-    /// out of the XCLAIM: they get their DLQ record with their XACK ([`Target::bury`]).
+    /// stream are found first (the module stream API, as [`Dlq::dead_letter`] does) and left
+    /// out of the XCLAIM: they get their DLQ record with their XACK ([`Dlq::bury`]).
     fn move_to_claimant(&self, entries: &[Pending], out: &mut Outcome) -> Result<(), Stop> {
         let mut gone: Vec<&Pending> = Vec::new();
         let mut ids: Vec<&[u8]> = Vec::with_capacity(entries.len());
-        if self.tombstones().is_some() {
+        if self.dlq.tombstones().is_some() {
             let sname = RedisString::create_from_slice(self.ctx.ctx, self.stream);
             for e in entries {
-                if self.has_entry(&sname, &e.id) {
+                if self.dlq.has_entry(&sname, &e.id) {
                     ids.push(&e.id);
                 } else {
                     gone.push(e);
@@ -172,8 +132,8 @@ impl Target<'_> {
                 Ok(_) => return Err(Stop::Error("unexpected XCLAIM reply".into())),
             }
         }
-        let (buried, res) = self.bury(&gone, out);
-        self.trim_dlq(buried, out);
+        let (buried, res) = self.dlq.bury(&gone, out);
+        self.dlq.trim_dlq(buried, out);
         res
     }
 
@@ -206,292 +166,12 @@ impl Target<'_> {
     }
 
     /// Removes trimmed entries from the PEL with one XACK (propagated as is), counted as
-    /// `deleted`; with `TOMBSTONES yes`, each gets its DLQ record first ([`Target::bury`]).
+    /// `deleted`; with `TOMBSTONES yes`, each gets its DLQ record first ([`Dlq::bury`]).
     fn purge(&self, entries: &[Pending], out: &mut Outcome) -> Result<(), Stop> {
         let refs: Vec<&Pending> = entries.iter().collect();
-        let (buried, res) = self.bury(&refs, out);
-        self.trim_dlq(buried, out);
+        let (buried, res) = self.dlq.bury(&refs, out);
+        self.dlq.trim_dlq(buried, out);
         res
-    }
-
-    /// The DLQ that tombstones go to: the policy's DLQ with `TOMBSTONES yes`, `None` otherwise.
-    fn tombstones(&self) -> Option<&[u8]> {
-        match (&self.policy.dlq, self.policy.tombstones) {
-            (Some(d), true) => Some(d),
-            _ => None,
-        }
-    }
-
-    /// Removes pending entries whose stream entry is gone (`XDEL`, `XTRIM`) from the PEL with one
-    /// `XACK`, counted as `deleted`. With `TOMBSTONES yes`, each first gets a DLQ record
-    /// (`XADD dlq * reclaim-stream ... reclaim-reason deleted ...`, the `reclaim-*` fields
-    /// only: there is no payload left), counted in `tombstones`, and only the entries whose
-    /// record was appended are acknowledged, in the same callback (one MULTI/EXEC); the first
-    /// append that fails (out of memory, DLQ of the wrong type) leaves it and the entries after
-    /// it pending, for the next pass. Tombstones do not take from the `STORM` allowance (they
-    /// are not poison). Returns the records appended, and the failure if any.
-    fn bury(&self, gone: &[&Pending], out: &mut Outcome) -> (u64, Result<(), Stop>) {
-        if gone.is_empty() {
-            return (0, Ok(()));
-        }
-        let mut acked: Vec<&[u8]> = Vec::with_capacity(gone.len());
-        let mut failure = None;
-        match self.tombstones() {
-            None => acked.extend(gone.iter().map(|e| e.id.as_slice())),
-            Some(dlq) => {
-                for (k, e) in gone.iter().enumerate() {
-                    if self.out_of_memory() {
-                        out.oom_skips += (gone.len() - k) as u64;
-                        failure = Some(Stop::Oom);
-                        break;
-                    }
-                    match self.append_dead_letter(dlq, e, &[], REASON_DELETED) {
-                        Ok(()) => acked.push(&e.id),
-                        Err(f) => {
-                            if f == Stop::Oom {
-                                out.oom_skips += (gone.len() - k) as u64;
-                            }
-                            failure = Some(f);
-                            break;
-                        }
-                    }
-                }
-            }
-        }
-        let buried = if self.tombstones().is_some() {
-            acked.len() as u64
-        } else {
-            0
-        };
-        out.tombstones += buried;
-        if !acked.is_empty() {
-            match self.ack(&acked) {
-                Ok(n) => {
-                    out.deleted += n.max(0) as u64;
-                    if n > 0 {
-                        events::notify(self.ctx, self.stream, events::PURGE);
-                    }
-                }
-                Err(e) => return (buried, Err(e)),
-            }
-        }
-        (buried, failure.map_or(Ok(()), Err))
-    }
-
-    /// Trims the DLQ after `appended` records were appended to it (none: nothing to do), as
-    /// `DLQ-MAXLEN` and `DLQ-MAXAGE` ask: `XTRIM dlq MAXLEN ~ n`, then `XTRIM dlq MINID ~
-    /// <now - maxage>-0` (the DLQ's IDs are the times of their moves, `XADD dlq *`). Both are
-    /// approximate (`~`: only whole stream nodes go, so the DLQ may keep a node's worth above the
-    /// limit, and Redis bounds the work of one call), run in the same callback as the moves (one
-    /// MULTI/EXEC), and are propagated as Redis rewrites them (`MAXLEN = <len>`, `MINID =
-    /// <id>`: exact, so replicas and the AOF trim the same entries). Their replies (the entries
-    /// removed) are counted in `dlq_trimmed`. A failed trim is logged and the moves stand. Never
-    /// when the DLQ is itself a policy's stream (a work stream, used as a retry queue): its
-    /// pending work would go with the trim ([`crate::state::store::has_policies`]).
-    fn trim_dlq(&self, appended: u64, out: &mut Outcome) {
-        let p = self.policy;
-        let Some(dlq) = p.dlq.as_deref() else {
-            return;
-        };
-        if appended == 0 || !p.trims_dlq() || crate::state::store::has_policies(self.ctx, dlq) {
-            return;
-        }
-        if p.dlq_maxlen > 0 {
-            let n = p.dlq_maxlen.to_string();
-            self.xtrim(dlq, b"MAXLEN", n.as_bytes(), out);
-        }
-        if p.dlq_maxage_ms > 0 {
-            self.xtrim(dlq, b"MINID", &dlq_min_id(p.dlq_maxage_ms), out);
-        }
-    }
-
-    /// At the end of a pass: `DLQ-MAXAGE` trims the DLQ even when nothing was appended to it
-    /// lately (`XTRIM dlq MINID ~ <now - maxage>-0`, as after a move, counted the same way), so
-    /// a dead letter goes within about an `INTERVAL` of passing the age, not only at the next
-    /// move. Nothing when the DLQ holds a value of another type (the moves report that). Not on
-    /// a paused policy: it runs no pass.
-    fn trim_dlq_by_age(&self, out: &mut Outcome) {
-        let p = self.policy;
-        let Some(dlq) = p.dlq.as_deref() else {
-            return;
-        };
-        if p.dlq_maxage_ms <= 0
-            || is_non_stream(self.ctx, dlq)
-            || crate::state::store::has_policies(self.ctx, dlq)
-        {
-            return;
-        }
-        self.xtrim(dlq, b"MINID", &dlq_min_id(p.dlq_maxage_ms), out);
-    }
-
-    /// `XTRIM dlq <strategy> ~ <threshold>`, its reply added to `out.dlq_trimmed`.
-    fn xtrim(&self, dlq: &[u8], strategy: &[u8], threshold: &[u8], out: &mut Outcome) {
-        let args: [&[u8]; 4] = [dlq, strategy, b"~", threshold];
-        let res: CallResult = self.ctx.call_ext("XTRIM", &write_opts(), &args[..]);
-        match res {
-            Ok(CallReply::I64(i)) => out.dlq_trimmed += i.to_i64().max(0) as u64,
-            Err(e) => crate::ffi::log_warning(&format!(
-                "reclaim: XTRIM of the DLQ failed: {}",
-                crate::model::text::printable(e.as_bytes())
-            )),
-            Ok(_) => crate::ffi::log_warning("reclaim: unexpected XTRIM reply"),
-        }
-    }
-
-    fn ack(&self, ids: &[&[u8]]) -> Result<i64, Stop> {
-        let mut args: Vec<&[u8]> = Vec::with_capacity(ids.len() + 2);
-        args.push(self.stream);
-        args.push(self.group);
-        args.extend_from_slice(ids);
-        let res: CallResult = self.ctx.call_ext("XACK", &write_opts(), &args[..]);
-        match res {
-            Ok(CallReply::I64(i)) => Ok(i.to_i64()),
-            Err(e) => Err(error_stop(e.as_bytes())),
-            Ok(_) => Err(Stop::Error("unexpected XACK reply".into())),
-        }
-    }
-
-    fn out_of_memory(&self) -> bool {
-        self.ctx.get_flags().contains(ContextFlags::OOM)
-    }
-
-    /// Whether the stream still holds entry `id` (the test [`Target::dead_letter`] makes before
-    /// an append; `XCLAIM` makes the same one before a move).
-    fn has_entry(&self, stream: &RedisString, id: &[u8]) -> bool {
-        self.entry_fields(stream, id).is_some()
-    }
-
-    /// Reads the fields of entry `id` (Redis `RM_StreamIteratorStart` over `[id, id]`), `None`
-    /// when the entry is gone.
-    fn entry_fields(&self, stream: &RedisString, id: &[u8]) -> Option<Vec<Vec<u8>>> {
-        let (ms, seq) = planner::parse_id(id)?;
-        let key = self.ctx.open_key(stream);
-        let sid = redis_module::raw::RedisModuleStreamID { ms, seq };
-        let mut it = key
-            .get_stream_range_iterator(Some(sid), Some(sid), false, false)
-            .ok()?;
-        let rec = it.next()?;
-        let mut f = Vec::with_capacity(rec.fields.len() * 2);
-        for (k, v) in &rec.fields {
-            f.push(k.as_slice().to_vec());
-            f.push(v.as_slice().to_vec());
-        }
-        Some(f)
-    }
-
-    /// Appends entry `e` (with `fields`) to `dlq` with the `reclaim-*` fields (`reason` as
-    /// `reclaim-reason`): `Ok` when the append succeeded, the reason it did not otherwise.
-    fn append_dead_letter(
-        &self,
-        dlq: &[u8],
-        e: &Pending,
-        fields: &[Vec<u8>],
-        reason: &[u8],
-    ) -> Result<(), Stop> {
-        let deliveries = (e.deliveries as u64).to_string();
-        let moved = crate::model::clock::epoch_ms().to_string();
-        let mut xadd: Vec<&[u8]> = Vec::with_capacity(fields.len() + 16);
-        xadd.push(dlq);
-        xadd.push(b"*");
-        xadd.extend(fields.iter().map(|f| f.as_slice()));
-        xadd.extend_from_slice(&[
-            b"reclaim-stream",
-            self.stream,
-            b"reclaim-group",
-            self.group,
-            b"reclaim-id",
-            &e.id,
-            b"reclaim-consumer",
-            &e.consumer,
-            b"reclaim-deliveries",
-            deliveries.as_bytes(),
-            b"reclaim-reason",
-            reason,
-            b"reclaim-moved-ms",
-            moved.as_bytes(),
-        ]);
-        let res: CallResult = self.ctx.call_ext("XADD", &append_opts(), &xadd[..]);
-        match res {
-            Ok(CallReply::String(_)) => Ok(()),
-            Err(err) => {
-                let b = err.as_bytes();
-                Err(if b.starts_with(b"WRONGTYPE") {
-                    Stop::WrongTypeDlq
-                } else if b.starts_with(b"OOM") {
-                    Stop::Oom
-                } else {
-                    Stop::Error(crate::model::text::printable(b))
-                })
-            }
-            Ok(_) => Err(Stop::Error("unexpected XADD reply".into())),
-        }
-    }
-
-    /// Moves over-delivered entries to the DLQ: for each, in order, `XADD dlq * fields...
-    /// reclaim-*` (entries gone from the stream are only dropped from the PEL); then one `XACK` of
-    /// exactly the entries whose append succeeded. Stops at the first failed append (DLQ of the
-    /// wrong type, out of memory): that entry and the ones after it stay pending, untouched.
-    pub(crate) fn dead_letter(
-        &self,
-        dlq: &[u8],
-        entries: &[Pending],
-        out: &mut Outcome,
-        reason: &[u8],
-    ) -> Result<(), Stop> {
-        let sname = RedisString::create_from_slice(self.ctx.ctx, self.stream);
-        let mut moved: Vec<&[u8]> = Vec::with_capacity(entries.len());
-        let mut gone: Vec<&Pending> = Vec::new();
-        let mut failure = None;
-        for (k, e) in entries.iter().enumerate() {
-            if self.dead_letters.get() == 0 {
-                failure = Some(Stop::Storm);
-                break;
-            }
-            // Before copying the body: a large entry could itself push memory over the limit.
-            // Every move of the batch not done counts as skipped.
-            if self.out_of_memory() {
-                out.oom_skips += (entries.len() - k) as u64;
-                failure = Some(Stop::Oom);
-                break;
-            }
-            let Some(fields) = self.entry_fields(&sname, &e.id) else {
-                gone.push(e);
-                continue;
-            };
-            match self.append_dead_letter(dlq, e, &fields, reason) {
-                Ok(()) => {
-                    moved.push(&e.id);
-                    self.dead_letters
-                        .set(self.dead_letters.get().saturating_sub(1));
-                }
-                Err(f) => {
-                    if f == Stop::Oom {
-                        out.oom_skips += (entries.len() - k) as u64;
-                    }
-                    failure = Some(f);
-                    break;
-                }
-            }
-        }
-        // The appends are done: their acknowledgement follows in the same callback (one
-        // MULTI/EXEC). XACK cannot find an entry already acknowledged here (nothing else runs in
-        // between); if it ever did, the DLQ entry is kept (at-least-once) and still counted.
-        if !moved.is_empty() {
-            let n = self.ack(&moved)?;
-            if n < moved.len() as i64 {
-                crate::ffi::log_warning(
-                    "reclaim: XACK after a DLQ append found an entry already acknowledged",
-                );
-            }
-            out.dead_lettered += moved.len() as u64;
-            events::notify(self.ctx, self.stream, events::DEADLETTER);
-        }
-        let (buried, res) = self.bury(&gone, out);
-        self.trim_dlq(moved.len() as u64 + buried, out);
-        match (failure, res) {
-            (Some(f), _) | (None, Err(f)) => Err(f),
-            (None, Ok(())) => Ok(()),
-        }
     }
 
     fn run(&self, b: &Batch, out: &mut Outcome) -> Result<(), Stop> {
@@ -499,10 +179,7 @@ impl Target<'_> {
             Batch::Skip(..) => Ok(()),
             Batch::Purge(entries) => self.purge(entries, out),
             Batch::Move(entries) => self.move_to_claimant(entries, out),
-            Batch::DeadLetter(entries) => match &self.policy.dlq {
-                Some(d) => self.dead_letter(d, entries, out, REASON_LIMIT),
-                None => Ok(()),
-            },
+            Batch::DeadLetter(entries) => self.dlq.dead_letter(entries, out, REASON_LIMIT),
         }
     }
 
@@ -577,26 +254,12 @@ impl Target<'_> {
     }
 }
 
-/// The `MINID` below which `DLQ-MAXAGE maxage_ms` trims a DLQ now: `<now - maxage>-0` (a DLQ's
-/// IDs are the times of their moves, `XADD dlq *`).
-fn dlq_min_id(maxage_ms: i64) -> Vec<u8> {
-    let oldest = crate::model::clock::epoch_ms().saturating_sub(maxage_ms);
-    format!("{}-0", oldest.max(0)).into_bytes()
-}
-
-/// `reclaim-reason` of an entry dead-lettered by the rule (its deliveries used up).
-pub const REASON_LIMIT: &[u8] = b"max-deliveries";
-
-/// `reclaim-reason` of a tombstone: the record of a pending entry deleted from the stream
-/// (`TOMBSTONES yes`).
-pub const REASON_DELETED: &[u8] = b"deleted";
-
 /// Pending entries handled per XCLAIM, XACK or dead-letter batch: bounds one call's time.
 pub const BATCH: usize = 32;
 
 /// Runs `body` on a fresh outcome (cursor and width as given), turning an early `Err` (the stream
 /// is gone, a reply could not be read) into the outcome's `stop`; when it ended a pass, trims
-/// the DLQ by age ([`Target::trim_dlq_by_age`]).
+/// the DLQ by age ([`Dlq::trim_dlq_by_age`]).
 fn stepping(
     t: &Target,
     cursor: Option<&[u8]>,
@@ -612,7 +275,7 @@ fn stepping(
         out.stop = Some(s);
     }
     if out.pass_done {
-        t.trim_dlq_by_age(&mut out);
+        t.dlq.trim_dlq_by_age(&mut out);
     }
     out
 }
@@ -681,10 +344,10 @@ pub struct Simulation {
 /// (`XPENDING key group - + <limit+1>`, the stream's first entry, the owners' liveness with
 /// `LIVENESS`), the same decision ([`planner::decide`], which [`planner::plan`] acts on), and
 /// for each entry to be moved or dead-lettered the same tests, in the same order, as
-/// [`Target::dead_letter`] and `XCLAIM`: for a dead-letter, the `STORM` allowance first
-/// (`t.dead_letters` used up: [`Rule::Storm`], the entry stays pending), then whether its stream
+/// [`Dlq::dead_letter`] and `XCLAIM`: for a dead-letter, the `STORM` allowance first
+/// (`t.dlq.dead_letters` used up: [`Rule::Storm`], the entry stays pending), then whether its stream
 /// entry still exists (gone: [`Rule::Deleted`], removed from the PEL only); each planned
-/// dead-letter takes one of `t.dead_letters`, in PEL order. Reads only, through `RM_Call`
+/// dead-letter takes one of `t.dlq.dead_letters`, in PEL order. Reads only, through `RM_Call`
 /// without `!` and the module stream API; touches no run-time state.
 pub fn simulate(t: &Target, limit: i64) -> Result<Simulation, Stop> {
     if let Some(s) = check_stream(t.ctx, t.stream) {
@@ -707,14 +370,16 @@ pub fn simulate(t: &Target, limit: i64) -> Result<Simulation, Stop> {
         .map(|entry| {
             let mut rule = planner::decide(&entry, t.policy, first, owners.quiet(&entry.consumer));
             let action = rule.action();
-            if action == Action::DeadLetter && t.dead_letters.get() == 0 {
+            if action == Action::DeadLetter && t.dlq.dead_letters.get() == 0 {
                 rule = Rule::Storm;
             } else if matches!(action, Action::Move | Action::DeadLetter)
-                && !t.has_entry(&sname, &entry.id)
+                && !t.dlq.has_entry(&sname, &entry.id)
             {
                 rule = Rule::Deleted;
             } else if action == Action::DeadLetter {
-                t.dead_letters.set(t.dead_letters.get().saturating_sub(1));
+                t.dlq
+                    .dead_letters
+                    .set(t.dlq.dead_letters.get().saturating_sub(1));
             }
             Planned { entry, rule }
         })

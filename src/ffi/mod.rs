@@ -4,6 +4,7 @@
 //! and ordered map replies (`RM_ReplyWithMap`, Redis 7.0; a flat array in RESP2).
 
 pub mod alloc;
+pub mod blocked;
 pub mod events;
 
 use std::ffi::CString;
@@ -614,5 +615,102 @@ pub fn call_int(r: &CallResult) -> Option<i64> {
     match r {
         Ok(CallReply::I64(i)) => Some(i.to_i64()),
         _ => None,
+    }
+}
+
+/// Replies a null array (`*-1` in RESP2, `_` in RESP3): XREADGROUP's "nothing".
+pub fn reply_null_array(ctx: &Context) {
+    unsafe {
+        raw::RedisModule_ReplyWithNullArray.unwrap()(ctx.ctx);
+    }
+}
+
+/// Replies `keyed` in XREADGROUP's shape for the client's protocol: per key, its name and its
+/// entries as the call replies they came in (forwarded as Redis wrote them), an array of `[key,
+/// entries]` pairs in RESP2, a map in RESP3. The call replies must live until it returns.
+pub fn reply_keyed_entries(ctx: &Context, keyed: &[(&[u8], &[*mut raw::RedisModuleCallReply])]) {
+    let resp3 = ctx
+        .get_flags()
+        .contains(redis_module::ContextFlags::FLAGS_RESP3);
+    unsafe {
+        if resp3 {
+            raw::RedisModule_ReplyWithMap.unwrap()(ctx.ctx, keyed.len() as _);
+        } else {
+            raw::RedisModule_ReplyWithArray.unwrap()(ctx.ctx, keyed.len() as _);
+        }
+        for (key, entries) in keyed {
+            if !resp3 {
+                raw::RedisModule_ReplyWithArray.unwrap()(ctx.ctx, 2);
+            }
+            reply(ctx, &Reply::Bytes(key.to_vec()));
+            raw::RedisModule_ReplyWithArray.unwrap()(ctx.ctx, entries.len() as _);
+            for e in *entries {
+                raw::RedisModule_ReplyWithCallReply.unwrap()(ctx.ctx, *e);
+            }
+        }
+    }
+}
+
+/// A reply of a raw `RM_Call`, never parsed: forwarded as Redis wrote it. Freed on drop.
+pub struct RawReply(*mut raw::RedisModuleCallReply);
+
+impl RawReply {
+    /// `cmd args...` through `RM_Call` with `!` (propagated) and `E` (errors as replies), in the
+    /// client's protocol (`3` for a RESP3 client), so that its reply is exactly what the client
+    /// expects.
+    pub fn call(ctx: &Context, cmd: &std::ffi::CStr, args: &[Vec<u8>]) -> RawReply {
+        let args: Vec<RedisString> = args
+            .iter()
+            .map(|w| RedisString::create_from_slice(ctx.ctx, w))
+            .collect();
+        let mut argv: Vec<*mut raw::RedisModuleString> = args.iter().map(|a| a.inner).collect();
+        let resp3 = ctx
+            .get_flags()
+            .contains(redis_module::ContextFlags::FLAGS_RESP3);
+        let fmt = if resp3 { c"!Ev3" } else { c"!Ev" };
+        let r = unsafe {
+            raw::RedisModule_Call.unwrap()(
+                ctx.ctx,
+                cmd.as_ptr(),
+                fmt.as_ptr(),
+                argv.as_mut_ptr(),
+                argv.len(),
+            )
+        };
+        RawReply(r)
+    }
+
+    /// The reply's RESP bytes.
+    fn proto(&self) -> &[u8] {
+        if self.0.is_null() {
+            return b"";
+        }
+        let mut len = 0usize;
+        let p = unsafe { raw::RedisModule_CallReplyProto.unwrap()(self.0, &mut len) };
+        if p.is_null() {
+            return b"";
+        }
+        unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }
+    }
+
+    /// Whether the reply is nil (`*-1` in RESP2, `_` in RESP3).
+    pub fn is_nil(&self) -> bool {
+        let p = self.proto();
+        p.is_empty() || p.starts_with(b"*-1") || p.starts_with(b"_")
+    }
+
+    /// Sends the reply as is to the client of `ctx`.
+    pub fn forward(&self, ctx: &Context) {
+        unsafe {
+            raw::RedisModule_ReplyWithCallReply.unwrap()(ctx.ctx, self.0);
+        }
+    }
+}
+
+impl Drop for RawReply {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            unsafe { raw::RedisModule_FreeCallReply.unwrap()(self.0) };
+        }
     }
 }

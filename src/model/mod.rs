@@ -10,5 +10,6 @@ pub mod metrics;
 pub mod outcome;
 pub mod planner;
 pub mod policy;
+pub mod readgroup;
 pub mod text;
 pub mod watch;

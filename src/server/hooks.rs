@@ -52,7 +52,7 @@ fn on_key_event(ctx: &Context, ev: &[u8], name: &[u8]) {
             Some(stream) => registry::forget_stream(db, &stream),
             None => {
                 registry::forget_tracking(db, name);
-                crate::commands::readgroup::unblock_deleted(db, name);
+                crate::ffi::blocked::unblock_deleted(db, name);
             }
         },
         b"xgroup-destroy" => registry::forget_tracking(db, name),
@@ -190,7 +190,7 @@ pub unsafe extern "C" fn on_info(ctx: *mut raw::RedisModuleInfoCtx, for_crash_re
             ("used_memory", crate::ffi::alloc::used_bytes()),
             (
                 "blocked_readers",
-                crate::commands::readgroup::blocked_readers() as u64,
+                crate::ffi::blocked::blocked_clients() as u64,
             ),
         ];
         // NULL: the module's default section, `# reclaim`, fields prefixed `reclaim_`.

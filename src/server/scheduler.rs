@@ -15,13 +15,13 @@
 //!
 //! The timer is never stopped from inside its own callback: it simply re-arms itself.
 
-use std::cell::Cell;
 use std::os::raw::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use redis_module::{raw, Context, ContextFlags};
+use redis_module::{raw, Context};
 
+use crate::engine::guards::{blocked, Blocked};
 use crate::engine::settle;
 use crate::engine::sweep::{self, Target};
 use crate::ffi;
@@ -35,63 +35,6 @@ use crate::state::config;
 use crate::state::registry::{self, PolicyId};
 use crate::state::runtime::{Runtime, StepPlan};
 use crate::state::store;
-
-/// Why sweeping is off on this server right now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Blocked {
-    /// The server is a replica.
-    Replica,
-    /// An RDB, AOF or full sync is loading.
-    Loading,
-    /// Writes are paused (CLIENT PAUSE WRITE, FAILOVER).
-    Paused,
-    /// The server is over `maxmemory`.
-    Oom,
-}
-
-impl Blocked {
-    /// The `status` text of `RECLAIM.STATS`.
-    pub fn status(self) -> &'static str {
-        match self {
-            Blocked::Replica => "replica",
-            Blocked::Loading => "loading",
-            Blocked::Paused => "client-paused",
-            Blocked::Oom => "oom",
-        }
-    }
-
-    fn skip_counter(self) -> &'static metrics::Counter {
-        match self {
-            Blocked::Replica => &metrics::SKIPPED_REPLICA,
-            Blocked::Loading => &metrics::SKIPPED_LOADING,
-            Blocked::Paused => &metrics::SKIPPED_PAUSED,
-            Blocked::Oom => &metrics::SKIPPED_OOM,
-        }
-    }
-}
-
-/// Why sweeping is off on this server right now, if it is.
-pub fn blocked(ctx: &Context) -> Option<Blocked> {
-    let flags = ctx.get_flags();
-    if !flags.contains(ContextFlags::MASTER) {
-        return Some(Blocked::Replica);
-    }
-    if flags.intersects(ContextFlags::LOADING | ContextFlags::ASYNC_LOADING) {
-        return Some(Blocked::Loading);
-    }
-    let paused = unsafe {
-        raw::RedisModule_AvoidReplicaTraffic
-            .map(|f| f() != 0)
-            .unwrap_or(false)
-    };
-    if paused {
-        return Some(Blocked::Paused);
-    }
-    if flags.contains(ContextFlags::OOM) {
-        return Some(Blocked::Oom);
-    }
-    None
-}
 
 /// Whether the tick timer exists (it re-arms itself from then on).
 static ARMED: AtomicBool = AtomicBool::new(false);
@@ -366,7 +309,7 @@ fn visit(ctx: &Context, id: &PolicyId, now: u64, deadline: Instant) -> bool {
     }
     if out.claimed > 0 {
         // Moved into the inbox: readers waiting on the stream take them.
-        crate::commands::readgroup::signal_if_waiting(ctx, id.db, &id.stream);
+        crate::ffi::blocked::signal_if_waiting(ctx, id.db, &id.stream);
     }
     true
 }
@@ -380,14 +323,8 @@ fn step(
     plan: &StepPlan,
     deadline: Instant,
 ) -> Outcome {
-    let target = Target {
-        ctx,
-        stream: &id.stream,
-        group: &id.group,
-        policy,
-        seen: &plan.seen,
-        dead_letters: Cell::new(plan.dead_letters),
-    };
+    let (stream, group) = (&id.stream, &id.group);
+    let target = Target::new(ctx, stream, group, policy, &plan.seen, plan.dead_letters);
     let cursor = plan.cursor.as_deref();
     match (&plan.consumer, plan.kind) {
         (Some(consumer), _) => {

@@ -338,6 +338,12 @@ pub fn update<R>(id: &PolicyId, f: impl FnOnce(&mut Runtime) -> R) -> Option<R> 
     Some(out)
 }
 
+/// `f` of the run-time state of policy `id`, read in place (`None`: not known). `f` runs with the
+/// registry locked: it must not call into Redis.
+pub fn read<R>(id: &PolicyId, f: impl FnOnce(&Runtime) -> R) -> Option<R> {
+    lock().runtimes.get(id).map(f)
+}
+
 /// Consumer `consumer` of policy `id` talked to the module now (for `LIVENESS`, whose `ms` is
 /// how long it counts).
 pub fn saw(id: &PolicyId, consumer: &[u8], liveness_ms: i64) {
