@@ -5,5 +5,6 @@ pub mod deadletter;
 pub mod guards;
 pub mod pending;
 pub mod readgroup;
+pub mod redrive;
 pub mod settle;
 pub mod sweep;

@@ -11,5 +11,6 @@ pub mod outcome;
 pub mod planner;
 pub mod policy;
 pub mod readgroup;
+pub mod redrive;
 pub mod text;
 pub mod watch;

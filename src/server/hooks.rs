@@ -108,7 +108,7 @@ pub unsafe extern "C" fn on_swapdb(
     ffi::guard("swapdb event", || {
         let info = unsafe { &*(data as *const raw::RedisModuleSwapDbInfo) };
         registry::swap_db(info.dbnum_first, info.dbnum_second);
-        crate::commands::redrive::rediscover();
+        crate::state::redrive::rediscover();
     });
 }
 
@@ -145,7 +145,7 @@ pub unsafe extern "C" fn on_loading(
             if let Some(load) = registry::take_load() {
                 store::register_loaded(&Context::new(ctx), load);
             }
-            crate::commands::redrive::rediscover();
+            crate::state::redrive::rediscover();
         }
         raw::REDISMODULE_SUBEVENT_LOADING_FAILED => drop(registry::take_load()),
         _ => {}

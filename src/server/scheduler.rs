@@ -93,7 +93,7 @@ fn tick(ctx: &Context) {
     if blocked(ctx).is_none() && config::enabled() {
         let budget = Duration::from_micros(config::tick_budget_us() as u64 * 7 / 8);
         let (start, cpu_start) = (Instant::now(), metrics::thread_cpu_us());
-        if crate::commands::redrive::run(ctx, start + budget) {
+        if crate::engine::redrive::run(ctx, start + budget) {
             let us = record_time(start, cpu_start);
             metrics::REDRIVE_MAX_ROUND_US.max(us);
             if us > config::tick_budget_us().max(0) as u64 {
@@ -213,7 +213,7 @@ fn run_slice(ctx: &Context, count_skips: bool) -> bool {
         WAS_REPLICA.store(true, Ordering::Relaxed);
     } else if why.is_none() && WAS_REPLICA.swap(false, Ordering::Relaxed) {
         registry::forget_learnt();
-        crate::commands::redrive::rediscover();
+        crate::state::redrive::rediscover();
     }
     if let Some(why) = why {
         if count_skips {
