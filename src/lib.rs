@@ -99,25 +99,26 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     Status::Ok
 }
 
-/// Subscribes the hooks ([`hooks`], [`server::scheduler::on_cron`]): keyspace events, server events, the
+/// Subscribes the hooks ([`server::events`], [`server::info`], [`server::filter`],
+/// [`server::scheduler::on_cron`]): keyspace events, server events, the
 /// INFO section and the command filter. `false` (after logging) when Redis refuses one.
 fn subscribe(ctx: &Context) -> bool {
     let server_events: [(u64, raw::RedisModuleEventCallback); 5] = [
         (
             raw::REDISMODULE_EVENT_SWAPDB,
-            Some(server::hooks::on_swapdb),
+            Some(server::events::on_swapdb),
         ),
         (
             raw::REDISMODULE_EVENT_FLUSHDB,
-            Some(server::hooks::on_flush),
+            Some(server::events::on_flush),
         ),
         (
             raw::REDISMODULE_EVENT_LOADING,
-            Some(server::hooks::on_loading),
+            Some(server::events::on_loading),
         ),
         (
             raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD,
-            Some(server::hooks::on_async_load),
+            Some(server::events::on_async_load),
         ),
         (
             raw::REDISMODULE_EVENT_CRON_LOOP,
@@ -133,7 +134,7 @@ fn subscribe(ctx: &Context) -> bool {
         if raw::RedisModule_SubscribeToKeyspaceEvents.unwrap()(
             ctx.ctx,
             keyspace,
-            Some(server::hooks::on_keyspace_event),
+            Some(server::events::on_keyspace_event),
         ) != ok
         {
             ctx.log_warning("reclaim: cannot subscribe to keyspace events");
@@ -146,10 +147,10 @@ fn subscribe(ctx: &Context) -> bool {
                 return false;
             }
         }
-        raw::RedisModule_RegisterInfoFunc.unwrap()(ctx.ctx, Some(server::hooks::on_info));
+        raw::RedisModule_RegisterInfoFunc.unwrap()(ctx.ctx, Some(server::info::on_info));
         let filter = raw::RedisModule_RegisterCommandFilter.unwrap()(
             ctx.ctx,
-            Some(server::hooks::on_client_command),
+            Some(server::filter::on_client_command),
             raw::REDISMODULE_CMDFILTER_NOSELF as c_int,
         );
         if filter.is_null() {

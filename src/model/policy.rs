@@ -202,7 +202,7 @@ impl Policy {
     /// Why moves and dead-letters may not run now, as the error a command gets: `reclaim.enabled`
     /// is `no` (`enabled` false: [`error::DISABLED`]), or the policy is paused
     /// ([`error::POLICY_PAUSED`]); `None` when they may (an open `STORM` breaker stops only
-    /// dead-letters: see the `dead_letters` allowance of [`crate::engine::sweep::Target`]).
+    /// dead-letters: see the `dead_letters` allowance of [`crate::engine::deadletter::Dlq`]).
     pub fn halted(&self, enabled: bool) -> Option<&'static str> {
         if !enabled {
             Some(error::DISABLED)

@@ -1,6 +1,8 @@
 //! What Redis calls on its own: the timer and its slices ([`scheduler`]), keyspace and server
-//! events, the command filter and `INFO` ([`hooks`]). Calls [`crate::engine`], [`crate::state`],
+//! events ([`events`]), the command filter ([`filter`]) and `INFO` ([`info`]). Calls [`crate::engine`], [`crate::state`],
 //! [`crate::ffi`] and [`crate::model`].
 
-pub mod hooks;
+pub mod events;
+pub mod filter;
+pub mod info;
 pub mod scheduler;
