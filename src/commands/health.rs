@@ -9,7 +9,8 @@
 use redis_module::{CallReply, CallResult, Context, RedisString};
 
 use crate::engine::pending;
-use crate::ffi::{self, CmdResult, Reply};
+use crate::ffi;
+use crate::ffi::command::{CmdResult, Reply};
 use crate::model::clock::epoch_ms;
 use crate::model::error::{self, ReclaimError};
 use crate::model::metrics::Stat;

@@ -1,6 +1,6 @@
 //! Command handlers, thin: parse into typed values, act through [`crate::state::store`],
 //! [`crate::state::registry`] and [`crate::engine::sweep`], reply. Each returns `Result<Reply, ReclaimError>`;
-//! [`crate::ffi::run_command`] sends either. Registration (flags, arity, key specs) is the table
+//! [`crate::ffi::command::run_command`] sends either. Registration (flags, arity, key specs) is the table
 //! [`COMMANDS`]; syntax and replies are documented in docs/commands.md.
 
 pub mod health;
@@ -15,7 +15,8 @@ use std::os::raw::c_int;
 
 use redis_module::{raw, Context, RedisString};
 
-use crate::ffi::{self, CommandSpec, Spec};
+use crate::ffi;
+use crate::ffi::command::{CommandSpec, Spec};
 use crate::model::error::{self, ReclaimError};
 use crate::model::policy::Policy;
 use crate::state::registry::{self, PolicyId};
@@ -53,7 +54,7 @@ macro_rules! entry {
             argv: *mut *mut raw::RedisModuleString,
             argc: c_int,
         ) -> c_int {
-            ffi::run_command(ctx, argv, argc, $name, $handler)
+            ffi::command::run_command(ctx, argv, argc, $name, $handler)
         }
     };
 }
@@ -307,5 +308,5 @@ pub const COMMANDS: &[CommandSpec] = &[
 
 /// Registers every command of [`COMMANDS`]. `false` if Redis refused one.
 pub fn register(ctx: &Context) -> bool {
-    COMMANDS.iter().all(|c| ffi::register(ctx, c))
+    COMMANDS.iter().all(|c| ffi::command::register(ctx, c))
 }

@@ -6,7 +6,8 @@ use redis_module::{Context, ContextFlags, RedisString};
 
 use super::{policy_or_error, slices, INSERT, KEY_RW, UPDATE};
 use crate::engine::guards;
-use crate::ffi::{self, CmdResult, Reply};
+use crate::ffi;
+use crate::ffi::command::{CmdResult, Reply};
 use crate::model::clock::now_ms;
 use crate::model::error::{self, ReclaimError};
 use crate::model::export;
@@ -52,10 +53,10 @@ pub(super) fn policy_map(p: &Policy) -> Vec<(&'static str, Reply)> {
 /// exists and is not a stream (not checked when the command comes from the primary or the AOF).
 pub(super) fn policy_set(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let a = slices(args);
-    if ffi::is_keys_request(ctx) {
-        ffi::key_at(ctx, 2, KEY_RW | UPDATE);
+    if ffi::command::is_keys_request(ctx) {
+        ffi::command::key_at(ctx, 2, KEY_RW | UPDATE);
         if let Some(pos) = policy::dlq_position(&a) {
-            ffi::key_at(ctx, pos, KEY_RW | INSERT);
+            ffi::command::key_at(ctx, pos, KEY_RW | INSERT);
         }
         return Ok(Reply::Done);
     }
@@ -164,10 +165,10 @@ fn import_check(
     let fail = |field: Option<&str>, e: ReclaimError| {
         export::in_policy(index, Some(stream), Some(group), field, e)
     };
-    if !ffi::may_write_key(ctx, stream) {
+    if !ffi::acl::may_write_key(ctx, stream) {
         return Err(fail(Some("key"), error::NOPERM_STREAM.into()));
     }
-    if dlq.is_some_and(|d| !ffi::may_write_key(ctx, d)) {
+    if dlq.is_some_and(|d| !ffi::acl::may_write_key(ctx, d)) {
         return Err(fail(Some("dlq"), error::NOPERM_DLQ_KEY.into()));
     }
     if ctx.get_flags().contains(ContextFlags::CLUSTER) {

@@ -21,7 +21,8 @@ use redis_module::{raw, CallReply, CallResult, Context, ContextFlags, KeyType, R
 use crate::engine::pending::{self, Failed, Query};
 use crate::engine::readgroup::redeliver;
 use crate::ffi::blocked::{self, Waiter};
-use crate::ffi::{self, write_opts, CmdResult, RawReply, Reply};
+use crate::ffi::command::{CmdResult, Reply};
+use crate::ffi::{self, write_opts, RawReply};
 use crate::model::error::{self, ReclaimError};
 use crate::model::policy::Policy;
 use crate::model::readgroup::{parse, Request};
@@ -121,7 +122,7 @@ fn no_group(key: &[u8], group: &[u8]) -> ReclaimError {
 fn check_dlq_permissions(ctx: &Context, streams: &[Stream]) -> Result<(), ReclaimError> {
     for p in streams.iter().filter_map(|s| s.policy.as_ref()) {
         if let (true, Some(d)) = (p.max_deliveries > 0, &p.dlq) {
-            if !ffi::may_write_key(ctx, d) {
+            if !ffi::acl::may_write_key(ctx, d) {
                 return Err(error::NOPERM_DLQ.into());
             }
         }
@@ -191,7 +192,7 @@ fn serve(ctx: &Context, req: &Request, streams: &[Stream]) -> bool {
         .iter()
         .map(|(r, entries)| (r.key.as_slice(), entries.as_slice()))
         .collect();
-    ffi::reply_keyed_entries(ctx, &keyed);
+    ffi::command::reply_keyed_entries(ctx, &keyed);
     true
 }
 
@@ -222,7 +223,7 @@ pub fn readgroup_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
         Some(ms) if !flags.contains(ContextFlags::DENY_BLOCKING) => {
             blocked::block(ctx, BlockedRead(req), ms)
         }
-        _ => ffi::reply_null_array(ctx),
+        _ => ffi::command::reply_null_array(ctx),
     }
     Ok(Reply::Done)
 }
@@ -268,7 +269,7 @@ impl Waiter for BlockedRead {
             Some(e) => {
                 ctx.reply_error_string(e);
             }
-            None => ffi::reply_null_array(ctx),
+            None => ffi::command::reply_null_array(ctx),
         }
     }
 }

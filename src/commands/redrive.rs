@@ -6,7 +6,8 @@
 use redis_module::{Context, ContextFlags, KeyType, RedisString};
 
 use crate::engine::redrive::dlq_end;
-use crate::ffi::{self, CmdResult, Reply};
+use crate::ffi;
+use crate::ffi::command::{CmdResult, Reply};
 use crate::model::clock::epoch_ms;
 use crate::model::error::{self, ReclaimError};
 use crate::model::keys;
@@ -63,13 +64,13 @@ fn start(ctx: &Context, dlq: &[u8], opts: &[&[u8]]) -> CmdResult {
     }
     refuse_on_replica(ctx)?;
     if let Some((sk, _)) = &o.source {
-        if !ffi::may_write_key(ctx, sk) {
+        if !ffi::acl::may_write_key(ctx, sk) {
             return Err(error::NOPERM_STREAM.into());
         }
     } else {
         let streams = dlq_streams(ctx, ffi::selected_db(ctx), dlq);
         let keys: Vec<&[u8]> = streams.iter().map(|s| s.as_slice()).collect();
-        if !ffi::may_write_keys(ctx, &keys) {
+        if !ffi::acl::may_write_keys(ctx, &keys) {
             return Err(error::NOPERM_REDRIVE_STREAMS.into());
         }
     }
@@ -105,7 +106,7 @@ fn start(ctx: &Context, dlq: &[u8], opts: &[&[u8]]) -> CmdResult {
         end_id,
         total,
         started_ms: epoch_ms() as u64,
-        user: ffi::current_user_name(ctx),
+        user: ffi::acl::current_user_name(ctx),
         ..Task::default()
     };
     del(ctx, &key);
@@ -183,14 +184,14 @@ fn report_keys(ctx: &Context, argv: &[&[u8]]) {
     const RO: u32 =
         redis_module::raw::REDISMODULE_CMD_KEY_RO | redis_module::raw::REDISMODULE_CMD_KEY_ACCESS;
     match request(argv) {
-        Request::Status(_) => ffi::key_at(ctx, 2, RO),
-        Request::Cancel(_) => ffi::key_at(ctx, 2, RW),
+        Request::Status(_) => ffi::command::key_at(ctx, 2, RO),
+        Request::Cancel(_) => ffi::command::key_at(ctx, 2, RW),
         Request::Start(..) => {
-            ffi::key_at(ctx, 1, RW);
+            ffi::command::key_at(ctx, 1, RW);
             let mut i = 2;
             while i < argv.len() {
                 if argv[i].eq_ignore_ascii_case(b"SOURCE") && i + 2 < argv.len() {
-                    ffi::key_at(ctx, i + 1, RW);
+                    ffi::command::key_at(ctx, i + 1, RW);
                     i += 3;
                 } else {
                     i += 2;
@@ -203,7 +204,7 @@ fn report_keys(ctx: &Context, argv: &[&[u8]]) {
 /// The handler of `RECLAIM.REDRIVE` (all three forms, see [`request`]).
 pub fn redrive_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let a: Vec<&[u8]> = args.iter().map(|s| s.as_slice()).collect();
-    if ffi::is_keys_request(ctx) {
+    if ffi::command::is_keys_request(ctx) {
         report_keys(ctx, &a);
         return Ok(Reply::Done);
     }

@@ -6,7 +6,8 @@ use redis_module::{Context, RedisString};
 use super::{policy_or_error, slices};
 use crate::engine::sweep::{self, Target};
 use crate::engine::{guards, pending, settle};
-use crate::ffi::{self, CmdResult, Reply};
+use crate::ffi;
+use crate::ffi::command::{CmdResult, Reply};
 use crate::model::clock::epoch_ms;
 use crate::model::error;
 use crate::model::metrics::Stat;
@@ -33,7 +34,7 @@ pub(super) fn sweep_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
         return Err(e.into());
     }
     if let Some(d) = &p.dlq {
-        if !ffi::may_write_key(ctx, d) {
+        if !ffi::acl::may_write_key(ctx, d) {
             return Err(error::NOPERM_DLQ.into());
         }
         if guards::is_non_stream(ctx, d) {

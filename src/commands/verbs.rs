@@ -11,7 +11,8 @@ use redis_module::{CallOptionsBuilder, CallReply, CallResult, Context, RedisStri
 use crate::engine::deadletter::Dlq;
 use crate::engine::pending::{self, Failed, Query};
 use crate::engine::settle;
-use crate::ffi::{self, CmdResult, Reply};
+use crate::ffi;
+use crate::ffi::command::{CmdResult, Reply};
 use crate::model::error::{self, ReclaimError};
 use crate::model::outcome::Outcome;
 use crate::model::planner::{self, Pending};
@@ -223,7 +224,7 @@ pub fn term_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let Some(dlq) = p.dlq.as_deref() else {
         return Err(error::TERM_NEEDS_DLQ.into());
     };
-    if !ffi::may_write_key(ctx, dlq) {
+    if !ffi::acl::may_write_key(ctx, dlq) {
         return Err(error::NOPERM_DLQ.into());
     }
     if crate::engine::guards::is_non_stream(ctx, dlq) {

@@ -192,7 +192,7 @@ impl Stepping<'_> {
     /// (`quota` above 0): gone, off, or no longer allowed to run the command on this DLQ (checked
     /// in full at most every `USER_RECHECK_MS`), the task stops (`denied`, logged). `None` when
     /// the task has no user or the step moves nothing.
-    fn user(&self, t: &mut Task, bucket: &mut Bucket, quota: u64) -> Option<ffi::AclUser> {
+    fn user(&self, t: &mut Task, bucket: &mut Bucket, quota: u64) -> Option<ffi::acl::AclUser> {
         let name = t.user.as_deref().filter(|_| quota > 0)?;
         let full = bucket.user_check_due(now_ms());
         match user_for_step(self.ctx, name, self.dlq, full) {
@@ -212,7 +212,7 @@ impl Stepping<'_> {
     fn move_entries(
         &self,
         t: &mut Task,
-        user: Option<&ffi::AclUser>,
+        user: Option<&ffi::acl::AclUser>,
         bucket: &mut Bucket,
         quota: u64,
     ) -> Option<()> {
@@ -272,7 +272,7 @@ impl Stepping<'_> {
     fn move_back(
         &self,
         t: &Task,
-        user: Option<&ffi::AclUser>,
+        user: Option<&ffi::acl::AclUser>,
         did: &[u8],
         fields: &[Vec<u8>],
         delivered: &mut Delivered,
@@ -500,12 +500,12 @@ fn user_for_step(
     name: &[u8],
     dlq: &[u8],
     full: bool,
-) -> Result<ffi::AclUser, &'static str> {
-    let u = ffi::AclUser::lookup(ctx, name).ok_or("is gone from this server")?;
+) -> Result<ffi::acl::AclUser, &'static str> {
+    let u = ffi::acl::AclUser::lookup(ctx, name).ok_or("is gone from this server")?;
     if !full {
         return Ok(u);
     }
-    if !ffi::AclUser::is_on(ctx, name) {
+    if !ffi::acl::AclUser::is_on(ctx, name) {
         return Err("is off");
     }
     if !u.may_run(ctx, &[b"RECLAIM.REDRIVE", dlq]) || !u.may_write(ctx, dlq) {

@@ -136,7 +136,7 @@ pub const READONLY: &str = "READONLY You can't write against a read only replica
 pub const INTERNAL: &str = "ERR internal error in the reclaim module (see the server log)";
 
 /// Everything a command can answer with instead of a result: the one error type of every command
-/// handler. `Display` gives the exact wire text; [`crate::ffi::run_command`] sends it.
+/// handler. `Display` gives the exact wire text; [`crate::ffi::command::run_command`] sends it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReclaimError {
     /// An option name that is not known for this command. Carries the option as typed.
