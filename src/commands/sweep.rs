@@ -4,8 +4,9 @@
 use redis_module::{Context, RedisString};
 
 use super::{policy_or_error, slices};
+use crate::engine::pending::{self, Failed, Query};
 use crate::engine::sweep::{self, Target};
-use crate::engine::{guards, pending, settle};
+use crate::engine::{guards, settle};
 use crate::ffi;
 use crate::ffi::command::{CmdResult, Reply};
 use crate::model::clock::epoch_ms;
@@ -103,10 +104,9 @@ fn status(ctx: &Context, stream: &[u8], group: &[u8], p: &Policy, rt: &Runtime) 
     if let Some(s) = guards::check_stream(ctx, stream) {
         return s.status();
     }
-    let args: [&[u8]; 5] = [stream, group, b"-", b"+", b"1"];
-    let res: redis_module::CallResult = ctx.call_ext("XPENDING", &ffi::read_opts(), &args[..]);
-    if let Err(e) = res {
-        if e.as_bytes().starts_with(b"NOGROUP") {
+    let q = Query::range(b"-", b"+", 1);
+    if let Err(Failed::Reply(e)) = pending::read(ctx, stream, group, &q) {
+        if e.starts_with(b"NOGROUP") {
             return Stop::NoGroup.status();
         }
     }

@@ -44,6 +44,7 @@ use std::time::Instant;
 
 use redis_module::{CallReply, CallResult, Context, KeyType, RedisString};
 
+use crate::engine::pending::{self, Query};
 use crate::ffi::{self, call_bytes, read_opts, write_opts};
 use crate::model::clock::{epoch_ms, now_ms};
 use crate::model::keys;
@@ -435,9 +436,7 @@ fn stream_has(ctx: &Context, stream: &[u8], id: &[u8]) -> bool {
 /// Whether `id` is pending in `group` already (`XPENDING stream group id id 1`, O(log N)); an
 /// error reply (no group) counts as pending, so the entry is left alone.
 fn is_pending(ctx: &Context, o: &Origin) -> bool {
-    let args: [&[u8]; 5] = [&o.stream, &o.group, &o.id, &o.id, b"1"];
-    let r: CallResult = ctx.call_ext("XPENDING", &read_opts(), &args[..]);
-    !matches!(r, Ok(CallReply::Array(a)) if a.len() == 0)
+    !pending::none(ctx, &o.stream, &o.group, &Query::range(&o.id, &o.id, 1))
 }
 
 /// `XCLAIM stream group claimant 0 id FORCE RETRYCOUNT 0 JUSTID` through `!`: whether the entry

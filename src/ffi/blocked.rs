@@ -14,6 +14,7 @@ use std::sync::{Mutex, MutexGuard};
 use lazy_static::lazy_static;
 use redis_module::{raw, Context, RedisString};
 
+use crate::ffi::command::reply_null_array;
 use crate::ffi::{guard, selected_db};
 use crate::model::error;
 
@@ -120,9 +121,7 @@ unsafe extern "C" fn on_timeout<W: Waiter>(
     let done = guard(&format!("{} timeout", W::NAME), || {
         match unsafe { blocked_data::<W>(ctx) } {
             Some(b) => b.waiter.timeout(&context),
-            None => unsafe {
-                raw::RedisModule_ReplyWithNullArray.unwrap()(ctx);
-            },
+            None => reply_null_array(&context),
         }
     });
     if done.is_none() {
