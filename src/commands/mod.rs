@@ -1,8 +1,10 @@
-//! Command handlers, thin: parse into typed values, act through [`crate::state::store`],
-//! [`crate::state::registry`] and [`crate::engine::sweep`], reply. Each returns `Result<Reply, ReclaimError>`;
-//! [`crate::ffi::command::run_command`] sends either. Registration (flags, arity, key specs) is the table
-//! [`COMMANDS`]; syntax and replies are documented in docs/commands.md.
+//! What clients call: every `RECLAIM.*` command, one file per family, each handler thin (parse
+//! into typed values, act through [`crate::engine`] and [`crate::state`], reply). Each returns
+//! `Result<Reply, ReclaimError>`; [`crate::ffi::command::run_command`] sends either. This file
+//! holds the registration: the table [`COMMANDS`] (flags, arity, key specs, handler) and the
+//! entry points. Syntax and replies are documented in docs/commands.md.
 
+pub mod common;
 pub mod health;
 pub mod policy;
 pub mod readgroup;
@@ -13,39 +15,10 @@ pub mod verbs;
 
 use std::os::raw::c_int;
 
-use redis_module::{raw, Context, RedisString};
+use redis_module::{raw, Context};
 
-use crate::ffi;
-use crate::ffi::command::{CommandSpec, Spec};
-use crate::model::error::{self, ReclaimError};
-use crate::model::policy::Policy;
-use crate::state::registry::{self, PolicyId};
-use crate::state::store;
-
-pub(crate) const KEY_RW: u32 = raw::REDISMODULE_CMD_KEY_RW;
-pub(crate) const KEY_RO: u32 = raw::REDISMODULE_CMD_KEY_RO;
-pub(crate) const UPDATE: u32 = raw::REDISMODULE_CMD_KEY_UPDATE;
-pub(crate) const INSERT: u32 = raw::REDISMODULE_CMD_KEY_INSERT;
-pub(crate) const ACCESS: u32 = raw::REDISMODULE_CMD_KEY_ACCESS;
-pub(crate) const DELETE: u32 = raw::REDISMODULE_CMD_KEY_DELETE;
-
-/// The arguments of a command as byte slices (the command name first).
-pub(crate) fn slices(args: &[RedisString]) -> Vec<&[u8]> {
-    args.iter().map(|a| a.as_slice()).collect()
-}
-
-/// The policy of (stream, group) in the selected database, registered if the registry did not
-/// know it; [`error::NO_POLICY`] when there is none.
-pub(crate) fn policy_or_error(
-    ctx: &Context,
-    stream: &[u8],
-    group: &[u8],
-) -> Result<(PolicyId, Policy), ReclaimError> {
-    let p = store::get(ctx, stream, group).ok_or(ReclaimError::Static(error::NO_POLICY))?;
-    let db = ffi::selected_db(ctx);
-    registry::register(db, stream, group);
-    Ok((PolicyId::new(db, stream, group), p))
-}
+use crate::commands::common::{ACCESS, DELETE, INSERT, KEY_RO, KEY_RW, UPDATE};
+use crate::ffi::command::{self, CommandSpec, Spec};
 
 macro_rules! entry {
     ($fname:ident, $name:expr, $handler:path) => {
@@ -54,7 +27,7 @@ macro_rules! entry {
             argv: *mut *mut raw::RedisModuleString,
             argc: c_int,
         ) -> c_int {
-            ffi::command::run_command(ctx, argv, argc, $name, $handler)
+            command::run_command(ctx, argv, argc, $name, $handler)
         }
     };
 }
@@ -308,5 +281,5 @@ pub const COMMANDS: &[CommandSpec] = &[
 
 /// Registers every command of [`COMMANDS`]. `false` if Redis refused one.
 pub fn register(ctx: &Context) -> bool {
-    COMMANDS.iter().all(|c| ffi::command::register(ctx, c))
+    COMMANDS.iter().all(|c| command::register(ctx, c))
 }

@@ -4,7 +4,7 @@
 
 use redis_module::{Context, ContextFlags, RedisString};
 
-use super::{policy_or_error, slices, INSERT, KEY_RW, UPDATE};
+use crate::commands::common::{policy_or_error, slices, INSERT, KEY_RW, UPDATE};
 use crate::engine::guards;
 use crate::ffi;
 use crate::ffi::command::{CmdResult, Reply};

@@ -4,8 +4,8 @@
 
 use redis_module::{Context, RedisString};
 
-use super::policy::policy_map;
-use super::slices;
+use crate::commands::common::slices;
+use crate::commands::policy::policy_map;
 use crate::engine::guards;
 use crate::engine::sweep::{self, Simulation, Target};
 use crate::ffi;

@@ -3,7 +3,7 @@
 
 use redis_module::{Context, RedisString};
 
-use super::{policy_or_error, slices};
+use crate::commands::common::{policy_or_error, slices};
 use crate::engine::pending::{self, Failed, Query};
 use crate::engine::sweep::{self, Target};
 use crate::engine::{guards, settle};
