@@ -242,7 +242,7 @@ impl Target<'_> {
     }
 
     /// The owners' liveness for `page` ([`pending::owners`]).
-    pub(crate) fn owners_of(&self, page: &[Pending]) -> Owners {
+    fn owners_of(&self, page: &[Pending]) -> Owners {
         pending::owners(
             self.ctx,
             self.stream,

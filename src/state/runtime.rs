@@ -737,7 +737,7 @@ impl Runtime {
 
     /// Notes what a complete pass of `kind` that ended at wall-clock ms `wall` read
     /// ([`Health::tally`]).
-    pub fn note_tally(&mut self, tally: Tally, wall: i64, kind: PassKind) {
+    fn note_tally(&mut self, tally: Tally, wall: i64, kind: PassKind) {
         let h = self.health.get_or_insert_with(Box::default);
         h.tally = tally;
         h.tally_ms = wall;
@@ -806,7 +806,7 @@ impl Runtime {
     /// Starts a pass of `policy` at wall-clock ms `wall`, unless one is in progress: a full pass
     /// while delivery counts are unchecked (`MAX-DELIVERIES` above 0), a trim-only pass while no
     /// entry can be stale yet, a scan otherwise (see [`planner::pass_kind`]).
-    pub fn start_pass(&mut self, policy: &Policy, wall: i64) {
+    fn start_pass(&mut self, policy: &Policy, wall: i64) {
         if self.pass.is_some() {
             return;
         }
@@ -887,7 +887,7 @@ impl Runtime {
 
     /// A consumer check of the pass in progress ended (that consumer's PEL is done): the next
     /// step checks the next one, or starts the pass proper.
-    pub fn consumer_checked(&mut self) {
+    fn consumer_checked(&mut self) {
         if let Some(p) = self.pass.as_mut() {
             if !p.check.is_empty() {
                 p.check.remove(0);
@@ -899,7 +899,7 @@ impl Runtime {
     /// Folds one step's outcome into the state (counters, cursor, the pass in progress) and sets
     /// when the policy is due next (`now` is monotonic ms, `wall` wall-clock ms). `us` is the
     /// step's duration.
-    pub fn apply(&mut self, out: &Outcome, us: i64, policy: &Policy, now: u64, wall: i64) {
+    fn apply(&mut self, out: &Outcome, us: i64, policy: &Policy, now: u64, wall: i64) {
         count_step(&mut self.counters, out);
         self.pass_us += us;
         self.cursor = out.cursor.clone();

@@ -98,7 +98,7 @@ pub fn read(ctx: &Context, stream: &[u8]) -> Found {
 
 /// Whether `stream` has at least one policy in the selected database: it is a work stream, whose
 /// entries may be pending (one key lookup, no copy). A DLQ with retention must never be trimmed
-/// when it is one (see `sweep::Target::trim_dlq`), and `RECLAIM.REDRIVE` refuses it as a DLQ.
+/// when it is one (see `engine::deadletter::Dlq::trim_dlq`), and `RECLAIM.REDRIVE` refuses it as a DLQ.
 pub fn has_policies(ctx: &Context, stream: &[u8]) -> bool {
     let name = RedisString::create_from_slice(ctx.ctx, &keys::policy_key(stream));
     let key = ctx.open_key(&name);
