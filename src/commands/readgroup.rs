@@ -131,13 +131,13 @@ fn check_dlq_permissions(ctx: &Context, streams: &[Stream]) -> Result<(), Reclai
 }
 
 /// XREADGROUP's arguments for the new entries of `key`: `GROUP g consumer [COUNT n] STREAMS key
-/// >` (`n` 0: no COUNT).
-fn xreadgroup_args(req: &Request, key: &[u8], n: i64) -> Vec<Vec<u8>> {
-    let mut args = vec![b"GROUP".to_vec(), req.group.clone(), req.consumer.clone()];
-    if n > 0 {
-        args.extend([b"COUNT".to_vec(), n.to_string().into_bytes()]);
+/// >`, `count` holding `n`'s digits (`"0"`: no COUNT).
+fn xreadgroup_args<'a>(req: &'a Request, key: &'a [u8], count: &'a str) -> Vec<&'a [u8]> {
+    let mut args: Vec<&[u8]> = vec![b"GROUP", &req.group, &req.consumer];
+    if count != "0" {
+        args.extend_from_slice(&[b"COUNT", count.as_bytes()]);
     }
-    args.extend([b"STREAMS".to_vec(), key.to_vec(), b">".to_vec()]);
+    args.extend_from_slice(&[b"STREAMS", key, b">"]);
     args
 }
 
@@ -156,9 +156,9 @@ fn serve(ctx: &Context, req: &Request, streams: &[Stream]) -> bool {
             }
             None => (None, 0),
         };
-        let args = |n| xreadgroup_args(req, s.key, n);
         if single && handed == 0 {
-            let r = RawReply::call(ctx, c"XREADGROUP", &args(req.count));
+            let count = req.count.to_string();
+            let r = RawReply::call(ctx, c"XREADGROUP", &xreadgroup_args(req, s.key, &count));
             if r.is_nil() {
                 return false;
             }
@@ -176,9 +176,9 @@ fn serve(ctx: &Context, req: &Request, streams: &[Stream]) -> bool {
             } else {
                 req.count - handed
             };
-            let a = args(rest);
-            let a: Vec<&[u8]> = a.iter().map(Vec::as_slice).collect();
-            read.new = Some(ctx.call_ext("XREADGROUP", &write_opts(), &a[..]));
+            let count = rest.to_string();
+            let args = xreadgroup_args(req, s.key, &count);
+            read.new = Some(ctx.call_ext("XREADGROUP", &write_opts(), &args[..]));
         }
         let entries = read.entries();
         if single || !entries.is_empty() {

@@ -179,7 +179,7 @@ impl RawReply {
     /// `cmd args...` through `RM_Call` with `!` (propagated) and `E` (errors as replies), in the
     /// client's protocol (`3` for a RESP3 client), so that its reply is exactly what the client
     /// expects.
-    pub fn call(ctx: &Context, cmd: &std::ffi::CStr, args: &[Vec<u8>]) -> RawReply {
+    pub fn call(ctx: &Context, cmd: &std::ffi::CStr, args: &[&[u8]]) -> RawReply {
         let args: Vec<RedisString> = args
             .iter()
             .map(|w| RedisString::create_from_slice(ctx.ctx, w))
