@@ -6,30 +6,12 @@
 
 #![allow(clippy::missing_safety_doc)]
 
-pub mod alloc;
-pub mod breaker;
-pub mod clock;
 pub mod commands;
-pub mod config;
-pub mod error;
-pub mod events;
-pub mod export;
+pub mod engine;
 pub mod ffi;
-pub mod health;
-pub mod hooks;
-pub mod keys;
-pub mod metrics;
-pub mod planner;
-pub mod policy;
-pub mod readgroup;
-pub mod redrive;
-pub mod registry;
-pub mod runtime;
-pub mod scheduler;
-pub mod store;
-pub mod sweep;
-pub mod verbs;
-pub mod watch;
+pub mod model;
+pub mod server;
+pub mod state;
 
 use std::os::raw::c_int;
 
@@ -39,14 +21,14 @@ use redis_module::configuration::{
 };
 use redis_module::{raw, Context, RedisString, Status};
 
-use crate::store::POLICY_TYPE;
+use crate::state::store::POLICY_TYPE;
 
 /// Every allocation of the module goes through Redis's allocator (`RM_Alloc`), so `INFO memory`
-/// and `maxmemory` count it, and is counted for `INFO reclaim` ([`alloc`]). Unit tests run without
+/// and `maxmemory` count it, and is counted for `INFO reclaim` ([`ffi::alloc`]). Unit tests run without
 /// Redis, with the system allocator (see `alloc`).
 #[cfg(not(test))]
 #[global_allocator]
-static ALLOCATOR: alloc::CountingAlloc = alloc::CountingAlloc;
+static ALLOCATOR: ffi::alloc::CountingAlloc = ffi::alloc::CountingAlloc;
 
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
     if let Some(f) = ffi::missing_api() {
@@ -57,15 +39,15 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     }
     // Loadmodule arguments: `name value` pairs of known configs, nothing else.
     let known = || -> String {
-        let names: Vec<&str> = config::names().collect();
+        let names: Vec<&str> = state::config::names().collect();
         names.join(", ")
     };
     for pair in args.chunks(2) {
         let name = pair[0].as_slice();
-        if !config::names().any(|c| c.as_bytes() == name) {
+        if !state::config::names().any(|c| c.as_bytes() == name) {
             ctx.log_warning(&format!(
                 "reclaim: unknown module argument '{}' (known: {})",
-                policy::printable(name),
+                crate::model::text::printable(name),
                 known()
             ));
             return Status::Err;
@@ -73,12 +55,12 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
         if pair.len() < 2 {
             ctx.log_warning(&format!(
                 "reclaim: module argument '{}' needs a value",
-                policy::printable(name)
+                crate::model::text::printable(name)
             ));
             return Status::Err;
         }
     }
-    for c in &config::BOOLEAN {
+    for c in &state::config::BOOLEAN {
         let v = args
             .chunks(2)
             .find(|p| p[0].as_slice() == c.name.as_bytes())
@@ -92,7 +74,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
         }
     }
     // Loadmodule arguments become config defaults, which Redis does not range-check.
-    for c in &config::NUMERIC {
+    for c in &state::config::NUMERIC {
         let v = c.var.load(std::sync::atomic::Ordering::Relaxed);
         if !(c.min..=c.max).contains(&v) {
             ctx.log_warning(&format!(
@@ -117,18 +99,31 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     Status::Ok
 }
 
-/// Subscribes the hooks ([`hooks`], [`scheduler::on_cron`]): keyspace events, server events, the
+/// Subscribes the hooks ([`server::events`], [`server::info`], [`server::filter`],
+/// [`server::scheduler::on_cron`]): keyspace events, server events, the
 /// INFO section and the command filter. `false` (after logging) when Redis refuses one.
 fn subscribe(ctx: &Context) -> bool {
     let server_events: [(u64, raw::RedisModuleEventCallback); 5] = [
-        (raw::REDISMODULE_EVENT_SWAPDB, Some(hooks::on_swapdb)),
-        (raw::REDISMODULE_EVENT_FLUSHDB, Some(hooks::on_flush)),
-        (raw::REDISMODULE_EVENT_LOADING, Some(hooks::on_loading)),
+        (
+            raw::REDISMODULE_EVENT_SWAPDB,
+            Some(server::events::on_swapdb),
+        ),
+        (
+            raw::REDISMODULE_EVENT_FLUSHDB,
+            Some(server::events::on_flush),
+        ),
+        (
+            raw::REDISMODULE_EVENT_LOADING,
+            Some(server::events::on_loading),
+        ),
         (
             raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD,
-            Some(hooks::on_async_load),
+            Some(server::events::on_async_load),
         ),
-        (raw::REDISMODULE_EVENT_CRON_LOOP, Some(scheduler::on_cron)),
+        (
+            raw::REDISMODULE_EVENT_CRON_LOOP,
+            Some(server::scheduler::on_cron),
+        ),
     ];
     unsafe {
         let keyspace = raw::REDISMODULE_NOTIFY_GENERIC
@@ -139,7 +134,7 @@ fn subscribe(ctx: &Context) -> bool {
         if raw::RedisModule_SubscribeToKeyspaceEvents.unwrap()(
             ctx.ctx,
             keyspace,
-            Some(hooks::on_keyspace_event),
+            Some(server::events::on_keyspace_event),
         ) != ok
         {
             ctx.log_warning("reclaim: cannot subscribe to keyspace events");
@@ -152,10 +147,10 @@ fn subscribe(ctx: &Context) -> bool {
                 return false;
             }
         }
-        raw::RedisModule_RegisterInfoFunc.unwrap()(ctx.ctx, Some(hooks::on_info));
+        raw::RedisModule_RegisterInfoFunc.unwrap()(ctx.ctx, Some(server::info::on_info));
         let filter = raw::RedisModule_RegisterCommandFilter.unwrap()(
             ctx.ctx,
-            Some(hooks::on_client_command),
+            Some(server::filter::on_client_command),
             raw::REDISMODULE_CMDFILTER_NOSELF as c_int,
         );
         if filter.is_null() {
@@ -201,7 +196,7 @@ pub unsafe extern "C" fn RedisModule_OnLoad(
     if POLICY_TYPE.create_data_type(ctx).is_err() {
         return err;
     }
-    for c in &config::NUMERIC {
+    for c in &state::config::NUMERIC {
         let default = match get_i64_default_config_value(&args, c.name, c.default) {
             Ok(v) => v,
             Err(e) => {
@@ -223,7 +218,7 @@ pub unsafe extern "C" fn RedisModule_OnLoad(
             None,
         );
     }
-    for c in &config::BOOLEAN {
+    for c in &state::config::BOOLEAN {
         let default = get_bool_default_config_value(&args, c.name, c.default).unwrap_or(c.default);
         register_bool_configuration(
             &context,

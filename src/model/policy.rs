@@ -7,7 +7,8 @@
 //! (`INTERVAL`), how the DLQ is kept short (`DLQ-MAXLEN`, `DLQ-MAXAGE`) and whether entries
 //! deleted while pending leave a record in it (`TOMBSTONES`).
 
-use crate::error::{self, ReclaimError};
+use crate::model::error::{self, ReclaimError};
+use crate::model::text::{parse_i64, printable, yes_no};
 
 /// Default `MIN-IDLE`, in ms: an entry idle this long (or longer) is stale.
 pub const DEFAULT_MIN_IDLE_MS: i64 = 60_000;
@@ -201,7 +202,7 @@ impl Policy {
     /// Why moves and dead-letters may not run now, as the error a command gets: `reclaim.enabled`
     /// is `no` (`enabled` false: [`error::DISABLED`]), or the policy is paused
     /// ([`error::POLICY_PAUSED`]); `None` when they may (an open `STORM` breaker stops only
-    /// dead-letters: see the `dead_letters` allowance of [`crate::sweep::Target`]).
+    /// dead-letters: see the `dead_letters` allowance of [`crate::engine::deadletter::Dlq`]).
     pub fn halted(&self, enabled: bool) -> Option<&'static str> {
         if !enabled {
             Some(error::DISABLED)
@@ -265,51 +266,6 @@ impl Policy {
             }
         }
     }
-}
-
-/// `yes` or `no`, as `TOMBSTONES` takes and `RECLAIM.POLICY GET` shows it.
-pub fn yes_no(b: bool) -> &'static [u8] {
-    if b {
-        b"yes"
-    } else {
-        b"no"
-    }
-}
-
-/// Parses an integer exactly as Redis does (`string2ll`, Redis 7.0 util.c): optional `-`, digits,
-/// no `+`, no spaces, no leading zeros, within i64. Returns `None` for anything else.
-pub fn parse_i64(s: &[u8]) -> Option<i64> {
-    let digits = s.strip_prefix(b"-").unwrap_or(s);
-    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    if digits.len() > 1 && digits[0] == b'0' {
-        return None;
-    }
-    if s[0] == b'-' && digits == b"0" {
-        return None;
-    }
-    std::str::from_utf8(s).ok()?.parse::<i64>().ok()
-}
-
-/// A printable, bounded rendering of user bytes for error messages (no CR/LF, no NUL, at most 64
-/// characters), so an error reply can never break the protocol.
-pub fn printable(s: &[u8]) -> String {
-    let mut out: String = s
-        .iter()
-        .take(64)
-        .map(|&b| {
-            if (0x20..0x7f).contains(&b) {
-                b as char
-            } else {
-                '?'
-            }
-        })
-        .collect();
-    if s.len() > 64 {
-        out.push_str("...");
-    }
-    out
 }
 
 fn number(
@@ -558,7 +514,10 @@ impl Changes {
         if p.dlq.as_deref() == Some(stream) {
             return Err(ReclaimError::Static(error::DLQ_IS_STREAM));
         }
-        if p.dlq.as_deref().is_some_and(crate::keys::is_module_key) {
+        if p.dlq
+            .as_deref()
+            .is_some_and(crate::model::keys::is_module_key)
+        {
             return Err(ReclaimError::Static(error::DLQ_IS_MODULE_KEY));
         }
         Ok(p)
@@ -1008,12 +967,6 @@ mod tests {
                 .min_idle_ms,
             i64::MAX
         );
-        assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
-        assert_eq!(parse_i64(b"007"), None);
-        assert_eq!(parse_i64(b"-0"), None);
-        assert_eq!(parse_i64(b""), None);
-        assert_eq!(parse_i64(b"-"), None);
-        assert_eq!(parse_i64(b"0"), Some(0));
     }
 
     #[test]
@@ -1191,12 +1144,6 @@ mod tests {
         );
     }
 
-    #[test]
-    fn printable_is_safe() {
-        assert_eq!(printable(b"a\r\nb\0"), "a??b?");
-        assert_eq!(printable(&[b'x'; 100]).len(), 67);
-    }
-
     proptest::proptest! {
         #[test]
         fn parser_never_panics(args in proptest::collection::vec(proptest::collection::vec(proptest::num::u8::ANY, 0..12), 0..10)) {
@@ -1205,11 +1152,6 @@ mod tests {
             let _ = parse_sweep_options(&a);
             let _ = parse_simulate_options(&a).map(|(_, c)| c.apply(Policy::default(), b"s"));
             let _ = dlq_position(&a);
-        }
-
-        #[test]
-        fn parse_i64_matches_decimal(n in proptest::num::i64::ANY) {
-            proptest::prop_assert_eq!(parse_i64(n.to_string().as_bytes()), Some(n));
         }
     }
 }

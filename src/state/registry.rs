@@ -1,7 +1,7 @@
 //! The in-memory index of policies: which (db, stream, group) to visit and when, and each one's
 //! run-time state ([`Runtime`]).
 //!
-//! The authoritative policy is always the key in the keyspace ([`crate::store`]); this index only
+//! The authoritative policy is always the key in the keyspace ([`crate::state::store`]); this index only
 //! schedules work and keeps what passes learnt and counted. Entries are added by
 //! `RECLAIM.POLICY SET` (also when it arrives from the primary or the AOF), by a load that ended
 //! well ([`take_load`]), and by keyspace events for RENAME/MOVE/COPY/RESTORE of policy keys. They
@@ -9,8 +9,8 @@
 //! sync), or the next time the sweeper finds their policy gone.
 //!
 //! Bounds: one [`Runtime`] per policy that exists, each with bounded sets
-//! ([`crate::runtime::MAX_TRACKED`]); the indexes here hold one small entry per policy; touches
-//! expire after [`crate::runtime::EXEC_REMARK_MS`] ([`prune_touches`], run by the timer); a load's
+//! ([`crate::state::runtime::MAX_TRACKED`]); the indexes here hold one small entry per policy; touches
+//! expire after [`crate::state::runtime::EXEC_REMARK_MS`] ([`prune_touches`], run by the timer); a load's
 //! staging list lives only while the load does. Maps give memory back when they empty.
 //!
 //! Everything runs on the Redis main thread; the mutex only satisfies Rust's rules for statics and
@@ -22,8 +22,8 @@ use std::sync::{Mutex, MutexGuard};
 
 use lazy_static::lazy_static;
 
-use crate::clock::now_ms;
-use crate::runtime::Runtime;
+use crate::model::clock::now_ms;
+use crate::state::runtime::Runtime;
 
 /// A policy's identity: database, stream, consumer group.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -47,14 +47,14 @@ impl PolicyId {
     }
 
     /// Appends the policy's label as its `INFO reclaim` line starts, `db=0,stream=...,group=...`,
-    /// the names escaped by [`crate::metrics::info_escape`].
+    /// the names escaped by [`crate::model::metrics::info_escape`].
     pub fn write_label(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(b"db=");
-        crate::metrics::push_u64(out, self.db.max(0) as u64);
+        crate::model::metrics::push_u64(out, self.db.max(0) as u64);
         out.extend_from_slice(b",stream=");
-        crate::metrics::info_escape_into(out, &self.stream);
+        crate::model::metrics::info_escape_into(out, &self.stream);
         out.extend_from_slice(b",group=");
-        crate::metrics::info_escape_into(out, &self.group);
+        crate::model::metrics::info_escape_into(out, &self.group);
     }
 }
 
@@ -77,7 +77,7 @@ struct Sorted {
 #[derive(Debug, Default)]
 pub struct Load {
     /// (db, stream, group) as `rdb_load` saw them, with the state each policy was saved in.
-    pub ids: Vec<(PolicyId, crate::policy::State)>,
+    pub ids: Vec<(PolicyId, crate::model::policy::State)>,
     /// The load goes into temporary databases (a diskless `swapdb` sync). Redis before 7.4 gives
     /// `rdb_load` database 0 for every value loaded into them (redis#12947), so the databases
     /// in `ids` cannot be trusted.
@@ -121,7 +121,7 @@ impl Registry {
     fn remove(&mut self, id: &PolicyId) {
         if let Some(rt) = self.runtimes.remove(id) {
             self.sorted = Sorted::default();
-            self.queue.remove(&(rt.due_ms, id.clone()));
+            self.queue.remove(&(rt.due_ms(), id.clone()));
             self.remembering.remove(id);
             if let Some(ids) = self.by_stream.get_mut(&id.stream) {
                 ids.retain(|i| i != id);
@@ -164,8 +164,8 @@ impl Registry {
 
     fn reschedule(&mut self, id: &PolicyId, due: u64) {
         if let Some(rt) = self.runtimes.get_mut(id) {
-            self.queue.remove(&(rt.due_ms, id.clone()));
-            rt.due_ms = due;
+            self.queue.remove(&(rt.due_ms(), id.clone()));
+            rt.set_due(due);
             self.queue.insert((due, id.clone()));
         }
     }
@@ -196,7 +196,7 @@ pub fn reset(db: i32, stream: &[u8], group: &[u8]) {
     let due = now_ms();
     let mut r = lock();
     if let Some(rt) = r.runtimes.get_mut(&id) {
-        let old = rt.due_ms;
+        let old = rt.due_ms();
         rt.reset(due);
         r.queue.remove(&(old, id.clone()));
         r.queue.insert((due, id));
@@ -217,7 +217,7 @@ pub fn forget_stream(db: i32, stream: &[u8]) {
 }
 
 /// Notes that a client command may have raised the delivery counts of `consumer`'s entries in
-/// (`stream`, `group`), and with `sets_idle` set older idle times (see [`crate::watch`]), in any
+/// (`stream`, `group`), and with `sets_idle` set older idle times (see [`crate::model::watch`]), in any
 /// database (the command filter that calls this does not know which); see [`Runtime::touch`].
 /// O(policies of that stream name).
 pub fn touch(stream: &[u8], group: &[u8], consumer: &[u8], sets_idle: bool) {
@@ -247,7 +247,7 @@ pub fn touch_on_exec() {
     remembering.retain(|id| {
         runtimes.get_mut(id).is_some_and(|rt| {
             rt.remark(now);
-            !rt.recent.is_empty() || !rt.seen.is_empty()
+            rt.remembers()
         })
     });
 }
@@ -285,10 +285,11 @@ pub fn tracked(db: i32, stream: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
     let r = lock();
     let mut out = Vec::new();
     for id in r.ids_of(Some(db), stream, None) {
-        if let Some(crate::runtime::Unchecked::Consumers(set)) =
-            r.runtimes.get(&id).map(|rt| &rt.unchecked)
-        {
-            out.extend(set.iter().map(|c| (id.group.clone(), c.clone())));
+        if let Some(rt) = r.runtimes.get(&id) {
+            out.extend(
+                rt.unchecked_consumers()
+                    .map(|c| (id.group.clone(), c.clone())),
+            );
         }
     }
     out
@@ -314,41 +315,33 @@ pub fn forget_learnt() {
     }
 }
 
-/// The state of a policy, if known.
+/// A copy of the run-time state of a policy, if known, to read (changes go through [`update`]).
 pub fn get(id: &PolicyId) -> Option<Runtime> {
     lock().runtimes.get(id).cloned()
 }
 
-/// Stores the state of a policy after a step and schedules its next visit at `rt.due_ms`.
-/// Ignored when the policy was removed meanwhile.
-pub fn put(id: &PolicyId, rt: Runtime) {
+/// Changes the run-time state of policy `id` in place, through its methods (the one way it
+/// changes): `f`'s result, `None` when the policy is not known. The visiting order follows a
+/// change of when it is due. `f` runs with the registry locked: it must not call into Redis.
+pub fn update<R>(id: &PolicyId, f: impl FnOnce(&mut Runtime) -> R) -> Option<R> {
     let mut r = lock();
     let Registry {
         runtimes, queue, ..
     } = &mut *r;
-    if let Some(old) = runtimes.get_mut(id) {
-        queue.remove(&(old.due_ms, id.clone()));
-        queue.insert((rt.due_ms, id.clone()));
-        *old = rt;
+    let rt = runtimes.get_mut(id)?;
+    let due = rt.due_ms();
+    let out = f(rt);
+    if rt.due_ms() != due {
+        queue.remove(&(due, id.clone()));
+        queue.insert((rt.due_ms(), id.clone()));
     }
+    Some(out)
 }
 
-/// When, by what the policy's last pass and `RECLAIM.READGROUP`'s last look learnt, a pending
-/// entry of another consumer can be stale at the earliest (wall-clock ms; 0: unknown, or no such
-/// policy).
-pub fn read_horizon(id: &PolicyId) -> i64 {
-    lock()
-        .runtimes
-        .get(id)
-        .map_or(0, |rt| rt.stale_not_before_ms.max(rt.read_not_before_ms))
-}
-
-/// Where `RECLAIM.READGROUP`'s next page of the PEL starts (`None`: the head).
-pub fn read_cursor(id: &PolicyId) -> Option<Vec<u8>> {
-    lock()
-        .runtimes
-        .get(id)
-        .and_then(|rt| rt.read_scan.cursor.clone())
+/// `f` of the run-time state of policy `id`, read in place (`None`: not known). `f` runs with the
+/// registry locked: it must not call into Redis.
+pub fn read<R>(id: &PolicyId, f: impl FnOnce(&Runtime) -> R) -> Option<R> {
+    lock().runtimes.get(id).map(f)
 }
 
 /// Consumer `consumer` of policy `id` talked to the module now (for `LIVENESS`, whose `ms` is
@@ -357,7 +350,7 @@ pub fn saw(id: &PolicyId, consumer: &[u8], liveness_ms: i64) {
     let now = now_ms();
     let mut r = lock();
     if let Some(rt) = r.runtimes.get_mut(id) {
-        rt.seen.note(consumer, now, liveness_ms.max(0) as u64);
+        rt.saw(consumer, now, liveness_ms.max(0) as u64);
         r.remembering.insert(id.clone());
     }
 }
@@ -365,27 +358,16 @@ pub fn saw(id: &PolicyId, consumer: &[u8], liveness_ms: i64) {
 /// When the consumers of policy `id` last talked to the module, as ages (ms) by consumer.
 pub fn seen(id: &PolicyId) -> Vec<(Vec<u8>, u64)> {
     let now = now_ms();
-    let r = lock();
-    let Some(rt) = r.runtimes.get(id) else {
-        return Vec::new();
-    };
-    rt.seen
-        .by_consumer()
-        .map(|(c, _)| (c.clone(), rt.seen.age(c, now).unwrap_or(u64::MAX)))
-        .collect()
-}
-
-/// Changes a policy's state without touching its schedule (used by `RECLAIM.SWEEP`).
-pub fn update(id: &PolicyId, f: impl FnOnce(&mut Runtime)) {
-    if let Some(rt) = lock().runtimes.get_mut(id) {
-        f(rt);
-    }
+    lock()
+        .runtimes
+        .get(id)
+        .map_or_else(Vec::new, |rt| rt.seen_ages(now))
 }
 
 /// How many entries policy `id` (whose value is `p`) may dead-letter now before its `STORM`
 /// breaker opens ([`Runtime::dead_letter_allowance`]; unlimited for an unknown policy that is
 /// active).
-pub fn dead_letter_allowance(id: &PolicyId, p: &crate::policy::Policy) -> u64 {
+pub fn dead_letter_allowance(id: &PolicyId, p: &crate::model::policy::Policy) -> u64 {
     let now = now_ms();
     match lock().runtimes.get(id) {
         Some(rt) => rt.dead_letter_allowance(p, now),
@@ -400,14 +382,10 @@ pub fn due_now(id: &PolicyId) {
 }
 
 /// The policy due first, if it is due at `now` (monotonic ms).
-pub fn next_due(now: u64) -> Option<(PolicyId, Runtime)> {
+pub fn next_due(now: u64) -> Option<PolicyId> {
     let r = lock();
-    let (due, id) = r.queue.iter().next()?.clone();
-    if due > now {
-        return None;
-    }
-    let rt = r.runtimes.get(&id)?.clone();
-    Some((id, rt))
+    let (due, id) = r.queue.iter().next()?;
+    (*due <= now).then(|| id.clone())
 }
 
 /// Exchanges two databases (SWAPDB, Redis 4.0+; the `SwapDB` server event).
@@ -422,8 +400,8 @@ pub fn swap_db(a: i32, b: i32) {
         } else if id.db == b {
             id.db = a;
         }
-        r.queue.insert((rt.due_ms, id.clone()));
-        if !rt.recent.is_empty() {
+        r.queue.insert((rt.due_ms(), id.clone()));
+        if rt.has_recent_touches() {
             r.remembering.insert(id.clone());
         }
         r.runtimes.insert(id, rt);
@@ -442,7 +420,7 @@ pub fn wake(db: i32, stream: &[u8]) {
             continue;
         };
         rt.forget_learnt();
-        if rt.problem.is_some() && rt.due_ms > now {
+        if rt.has_problem() && rt.due_ms() > now {
             r.reschedule(&id, now);
         }
     }
@@ -539,17 +517,17 @@ pub fn totals() -> Totals {
     };
     let all: Vec<(&PolicyId, &Runtime)> = r.runtimes.iter().collect();
     walk(&all, |_, rt| {
-        t.inbox += rt.summary.inbox;
+        t.inbox += rt.summary().inbox;
         t.tracked_consumers += rt.tracked_consumers() as u64;
     });
     t
 }
 
 /// `f` of each policy of `all` in turn, asking for the memory of the runtimes a few policies
-/// ahead ([`crate::alloc::prefetch`]): a walk over thousands of runtimes otherwise spends most
+/// ahead ([`crate::ffi::alloc::prefetch`]): a walk over thousands of runtimes otherwise spends most
 /// of its time waiting for memory.
 pub fn walk<'a>(all: &[(&'a PolicyId, &'a Runtime)], mut f: impl FnMut(&'a PolicyId, &'a Runtime)) {
-    use crate::alloc::{prefetch, PREFETCH_AHEAD};
+    use crate::ffi::alloc::{prefetch, PREFETCH_AHEAD};
     for (i, (id, rt)) in all.iter().enumerate() {
         if let Some((_, ahead)) = all.get(i + PREFETCH_AHEAD) {
             prefetch(std::ptr::from_ref(*ahead).cast());
@@ -577,7 +555,7 @@ pub fn load_started(into_temp_db: bool) {
 pub fn loaded<'a>(
     db: i32,
     stream: &[u8],
-    groups: impl Iterator<Item = (&'a Vec<u8>, crate::policy::State)>,
+    groups: impl Iterator<Item = (&'a Vec<u8>, crate::model::policy::State)>,
 ) {
     let mut r = lock();
     if let Some(l) = r.loading.as_mut() {
@@ -589,9 +567,9 @@ pub fn loaded<'a>(
 /// Registers policy (db, stream, group) ([`register`]) and notes the state it is stored in
 /// ([`Runtime::held`]), so `INFO reclaim` shows `paused` or `storm` before its first step (and on
 /// a replica, which runs none).
-pub fn register_held(db: i32, stream: &[u8], group: &[u8], state: crate::policy::State) {
+pub fn register_held(db: i32, stream: &[u8], group: &[u8], state: crate::model::policy::State) {
     register(db, stream, group);
-    update(&PolicyId::new(db, stream, group), |rt| rt.held = state);
+    update(&PolicyId::new(db, stream, group), |rt| rt.hold(state));
 }
 
 /// Ends the load in progress and returns what it read (`None`: no load was in progress). The
@@ -620,20 +598,23 @@ mod tests {
         register(0, b"s-reg", b"g");
         register(0, b"s-reg", b"g"); // idempotent
         let id = PolicyId::new(0, b"s-reg", b"g");
-        let mut rt = get(&id).unwrap();
-        rt.due_ms = u64::MAX - 1;
-        rt.cursor = Some(b"5-0".to_vec());
-        put(&id, rt);
-        assert_eq!(get(&id).unwrap().cursor.as_deref(), Some(&b"5-0"[..]));
+        update(&id, |rt| {
+            rt.set_due(u64::MAX - 1);
+            rt.note_read_page(Some(b"5-0".to_vec()), false, None, 0, 1000);
+        });
+        assert_eq!(
+            get(&id).unwrap().read_cursor().as_deref(),
+            Some(&b"5-0"[..])
+        );
         swap_db(0, 7);
         let moved = PolicyId {
             db: 7,
             ..id.clone()
         };
         assert!(get(&id).is_none());
-        assert_eq!(get(&moved).unwrap().due_ms, u64::MAX - 1);
+        assert_eq!(get(&moved).unwrap().due_ms(), u64::MAX - 1);
         reset(7, b"s-reg", b"g");
-        assert_eq!(get(&moved).unwrap().cursor, None);
+        assert_eq!(get(&moved).unwrap().read_cursor(), None);
         remove(&moved);
         assert!(get(&moved).is_none());
     }
@@ -642,13 +623,12 @@ mod tests {
     fn touches_are_owned_by_their_policy_and_expire() {
         register(2, b"s-touch", b"g");
         let id = PolicyId::new(2, b"s-touch", b"g");
-        update(&id, |rt| rt.unchecked = Default::default());
         // A fresh policy checks everyone: touches are only remembered for EXEC.
         for i in 0..1000 {
             touch(b"s-touch", b"g", format!("c{i}").as_bytes(), false);
         }
         let rt = get(&id).unwrap();
-        assert!(rt.tracked_consumers() <= 2 * crate::runtime::MAX_TRACKED);
+        assert!(rt.tracked_consumers() <= 2 * crate::state::runtime::MAX_TRACKED);
         remove(&id);
         assert!(!lock().remembering.contains(&id));
         // Touches of streams without a policy keep nothing.

@@ -1,5 +1,5 @@
 //! Where policies live: one key of the module data type `reclaimpl` per stream (named by
-//! [`crate::keys::policy_key`]), holding that stream's policies by group.
+//! [`crate::model::keys::policy_key`]), holding that stream's policies by group.
 //!
 //! Being keys, policies are saved in RDB, rewritten into the AOF (as `RECLAIM.POLICY SET` with
 //! every option explicit), sent to replicas on full sync, migrate with their stream in a cluster
@@ -8,7 +8,7 @@
 //! keys needs the module loaded to be read (as for any module data type).
 //!
 //! Each value loaded during a load (restart, full sync, `DEBUG RELOAD`) notes its policies with
-//! [`crate::registry::loaded`] (`rdb_load`, Redis `RM_GetDbIdFromIO`, 7.0); they are registered when
+//! [`crate::state::registry::loaded`] (`rdb_load`, Redis `RM_GetDbIdFromIO`, 7.0); they are registered when
 //! the load ends well, so finding policies costs nothing per unrelated key, and a load that fails
 //! or is thrown away leaves nothing behind. A `RESTORE` registers through its keyspace event.
 //!
@@ -25,9 +25,9 @@ use redis_module::native_types::RedisType;
 use redis_module::{raw, Context, KeyType, RedisString};
 
 use crate::ffi::guard;
-use crate::keys;
-use crate::policy::{Policy, State, Storm};
-use crate::registry;
+use crate::model::keys;
+use crate::model::policy::{Policy, State, Storm};
+use crate::state::registry;
 
 /// RDB encoding version of a policy value.
 /// 1: 0.1.0 (MIN-IDLE, MAX-DELIVERIES, DLQ, CLAIMANT, COUNT, INTERVAL); 2: also BACKOFF and
@@ -98,7 +98,7 @@ pub fn read(ctx: &Context, stream: &[u8]) -> Found {
 
 /// Whether `stream` has at least one policy in the selected database: it is a work stream, whose
 /// entries may be pending (one key lookup, no copy). A DLQ with retention must never be trimmed
-/// when it is one (see `sweep::Target::trim_dlq`), and `RECLAIM.REDRIVE` refuses it as a DLQ.
+/// when it is one (see `engine::deadletter::Dlq::trim_dlq`), and `RECLAIM.REDRIVE` refuses it as a DLQ.
 pub fn has_policies(ctx: &Context, stream: &[u8]) -> bool {
     let name = RedisString::create_from_slice(ctx.ctx, &keys::policy_key(stream));
     let key = ctx.open_key(&name);
@@ -134,7 +134,7 @@ pub fn uses_dlq(ctx: &Context, stream: &[u8], dlq: &[u8]) -> bool {
 }
 
 /// Whether (stream, group) has a policy in the selected database, without copying it. Errs with
-/// [`crate::error::POLICY_KEY_TAKEN`] when the policy key holds something else (where
+/// [`crate::model::error::POLICY_KEY_TAKEN`] when the policy key holds something else (where
 /// [`put`] would fail).
 pub fn has(ctx: &Context, stream: &[u8], group: &[u8]) -> Result<bool, &'static str> {
     let name = RedisString::create_from_slice(ctx.ctx, &keys::policy_key(stream));
@@ -143,22 +143,22 @@ pub fn has(ctx: &Context, stream: &[u8], group: &[u8]) -> Result<bool, &'static 
         KeyType::Empty => Ok(false),
         KeyType::Module => match key.get_value::<PolicySet>(&POLICY_TYPE) {
             Ok(Some(v)) => Ok(v.groups.contains_key(group)),
-            _ => Err(crate::error::POLICY_KEY_TAKEN),
+            _ => Err(crate::model::error::POLICY_KEY_TAKEN),
         },
-        _ => Err(crate::error::POLICY_KEY_TAKEN),
+        _ => Err(crate::model::error::POLICY_KEY_TAKEN),
     }
 }
 
 /// Sets (replaces) the options of the policy of (stream, group) in the selected database; a
 /// policy that exists keeps its [`State`] (a paused policy stays paused). Errs with
-/// [`crate::error::POLICY_KEY_TAKEN`] when the policy key holds something else.
+/// [`crate::model::error::POLICY_KEY_TAKEN`] when the policy key holds something else.
 pub fn put(
     ctx: &Context,
     stream: &[u8],
     group: &[u8],
     mut policy: Policy,
 ) -> Result<(), &'static str> {
-    let taken = crate::error::POLICY_KEY_TAKEN;
+    let taken = crate::model::error::POLICY_KEY_TAKEN;
     let name = RedisString::create_from_slice(ctx.ctx, &keys::policy_key(stream));
     let key = ctx.open_key_writable(&name);
     match key.key_type() {
@@ -186,12 +186,12 @@ pub fn put(
 
 /// Sets the [`State`] of the policy of (stream, group) in the selected database. Returns the
 /// state it had, `None` when there is no such policy (nothing changed). A change fires its
-/// keyspace event on the stream's key ([`crate::events::notify_policy_state`]: `reclaim-paused`,
+/// keyspace event on the stream's key ([`crate::ffi::events::notify_policy_state`]: `reclaim-paused`,
 /// `reclaim-storm`, `reclaim-resumed`).
 pub fn set_state(ctx: &Context, stream: &[u8], group: &[u8], state: State) -> Option<State> {
     let old = store_state(ctx, stream, group, state)?;
     if old != state {
-        crate::events::notify_policy_state(ctx, stream, state.name());
+        crate::ffi::events::notify_policy_state(ctx, stream, state.name());
     }
     Some(old)
 }
@@ -207,43 +207,6 @@ fn store_state(ctx: &Context, stream: &[u8], group: &[u8], state: State) -> Opti
     };
     let p = v.groups.get_mut(group)?;
     Some(std::mem::replace(&mut p.state, state))
-}
-
-/// After work on policy (stream, group) `p` that dead-lettered `n` entries: counts them in the
-/// `STORM` window of `rt`, and when the work stopped at the breaker (`hit_breaker`: the
-/// [`crate::sweep::Stop::Storm`] problem) while the policy was active, opens the breaker: state
-/// `storm` in the keyspace, propagated as `RECLAIM.POLICY PAUSE stream group STORM` (with the
-/// work's own writes, in one MULTI/EXEC), `storms` counted, a notice in the log. Returns whether
-/// it opened the breaker.
-pub fn note_dead_letters(
-    ctx: &Context,
-    stream: &[u8],
-    group: &[u8],
-    p: &Policy,
-    rt: &mut crate::runtime::Runtime,
-    n: u64,
-    hit_breaker: bool,
-) -> bool {
-    rt.breaker.record(p.storm, crate::clock::now_ms(), n);
-    if !hit_breaker || p.state != State::Active || p.storm.is_none() {
-        return false;
-    }
-    if set_state(ctx, stream, group, State::Storm) != Some(State::Active) {
-        return false;
-    }
-    rt.held = State::Storm;
-    rt.announced = State::Storm.name();
-    if let Some(args) = state_command_args(stream, group, State::Storm) {
-        let r: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
-        ctx.replicate("RECLAIM.POLICY", &r[..]);
-    }
-    rt.counters.add(crate::metrics::Stat::Storms, 1);
-    ctx.log_notice(&format!(
-        "reclaim: STORM breaker opened for stream '{}' group '{}': no dead-letters until RECLAIM.POLICY RESUME",
-        crate::policy::printable(stream),
-        crate::policy::printable(group)
-    ));
-    true
 }
 
 /// The arguments after `RECLAIM.POLICY` that give a policy its state: none when active,
@@ -318,8 +281,8 @@ fn load_i64(rdb: *mut raw::RedisModuleIO) -> Option<i64> {
 
 /// Reads a `BACKOFF` (encoding version 2): a kind (0 fixed, 1 exponential, 2 list), then its
 /// values.
-fn load_backoff(rdb: *mut raw::RedisModuleIO) -> Option<crate::policy::Backoff> {
-    use crate::policy::{Backoff, MAX_BACKOFF_STEPS};
+fn load_backoff(rdb: *mut raw::RedisModuleIO) -> Option<crate::model::policy::Backoff> {
+    use crate::model::policy::{Backoff, MAX_BACKOFF_STEPS};
     Some(match raw::load_unsigned(rdb).ok()? {
         0 => Backoff::Fixed,
         1 => Backoff::Exponential(load_i64(rdb)?),
@@ -338,8 +301,8 @@ fn load_backoff(rdb: *mut raw::RedisModuleIO) -> Option<crate::policy::Backoff> 
     })
 }
 
-fn save_backoff(rdb: *mut raw::RedisModuleIO, b: &crate::policy::Backoff) {
-    use crate::policy::Backoff;
+fn save_backoff(rdb: *mut raw::RedisModuleIO, b: &crate::model::policy::Backoff) {
+    use crate::model::policy::Backoff;
     match b {
         Backoff::Fixed => raw::save_unsigned(rdb, 0),
         Backoff::Exponential(max) => {
@@ -417,7 +380,8 @@ fn load_set(rdb: *mut raw::RedisModuleIO, encver: i32) -> Option<PolicySet> {
         // Only a policy that `RECLAIM.POLICY SET` would accept is good.
         let args = p.to_args();
         let a: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
-        let parsed = crate::policy::parse_set_options(&stream, &a).map(|q| q.with_state(state));
+        let parsed =
+            crate::model::policy::parse_set_options(&stream, &a).map(|q| q.with_state(state));
         if parsed.as_ref() != Ok(&p) {
             crate::ffi::log_warning("reclaim: a policy value in the RDB is not a valid policy");
             return None;
@@ -561,7 +525,7 @@ impl PolicySet {
             .iter()
             .map(|(g, p)| {
                 let backoff = match &p.backoff {
-                    crate::policy::Backoff::List(v) => v.capacity() * 8,
+                    crate::model::policy::Backoff::List(v) => v.capacity() * 8,
                     _ => 0,
                 };
                 g.capacity()
@@ -624,10 +588,10 @@ unsafe extern "C" fn copy(
 mod tests {
     use super::*;
 
-    /// The heap bytes the calling thread allocates while building a value ([`crate::alloc`]'s
+    /// The heap bytes the calling thread allocates while building a value ([`crate::ffi::alloc`]'s
     /// test allocator counts per thread), against what `MEMORY USAGE` would report.
     fn measured(groups: usize, name_len: usize) -> (usize, usize) {
-        let before = crate::alloc::thread_bytes();
+        let before = crate::ffi::alloc::thread_bytes();
         let mut set = Box::new(PolicySet {
             stream: vec![b's'; name_len],
             groups: BTreeMap::new(),
@@ -642,7 +606,7 @@ mod tests {
             };
             set.groups.insert(g, p);
         }
-        let real = (crate::alloc::thread_bytes() - before) as usize;
+        let real = (crate::ffi::alloc::thread_bytes() - before) as usize;
         (real, set.heap_bytes())
     }
 

@@ -3,20 +3,22 @@
 //!
 //! Read-only, and on replicas too. What it reads now costs O(consumers), never O(PEL): the
 //! summary form `XPENDING key group` and `XLEN dlq`. Everything else is what the passes and
-//! commands already learnt ([`crate::runtime::Health`], the counters): on a replica, which runs
+//! commands already learnt ([`crate::state::runtime::Health`], the counters): on a replica, which runs
 //! no pass, those figures are absent (taken-at 0, nil).
 
 use redis_module::{CallReply, CallResult, Context, RedisString};
 
-use crate::clock::epoch_ms;
-use crate::error::{self, ReclaimError};
-use crate::ffi::{self, CmdResult, Reply};
-use crate::metrics::Stat;
-use crate::planner::{PassKind, Tally, MAX_BUCKETS};
-use crate::registry::{self, PolicyId};
-use crate::runtime::Runtime;
-use crate::store;
-use crate::sweep::{self, Target};
+use crate::engine::pending;
+use crate::ffi;
+use crate::ffi::command::{CmdResult, Reply};
+use crate::model::clock::epoch_ms;
+use crate::model::error::{self, ReclaimError};
+use crate::model::metrics::Stat;
+use crate::model::planner::{PassKind, Tally, MAX_BUCKETS};
+use crate::model::policy::Policy;
+use crate::state::registry::{self, PolicyId};
+use crate::state::runtime::Runtime;
+use crate::state::store;
 
 /// Most consumers `RECLAIM.HEALTH` lists by name (those holding the most entries); the others
 /// are counted.
@@ -36,9 +38,10 @@ fn opt_int(v: Option<i64>) -> Reply {
 /// `max-consumer-pending` (the CLAIMANT left out, as in `last-pass` and `INFO reclaim`),
 /// `oldest-pending-age-ms`, and the consumers holding the most entries (the CLAIMANT included:
 /// its count is the inbox); nil when it cannot be read (no stream or group).
-fn live(t: &Target, now: i64) -> Reply {
+fn live(ctx: &Context, stream: &[u8], group: &[u8], p: &Policy, now: i64) -> Reply {
     let mut holders: Vec<(Vec<u8>, u64)> = Vec::new();
-    let Some(s) = sweep::pel_summary(t, |c, n| holders.push((c.to_vec(), n))) else {
+    let each = |c: &[u8], n| holders.push((c.to_vec(), n));
+    let Some(s) = pending::summary(ctx, stream, group, &p.claimant, each) else {
         return Reply::Null;
     };
     holders.sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
@@ -84,7 +87,7 @@ fn dlq_length(ctx: &Context, dlq: Option<&[u8]>) -> Reply {
 
 /// The PEL sizes at the end of the last passes, and the change from the first to the last.
 fn sizes(rt: &Runtime) -> (Reply, Reply) {
-    let Some(h) = rt.health.as_ref() else {
+    let Some(h) = rt.health() else {
         return (Reply::Array(Vec::new()), Reply::Null);
     };
     let list = h
@@ -102,7 +105,7 @@ fn sizes(rt: &Runtime) -> (Reply, Reply) {
 /// The histogram of delivery counts the last full pass or scan read.
 fn deliveries(rt: &Runtime) -> Reply {
     let empty = Tally::default();
-    let (t, at, kind) = match rt.health.as_ref() {
+    let (t, at, kind) = match rt.health() {
         Some(h) => (&h.tally, h.tally_ms, h.tally_kind),
         None => (&empty, 0, None),
     };
@@ -139,27 +142,19 @@ fn deliveries(rt: &Runtime) -> Reply {
 pub fn health_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let (stream, group) = (args[1].as_slice(), args[2].as_slice());
     let p = store::get(ctx, stream, group).ok_or(ReclaimError::Static(error::NO_POLICY))?;
-    if crate::sweep::is_non_stream(ctx, stream) {
+    if crate::engine::guards::is_non_stream(ctx, stream) {
         return Err(error::WRONGTYPE_STREAM.into());
     }
     let id = PolicyId::new(ffi::selected_db(ctx), stream, group);
     registry::register(id.db, stream, group);
     let rt = registry::get(&id).unwrap_or_default();
     let now = epoch_ms();
-    let target = Target {
-        ctx,
-        stream,
-        group,
-        policy: &p,
-        seen: &[],
-        dead_letters: std::cell::Cell::new(0),
-    };
-    let last = rt.summary.clone();
+    let last = rt.summary().clone();
     let (sizes, change) = sizes(&rt);
-    let recent = &rt.counters.recent_dead;
+    let recent = &rt.counters().recent_dead;
     Ok(Reply::Map(vec![
         ("now-ms", Reply::Int(now)),
-        ("live", live(&target, now)),
+        ("live", live(ctx, stream, group, &p, now)),
         (
             "last-pass",
             Reply::Map(vec![
@@ -188,13 +183,17 @@ pub fn health_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
                 ("last-hour", Reply::Int(recent.last_hour(now) as i64)),
                 (
                     "total",
-                    Reply::Int(rt.counters.get(Stat::DeadLettered) as i64),
+                    Reply::Int(rt.counters().get(Stat::DeadLettered) as i64),
                 ),
             ]),
         ),
         (
             "status",
-            Reply::Bytes(rt.status(crate::config::enabled()).as_bytes().to_vec()),
+            Reply::Bytes(
+                rt.status(crate::state::config::enabled())
+                    .as_bytes()
+                    .to_vec(),
+            ),
         ),
     ]))
 }

@@ -6,18 +6,19 @@
 //! None of them adds a delivery. Their writes go through `RM_Call` with `!` (`XCLAIM ... JUSTID`,
 //! `XADD`/`XACK`), so replicas and the AOF see exactly the same, in one `MULTI`/`EXEC`.
 
-use std::cell::Cell;
-
 use redis_module::{CallOptionsBuilder, CallReply, CallResult, Context, RedisString};
 
-use crate::error::{self, ReclaimError};
-use crate::ffi::{self, CmdResult, Reply};
-use crate::planner::{self, Pending};
-use crate::policy::{self, Policy, State};
-use crate::registry::{self, PolicyId};
-use crate::runtime::count_outcome;
-use crate::store;
-use crate::sweep::{Outcome, Stop, Target};
+use crate::engine::deadletter::Dlq;
+use crate::engine::pending::{self, Failed, Query};
+use crate::engine::settle;
+use crate::ffi;
+use crate::ffi::command::{CmdResult, Reply};
+use crate::model::error::{self, ReclaimError};
+use crate::model::outcome::Outcome;
+use crate::model::planner::{self, Pending};
+use crate::model::policy::{Policy, State};
+use crate::state::registry::{self, PolicyId};
+use crate::state::store;
 
 /// `reclaim-reason` of an entry dead-lettered by `RECLAIM.TERM` without `REASON`.
 pub const REASON_TERM: &[u8] = b"term";
@@ -80,39 +81,21 @@ fn policy_of(ctx: &Context, v: &Verb) -> Result<Policy, ReclaimError> {
 /// The entries of `ids` pending at `consumer`, in the order given (each an `XPENDING key group id
 /// id 1 consumer`, O(log N)); the others are left out. A stream key of another type, or a
 /// missing stream or group, gets `XPENDING`'s own error (`WRONGTYPE ...`, `NOGROUP ...`).
-fn owned(t: &Target, consumer: &[u8], ids: &[&[u8]]) -> Result<Vec<Pending>, ReclaimError> {
-    let opts = CallOptionsBuilder::new().errors_as_replies().build();
-    let mut out = Vec::new();
-    for id in ids {
-        let args: [&[u8]; 6] = [t.stream, t.group, id, id, b"1", consumer];
-        let r: CallResult = t.ctx.call_ext("XPENDING", &opts, &args[..]);
-        let a = match r {
-            Ok(CallReply::Array(a)) => a,
-            Err(e) => {
-                let text = String::from_utf8_lossy(e.as_bytes()).replace(['\r', '\n'], " ");
+fn owned(ctx: &Context, v: &Verb) -> Result<Vec<Pending>, ReclaimError> {
+    let mut out: Vec<Pending> = Vec::new();
+    for id in &v.ids {
+        let q = Query::range(id, id, 1).of(Some(v.consumer));
+        let found = match pending::read(ctx, v.stream, v.group, &q) {
+            Ok(found) => found,
+            Err(Failed::Reply(e)) => {
+                let text = String::from_utf8_lossy(&e).replace(['\r', '\n'], " ");
                 return Err(ReclaimError::Redis(text));
             }
-            Ok(_) => continue,
+            Err(Failed::Unexpected(_)) => continue,
         };
-        let Some(Ok(CallReply::Array(e))) = a.get(0) else {
-            continue;
-        };
-        let s = |i: usize| match e.get(i) {
-            Some(Ok(CallReply::String(s))) => Some(s.as_bytes().to_vec()),
-            _ => None,
-        };
-        let n = |i: usize| match e.get(i) {
-            Some(Ok(CallReply::I64(v))) => Some(v.to_i64()),
-            _ => None,
-        };
-        if let (Some(id), Some(owner), Some(idle), Some(count)) = (s(0), s(1), n(2), n(3)) {
-            if !out.iter().any(|p: &Pending| p.id == id) {
-                out.push(Pending {
-                    id,
-                    consumer: owner,
-                    idle_ms: idle,
-                    deliveries: count,
-                });
+        if let Some(e) = found.into_iter().next() {
+            if !out.iter().any(|p| p.id == e.id) {
+                out.push(e);
             }
         }
     }
@@ -121,19 +104,25 @@ fn owned(t: &Target, consumer: &[u8], ids: &[&[u8]]) -> Result<Vec<Pending>, Rec
 
 /// `XCLAIM key group to 0 id... [IDLE ms] JUSTID` (replicated): owner `to`, delivery count
 /// unchanged, idle 0 (or `idle`). Returns the IDs claimed.
-fn reclaim_to(t: &Target, to: &[u8], ids: &[&[u8]], idle: Option<i64>) -> Vec<Vec<u8>> {
+fn reclaim_to(
+    ctx: &Context,
+    v: &Verb,
+    to: &[u8],
+    ids: &[&[u8]],
+    idle: Option<i64>,
+) -> Vec<Vec<u8>> {
     let opts = CallOptionsBuilder::new()
         .replicate()
         .errors_as_replies()
         .build();
     let idle_s = idle.map(|i| i.to_string());
-    let mut args: Vec<&[u8]> = vec![t.stream, t.group, to, b"0"];
+    let mut args: Vec<&[u8]> = vec![v.stream, v.group, to, b"0"];
     args.extend_from_slice(ids);
     if let Some(i) = &idle_s {
         args.extend_from_slice(&[b"IDLE", i.as_bytes()]);
     }
     args.push(b"JUSTID");
-    let r: CallResult = t.ctx.call_ext("XCLAIM", &opts, &args[..]);
+    let r: CallResult = ctx.call_ext("XCLAIM", &opts, &args[..]);
     match r {
         Ok(CallReply::Array(a)) => a
             .iter()
@@ -146,18 +135,6 @@ fn reclaim_to(t: &Target, to: &[u8], ids: &[&[u8]], idle: Option<i64>) -> Vec<Ve
     }
 }
 
-fn target<'a>(ctx: &'a Context, v: &'a Verb, p: &'a Policy) -> Target<'a> {
-    Target {
-        ctx,
-        stream: v.stream,
-        group: v.group,
-        policy: p,
-        seen: &[],
-        // EXTEND and NACK never dead-letter; TERM sets its allowance.
-        dead_letters: Cell::new(0),
-    }
-}
-
 fn slices(args: &[RedisString]) -> Vec<&[u8]> {
     args.iter().skip(1).map(|a| a.as_slice()).collect()
 }
@@ -167,14 +144,13 @@ fn slices(args: &[RedisString]) -> Vec<&[u8]> {
 pub fn extend_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let a = slices(args);
     let v = parse(&a, "\0")?;
-    let p = policy_of(ctx, &v)?;
-    let t = target(ctx, &v, &p);
-    let mine: Vec<Pending> = owned(&t, v.consumer, &v.ids)?;
+    policy_of(ctx, &v)?;
+    let mine: Vec<Pending> = owned(ctx, &v)?;
     let ids: Vec<&[u8]> = mine.iter().map(|e| e.id.as_slice()).collect();
     let renewed = if ids.is_empty() {
         Vec::new()
     } else {
-        reclaim_to(&t, v.consumer, &ids, None)
+        reclaim_to(ctx, &v, v.consumer, &ids, None)
     };
     Ok(Reply::Array(
         renewed.into_iter().map(Reply::Bytes).collect(),
@@ -191,13 +167,12 @@ pub fn nack_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let v = parse(&a, "DELAY")?;
     let delay = match v.option {
         None => 0,
-        Some(d) => policy::parse_i64(d)
+        Some(d) => crate::model::text::parse_i64(d)
             .filter(|d| *d >= 0)
             .ok_or(error::DELAY_RANGE)?,
     };
     let p = policy_of(ctx, &v)?;
-    let t = target(ctx, &v, &p);
-    let mine = owned(&t, v.consumer, &v.ids)?;
+    let mine = owned(ctx, &v)?;
     if let Some(e) = mine.iter().find(|e| delay > p.due_idle(e.deliveries)) {
         return Err(ReclaimError::DelayTooLong(delay, p.due_idle(e.deliveries)));
     }
@@ -205,7 +180,7 @@ pub fn nack_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     if delay == 0 {
         let ids: Vec<&[u8]> = mine.iter().map(|e| e.id.as_slice()).collect();
         if !ids.is_empty() {
-            released = reclaim_to(&t, &p.claimant, &ids, None).len();
+            released = reclaim_to(ctx, &v, &p.claimant, &ids, None).len();
         }
     } else {
         // One XCLAIM per idle time (entries with other counts may need other idles).
@@ -219,7 +194,7 @@ pub fn nack_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
             }
         }
         for (idle, ids) in by_idle {
-            released += reclaim_to(&t, &delayed, &ids, Some(idle)).len();
+            released += reclaim_to(ctx, &v, &delayed, &ids, Some(idle)).len();
         }
     }
     if released > 0 {
@@ -227,7 +202,7 @@ pub fn nack_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
         // Older idle times than the passes saw: what they learnt no longer holds.
         registry::update(&id, |rt| rt.idle_set_older());
         if delay == 0 {
-            crate::readgroup::signal_if_waiting(ctx, id.db, v.stream);
+            crate::ffi::blocked::signal_if_waiting(ctx, id.db, v.stream);
         }
     }
     Ok(Reply::Int(released as i64))
@@ -240,36 +215,32 @@ pub fn term_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let a = slices(args);
     let v = parse(&a, "REASON")?;
     let p = policy_of(ctx, &v)?;
-    if let Some(e) = p.halted(crate::config::enabled()) {
+    if let Some(e) = p.halted(crate::state::config::enabled()) {
         return Err(e.into());
     }
     if p.state == State::Storm {
         return Err(error::STORM_OPEN.into());
     }
-    let Some(dlq) = p.dlq.clone() else {
+    let Some(dlq) = p.dlq.as_deref() else {
         return Err(error::TERM_NEEDS_DLQ.into());
     };
-    if !ffi::may_write_key(ctx, &dlq) {
+    if !ffi::acl::may_write_key(ctx, dlq) {
         return Err(error::NOPERM_DLQ.into());
     }
-    if crate::sweep::is_non_stream(ctx, &dlq) {
+    if crate::engine::guards::is_non_stream(ctx, dlq) {
         return Err(error::WRONGTYPE_DLQ.into());
     }
-    let t = target(ctx, &v, &p);
-    let mine = owned(&t, v.consumer, &v.ids)?;
+    let mine = owned(ctx, &v)?;
     let mut out = Outcome::default();
     if !mine.is_empty() {
         let id = PolicyId::new(ffi::selected_db(ctx), v.stream, v.group);
-        t.dead_letters.set(registry::dead_letter_allowance(&id, &p));
+        let allowance = registry::dead_letter_allowance(&id, &p);
+        let dlq = Dlq::new(ctx, v.stream, v.group, &p, allowance);
         let reason = v.option.unwrap_or(REASON_TERM);
-        if let Err(s) = t.dead_letter(&dlq, &mine, &mut out, reason) {
+        if let Err(s) = dlq.dead_letter(&mine, &mut out, reason) {
             out.problem = Some(s);
         }
-        registry::update(&id, |rt| {
-            count_outcome(&mut rt.counters, &out);
-            let hit = out.problem == Some(Stop::Storm);
-            store::note_dead_letters(ctx, v.stream, v.group, &p, rt, out.dead_lettered, hit);
-        });
+        settle::settle(ctx, &id, &p, &out, |rt| rt.count_outcome(&out));
     }
     Ok(Reply::Int(out.dead_lettered as i64))
 }

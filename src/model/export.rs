@@ -59,8 +59,8 @@ use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::error::{self, InPolicy, ReclaimError};
-use crate::policy::{self, Backoff, Policy};
+use crate::model::error::{self, InPolicy, ReclaimError};
+use crate::model::policy::{self, Backoff, Policy};
 
 /// The version of the document this module writes and reads.
 pub const VERSION: u64 = 1;
@@ -276,7 +276,7 @@ impl PolicyDoc {
             opt("DLQ-MAXAGE", vec![num(v)]);
         }
         if let Some(v) = self.tombstones {
-            opt("TOMBSTONES", vec![policy::yes_no(v).to_vec()]);
+            opt("TOMBSTONES", vec![crate::model::text::yes_no(v).to_vec()]);
         }
         w
     }
@@ -509,7 +509,7 @@ pub fn parse_document(doc: &[u8]) -> Result<Vec<Imported>, ReclaimError> {
     let d: DocumentIn =
         serde_json::from_slice(doc).map_err(|e| ReclaimError::Document(message(&e.to_string())))?;
     if d.version != VERSION {
-        return Err(ReclaimError::DocumentVersion(d.version));
+        return Err(ReclaimError::DocumentVersion(d.version, VERSION));
     }
     if d.policies.more {
         return Err(error::IMPORT_TOO_MANY.into());
@@ -542,7 +542,9 @@ pub fn import_args<'a>(args: &[&'a [u8]]) -> Result<(&'a [u8], bool), ReclaimErr
         [doc] => Ok((doc, false)),
         [doc, r] if replace(r) => Ok((doc, true)),
         [r, doc] if replace(r) => Ok((doc, true)),
-        [_, other] => Err(ReclaimError::UnknownOption(policy::printable(other))),
+        [_, other] => Err(ReclaimError::UnknownOption(crate::model::text::printable(
+            other,
+        ))),
         _ => Err(error::SYNTAX.into()),
     }
 }
@@ -563,6 +565,14 @@ mod tests {
     /// A document of the given policy objects (JSON text each).
     fn doc(entries: &[&str]) -> String {
         format!(r#"{{"version": 1, "policies": [{}]}}"#, entries.join(","))
+    }
+
+    #[test]
+    fn import_limits_in_the_texts() {
+        let e = MAX_BYTES.to_string();
+        assert!(error::IMPORT_TOO_LARGE.contains(&format!(" {e} bytes")));
+        let n = MAX_POLICIES.to_string();
+        assert!(error::IMPORT_TOO_MANY.contains(&format!(" {n} policies")));
     }
 
     #[test]

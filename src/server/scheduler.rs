@@ -15,80 +15,26 @@
 //!
 //! The timer is never stopped from inside its own callback: it simply re-arms itself.
 
-use std::cell::Cell;
 use std::os::raw::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use redis_module::{raw, Context, ContextFlags};
+use redis_module::{raw, Context};
 
-use crate::clock::{epoch_ms, now_ms, now_us};
-use crate::config;
-use crate::events;
+use crate::engine::guards::{blocked, Blocked};
+use crate::engine::settle;
+use crate::engine::sweep::{self, Target};
 use crate::ffi;
-use crate::metrics;
-use crate::planner::{self, PassKind};
-use crate::registry::{self, PolicyId};
-use crate::runtime::Runtime;
-use crate::store;
-use crate::sweep::{self, Target};
-
-/// Why sweeping is off on this server right now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Blocked {
-    /// The server is a replica.
-    Replica,
-    /// An RDB, AOF or full sync is loading.
-    Loading,
-    /// Writes are paused (CLIENT PAUSE WRITE, FAILOVER).
-    Paused,
-    /// The server is over `maxmemory`.
-    Oom,
-}
-
-impl Blocked {
-    /// The `status` text of `RECLAIM.STATS`.
-    pub fn status(self) -> &'static str {
-        match self {
-            Blocked::Replica => "replica",
-            Blocked::Loading => "loading",
-            Blocked::Paused => "client-paused",
-            Blocked::Oom => "oom",
-        }
-    }
-
-    fn skip_counter(self) -> &'static metrics::Counter {
-        match self {
-            Blocked::Replica => &metrics::SKIPPED_REPLICA,
-            Blocked::Loading => &metrics::SKIPPED_LOADING,
-            Blocked::Paused => &metrics::SKIPPED_PAUSED,
-            Blocked::Oom => &metrics::SKIPPED_OOM,
-        }
-    }
-}
-
-/// Why sweeping is off on this server right now, if it is.
-pub fn blocked(ctx: &Context) -> Option<Blocked> {
-    let flags = ctx.get_flags();
-    if !flags.contains(ContextFlags::MASTER) {
-        return Some(Blocked::Replica);
-    }
-    if flags.intersects(ContextFlags::LOADING | ContextFlags::ASYNC_LOADING) {
-        return Some(Blocked::Loading);
-    }
-    let paused = unsafe {
-        raw::RedisModule_AvoidReplicaTraffic
-            .map(|f| f() != 0)
-            .unwrap_or(false)
-    };
-    if paused {
-        return Some(Blocked::Paused);
-    }
-    if flags.contains(ContextFlags::OOM) {
-        return Some(Blocked::Oom);
-    }
-    None
-}
+use crate::ffi::events;
+use crate::model::clock::{epoch_ms, now_ms, now_us};
+use crate::model::metrics;
+use crate::model::outcome::Outcome;
+use crate::model::planner::PassKind;
+use crate::model::policy::Policy;
+use crate::state::config;
+use crate::state::registry::{self, PolicyId};
+use crate::state::runtime::{Runtime, StepPlan};
+use crate::state::store;
 
 /// Whether the tick timer exists (it re-arms itself from then on).
 static ARMED: AtomicBool = AtomicBool::new(false);
@@ -147,7 +93,7 @@ fn tick(ctx: &Context) {
     if blocked(ctx).is_none() && config::enabled() {
         let budget = Duration::from_micros(config::tick_budget_us() as u64 * 7 / 8);
         let (start, cpu_start) = (Instant::now(), metrics::thread_cpu_us());
-        if crate::redrive::run(ctx, start + budget) {
+        if crate::engine::redrive::run(ctx, start + budget) {
             let us = record_time(start, cpu_start);
             metrics::REDRIVE_MAX_ROUND_US.max(us);
             if us > config::tick_budget_us().max(0) as u64 {
@@ -267,7 +213,7 @@ fn run_slice(ctx: &Context, count_skips: bool) -> bool {
         WAS_REPLICA.store(true, Ordering::Relaxed);
     } else if why.is_none() && WAS_REPLICA.swap(false, Ordering::Relaxed) {
         registry::forget_learnt();
-        crate::redrive::rediscover();
+        crate::state::redrive::rediscover();
     }
     if let Some(why) = why {
         if count_skips {
@@ -283,14 +229,13 @@ fn run_slice(ctx: &Context, count_skips: bool) -> bool {
     let now = now_ms();
     let db_before = ffi::selected_db(ctx);
     let mut worked = false;
-    while let Some((id, mut rt)) = registry::next_due(now) {
+    while let Some(id) = registry::next_due(now) {
         worked = true;
         let t0 = Instant::now();
-        if !visit(ctx, &id, &mut rt, now, deadline) {
+        if !visit(ctx, &id, now, deadline) {
             registry::remove(&id);
             continue;
         }
-        registry::put(&id, rt);
         // A step always reads its page and runs its first batch: do not start one that would
         // likely end past the budget (predicted from the step just done).
         let after = Instant::now();
@@ -333,106 +278,69 @@ fn record_time(start: Instant, cpu_start: u64) -> u64 {
     us
 }
 
-/// How often (ms, at most) a paused or disabled policy is looked at again.
-const HALTED_RECHECK_MS: u64 = 1000;
-
-/// Runs one step of policy `id`. Returns `false` when the policy no longer exists.
-fn visit(ctx: &Context, id: &PolicyId, rt: &mut Runtime, now: u64, deadline: Instant) -> bool {
+/// Runs one step of policy `id`. Returns `false` when the policy no longer exists. Its run-time
+/// state changes in place, through its methods, in short spells under the registry's lock; the
+/// step itself, the settling of its dead-letters and its events run with no lock held.
+fn visit(ctx: &Context, id: &PolicyId, now: u64, deadline: Instant) -> bool {
     if !ffi::select_db(ctx, id.db) {
         return false;
     }
     let Some(policy) = store::get(ctx, &id.stream, &id.group) else {
         return false;
     };
-    rt.held = policy.state;
-    if policy.halted(config::enabled()).is_some() {
-        // Paused, or reclaim.enabled no: nothing runs; looked at again within a second.
-        rt.due_ms = now.saturating_add((policy.interval_ms as u64).min(HALTED_RECHECK_MS));
-        return true;
-    }
     let t0 = Instant::now();
-    rt.start_pass(&policy, epoch_ms());
-    let Some(pass) = rt.pass.as_ref() else {
+    let left_ns = deadline.saturating_duration_since(t0).as_nanos() as u64;
+    let enabled = config::enabled();
+    let planned = registry::update(id, |rt| {
+        rt.plan_step(&policy, enabled, now, epoch_ms(), left_ns)
+    });
+    let Some(Some(plan)) = planned else {
         return true;
     };
-    // At most COUNT entries, and no more than are likely to be handled in the time left (at the
-    // policy's recent cost per entry): a step stopped by the deadline half-way through its page
-    // reads the rest of it again next time.
-    let left_ns = deadline.saturating_duration_since(t0).as_nanos() as u64;
-    let max = planner::step_entries(policy.count, left_ns, rt.entry_ns);
-    let seen: Vec<(Vec<u8>, u64)> = rt
-        .seen
-        .by_consumer()
-        .map(|(c, at)| (c.clone(), now.saturating_sub(*at)))
-        .collect();
-    let target = Target {
-        ctx,
-        stream: &id.stream,
-        group: &id.group,
-        policy: &policy,
-        seen: &seen,
-        dead_letters: Cell::new(rt.dead_letter_allowance(&policy, now)),
-    };
-    let checking = pass.check.first().cloned();
-    let cursor = rt.cursor.as_deref();
-    let mut out = match (&checking, pass.kind) {
-        // First the consumers whose delivery counts may have risen: their own PELs, paged.
-        (Some(consumer), _) => sweep::step_page(&target, Some(consumer), cursor, max, deadline),
-        (None, PassKind::Full) => sweep::step_page(&target, None, cursor, max, deadline),
+    let mut out = step(ctx, id, &policy, &plan, deadline);
+    let took = t0.elapsed();
+    registry::update(id, |rt| {
+        rt.finish_step(&plan, &mut out, took, &policy, now, epoch_ms())
+    });
+    // Counted by `finish_step` (`Runtime::apply`).
+    settle::after_step(ctx, id, &policy, &out, |_| {});
+    if let Some(Some(state)) = registry::update(id, Runtime::announce) {
+        events::notify_state(ctx, &id.stream, state);
+    }
+    if out.claimed > 0 {
+        // Moved into the inbox: readers waiting on the stream take them.
+        crate::ffi::blocked::signal_if_waiting(ctx, id.db, &id.stream);
+    }
+    true
+}
+
+/// The step `plan` of policy `id` (value `policy`), stopping early at `deadline`: first the
+/// consumers whose delivery counts may have risen (their own PELs, paged), then the pass proper.
+fn step(
+    ctx: &Context,
+    id: &PolicyId,
+    policy: &Policy,
+    plan: &StepPlan,
+    deadline: Instant,
+) -> Outcome {
+    let (stream, group) = (&id.stream, &id.group);
+    let target = Target::new(ctx, stream, group, policy, &plan.seen, plan.dead_letters);
+    let cursor = plan.cursor.as_deref();
+    match (&plan.consumer, plan.kind) {
+        (Some(consumer), _) => {
+            sweep::step_page(&target, Some(consumer), cursor, plan.max, deadline)
+        }
+        (None, PassKind::Full) => sweep::step_page(&target, None, cursor, plan.max, deadline),
         (None, PassKind::Scan | PassKind::TrimOnly) => sweep::step_scan(
             &target,
             sweep::Window {
                 cursor,
-                width: rt.width,
-                threshold_ms: pass.horizon.threshold_ms,
-                trim_only: pass.kind == PassKind::TrimOnly,
+                width: plan.width,
+                threshold_ms: plan.threshold_ms,
+                trim_only: plan.kind == PassKind::TrimOnly,
             },
-            max,
+            plan.max,
             deadline,
         ),
-    };
-    if checking.is_some() {
-        // A consumer check does not teach the pass when entries go stale (it sees one consumer),
-        // nor what the PEL looks like.
-        out.fresh = Default::default();
-        out.tally = Default::default();
-        if out.pass_done {
-            out.pass_done = false;
-            rt.consumer_checked();
-        }
     }
-    let took = t0.elapsed();
-    if out.examined > 0 {
-        rt.entry_ns = planner::next_entry_ns(rt.entry_ns, took.as_nanos() as u64, out.examined);
-    }
-    rt.apply(&out, took.as_micros() as i64, &policy, now, epoch_ms());
-    let hit_breaker = out.problem == Some(sweep::Stop::Storm);
-    store::note_dead_letters(
-        ctx,
-        &id.stream,
-        &id.group,
-        &policy,
-        rt,
-        out.dead_lettered,
-        hit_breaker,
-    );
-    if out.pass_done {
-        if let Some(s) = sweep::pel_summary(&target, |_, _| {}) {
-            rt.note_summary(s);
-        }
-    }
-    let state = rt.state();
-    // `paused` and `storm` are announced where they are set (store::set_state); a new policy, or
-    // one that was just resumed, is `active` without an event of its own.
-    let quiet = matches!(state, "paused" | "storm")
-        || (state == "active" && matches!(rt.announced, "" | "paused" | "storm"));
-    if state != rt.announced && !quiet {
-        events::notify_state(ctx, &id.stream, state);
-    }
-    rt.announced = state;
-    if out.claimed > 0 {
-        // Moved into the inbox: readers waiting on the stream take them.
-        crate::readgroup::signal_if_waiting(ctx, id.db, &id.stream);
-    }
-    true
 }

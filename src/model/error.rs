@@ -28,7 +28,7 @@ pub const TOMBSTONES_SYNTAX: &str = "ERR TOMBSTONES must be yes or no";
 /// `DLQ` names the stream the policy watches.
 pub const DLQ_IS_STREAM: &str = "ERR the DLQ key must differ from the stream key";
 /// `DLQ` (of `RECLAIM.POLICY SET`/`IMPORT`/`SIMULATE`) or the DLQ of `RECLAIM.REDRIVE` names a
-/// key in the module's own namespace ([`crate::keys::is_module_key`]).
+/// key in the module's own namespace ([`crate::model::keys::is_module_key`]).
 pub const DLQ_IS_MODULE_KEY: &str = "ERR the DLQ key is a key the module keeps for itself (reclaim:policy:..., reclaim:redrive:..., reclaim:redrive-moved:...)";
 /// `RECLAIM.REDRIVE ... SOURCE key group` with a key in the module's own namespace.
 pub const SOURCE_IS_MODULE_KEY: &str = "ERR the SOURCE key is a key the module keeps for itself (reclaim:policy:..., reclaim:redrive:..., reclaim:redrive-moved:...)";
@@ -80,10 +80,10 @@ pub const UNBLOCKED_NO_STREAM: &str = "UNBLOCKED the stream key no longer exists
 /// A blocked `RECLAIM.READGROUP` whose group was destroyed meanwhile (XREADGROUP's text).
 pub const UNBLOCKED_NO_GROUP: &str =
     "NOGROUP the consumer group this client was blocked on no longer exists";
-/// `RECLAIM.POLICY IMPORT` of a document longer than [`crate::export::MAX_BYTES`].
+/// `RECLAIM.POLICY IMPORT` of a document longer than [`crate::model::export::MAX_BYTES`].
 pub const IMPORT_TOO_LARGE: &str =
     "ERR the policy document is longer than 16777216 bytes (16 MiB): split it";
-/// `RECLAIM.POLICY IMPORT` of a document with more than [`crate::export::MAX_POLICIES`] policies.
+/// `RECLAIM.POLICY IMPORT` of a document with more than [`crate::model::export::MAX_POLICIES`] policies.
 pub const IMPORT_TOO_MANY: &str =
     "ERR the policy document holds more than 10000 policies: split it";
 /// `RECLAIM.POLICY IMPORT` without `REPLACE` of a policy whose (key, group) has one already
@@ -136,7 +136,7 @@ pub const READONLY: &str = "READONLY You can't write against a read only replica
 pub const INTERNAL: &str = "ERR internal error in the reclaim module (see the server log)";
 
 /// Everything a command can answer with instead of a result: the one error type of every command
-/// handler. `Display` gives the exact wire text; [`crate::ffi::run_command`] sends it.
+/// handler. `Display` gives the exact wire text; [`crate::ffi::command::run_command`] sends it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReclaimError {
     /// An option name that is not known for this command. Carries the option as typed.
@@ -161,8 +161,9 @@ pub enum ReclaimError {
     /// A `RECLAIM.POLICY IMPORT` document that is not JSON or not shaped as a policy document;
     /// carries the JSON parser's message (printable, bounded), with its line and column.
     Document(String),
-    /// A `RECLAIM.POLICY IMPORT` document of a version this module does not read.
-    DocumentVersion(u64),
+    /// A `RECLAIM.POLICY IMPORT` document of a version this module does not read: (its version,
+    /// the one this module reads).
+    DocumentVersion(u64, u64),
     /// A message of the JSON parser about one value (printable, bounded), e.g. `invalid type:
     /// string "x", expected i64`: said of one policy (see [`ReclaimError::InPolicy`]).
     Json(String),
@@ -190,12 +191,12 @@ pub struct InPolicy {
 impl fmt::Display for InPolicy {
     /// `<PREFIX> policies[<index>] (key '<key>', group '<group>'), field '<field>': <message>`,
     /// without the field part when the error is about no one field; a key or group that could
-    /// not be read shows as `?`. Names are [`crate::policy::printable`].
+    /// not be read shows as `?`. Names are [`crate::model::text::printable`].
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let inner = self.error.to_string();
         let (code, msg) = inner.split_once(' ').unwrap_or(("ERR", inner.as_str()));
         let name = |n: &Option<Vec<u8>>| match n {
-            Some(b) => format!("'{}'", crate::policy::printable(b)),
+            Some(b) => format!("'{}'", crate::model::text::printable(b)),
             None => "?".to_string(),
         };
         write!(
@@ -230,10 +231,9 @@ impl fmt::Display for ReclaimError {
                 "NOGROUP No such key '{k}' or consumer group '{g}' in XREADGROUP with GROUP option"
             ),
             ReclaimError::Document(m) => write!(f, "ERR the policy document is not valid: {m}"),
-            ReclaimError::DocumentVersion(v) => write!(
+            ReclaimError::DocumentVersion(v, reads) => write!(
                 f,
-                "ERR the policy document has version {v}: this module reads version {}",
-                crate::export::VERSION
+                "ERR the policy document has version {v}: this module reads version {reads}"
             ),
             ReclaimError::Json(m) => write!(f, "ERR {m}"),
             ReclaimError::Duplicate(first) => write!(
@@ -274,14 +274,6 @@ mod tests {
             ReclaimError::BadNumber("COUNT", "an integer from 1 to 10000").to_string(),
             "ERR COUNT must be an integer from 1 to 10000"
         );
-    }
-
-    #[test]
-    fn import_limits_in_the_texts() {
-        let e = crate::export::MAX_BYTES.to_string();
-        assert!(IMPORT_TOO_LARGE.contains(&format!(" {e} bytes")));
-        let n = crate::export::MAX_POLICIES.to_string();
-        assert!(IMPORT_TOO_MANY.contains(&format!(" {n} policies")));
     }
 
     #[test]

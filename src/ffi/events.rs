@@ -74,7 +74,7 @@ pub fn notify_state(ctx: &Context, stream_key: &[u8], state: &str) {
 }
 
 /// Announces that the stored state of the policy of `stream_key` changed to `state` (its name,
-/// `crate::policy::State::name`): `reclaim-paused`, `reclaim-storm`, or `reclaim-resumed` for
+/// `crate::model::policy::State::name`): `reclaim-paused`, `reclaim-storm`, or `reclaim-resumed` for
 /// `active` (a paused or storm policy runs again).
 pub fn notify_policy_state(ctx: &Context, stream_key: &[u8], state: &str) {
     if state == "active" {

@@ -2,17 +2,19 @@
 //! progress and what passes learnt, and what client commands may have undone since (touches).
 //! Also the pass state machine ([`Runtime::start_pass`], [`Runtime::apply`]).
 //!
-//! Pure: no Redis calls. [`crate::registry`] owns every `Runtime` (one per policy it knows) and
+//! Pure: no Redis calls. [`crate::state::registry`] owns every `Runtime` (one per policy it knows) and
 //! frees it with its policy; every collection here is bounded (see [`MAX_TRACKED`],
 //! [`MAX_TRACKED_BYTES`]), whatever the number of consumers that ever touched the stream.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use crate::breaker::Breaker;
-use crate::metrics::{self, Counters, Stat};
-use crate::planner::{self, Horizon, PassKind, Tally};
-use crate::policy::{Policy, State};
-use crate::sweep::{Outcome, Stop};
+use crate::model::breaker::Breaker;
+use crate::model::metrics::{self, Counters, Stat};
+use crate::model::outcome::{Outcome, Stop, Summary};
+use std::time::Duration;
+
+use crate::model::planner::{self, Horizon, PassKind, Tally};
+use crate::model::policy::{Policy, State, Storm};
 
 /// Most consumers one policy tracks in each of its sets ([`Unchecked::Consumers`], the recent
 /// touches): past it the policy falls back to checking everyone (a full pass, counted in
@@ -177,32 +179,6 @@ pub struct Pass {
 /// Most PEL sizes a policy remembers, one per complete pass ([`Health::sizes`]).
 pub const PEL_HISTORY: usize = 16;
 
-/// A group's PEL as the summary form `XPENDING key group` reports it (O(consumers) in Redis),
-/// read at the end of each complete pass.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Summary {
-    /// Wall-clock ms when it was read (0: never).
-    pub at_ms: i64,
-    /// Pending entries.
-    pub pending: u64,
-    /// Of which in the CLAIMANT's inbox.
-    pub inbox: u64,
-    /// Consumers other than the CLAIMANT with entries pending.
-    pub consumers: u64,
-    /// The most entries one of them holds.
-    pub max_consumer_pending: u64,
-    /// The ms part of the lowest pending ID (when the oldest pending entry was added), if any.
-    pub oldest_id_ms: Option<u64>,
-}
-
-impl Summary {
-    /// How old (ms) the oldest pending entry was when the summary was read (0: none pending).
-    pub fn oldest_pending_ms(&self) -> u64 {
-        self.oldest_id_ms
-            .map_or(0, |ms| (self.at_ms.max(0) as u64).saturating_sub(ms))
-    }
-}
-
 /// What the passes saw, for `RECLAIM.HEALTH` and the per-policy lines of `INFO reclaim`: only
 /// figures a pass already had in hand, each with the time it was taken. Bounded: a fixed number
 /// of figures ([`PEL_HISTORY`] sizes, at most [`planner::MAX_BUCKETS`] + 1 buckets), whatever the
@@ -224,57 +200,57 @@ pub struct Health {
 #[derive(Debug, Clone, Default)]
 pub struct Runtime {
     /// Last PEL entry handled in the current pass; `None` = the pass starts at the head of the PEL.
-    pub cursor: Option<Vec<u8>>,
+    cursor: Option<Vec<u8>>,
     /// ID-window width learned by windowed steps (0 = none yet).
-    pub width: u128,
-    /// Monotonic time (ms, [`crate::clock::now_ms`]) at which the next step is due.
-    pub due_ms: u64,
+    width: u128,
+    /// Monotonic time (ms, [`crate::model::clock::now_ms`]) at which the next step is due.
+    due_ms: u64,
     /// µs spent in the steps of the pass in progress.
-    pub pass_us: i64,
+    pass_us: i64,
     /// Recent cost of handling one entry in a step, ns (0 = not measured yet); sizes steps to the
-    /// time left ([`crate::planner::step_entries`]).
-    pub entry_ns: u64,
+    /// time left ([`crate::model::planner::step_entries`]).
+    entry_ns: u64,
     /// Counters since load.
-    pub counters: Counters,
+    counters: Counters,
     /// What the last step found wrong, for `RECLAIM.STATS` (`None` = nothing).
-    pub problem: Option<Stop>,
+    problem: Option<Stop>,
     /// Bumped by every client command that may set an older idle time (`XCLAIM ... IDLE/TIME`)
     /// and whenever the PEL may be a new one ([`Runtime::touch`], [`Runtime::forget_learnt`]).
-    pub idle_mark: u64,
+    idle_mark: u64,
     /// Whose delivery counts may have risen since a pass checked them ([`Runtime::touch`]).
-    pub unchecked: Unchecked,
+    unchecked: Unchecked,
     /// Touches of the last [`EXEC_REMARK_MS`], made again at every `EXEC`.
-    pub recent: Recent,
+    recent: Recent,
     /// The pass in progress (`None` between passes).
-    pub pass: Option<Pass>,
-    /// How far ahead (ms) the next scan looks; `None` = [`crate::planner::first_lookahead`].
-    pub lookahead_ms: Option<i64>,
+    pass: Option<Pass>,
+    /// How far ahead (ms) the next scan looks; `None` = [`crate::model::planner::first_lookahead`].
+    lookahead_ms: Option<i64>,
     /// Wall-clock ms before which no pending entry can be stale (0 = unknown), from the last
     /// complete pass ([`Horizon::stale_not_before_ms`]).
-    pub stale_not_before_ms: i64,
+    stale_not_before_ms: i64,
     /// The PEL at the end of the last complete pass (all zero before one). Kept here, not in
     /// [`Runtime::health`]: `INFO reclaim` reads it for every policy, and a walk over thousands
     /// of runtimes should not have to follow a pointer each.
-    pub summary: Summary,
+    summary: Summary,
     /// What else the passes saw (`None` until a pass ended).
-    pub health: Option<Box<Health>>,
-    /// The last state announced with a keyspace event ([`crate::events::notify_state`]); `""`:
+    health: Option<Box<Health>>,
+    /// The last state announced with a keyspace event ([`crate::ffi::events::notify_state`]); `""`:
     /// none yet (a new policy is `active` without one).
-    pub announced: &'static str,
+    announced: &'static str,
     /// The policy's stored [`State`] as last seen (a step, `RECLAIM.POLICY PAUSE`/`RESUME`, the
     /// `STORM` breaker opening): `paused` and `storm` come first in [`Runtime::state`].
-    pub held: State,
+    held: State,
     /// Where `RECLAIM.READGROUP` looks next for stale entries of other consumers, and what this
     /// round of looks over the PEL found so far.
-    pub read_scan: ReadScan,
+    read_scan: ReadScan,
     /// When consumers last talked to the module (`LIVENESS` policies only).
-    pub seen: Seen,
+    seen: Seen,
     /// Wall-clock ms before which `RECLAIM.READGROUP` need not look for stale entries of other
     /// consumers again: its last round over the PEL found none, and the most idle entry it saw
     /// turns stale then at the earliest (0 = look).
-    pub read_not_before_ms: i64,
+    read_not_before_ms: i64,
     /// Dead-letters of the recent `STORM` window (policies with `STORM` only).
-    pub breaker: Breaker,
+    breaker: Breaker,
 }
 
 /// When consumers last talked to the module (`RECLAIM.READGROUP`, `EXTEND`, `NACK`, `TERM`),
@@ -398,6 +374,31 @@ impl ReadScan {
     }
 }
 
+/// What the next step of a policy's pass reads and how much ([`Runtime::plan_step`]): the
+/// scheduler runs it with no lock held.
+#[derive(Debug, Clone)]
+pub struct StepPlan {
+    /// The kind of pass the step belongs to.
+    pub kind: PassKind,
+    /// The consumer whose own PEL the step pages (a delivery-count check), if it is one.
+    pub consumer: Option<Vec<u8>>,
+    /// Where the step starts (`None`: the head of the PEL).
+    pub cursor: Option<Vec<u8>>,
+    /// The ID-window width learnt so far (scans).
+    pub width: u128,
+    /// The scan's `IDLE` threshold, ms.
+    pub threshold_ms: i64,
+    /// At most this many entries.
+    pub max: i64,
+    /// How long ago (ms) consumers last talked to the module (`LIVENESS`).
+    pub seen: Vec<(Vec<u8>, u64)>,
+    /// The dead-letters the `STORM` breaker allows now.
+    pub dead_letters: u64,
+}
+
+/// How often (ms, at most) a paused or disabled policy is looked at again.
+const HALTED_RECHECK_MS: u64 = 1000;
+
 impl Runtime {
     /// A new policy's state, due at `due_ms`.
     pub fn new(due_ms: u64) -> Runtime {
@@ -414,6 +415,242 @@ impl Runtime {
             State::Active => self.breaker.allowance(policy.storm, now),
             _ => 0,
         }
+    }
+
+    /// Notes `n` dead-letters made at monotonic ms `now` in the `STORM` window (`storm`: the
+    /// policy's `STORM`; nothing without it).
+    pub fn note_dead_letters(&mut self, storm: Option<Storm>, now: u64, n: u64) {
+        self.breaker.record(storm, now, n);
+    }
+
+    /// The `STORM` breaker opened (the stored state is `storm`, announced by its event): counted
+    /// in `storms`.
+    pub fn storm_opened(&mut self) {
+        self.held = State::Storm;
+        self.announced = State::Storm.name();
+        self.counters.add(Stat::Storms, 1);
+    }
+
+    /// Monotonic ms at which the next step is due (the registry's visiting order).
+    pub fn due_ms(&self) -> u64 {
+        self.due_ms
+    }
+
+    /// Makes the policy due at monotonic ms `due` (the registry keeps its queue in step).
+    pub fn set_due(&mut self, due: u64) {
+        self.due_ms = due;
+    }
+
+    /// Counters since load.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// The PEL at the end of the last complete pass (all zero before one).
+    pub fn summary(&self) -> &Summary {
+        &self.summary
+    }
+
+    /// What the passes saw (`None` until a pass ended).
+    pub fn health(&self) -> Option<&Health> {
+        self.health.as_deref()
+    }
+
+    /// Where the timer's pass goes on (`None`: the head of the PEL).
+    pub fn cursor(&self) -> Option<&[u8]> {
+        self.cursor.as_deref()
+    }
+
+    /// Wall-clock ms before which no pending entry can be stale, by the last complete pass (0:
+    /// unknown).
+    pub fn stale_not_before_ms(&self) -> i64 {
+        self.stale_not_before_ms
+    }
+
+    /// What the last step found wrong (`None`: nothing).
+    pub fn problem(&self) -> Option<&Stop> {
+        self.problem.as_ref()
+    }
+
+    /// Whether it remembers touches made again at `EXEC` ([`Runtime::remark`]).
+    pub fn has_recent_touches(&self) -> bool {
+        !self.recent.is_empty()
+    }
+
+    /// Whether it remembers touches or sightings, which expire ([`Runtime::prune`]).
+    pub fn remembers(&self) -> bool {
+        !self.recent.is_empty() || !self.seen.is_empty()
+    }
+
+    /// The consumers whose delivery counts the next pass checks first (none while anyone's are
+    /// unchecked).
+    pub fn unchecked_consumers(&self) -> impl Iterator<Item = &Vec<u8>> {
+        let set = match &self.unchecked {
+            Unchecked::Consumers(set) => Some(set.iter()),
+            Unchecked::All => None,
+        };
+        set.into_iter().flatten()
+    }
+
+    /// Consumer `consumer` talked to the module at monotonic ms `now` (`LIVENESS`, whose `keep_ms`
+    /// is how long it counts).
+    pub fn saw(&mut self, consumer: &[u8], now: u64, keep_ms: u64) {
+        self.seen.note(consumer, now, keep_ms);
+    }
+
+    /// How long ago (ms, at monotonic `now`) each consumer last talked to the module.
+    pub fn seen_ages(&self, now: u64) -> Vec<(Vec<u8>, u64)> {
+        self.seen
+            .by_consumer()
+            .map(|(c, at)| (c.clone(), now.saturating_sub(*at)))
+            .collect()
+    }
+
+    /// When, by what the last pass and `RECLAIM.READGROUP`'s last look learnt, a pending entry of
+    /// another consumer can be stale at the earliest (wall-clock ms; 0: unknown).
+    pub fn read_horizon(&self) -> i64 {
+        self.stale_not_before_ms.max(self.read_not_before_ms)
+    }
+
+    /// Where `RECLAIM.READGROUP`'s next page of the PEL starts (`None`: the head).
+    pub fn read_cursor(&self) -> Option<Vec<u8>> {
+        self.read_scan.cursor.clone()
+    }
+
+    /// `RECLAIM.READGROUP` read a page of the PEL from its cursor ([`ReadScan::page`]): a round
+    /// over the whole PEL that found nothing due says when to look again at the earliest.
+    pub fn note_read_page(
+        &mut self,
+        last: Option<Vec<u8>>,
+        stale: bool,
+        remaining: Option<i64>,
+        now: i64,
+        min_idle: i64,
+    ) {
+        if let Some(quiet) = self.read_scan.page(last, stale, remaining, now, min_idle) {
+            self.read_not_before_ms = quiet;
+        }
+    }
+
+    /// Notes the state the policy is stored in ([`Runtime::state`] shows `paused` and `storm`).
+    pub fn hold(&mut self, state: State) {
+        self.held = state;
+    }
+
+    /// `RECLAIM.POLICY PAUSE` or `RESUME` changed the stored state to `state` (announced by its
+    /// event): `RESUME` closes the `STORM` breaker (`storm`: the policy's) at monotonic `now`.
+    pub fn state_changed(&mut self, state: State, storm: Option<Storm>, now: u64) {
+        if state == State::Active {
+            self.breaker.resume(storm, now);
+            if self.problem == Some(Stop::Storm) {
+                // The breaker held dead-letters back; it no longer does.
+                self.problem = None;
+            }
+        }
+        self.held = state;
+        self.announced = state.name();
+    }
+
+    /// Whether the last step stopped at a problem (no stream, no group, an error...).
+    pub fn has_problem(&self) -> bool {
+        self.problem.is_some()
+    }
+
+    /// Counts a sweep step ([`count_step`]).
+    pub fn count_step(&mut self, out: &Outcome) {
+        count_step(&mut self.counters, out);
+    }
+
+    /// Counts what a read or a verb did ([`count_outcome`]).
+    pub fn count_outcome(&mut self, out: &Outcome) {
+        count_outcome(&mut self.counters, out);
+    }
+
+    /// Counts `n` entries handed to readers again (`redelivered`).
+    pub fn count_redelivered(&mut self, n: u64) {
+        self.counters.add(Stat::Redelivered, n);
+    }
+
+    /// `RECLAIM.SWEEP` completed a full pass at wall-clock ms `wall` in `us` µs, reading `tally`.
+    pub fn note_full_pass(&mut self, tally: Tally, us: i64, wall: i64) {
+        self.counters.add(Stat::Passes, 1);
+        self.counters.last_pass_ms = wall;
+        self.counters.last_pass_us = us;
+        self.note_tally(tally, wall, PassKind::Full);
+    }
+
+    /// What the next step of the timer's pass of `policy` reads, at monotonic `now` and
+    /// wall-clock `wall` with `left_ns` of the slice's budget left: the pass starts if none is in
+    /// progress ([`Runtime::start_pass`]). `None` when the policy is halted (paused, `storm`,
+    /// `reclaim.enabled` no: `enabled` false): it is looked at again within a second.
+    pub fn plan_step(
+        &mut self,
+        policy: &Policy,
+        enabled: bool,
+        now: u64,
+        wall: i64,
+        left_ns: u64,
+    ) -> Option<StepPlan> {
+        self.held = policy.state;
+        if policy.halted(enabled).is_some() {
+            self.due_ms = now.saturating_add((policy.interval_ms as u64).min(HALTED_RECHECK_MS));
+            return None;
+        }
+        self.start_pass(policy, wall);
+        let pass = self.pass.as_ref()?;
+        // At most COUNT entries, and no more than are likely to be handled in the time left (at
+        // the policy's recent cost per entry): a step stopped by the deadline half-way through
+        // its page reads the rest of it again next time.
+        Some(StepPlan {
+            kind: pass.kind,
+            consumer: pass.check.first().cloned(),
+            cursor: self.cursor.clone(),
+            width: self.width,
+            threshold_ms: pass.horizon.threshold_ms,
+            max: planner::step_entries(policy.count, left_ns, self.entry_ns),
+            seen: self.seen_ages(now),
+            dead_letters: self.dead_letter_allowance(policy, now),
+        })
+    }
+
+    /// Folds the step of `plan` that reported `out` and took `took` into the state
+    /// ([`Runtime::apply`]). A consumer check teaches the pass nothing about when entries go
+    /// stale (it sees one consumer), nor what the PEL looks like: `out` loses those, and its end
+    /// moves on to the next check.
+    pub fn finish_step(
+        &mut self,
+        plan: &StepPlan,
+        out: &mut Outcome,
+        took: Duration,
+        policy: &Policy,
+        now: u64,
+        wall: i64,
+    ) {
+        if plan.consumer.is_some() {
+            out.fresh = Default::default();
+            out.tally = Default::default();
+            if out.pass_done {
+                out.pass_done = false;
+                self.consumer_checked();
+            }
+        }
+        if out.examined > 0 {
+            self.entry_ns =
+                planner::next_entry_ns(self.entry_ns, took.as_nanos() as u64, out.examined);
+        }
+        self.apply(out, took.as_micros() as i64, policy, now, wall);
+    }
+
+    /// The state to announce after a step (`reclaim-<state>`), if it changed; notes it as
+    /// announced. `paused` and `storm` are announced where they are set; a new policy, or one just
+    /// resumed, is `active` without an event of its own.
+    pub fn announce(&mut self) -> Option<&'static str> {
+        let state = self.state();
+        let quiet = matches!(state, "paused" | "storm")
+            || (state == "active" && matches!(self.announced, "" | "paused" | "storm"));
+        let fire = (state != self.announced && !quiet).then_some(state);
+        self.announced = state;
+        fire
     }
 
     /// The policy was (re)set: the pass restarts from the head of the PEL, and nothing learnt
@@ -500,7 +737,7 @@ impl Runtime {
 
     /// Notes what a complete pass of `kind` that ended at wall-clock ms `wall` read
     /// ([`Health::tally`]).
-    pub fn note_tally(&mut self, tally: Tally, wall: i64, kind: PassKind) {
+    fn note_tally(&mut self, tally: Tally, wall: i64, kind: PassKind) {
         let h = self.health.get_or_insert_with(Box::default);
         h.tally = tally;
         h.tally_ms = wall;
@@ -569,7 +806,7 @@ impl Runtime {
     /// Starts a pass of `policy` at wall-clock ms `wall`, unless one is in progress: a full pass
     /// while delivery counts are unchecked (`MAX-DELIVERIES` above 0), a trim-only pass while no
     /// entry can be stale yet, a scan otherwise (see [`planner::pass_kind`]).
-    pub fn start_pass(&mut self, policy: &Policy, wall: i64) {
+    fn start_pass(&mut self, policy: &Policy, wall: i64) {
         if self.pass.is_some() {
             return;
         }
@@ -650,7 +887,7 @@ impl Runtime {
 
     /// A consumer check of the pass in progress ended (that consumer's PEL is done): the next
     /// step checks the next one, or starts the pass proper.
-    pub fn consumer_checked(&mut self) {
+    fn consumer_checked(&mut self) {
         if let Some(p) = self.pass.as_mut() {
             if !p.check.is_empty() {
                 p.check.remove(0);
@@ -662,7 +899,7 @@ impl Runtime {
     /// Folds one step's outcome into the state (counters, cursor, the pass in progress) and sets
     /// when the policy is due next (`now` is monotonic ms, `wall` wall-clock ms). `us` is the
     /// step's duration.
-    pub fn apply(&mut self, out: &Outcome, us: i64, policy: &Policy, now: u64, wall: i64) {
+    fn apply(&mut self, out: &Outcome, us: i64, policy: &Policy, now: u64, wall: i64) {
         count_step(&mut self.counters, out);
         self.pass_us += us;
         self.cursor = out.cursor.clone();
@@ -710,16 +947,16 @@ impl Runtime {
 
 /// Counts a sweep step (the timer's or `RECLAIM.SWEEP`'s): `INFO reclaim_steps` and what it did
 /// ([`count_outcome`]).
-pub fn count_step(c: &mut Counters, out: &Outcome) {
+fn count_step(c: &mut Counters, out: &Outcome) {
     metrics::STEPS.add(1);
     count_outcome(c, out);
 }
 
 /// Counts what a step or a read did (moves, dead-letters, purges, skipped moves, errors) in `c`
 /// and the server-wide totals: the one place where an outcome becomes counters.
-pub fn count_outcome(c: &mut Counters, out: &Outcome) {
+fn count_outcome(c: &mut Counters, out: &Outcome) {
     c.add(Stat::Claimed, out.claimed);
-    c.dead_lettered_at(out.dead_lettered, crate::clock::epoch_ms());
+    c.dead_lettered_at(out.dead_lettered, crate::model::clock::epoch_ms());
     c.add(Stat::Deleted, out.deleted);
     c.add(Stat::OomSkips, out.oom_skips);
     c.add(Stat::DlqTrimmed, out.dlq_trimmed);

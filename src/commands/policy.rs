@@ -1,0 +1,281 @@
+//! `RECLAIM.POLICY`: `SET`, `GET`, `DEL`, `LIST`, `EXPORT`, `IMPORT`, `PAUSE`, `RESUME`, `HELP`:
+//! parse, act through [`crate::state::store`] and [`crate::state::registry`], reply; what `SET`
+//! stores is propagated as `RECLAIM.POLICY SET` with every option explicit.
+
+use redis_module::{Context, ContextFlags, RedisString};
+
+use crate::commands::common::{policy_or_error, slices, INSERT, KEY_RW, UPDATE};
+use crate::engine::guards;
+use crate::ffi;
+use crate::ffi::command::{CmdResult, Reply};
+use crate::model::clock::now_ms;
+use crate::model::error::{self, ReclaimError};
+use crate::model::export;
+use crate::model::keys;
+use crate::model::policy::{self, Policy, State};
+use crate::state::registry::{self, PolicyId};
+use crate::state::store;
+
+pub(super) fn policy_map(p: &Policy) -> Vec<(&'static str, Reply)> {
+    vec![
+        ("min-idle", Reply::Int(p.min_idle_ms)),
+        ("max-deliveries", Reply::Int(p.max_deliveries)),
+        (
+            "dlq",
+            p.dlq.clone().map(Reply::Bytes).unwrap_or(Reply::Null),
+        ),
+        ("claimant", Reply::Bytes(p.claimant.clone())),
+        ("count", Reply::Int(p.count)),
+        ("interval", Reply::Int(p.interval_ms)),
+        ("backoff", Reply::Bytes(p.backoff_words().join(&b' '))),
+        ("liveness", Reply::Int(p.liveness_ms)),
+        (
+            "storm",
+            p.storm.map_or(Reply::Null, |s| {
+                Reply::Bytes(format!("{} {}", s.max, s.window_ms).into_bytes())
+            }),
+        ),
+        ("dlq-maxlen", Reply::Int(p.dlq_maxlen)),
+        ("dlq-maxage", Reply::Int(p.dlq_maxage_ms)),
+        (
+            "tombstones",
+            Reply::Bytes(crate::model::text::yes_no(p.tombstones).to_vec()),
+        ),
+        ("state", Reply::Bytes(p.state.name().as_bytes().to_vec())),
+    ]
+}
+
+/// `RECLAIM.POLICY SET key group [MIN-IDLE ms] [MAX-DELIVERIES n] [DLQ dlq-key] [CLAIMANT consumer]
+/// [COUNT n] [INTERVAL ms] [BACKOFF ...] [LIVENESS ms] [STORM n window-ms] [DLQ-MAXLEN n]
+/// [DLQ-MAXAGE ms] [TOMBSTONES yes|no]` -> `+OK`. Replaces any policy of (key, group) in the selected db and
+/// restarts its pass. Propagated to replicas and the AOF as the same command with every option
+/// explicit. Errors: see [`policy::parse_set_options`], plus WRONGTYPE when the key or the DLQ
+/// exists and is not a stream (not checked when the command comes from the primary or the AOF).
+pub(super) fn policy_set(ctx: &Context, args: &[RedisString]) -> CmdResult {
+    let a = slices(args);
+    if ffi::command::is_keys_request(ctx) {
+        ffi::command::key_at(ctx, 2, KEY_RW | UPDATE);
+        if let Some(pos) = policy::dlq_position(&a) {
+            ffi::command::key_at(ctx, pos, KEY_RW | INSERT);
+        }
+        return Ok(Reply::Done);
+    }
+    let (stream, group) = (a[2], a[3]);
+    let p = policy::parse_set_options(stream, &a[4..])?;
+    let from_primary = ctx
+        .get_flags()
+        .intersects(ContextFlags::REPLICATED | ContextFlags::LOADING);
+    if !from_primary {
+        if guards::is_non_stream(ctx, stream) {
+            return Err(error::WRONGTYPE_STREAM.into());
+        }
+        if let Some(d) = &p.dlq {
+            if guards::is_non_stream(ctx, d) {
+                return Err(error::WRONGTYPE_DLQ.into());
+            }
+        }
+    }
+    apply_set(ctx, stream, group, p)?;
+    Ok(Reply::Status("OK"))
+}
+
+/// What `RECLAIM.POLICY SET` does once its policy is checked (and `IMPORT` for each policy):
+/// stores it, restarts its pass, and propagates `RECLAIM.POLICY SET` with every option explicit.
+fn apply_set(ctx: &Context, stream: &[u8], group: &[u8], p: Policy) -> Result<(), ReclaimError> {
+    let repl = store::set_command_args(stream, group, &p);
+    store::put(ctx, stream, group, p)?;
+    registry::reset(ffi::selected_db(ctx), stream, group);
+    let r: Vec<&[u8]> = repl.iter().map(|v| v.as_slice()).collect();
+    ctx.replicate("RECLAIM.POLICY", &r[..]);
+    Ok(())
+}
+
+/// `RECLAIM.POLICY GET key group` -> the policy as a map (`min-idle`, `max-deliveries`, `dlq`,
+/// `claimant`, `count`, `interval`), or nil.
+pub(super) fn policy_get(ctx: &Context, args: &[RedisString]) -> CmdResult {
+    let a = slices(args);
+    Ok(match store::get(ctx, a[2], a[3]) {
+        Some(p) => Reply::Map(policy_map(&p)),
+        None => Reply::Null,
+    })
+}
+
+/// `RECLAIM.POLICY DEL key group` -> 1 when a policy was removed, else 0. Propagated verbatim
+/// when it removed something.
+pub(super) fn policy_del(ctx: &Context, args: &[RedisString]) -> CmdResult {
+    let a = slices(args);
+    let removed = store::delete(ctx, a[2], a[3]);
+    if removed {
+        registry::remove(&PolicyId::new(ffi::selected_db(ctx), a[2], a[3]));
+        ctx.replicate_verbatim();
+    }
+    Ok(Reply::Int(removed as i64))
+}
+
+/// Every policy of the selected database, ordered by key then group (byte order). O(policies of
+/// all databases).
+fn policies_in_db(ctx: &Context) -> Vec<(PolicyId, Policy)> {
+    let mut ids = registry::ids_in_db(ffi::selected_db(ctx));
+    ids.sort();
+    ids.into_iter()
+        .filter_map(|id| store::get(ctx, &id.stream, &id.group).map(|p| (id, p)))
+        .collect()
+}
+
+/// `RECLAIM.POLICY LIST` -> one map per policy of the selected database (`key`, `group`, then the
+/// fields of GET), ordered by key then group. O(policies of all databases).
+pub(super) fn policy_list(ctx: &Context, _args: &[RedisString]) -> CmdResult {
+    let out = policies_in_db(ctx)
+        .into_iter()
+        .map(|(id, p)| {
+            let mut m = vec![
+                ("key", Reply::Bytes(id.stream)),
+                ("group", Reply::Bytes(id.group)),
+            ];
+            m.extend(policy_map(&p));
+            Reply::Map(m)
+        })
+        .collect();
+    Ok(Reply::Array(out))
+}
+
+/// `RECLAIM.POLICY EXPORT` -> every policy of the selected database as one JSON document (bulk
+/// string), ordered as LIST, every option explicit ([`export::to_json`]).
+pub(super) fn policy_export(ctx: &Context, _args: &[RedisString]) -> CmdResult {
+    let all = policies_in_db(ctx);
+    let json = export::to_json(
+        all.iter()
+            .map(|(id, p)| (id.stream.as_slice(), id.group.as_slice(), p)),
+    )?;
+    Ok(Reply::Bytes(json.into_bytes()))
+}
+
+/// Checks one policy of an IMPORT against the keyspace, in this order: the caller's write
+/// permission on the stream and the DLQ (what SET's key specs ask of ACL), in Redis Cluster the
+/// DLQ's slot and whether this node serves the stream's slot (what SET's routing and `CROSSSLOT`
+/// check), the type of the stream and of the DLQ (SET's `WRONGTYPE` checks), the policy key
+/// (SET's [`error::POLICY_KEY_TAKEN`]), then, without `REPLACE`, that (key, group) has no policy.
+fn import_check(
+    ctx: &Context,
+    index: usize,
+    p: &export::Imported,
+    replace: bool,
+) -> Result<(), ReclaimError> {
+    let (stream, group, dlq) = (&p.stream, &p.group, p.policy.dlq.as_deref());
+    let fail = |field: Option<&str>, e: ReclaimError| {
+        export::in_policy(index, Some(stream), Some(group), field, e)
+    };
+    if !ffi::acl::may_write_key(ctx, stream) {
+        return Err(fail(Some("key"), error::NOPERM_STREAM.into()));
+    }
+    if dlq.is_some_and(|d| !ffi::acl::may_write_key(ctx, d)) {
+        return Err(fail(Some("dlq"), error::NOPERM_DLQ_KEY.into()));
+    }
+    if ctx.get_flags().contains(ContextFlags::CLUSTER) {
+        if dlq.is_some_and(|d| keys::key_slot(d) != keys::key_slot(stream)) {
+            return Err(fail(Some("dlq"), error::IMPORT_CROSSSLOT.into()));
+        }
+        if !ffi::serves_key(ctx, &keys::policy_key(stream)) {
+            return Err(fail(Some("key"), error::IMPORT_NOT_SERVED.into()));
+        }
+    }
+    if guards::is_non_stream(ctx, stream) {
+        return Err(fail(Some("key"), error::WRONGTYPE_STREAM.into()));
+    }
+    if dlq.is_some_and(|d| guards::is_non_stream(ctx, d)) {
+        return Err(fail(Some("dlq"), error::WRONGTYPE_DLQ.into()));
+    }
+    match store::has(ctx, stream, group) {
+        Err(taken) => Err(fail(Some("key"), taken.into())),
+        Ok(true) if !replace => Err(fail(None, error::IMPORT_EXISTS.into())),
+        Ok(_) => Ok(()),
+    }
+}
+
+/// `RECLAIM.POLICY IMPORT json [REPLACE]` (or `IMPORT REPLACE json`) -> the number of policies
+/// imported. Checks the whole document first ([`export::parse_document`], then
+/// [`import_check`] for each policy in order) and applies nothing unless all of it is good; then
+/// each policy as `RECLAIM.POLICY SET` does ([`apply_set`]), in document order, each propagated
+/// as its own `RECLAIM.POLICY SET` (Redis wraps them in one `MULTI`/`EXEC`), so replicas and the
+/// AOF never read JSON. Policies the document does not name are not touched.
+pub(super) fn policy_import(ctx: &Context, args: &[RedisString]) -> CmdResult {
+    let a = slices(args);
+    let (doc, replace) = export::import_args(&a[2..])?;
+    let policies = export::parse_document(doc)?;
+    for (i, p) in policies.iter().enumerate() {
+        import_check(ctx, i, p, replace)?;
+    }
+    let n = policies.len() as i64;
+    for p in policies {
+        apply_set(ctx, &p.stream, &p.group, p.policy)?;
+    }
+    Ok(Reply::Int(n))
+}
+
+/// `RECLAIM.POLICY PAUSE key group [STORM]` -> `+OK`: the policy moves, redelivers and
+/// dead-letters nothing until `RECLAIM.POLICY RESUME` (state `paused`; with `STORM`, state
+/// `storm`: only dead-letters stop, as when the breaker opens). Stored with the policy (RDB, AOF,
+/// replicas); propagated verbatim when it changed the state. Errors: a word other than `STORM`,
+/// the policy key taken, no policy.
+pub(super) fn policy_pause(ctx: &Context, args: &[RedisString]) -> CmdResult {
+    let a = slices(args);
+    let state = match a.get(4) {
+        None => State::Paused,
+        Some(w) if w.eq_ignore_ascii_case(b"STORM") && a.len() == 5 => State::Storm,
+        Some(_) => return Err(error::PAUSE_SYNTAX.into()),
+    };
+    change_state(ctx, a[2], a[3], state)
+}
+
+/// `RECLAIM.POLICY RESUME key group` -> `+OK`: the policy runs again (state `active`); an open
+/// `STORM` breaker closes, and does not open again for one window, so what it held back is
+/// dead-lettered. Propagated verbatim when it changed the state. Errors: the policy key taken, no
+/// policy.
+pub(super) fn policy_resume(ctx: &Context, args: &[RedisString]) -> CmdResult {
+    let a = slices(args);
+    change_state(ctx, a[2], a[3], State::Active)
+}
+
+/// Sets the state of the policy of (stream, group), propagates the command when it changed, and
+/// makes the policy due at once. Errors: the policy key holds something else
+/// ([`error::POLICY_KEY_TAKEN`], as SET), no policy.
+fn change_state(ctx: &Context, stream: &[u8], group: &[u8], state: State) -> CmdResult {
+    store::has(ctx, stream, group)?;
+    let (id, p) = policy_or_error(ctx, stream, group)?;
+    if store::set_state(ctx, stream, group, state) != Some(state) {
+        ctx.replicate_verbatim();
+        // Announced by store::set_state.
+        registry::update(&id, |rt| rt.state_changed(state, p.storm, now_ms()));
+        registry::due_now(&id);
+    }
+    Ok(Reply::Status("OK"))
+}
+
+/// `RECLAIM.POLICY HELP` -> the subcommands, one line each (the Redis convention for container
+/// commands, as `XINFO HELP`).
+pub(super) fn policy_help(_ctx: &Context, _args: &[RedisString]) -> CmdResult {
+    let lines: &[&str] = &[
+        "RECLAIM.POLICY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "SET <key> <group> [MIN-IDLE <ms>] [MAX-DELIVERIES <n>] [DLQ <dlq-key>] [CLAIMANT <consumer>] [COUNT <n>] [INTERVAL <ms>] [BACKOFF FIXED|EXPONENTIAL <max-ms>|LIST <ms> [<ms> ...]] [LIVENESS <ms>] [STORM <n> <window-ms>] [DLQ-MAXLEN <n>] [DLQ-MAXAGE <ms>] [TOMBSTONES yes|no]",
+        "    Set (replace) the reclaim policy of a stream's consumer group.",
+        "GET <key> <group>",
+        "    Return the policy as field/value pairs, or nil.",
+        "DEL <key> <group>",
+        "    Delete the policy (1 if it existed, else 0).",
+        "LIST",
+        "    Return every policy of the selected database.",
+        "EXPORT",
+        "    Return every policy of the selected database as one JSON document.",
+        "IMPORT <json> [REPLACE]",
+        "    Set the policies of a JSON document (as EXPORT writes it), all or none; REPLACE replaces existing ones.",
+        "PAUSE <key> <group> [STORM]",
+        "    Stop the policy's moves, redeliveries and dead-letters (STORM: only its dead-letters).",
+        "RESUME <key> <group>",
+        "    Let a paused policy run again, or close its STORM breaker.",
+        "HELP",
+        "    Print this help.",
+    ];
+    Ok(Reply::Array(
+        lines.iter().map(|l| Reply::Status(l)).collect(),
+    ))
+}

@@ -1,0 +1,152 @@
+//! `RECLAIM.SIMULATE`: what `RECLAIM.SWEEP key group LIMIT n` would do now, entry by entry,
+//! under the live policy or a proposed one, decided by the sweep's own code
+//! ([`crate::engine::sweep::simulate`]); writes nothing.
+
+use redis_module::{Context, RedisString};
+
+use crate::commands::common::slices;
+use crate::commands::policy::policy_map;
+use crate::engine::guards;
+use crate::engine::sweep::{self, Simulation, Target};
+use crate::ffi;
+use crate::ffi::command::{CmdResult, Reply};
+use crate::model::breaker::Breaker;
+use crate::model::clock::{epoch_ms, now_ms};
+use crate::model::error::{self, ReclaimError};
+use crate::model::outcome::Stop;
+use crate::model::planner::Action;
+use crate::model::policy::{self, Policy, State};
+use crate::state::config;
+use crate::state::registry::{self, PolicyId};
+use crate::state::store;
+
+/// The actions in the order of `RECLAIM.SIMULATE`'s `totals` (that of SWEEP's reply, then
+/// `none`).
+const ACTIONS: [Action; 4] = [
+    Action::Move,
+    Action::DeadLetter,
+    Action::Purge,
+    Action::Untouched,
+];
+
+/// The policy `RECLAIM.SIMULATE` evaluates: the live one with `changes` applied or, when there
+/// is none, the defaults with them (the policy `RECLAIM.POLICY SET` would create);
+/// [`error::NO_POLICY`] when there is none and nothing is proposed. Registers nothing.
+fn proposed(
+    ctx: &Context,
+    stream: &[u8],
+    group: &[u8],
+    changes: policy::Changes,
+) -> Result<Policy, ReclaimError> {
+    let base = match store::get(ctx, stream, group) {
+        Some(p) => p,
+        None if changes.is_empty() => return Err(error::NO_POLICY.into()),
+        None => Policy::default(),
+    };
+    changes.apply(base, stream)
+}
+
+/// Why no pass of `p` runs now as planned, the name `RECLAIM.SIMULATE` shows in `halted`:
+/// `disabled` (`reclaim.enabled` is `no`: `enabled` false), else the policy's state when it is not
+/// active (`paused`, `storm`); `None` when a pass runs now.
+fn halted_reason(p: &Policy, enabled: bool) -> Option<&'static str> {
+    if !enabled {
+        Some("disabled")
+    } else if p.state != State::Active {
+        Some(p.state.name())
+    } else {
+        None
+    }
+}
+
+/// How many dead-letters the plan of `RECLAIM.SIMULATE` for policy `id` (evaluated as `p`) may
+/// make before the `STORM` breaker stops it (the `dead_letters` of [`sweep_cmd`]'s `Target`, for
+/// the pass the plan shows): with a proposed `STORM` (`fresh`), a new breaker of that size (its
+/// `n`); for a paused or open
+/// (`storm`) policy, what `RECLAIM.POLICY RESUME` leaves (the breaker closed, in its grace:
+/// unlimited); else the live breaker's allowance ([`registry::dead_letter_allowance`]).
+fn simulated_allowance(id: &PolicyId, p: &Policy, fresh: bool) -> u64 {
+    let now = now_ms();
+    if fresh {
+        Breaker::default().allowance(p.storm, now)
+    } else if p.state != State::Active {
+        let mut b = Breaker::default();
+        b.resume(p.storm, now);
+        b.allowance(p.storm, now)
+    } else {
+        registry::dead_letter_allowance(id, p)
+    }
+}
+
+/// `RECLAIM.SIMULATE key group [LIMIT n] [MIN-IDLE ms] [MAX-DELIVERIES n] [DLQ dlq-key]
+/// [CLAIMANT consumer] [COUNT n] [INTERVAL ms] [BACKOFF ...] [LIVENESS ms] [STORM n window-ms]
+/// [DLQ-MAXLEN n] [DLQ-MAXAGE ms] [TOMBSTONES yes|no]` -> map `policy` (the policy evaluated, as GET shows it, its `state` the live one), `halted`
+/// (nil, or why no pass runs now: [`halted_reason`]), `now-ms`, `entries` (per entry examined,
+/// in PEL order: `id`, `consumer`, `idle`, `deliveries`, `action`, `rule`), `totals` (entries
+/// per action: `move`, `dead-letter`, `purge`, `none`) and `more` (1 when the PEL has entries
+/// after the last one examined): what `RECLAIM.SWEEP key group LIMIT n` would do now (for a
+/// halted policy: once it runs again, after `RECLAIM.POLICY RESUME` or `CONFIG SET
+/// reclaim.enabled yes`), decided by the sweep's own code ([`sweep::simulate`]), dead-letters
+/// cut at the `STORM` allowance ([`simulated_allowance`]). `LIMIT` defaults to the evaluated
+/// policy's `COUNT`. An empty plan while the stream or the group does not exist. Read-only:
+/// writes and propagates nothing, changes no run-time state (sightings and the breaker are
+/// read, not noted), runs on replicas.
+/// Errors: the options' (as SET's, and LIMIT), no policy and no option, the proposed policy's
+/// (as SET's), WRONGTYPE (DLQ, stream).
+pub(super) fn simulate_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
+    let a = slices(args);
+    let (stream, group) = (a[1], a[2]);
+    let (limit, changes) = policy::parse_simulate_options(&a[3..])?;
+    let fresh_breaker = changes.storm().is_some();
+    let p = proposed(ctx, stream, group, changes)?;
+    if let Some(d) = &p.dlq {
+        if guards::is_non_stream(ctx, d) {
+            return Err(error::WRONGTYPE_DLQ.into());
+        }
+    }
+    let id = PolicyId::new(ffi::selected_db(ctx), stream, group);
+    let seen = registry::seen(&id);
+    let halted = halted_reason(&p, config::enabled());
+    let allowance = simulated_allowance(&id, &p, fresh_breaker);
+    let target = Target::new(ctx, stream, group, &p, &seen, allowance);
+    let now = epoch_ms();
+    let plan = match sweep::simulate(&target, limit.unwrap_or(p.count)) {
+        Ok(s) => s,
+        Err(Stop::NoStream | Stop::NoGroup) => Simulation::default(),
+        Err(Stop::WrongTypeStream) => return Err(error::WRONGTYPE_STREAM.into()),
+        Err(Stop::Error(e)) if !e.starts_with(|c: char| c.is_ascii_lowercase()) => {
+            return Err(ReclaimError::Redis(e))
+        }
+        Err(other) => return Err(ReclaimError::Redis(format!("ERR {}", other.status()))),
+    };
+    let name = |s: &str| Reply::Bytes(s.as_bytes().to_vec());
+    let entries = plan
+        .entries
+        .iter()
+        .map(|e| {
+            Reply::Map(vec![
+                ("id", Reply::Bytes(e.entry.id.clone())),
+                ("consumer", Reply::Bytes(e.entry.consumer.clone())),
+                ("idle", Reply::Int(e.entry.idle_ms)),
+                ("deliveries", Reply::Int(e.entry.deliveries)),
+                ("action", name(e.rule.action().name())),
+                ("rule", name(e.rule.name())),
+            ])
+        })
+        .collect();
+    let totals = ACTIONS
+        .iter()
+        .map(|a| {
+            let n = plan.entries.iter().filter(|e| e.rule.action() == *a);
+            (a.name(), Reply::Int(n.count() as i64))
+        })
+        .collect();
+    Ok(Reply::Map(vec![
+        ("policy", Reply::Map(policy_map(&p))),
+        ("halted", halted.map_or(Reply::Null, name)),
+        ("now-ms", Reply::Int(now)),
+        ("entries", Reply::Array(entries)),
+        ("totals", Reply::Map(totals)),
+        ("more", Reply::Int(plan.more as i64)),
+    ]))
+}

@@ -1,0 +1,168 @@
+//! `RECLAIM.SWEEP` (a pass over a group's PEL now, with the policy's rules) and `RECLAIM.STATS`
+//! (a policy's counters and status).
+
+use redis_module::{Context, RedisString};
+
+use crate::commands::common::{policy_or_error, slices};
+use crate::engine::pending::{self, Failed, Query};
+use crate::engine::sweep::{self, Target};
+use crate::engine::{guards, settle};
+use crate::ffi;
+use crate::ffi::command::{CmdResult, Reply};
+use crate::model::clock::epoch_ms;
+use crate::model::error;
+use crate::model::metrics::Stat;
+use crate::model::outcome::Stop;
+use crate::model::planner::Tally;
+use crate::model::policy::{self, Policy, State};
+use crate::state::config;
+use crate::state::registry;
+use crate::state::runtime::Runtime;
+
+/// `RECLAIM.SWEEP key group [LIMIT n]` -> map `claimed`, `dead-lettered`, `deleted`,
+/// `dlq-trimmed` (`DLQ-MAXLEN`/`DLQ-MAXAGE`), `tombstones` (`TOMBSTONES yes`): one complete
+/// pass over the group's PEL now, from its head (or over at most n pending entries), with the
+/// policy's rules; the timer's own cursor is not moved. O(PEL) for a complete pass; all its writes
+/// reach replicas and the AOF as one MULTI/EXEC. Zeros while the stream or group does not exist.
+/// Errors: no policy, LIMIT not a positive integer, WRONGTYPE (stream or DLQ), NOPERM when the
+/// caller may not write the DLQ.
+pub(super) fn sweep_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
+    let a = slices(args);
+    let (stream, group) = (a[1], a[2]);
+    let limit = policy::parse_sweep_options(&a[3..])?;
+    let (id, p) = policy_or_error(ctx, stream, group)?;
+    if let Some(e) = p.halted(config::enabled()) {
+        return Err(e.into());
+    }
+    if let Some(d) = &p.dlq {
+        if !ffi::acl::may_write_key(ctx, d) {
+            return Err(error::NOPERM_DLQ.into());
+        }
+        if guards::is_non_stream(ctx, d) {
+            return Err(error::WRONGTYPE_DLQ.into());
+        }
+    }
+    let seen = registry::seen(&id);
+    let allowance = registry::dead_letter_allowance(&id, &p);
+    let target = Target::new(ctx, stream, group, &p, &seen, allowance);
+    let mut remaining = limit.unwrap_or(i64::MAX);
+    let mut cursor: Option<Vec<u8>> = None;
+    let (mut claimed, mut dead, mut deleted) = (0u64, 0u64, 0u64);
+    let (mut trimmed, mut tombstones) = (0u64, 0u64);
+    let mut tally = Tally::default();
+    let t0 = std::time::Instant::now();
+    loop {
+        let max = p.count.min(remaining);
+        let out = sweep::step_page(&target, None, cursor.as_deref(), max, None);
+        claimed += out.claimed;
+        dead += out.dead_lettered;
+        deleted += out.deleted;
+        trimmed += out.dlq_trimmed;
+        tombstones += out.tombstones;
+        remaining -= out.examined as i64;
+        tally.merge(&out.tally);
+        let us = t0.elapsed().as_micros() as i64;
+        settle::after_step(ctx, &id, &p, &out, |rt| {
+            rt.count_step(&out);
+            if out.pass_done {
+                rt.note_full_pass(std::mem::take(&mut tally), us, epoch_ms());
+            }
+        });
+        match &out.stop {
+            Some(Stop::WrongTypeStream) => return Err(error::WRONGTYPE_STREAM.into()),
+            Some(_) => break,
+            None => {}
+        }
+        if out.pass_done {
+            break;
+        }
+        if remaining <= 0 {
+            break;
+        }
+        cursor = out.cursor;
+    }
+    Ok(Reply::Map(vec![
+        ("claimed", Reply::Int(claimed as i64)),
+        ("dead-lettered", Reply::Int(dead as i64)),
+        ("deleted", Reply::Int(deleted as i64)),
+        ("dlq-trimmed", Reply::Int(trimmed as i64)),
+        ("tombstones", Reply::Int(tombstones as i64)),
+    ]))
+}
+
+/// The `status` field of `RECLAIM.STATS`, checked live.
+fn status(ctx: &Context, stream: &[u8], group: &[u8], p: &Policy, rt: &Runtime) -> String {
+    if let Some(b) = guards::blocked(ctx) {
+        return b.status().to_string();
+    }
+    if !config::enabled() {
+        return "disabled".into();
+    }
+    if p.state != State::Active {
+        return p.state.name().into();
+    }
+    if let Some(s) = guards::check_stream(ctx, stream) {
+        return s.status();
+    }
+    let q = Query::range(b"-", b"+", 1);
+    if let Err(Failed::Reply(e)) = pending::read(ctx, stream, group, &q) {
+        if e.starts_with(b"NOGROUP") {
+            return Stop::NoGroup.status();
+        }
+    }
+    if let Some(d) = &p.dlq {
+        if guards::is_non_stream(ctx, d) {
+            return Stop::WrongTypeDlq.status();
+        }
+    }
+    // Problems about the keys were checked live above; what is left is the last step's own trouble.
+    match rt.problem() {
+        Some(s @ (Stop::Oom | Stop::Error(_))) => s.status(),
+        _ => "active".into(),
+    }
+}
+
+/// `RECLAIM.STATS key group` -> map `passes`, `claimed`, `dead-lettered`, `deleted`,
+/// `oom-skips`, `errors`, `last-pass-ms` (ms since the epoch, 0 = none yet), `last-pass-us`
+/// (duration of the last complete pass), `full-passes` (passes that paged every entry to check
+/// delivery counts), `scans-skipped` (passes that only purged trimmed entries), `consumer-checks`
+/// (consumers' own PELs paged after a command that could raise their counts), `redelivered`,
+/// `storms`, `dlq-trimmed` (dead letters trimmed by `DLQ-MAXLEN`/`DLQ-MAXAGE`), `tombstones`
+/// (DLQ records of entries deleted while pending), `inbox`, `stale-not-before`
+/// (ms since the epoch before which no pending entry can be stale, 0 = unknown), `cursor`
+/// (`0-0` at the head of the PEL), `status`.
+/// Counters are since the module was loaded on this server. Errors: no policy.
+pub(super) fn stats(ctx: &Context, args: &[RedisString]) -> CmdResult {
+    let a = slices(args);
+    let (id, p) = policy_or_error(ctx, a[1], a[2])?;
+    let rt = registry::get(&id).unwrap_or_default();
+    let st = status(ctx, a[1], a[2], &p, &rt);
+    let c = rt.counters();
+    let summary = pending::summary(ctx, a[1], a[2], &p.claimant, |_, _| {});
+    let inbox = summary.map_or(0, |s| s.inbox as i64);
+    let n = |s: Stat| (s.stats_name(), Reply::Int(c.get(s) as i64));
+    Ok(Reply::Map(vec![
+        n(Stat::Passes),
+        n(Stat::Claimed),
+        n(Stat::DeadLettered),
+        n(Stat::Deleted),
+        n(Stat::OomSkips),
+        n(Stat::Errors),
+        ("last-pass-ms", Reply::Int(c.last_pass_ms)),
+        ("last-pass-us", Reply::Int(c.last_pass_us)),
+        n(Stat::FullPasses),
+        n(Stat::ScansSkipped),
+        n(Stat::ConsumerChecks),
+        n(Stat::Redelivered),
+        n(Stat::Storms),
+        n(Stat::DlqTrimmed),
+        n(Stat::Tombstones),
+        ("inbox", Reply::Int(inbox)),
+        ("stale-not-before", Reply::Int(rt.stale_not_before_ms())),
+        (
+            "cursor",
+            Reply::Bytes(rt.cursor().unwrap_or(b"0-0").to_vec()),
+        ),
+        ("status", Reply::Bytes(st.into_bytes())),
+    ]))
+}

@@ -1,0 +1,400 @@
+//! Dead-lettering, the one home of every write into a policy's DLQ: the sweep's dead-letters
+//! and tombstones, `RECLAIM.READGROUP`'s (an entry whose next delivery would pass
+//! `MAX-DELIVERIES`) and `RECLAIM.TERM`'s. For each entry, `XADD dlq * fields... reclaim-*`
+//! and, only if the append succeeded, its `XACK`, in the same callback (one `MULTI`/`EXEC`),
+//! counted against the `STORM` allowance ([`Dlq::dead_letters`]); with `TOMBSTONES yes`, a record
+//! of each entry found deleted ([`Dlq::bury`]); after every append, the DLQ trims of `DLQ-MAXLEN`
+//! and `DLQ-MAXAGE` ([`Dlq::trim_dlq`]), never on a DLQ that is itself a policy's stream.
+//!
+//! Writes go through `RM_Call` with `!` (replicated) and `E` (errors as replies); the `XADD` also
+//! with `M` (refused when out of memory), and the server's live OOM state is checked before each
+//! append. What work did is settled afterwards ([`crate::engine::settle`]).
+
+use std::cell::Cell;
+
+use redis_module::{
+    CallOptions, CallOptionsBuilder, CallReply, CallResult, Context, ContextFlags, RedisString,
+};
+
+use crate::engine::guards::is_non_stream;
+use crate::ffi::events;
+use crate::ffi::write_opts;
+use crate::model::outcome::{Outcome, Stop};
+use crate::model::planner::{self, Pending};
+use crate::model::policy::Policy;
+use crate::state::store;
+
+/// `reclaim-reason` of an entry dead-lettered by the rule (its deliveries used up).
+pub const REASON_LIMIT: &[u8] = b"max-deliveries";
+
+/// `reclaim-reason` of a tombstone: the record of a pending entry deleted from the stream
+/// (`TOMBSTONES yes`).
+pub const REASON_DELETED: &[u8] = b"deleted";
+
+fn append_opts() -> CallOptions {
+    CallOptionsBuilder::new()
+        .replicate()
+        .errors_as_replies()
+        .verify_oom()
+        .build()
+}
+
+/// The [`Stop`] of an error reply of a stream command on the policy's stream.
+pub fn error_stop(e: &[u8]) -> Stop {
+    if e.starts_with(b"NOGROUP") {
+        Stop::NoGroup
+    } else if e.starts_with(b"WRONGTYPE") {
+        Stop::WrongTypeStream
+    } else {
+        Stop::Error(crate::model::text::printable(e))
+    }
+}
+
+/// The `MINID` below which `DLQ-MAXAGE maxage_ms` trims a DLQ now: `<now - maxage>-0` (a DLQ's
+/// IDs are the times of their moves, `XADD dlq *`).
+fn dlq_min_id(maxage_ms: i64) -> Vec<u8> {
+    let oldest = crate::model::clock::epoch_ms().saturating_sub(maxage_ms);
+    format!("{}-0", oldest.max(0)).into_bytes()
+}
+
+/// The DLQ of a policy as work on one (stream, group) writes to it: the database selected in
+/// `ctx`, the stream and group, the policy, and the dead-letters the `STORM` breaker allows.
+pub struct Dlq<'a> {
+    /// The context whose selected database holds the stream.
+    pub ctx: &'a Context,
+    /// Stream key.
+    pub stream: &'a [u8],
+    /// Consumer group.
+    pub group: &'a [u8],
+    /// The policy (its `DLQ`, `TOMBSTONES`, `DLQ-MAXLEN`, `DLQ-MAXAGE`).
+    pub policy: &'a Policy,
+    /// How many more entries may be dead-lettered before the `STORM` breaker opens
+    /// (`u64::MAX`: no limit; 0: the breaker is open). Each dead-letter takes one.
+    pub dead_letters: Cell<u64>,
+}
+
+impl<'a> Dlq<'a> {
+    /// The DLQ of `policy` for work on (`stream`, `group`) in the database selected in `ctx`,
+    /// with `dead_letters` allowed before the `STORM` breaker opens.
+    pub fn new(
+        ctx: &'a Context,
+        stream: &'a [u8],
+        group: &'a [u8],
+        policy: &'a Policy,
+        dead_letters: u64,
+    ) -> Self {
+        Dlq {
+            ctx,
+            stream,
+            group,
+            policy,
+            dead_letters: Cell::new(dead_letters),
+        }
+    }
+
+    /// The DLQ that tombstones go to: the policy's DLQ with `TOMBSTONES yes`, `None` otherwise.
+    pub fn tombstones(&self) -> Option<&[u8]> {
+        match (&self.policy.dlq, self.policy.tombstones) {
+            (Some(d), true) => Some(d),
+            _ => None,
+        }
+    }
+
+    /// Moves `entries` to the policy's DLQ (nothing without one), with `reason` as
+    /// `reclaim-reason`: for each, in order, `XADD dlq * fields...
+    /// reclaim-*` (entries gone from the stream are only dropped from the PEL); then one `XACK` of
+    /// exactly the entries whose append succeeded. Stops at the first failed append (DLQ of the
+    /// wrong type, out of memory): that entry and the ones after it stay pending, untouched.
+    pub fn dead_letter(
+        &self,
+        entries: &[Pending],
+        out: &mut Outcome,
+        reason: &[u8],
+    ) -> Result<(), Stop> {
+        let Some(dlq) = self.policy.dlq.as_deref() else {
+            return Ok(());
+        };
+        let sname = RedisString::create_from_slice(self.ctx.ctx, self.stream);
+        let mut moved: Vec<&[u8]> = Vec::with_capacity(entries.len());
+        let mut gone: Vec<&Pending> = Vec::new();
+        let mut failure = None;
+        for (k, e) in entries.iter().enumerate() {
+            if self.dead_letters.get() == 0 {
+                failure = Some(Stop::Storm);
+                break;
+            }
+            // Before copying the body: a large entry could itself push memory over the limit.
+            // Every move of the batch not done counts as skipped.
+            if self.out_of_memory() {
+                out.oom_skips += (entries.len() - k) as u64;
+                failure = Some(Stop::Oom);
+                break;
+            }
+            let Some(fields) = self.entry_fields(&sname, &e.id) else {
+                gone.push(e);
+                continue;
+            };
+            match self.append_dead_letter(dlq, e, &fields, reason) {
+                Ok(()) => {
+                    moved.push(&e.id);
+                    self.dead_letters
+                        .set(self.dead_letters.get().saturating_sub(1));
+                }
+                Err(f) => {
+                    if f == Stop::Oom {
+                        out.oom_skips += (entries.len() - k) as u64;
+                    }
+                    failure = Some(f);
+                    break;
+                }
+            }
+        }
+        // The appends are done: their acknowledgement follows in the same callback (one
+        // MULTI/EXEC). XACK cannot find an entry already acknowledged here (nothing else runs in
+        // between); if it ever did, the DLQ entry is kept (at-least-once) and still counted.
+        if !moved.is_empty() {
+            let n = self.ack(&moved)?;
+            if n < moved.len() as i64 {
+                crate::ffi::log_warning(
+                    "reclaim: XACK after a DLQ append found an entry already acknowledged",
+                );
+            }
+            out.dead_lettered += moved.len() as u64;
+            events::notify(self.ctx, self.stream, events::DEADLETTER);
+        }
+        let (buried, res) = self.bury(&gone, out);
+        self.trim_dlq(moved.len() as u64 + buried, out);
+        match (failure, res) {
+            (Some(f), _) | (None, Err(f)) => Err(f),
+            (None, Ok(())) => Ok(()),
+        }
+    }
+
+    /// With `TOMBSTONES yes`, takes out of `entries` those whose stream entry is gone and gives
+    /// them their tombstones with their `XACK` ([`Dlq::bury`], then the DLQ trim): what is
+    /// left is what the stream still holds, for a hand-over (`RECLAIM.READGROUP`). Without
+    /// `TOMBSTONES`, `entries` as they are (`XCLAIM` drops the deleted ones itself). The failure
+    /// of a tombstone (out of memory, DLQ of the wrong type) leaves its entry pending and is
+    /// noted in `out.problem`.
+    pub fn bury_deleted(&self, entries: Vec<Pending>, out: &mut Outcome) -> Vec<Pending> {
+        if self.tombstones().is_none() {
+            return entries;
+        }
+        let sname = RedisString::create_from_slice(self.ctx.ctx, self.stream);
+        let (kept, gone): (Vec<Pending>, Vec<Pending>) = entries
+            .into_iter()
+            .partition(|e| self.has_entry(&sname, &e.id));
+        let refs: Vec<&Pending> = gone.iter().collect();
+        let (buried, res) = self.bury(&refs, out);
+        self.trim_dlq(buried, out);
+        if let (Err(s), None) = (res, &out.problem) {
+            out.problem = Some(s);
+        }
+        kept
+    }
+
+    /// Removes pending entries whose stream entry is gone (`XDEL`, `XTRIM`) from the PEL with one
+    /// `XACK`, counted as `deleted`. With `TOMBSTONES yes`, each first gets a DLQ record
+    /// (`XADD dlq * reclaim-stream ... reclaim-reason deleted ...`, the `reclaim-*` fields
+    /// only: there is no payload left), counted in `tombstones`, and only the entries whose
+    /// record was appended are acknowledged, in the same callback (one MULTI/EXEC); the first
+    /// append that fails (out of memory, DLQ of the wrong type) leaves it and the entries after
+    /// it pending, for the next pass. Tombstones do not take from the `STORM` allowance (they
+    /// are not poison). Returns the records appended, and the failure if any.
+    pub fn bury(&self, gone: &[&Pending], out: &mut Outcome) -> (u64, Result<(), Stop>) {
+        if gone.is_empty() {
+            return (0, Ok(()));
+        }
+        let mut acked: Vec<&[u8]> = Vec::with_capacity(gone.len());
+        let mut failure = None;
+        match self.tombstones() {
+            None => acked.extend(gone.iter().map(|e| e.id.as_slice())),
+            Some(dlq) => {
+                for (k, e) in gone.iter().enumerate() {
+                    if self.out_of_memory() {
+                        out.oom_skips += (gone.len() - k) as u64;
+                        failure = Some(Stop::Oom);
+                        break;
+                    }
+                    match self.append_dead_letter(dlq, e, &[], REASON_DELETED) {
+                        Ok(()) => acked.push(&e.id),
+                        Err(f) => {
+                            if f == Stop::Oom {
+                                out.oom_skips += (gone.len() - k) as u64;
+                            }
+                            failure = Some(f);
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        let buried = if self.tombstones().is_some() {
+            acked.len() as u64
+        } else {
+            0
+        };
+        out.tombstones += buried;
+        if !acked.is_empty() {
+            match self.ack(&acked) {
+                Ok(n) => {
+                    out.deleted += n.max(0) as u64;
+                    if n > 0 {
+                        events::notify(self.ctx, self.stream, events::PURGE);
+                    }
+                }
+                Err(e) => return (buried, Err(e)),
+            }
+        }
+        (buried, failure.map_or(Ok(()), Err))
+    }
+
+    /// Trims the DLQ after `appended` records were appended to it (none: nothing to do), as
+    /// `DLQ-MAXLEN` and `DLQ-MAXAGE` ask: `XTRIM dlq MAXLEN ~ n`, then `XTRIM dlq MINID ~
+    /// <now - maxage>-0` (the DLQ's IDs are the times of their moves, `XADD dlq *`). Both are
+    /// approximate (`~`: only whole stream nodes go, so the DLQ may keep a node's worth above the
+    /// limit, and Redis bounds the work of one call), run in the same callback as the moves (one
+    /// MULTI/EXEC), and are propagated as Redis rewrites them (`MAXLEN = <len>`, `MINID =
+    /// <id>`: exact, so replicas and the AOF trim the same entries). Their replies (the entries
+    /// removed) are counted in `dlq_trimmed`. A failed trim is logged and the moves stand. Never
+    /// when the DLQ is itself a policy's stream (a work stream, used as a retry queue): its
+    /// pending work would go with the trim ([`crate::state::store::has_policies`]).
+    pub fn trim_dlq(&self, appended: u64, out: &mut Outcome) {
+        let p = self.policy;
+        let Some(dlq) = p.dlq.as_deref() else {
+            return;
+        };
+        if appended == 0 || !p.trims_dlq() || store::has_policies(self.ctx, dlq) {
+            return;
+        }
+        if p.dlq_maxlen > 0 {
+            let n = p.dlq_maxlen.to_string();
+            self.xtrim(dlq, b"MAXLEN", n.as_bytes(), out);
+        }
+        if p.dlq_maxage_ms > 0 {
+            self.xtrim(dlq, b"MINID", &dlq_min_id(p.dlq_maxage_ms), out);
+        }
+    }
+
+    /// At the end of a pass: `DLQ-MAXAGE` trims the DLQ even when nothing was appended to it
+    /// lately (`XTRIM dlq MINID ~ <now - maxage>-0`, as after a move, counted the same way), so
+    /// a dead letter goes within about an `INTERVAL` of passing the age, not only at the next
+    /// move. Nothing when the DLQ holds a value of another type (the moves report that). Not on
+    /// a paused policy: it runs no pass.
+    pub fn trim_dlq_by_age(&self, out: &mut Outcome) {
+        let p = self.policy;
+        let Some(dlq) = p.dlq.as_deref() else {
+            return;
+        };
+        if p.dlq_maxage_ms <= 0
+            || is_non_stream(self.ctx, dlq)
+            || store::has_policies(self.ctx, dlq)
+        {
+            return;
+        }
+        self.xtrim(dlq, b"MINID", &dlq_min_id(p.dlq_maxage_ms), out);
+    }
+
+    /// `XTRIM dlq <strategy> ~ <threshold>`, its reply added to `out.dlq_trimmed`.
+    fn xtrim(&self, dlq: &[u8], strategy: &[u8], threshold: &[u8], out: &mut Outcome) {
+        let args: [&[u8]; 4] = [dlq, strategy, b"~", threshold];
+        let res: CallResult = self.ctx.call_ext("XTRIM", &write_opts(), &args[..]);
+        match res {
+            Ok(CallReply::I64(i)) => out.dlq_trimmed += i.to_i64().max(0) as u64,
+            Err(e) => crate::ffi::log_warning(&format!(
+                "reclaim: XTRIM of the DLQ failed: {}",
+                crate::model::text::printable(e.as_bytes())
+            )),
+            Ok(_) => crate::ffi::log_warning("reclaim: unexpected XTRIM reply"),
+        }
+    }
+
+    fn ack(&self, ids: &[&[u8]]) -> Result<i64, Stop> {
+        let mut args: Vec<&[u8]> = Vec::with_capacity(ids.len() + 2);
+        args.push(self.stream);
+        args.push(self.group);
+        args.extend_from_slice(ids);
+        let res: CallResult = self.ctx.call_ext("XACK", &write_opts(), &args[..]);
+        match res {
+            Ok(CallReply::I64(i)) => Ok(i.to_i64()),
+            Err(e) => Err(error_stop(e.as_bytes())),
+            Ok(_) => Err(Stop::Error("unexpected XACK reply".into())),
+        }
+    }
+
+    fn out_of_memory(&self) -> bool {
+        self.ctx.get_flags().contains(ContextFlags::OOM)
+    }
+
+    /// Whether the stream still holds entry `id` (the test [`Dlq::dead_letter`] makes before
+    /// an append; `XCLAIM` makes the same one before a move).
+    pub fn has_entry(&self, stream: &RedisString, id: &[u8]) -> bool {
+        self.entry_fields(stream, id).is_some()
+    }
+
+    /// Reads the fields of entry `id` (Redis `RM_StreamIteratorStart` over `[id, id]`), `None`
+    /// when the entry is gone.
+    fn entry_fields(&self, stream: &RedisString, id: &[u8]) -> Option<Vec<Vec<u8>>> {
+        let (ms, seq) = planner::parse_id(id)?;
+        let key = self.ctx.open_key(stream);
+        let sid = redis_module::raw::RedisModuleStreamID { ms, seq };
+        let mut it = key
+            .get_stream_range_iterator(Some(sid), Some(sid), false, false)
+            .ok()?;
+        let rec = it.next()?;
+        let mut f = Vec::with_capacity(rec.fields.len() * 2);
+        for (k, v) in &rec.fields {
+            f.push(k.as_slice().to_vec());
+            f.push(v.as_slice().to_vec());
+        }
+        Some(f)
+    }
+
+    /// Appends entry `e` (with `fields`) to `dlq` with the `reclaim-*` fields (`reason` as
+    /// `reclaim-reason`): `Ok` when the append succeeded, the reason it did not otherwise.
+    fn append_dead_letter(
+        &self,
+        dlq: &[u8],
+        e: &Pending,
+        fields: &[Vec<u8>],
+        reason: &[u8],
+    ) -> Result<(), Stop> {
+        let deliveries = (e.deliveries as u64).to_string();
+        let moved = crate::model::clock::epoch_ms().to_string();
+        let mut xadd: Vec<&[u8]> = Vec::with_capacity(fields.len() + 16);
+        xadd.push(dlq);
+        xadd.push(b"*");
+        xadd.extend(fields.iter().map(|f| f.as_slice()));
+        xadd.extend_from_slice(&[
+            b"reclaim-stream",
+            self.stream,
+            b"reclaim-group",
+            self.group,
+            b"reclaim-id",
+            &e.id,
+            b"reclaim-consumer",
+            &e.consumer,
+            b"reclaim-deliveries",
+            deliveries.as_bytes(),
+            b"reclaim-reason",
+            reason,
+            b"reclaim-moved-ms",
+            moved.as_bytes(),
+        ]);
+        let res: CallResult = self.ctx.call_ext("XADD", &append_opts(), &xadd[..]);
+        match res {
+            Ok(CallReply::String(_)) => Ok(()),
+            Err(err) => {
+                let b = err.as_bytes();
+                Err(if b.starts_with(b"WRONGTYPE") {
+                    Stop::WrongTypeDlq
+                } else if b.starts_with(b"OOM") {
+                    Stop::Oom
+                } else {
+                    Stop::Error(crate::model::text::printable(b))
+                })
+            }
+            Ok(_) => Err(Stop::Error("unexpected XADD reply".into())),
+        }
+    }
+}

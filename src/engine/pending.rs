@@ -1,0 +1,233 @@
+//! The one reader of the PEL, through `RM_Call` (reads only, never propagated): the extended form
+//! of `XPENDING` ([`read`]: the sweep's pages and scans, `RECLAIM.READGROUP`'s inbox and stale
+//! entries, the worker verbs' own entries, a redrive's "pending already" test), its summary form
+//! ([`summary`]: the end of a pass, `RECLAIM.STATS`, `RECLAIM.HEALTH`), and the owners' liveness
+//! (`XINFO CONSUMERS`, [`owners`]).
+
+use std::collections::HashMap;
+
+use redis_module::{CallReply, CallResult, Context};
+
+use crate::ffi::{call_bytes, call_int, read_opts};
+use crate::model::outcome::Summary;
+use crate::model::planner::{self, Pending};
+use crate::model::policy::Policy;
+
+/// One `XPENDING key group [IDLE min-idle] start end count [consumer]` query (Redis 6.2+
+/// extended form). With a consumer, only its own PEL is read (Redis keeps one per consumer), at
+/// a cost that depends on its size only.
+#[derive(Debug, Clone, Copy)]
+pub struct Query<'a> {
+    /// Only entries idle for at least this many ms.
+    pub idle: Option<i64>,
+    /// First ID (`-`, an ID, or `(` and an ID: exclusive).
+    pub start: &'a [u8],
+    /// Last ID (`+`, an ID, or `(` and an ID).
+    pub end: &'a [u8],
+    /// At most this many entries.
+    pub count: i64,
+    /// Only this consumer's entries.
+    pub consumer: Option<&'a [u8]>,
+}
+
+impl<'a> Query<'a> {
+    /// At most `count` entries from `start` to `end`, of any consumer and idle time.
+    pub fn range(start: &'a [u8], end: &'a [u8], count: i64) -> Self {
+        Query {
+            idle: None,
+            start,
+            end,
+            count,
+            consumer: None,
+        }
+    }
+
+    /// The same query, of `consumer`'s entries only.
+    pub fn of(self, consumer: Option<&'a [u8]>) -> Self {
+        Query { consumer, ..self }
+    }
+}
+
+/// Why an `XPENDING` read gave no entries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failed {
+    /// Redis answered with this error (`NOGROUP ...`, `WRONGTYPE ...`).
+    Reply(Vec<u8>),
+    /// The reply (or one of its entries) is not shaped as `XPENDING`'s.
+    Unexpected(&'static str),
+}
+
+/// Runs `q` on (`stream`, `group`) in the database selected in `ctx`, parsed.
+pub fn read(ctx: &Context, stream: &[u8], group: &[u8], q: &Query) -> Result<Vec<Pending>, Failed> {
+    let count = q.count.to_string();
+    let idle = q.idle.map(|i| i.to_string());
+    let mut args: Vec<&[u8]> = vec![stream, group];
+    if let Some(i) = &idle {
+        args.push(b"IDLE");
+        args.push(i.as_bytes());
+    }
+    args.extend_from_slice(&[q.start, q.end, count.as_bytes()]);
+    if let Some(c) = q.consumer {
+        args.push(c);
+    }
+    let res: CallResult = ctx.call_ext("XPENDING", &read_opts(), &args[..]);
+    let arr = match res {
+        Ok(CallReply::Array(a)) => a,
+        Err(e) => return Err(Failed::Reply(e.as_bytes().to_vec())),
+        Ok(_) => return Err(Failed::Unexpected("unexpected XPENDING reply")),
+    };
+    let bad = Failed::Unexpected("unexpected XPENDING entry");
+    let mut out = Vec::with_capacity(arr.len());
+    for item in arr.iter() {
+        let Ok(CallReply::Array(e)) = item else {
+            return Err(bad);
+        };
+        let (Some(id), Some(consumer), Some(idle_ms), Some(deliveries)) = (
+            e.get(0).as_ref().and_then(call_bytes),
+            e.get(1).as_ref().and_then(call_bytes),
+            e.get(2).as_ref().and_then(call_int),
+            e.get(3).as_ref().and_then(call_int),
+        ) else {
+            return Err(bad);
+        };
+        out.push(Pending {
+            id,
+            consumer,
+            idle_ms,
+            deliveries,
+        });
+    }
+    Ok(out)
+}
+
+/// Whether `read` finds nothing for `q`: `false` on an error reply too.
+pub fn none(ctx: &Context, stream: &[u8], group: &[u8], q: &Query) -> bool {
+    read(ctx, stream, group, q).is_ok_and(|v| v.is_empty())
+}
+
+/// The group's PEL as the summary form `XPENDING key group` reports it (O(consumers) in Redis),
+/// read now; each consumer with entries pending is passed to `each` with its count (those of
+/// `claimant` make the inbox). `None` when it cannot be read (no stream, no group).
+pub fn summary(
+    ctx: &Context,
+    stream: &[u8],
+    group: &[u8],
+    claimant: &[u8],
+    mut each: impl FnMut(&[u8], u64),
+) -> Option<Summary> {
+    let args: [&[u8]; 2] = [stream, group];
+    let r: CallResult = ctx.call_ext("XPENDING", &read_opts(), &args[..]);
+    let Ok(CallReply::Array(a)) = r else {
+        return None;
+    };
+    let mut s = Summary {
+        at_ms: crate::model::clock::epoch_ms(),
+        pending: a.get(0).as_ref().and_then(call_int)?.max(0) as u64,
+        oldest_id_ms: a
+            .get(1)
+            .as_ref()
+            .and_then(call_bytes)
+            .and_then(|id| planner::parse_id(&id))
+            .map(|(ms, _)| ms),
+        ..Summary::default()
+    };
+    if let Some(Ok(CallReply::Array(consumers))) = a.get(3) {
+        for c in consumers.iter() {
+            let Ok(CallReply::Array(c)) = c else {
+                continue;
+            };
+            let Some(name) = c.get(0).as_ref().and_then(call_bytes) else {
+                continue;
+            };
+            // The count comes as a bulk string.
+            let n = c
+                .get(1)
+                .as_ref()
+                .and_then(call_bytes)
+                .and_then(|b| crate::model::text::parse_i64(&b))
+                .unwrap_or(0)
+                .max(0) as u64;
+            if name == claimant {
+                s.inbox = n;
+            } else {
+                s.consumers += 1;
+                s.max_consumer_pending = s.max_consumer_pending.max(n);
+            }
+            each(&name, n);
+        }
+    }
+    Some(s)
+}
+
+/// Which consumers went quiet for `LIVENESS` ms, from one `XINFO CONSUMERS` (empty without
+/// `LIVENESS`: everyone counts as quiet).
+#[derive(Debug, Default)]
+pub struct Owners {
+    liveness_ms: i64,
+    /// Consumer -> ms since it was last seen (`XINFO CONSUMERS` `idle`).
+    idle_ms: HashMap<Vec<u8>, i64>,
+}
+
+impl Owners {
+    /// Whether `consumer` has not been seen for `LIVENESS` ms (a consumer that is gone, too).
+    pub fn quiet(&self, consumer: &[u8]) -> bool {
+        self.liveness_ms == 0
+            || self
+                .idle_ms
+                .get(consumer)
+                .map_or(true, |idle| *idle >= self.liveness_ms)
+    }
+}
+
+/// The owners' liveness for `page` of (`stream`, `group`) under `p`: read (`XINFO CONSUMERS key
+/// group`, O(consumers)) only with `LIVENESS` and a stale entry of a consumer other than the
+/// claimant on the page. `seen`: how long ago (ms) consumers last talked to the module, which
+/// counts as seen then (Redis 7.0 refreshes `idle` only when a read returns entries).
+pub fn owners(
+    ctx: &Context,
+    stream: &[u8],
+    group: &[u8],
+    p: &Policy,
+    seen: &[(Vec<u8>, u64)],
+    page: &[Pending],
+) -> Owners {
+    let needed = p.liveness_ms > 0
+        && page
+            .iter()
+            .any(|e| !planner::in_inbox(e, p) && planner::is_stale(e, p));
+    if !needed {
+        return Owners::default();
+    }
+    let args: [&[u8]; 3] = [b"CONSUMERS", stream, group];
+    let r: CallResult = ctx.call_ext("XINFO", &read_opts(), &args[..]);
+    let mut idle_ms = HashMap::new();
+    if let Ok(CallReply::Array(consumers)) = r {
+        for c in consumers.iter() {
+            let Ok(CallReply::Array(c)) = c else {
+                continue;
+            };
+            // name <name> pending <n> idle <ms> [inactive <ms>] (RESP2: flat pairs).
+            let (mut name, mut idle) = (None, None);
+            for i in (0..c.len()).step_by(2) {
+                let key = c.get(i).as_ref().and_then(call_bytes);
+                let value = c.get(i + 1);
+                match key.as_deref() {
+                    Some(b"name") => name = value.as_ref().and_then(call_bytes),
+                    Some(b"idle") => idle = value.as_ref().and_then(call_int),
+                    _ => {}
+                }
+            }
+            if let (Some(name), Some(idle)) = (name, idle) {
+                idle_ms.insert(name, idle);
+            }
+        }
+    }
+    for (c, age) in seen {
+        let idle = idle_ms.entry(c.clone()).or_insert(i64::MAX);
+        *idle = (*idle).min(i64::try_from(*age).unwrap_or(i64::MAX));
+    }
+    Owners {
+        liveness_ms: p.liveness_ms,
+        idle_ms,
+    }
+}

@@ -1,0 +1,345 @@
+//! Commands as the module registers and answers them: registration from a [`CommandSpec`] with
+//! its key specs (Redis 7.0 `RM_CreateCommand`/`RM_CreateSubcommand`, `RM_SetCommandInfo`), the
+//! getkeys helpers, the body of every command ([`run_command`]: the handler under the panic guard,
+//! its [`Reply`] or its error's exact wire text), and the replies (ordered maps:
+//! `RM_ReplyWithMap`, Redis 7.0, a flat array in RESP2; XREADGROUP's shape).
+
+use std::ffi::CString;
+use std::os::raw::{c_char, c_int};
+use std::ptr;
+
+use redis_module::{raw, Context, RedisString};
+
+use crate::ffi::{guard, log_warning};
+use crate::model::error::{self, ReclaimError};
+
+/// What a command replies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// Integer reply.
+    Int(i64),
+    /// Bulk string reply (binary-safe).
+    Bytes(Vec<u8>),
+    /// Null reply (`nil` in RESP2, `_` in RESP3).
+    Null,
+    /// Field/value map (RESP3 map, flat array in RESP2), in the given order.
+    Map(Vec<(&'static str, Reply)>),
+    /// Array reply.
+    Array(Vec<Reply>),
+    /// Simple status reply (`+OK`).
+    Status(&'static str),
+    /// Nothing to send: the handler answered a getkeys request instead.
+    Done,
+}
+
+/// Writes `v` as the reply of the command running in `ctx`.
+pub fn reply(ctx: &Context, v: &Reply) {
+    let c = ctx.ctx;
+    unsafe {
+        match v {
+            Reply::Int(i) => {
+                raw::RedisModule_ReplyWithLongLong.unwrap()(c, *i);
+            }
+            Reply::Bytes(b) => {
+                raw::RedisModule_ReplyWithStringBuffer.unwrap()(
+                    c,
+                    b.as_ptr().cast::<c_char>(),
+                    b.len(),
+                );
+            }
+            Reply::Null => {
+                raw::RedisModule_ReplyWithNull.unwrap()(c);
+            }
+            Reply::Map(pairs) => {
+                raw::RedisModule_ReplyWithMap.unwrap()(c, pairs.len() as _);
+                for (k, val) in pairs {
+                    raw::RedisModule_ReplyWithStringBuffer.unwrap()(
+                        c,
+                        k.as_ptr().cast::<c_char>(),
+                        k.len(),
+                    );
+                    reply(ctx, val);
+                }
+            }
+            Reply::Array(items) => {
+                raw::RedisModule_ReplyWithArray.unwrap()(c, items.len() as _);
+                for it in items {
+                    reply(ctx, it);
+                }
+            }
+            Reply::Status(s) => {
+                ctx.reply_simple_string(s);
+            }
+            Reply::Done => {}
+        }
+    }
+}
+
+/// What a command handler returns.
+pub type CmdResult = Result<Reply, ReclaimError>;
+
+/// A command handler: the arguments (the command name first) in, a reply or an error out.
+pub type Handler = fn(&Context, &[RedisString]) -> CmdResult;
+
+/// The body of every registered command: decodes argv, runs `handler` under [`guard`] and
+/// replies (an error with its exact wire text). A panic replies [`error::INTERNAL`] and leaves
+/// the server running.
+pub fn run_command(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+    name: &str,
+    handler: Handler,
+) -> c_int {
+    let context = Context::new(ctx);
+    let out = guard(name, || {
+        let args = redis_module::decode_args(ctx, argv, argc);
+        match handler(&context, &args) {
+            Ok(v) => reply(&context, &v),
+            Err(e) => {
+                context.reply_error_string(&e.to_string());
+            }
+        }
+    });
+    if out.is_none() {
+        context.reply_error_string(error::INTERNAL);
+    }
+    raw::REDISMODULE_OK as c_int
+}
+
+/// A key spec of a [`CommandSpec`]: the key at a fixed argv index (`Index`) or found by the
+/// command's getkeys callback (`Unknown`, with `VARIABLE_FLAGS`).
+pub enum Spec {
+    /// `argv[pos]` is a key with these `REDISMODULE_CMD_KEY_*` flags.
+    Index(i32, u32),
+    /// The keys follow the keyword (searched from argv index `from`) and take the first half of
+    /// the arguments after it, as XREADGROUP's `STREAMS key... id...` (flags as `Index`).
+    HalfAfterKeyword(&'static str, i32, u32),
+    /// Keys the getkeys callback reports (flags vary with the arguments).
+    Callback(u32),
+}
+
+/// One command as the module registers it (Redis 7.0 `RM_CreateCommand` /
+/// `RM_CreateSubcommand` + `RM_SetCommandInfo`).
+pub struct CommandSpec {
+    /// The container command, for a subcommand (`reclaim.policy`).
+    pub parent: Option<&'static str>,
+    /// Command (or subcommand) name, lower case.
+    pub name: &'static str,
+    /// The entry point (`None` for a container command).
+    pub func: raw::RedisModuleCmdFunc,
+    /// Command flags (`write deny-oom`, `readonly`...).
+    pub flags: &'static str,
+    /// argv index of the first key (0: no key; then first = last, step 1).
+    pub first_key: i32,
+    /// Arity as Redis counts it (negative: at least that many).
+    pub arity: i32,
+    /// `COMMAND DOCS` summary.
+    pub summary: &'static str,
+    /// `COMMAND DOCS` complexity.
+    pub complexity: &'static str,
+    /// Key specs.
+    pub keys: &'static [Spec],
+}
+
+/// The version a command appeared in, for `COMMAND DOCS`.
+const SINCE: &str = "0.1.0";
+
+/// Creates the command (or subcommand) of `c`; its handle, or `None` after logging.
+unsafe fn create(ctx: &Context, c: &CommandSpec) -> Option<*mut raw::RedisModuleCommand> {
+    let (Ok(name), Ok(flags)) = (CString::new(c.name), CString::new(c.flags)) else {
+        return None;
+    };
+    let (last, step) = if c.first_key > 0 {
+        (c.first_key, 1)
+    } else {
+        (0, 0)
+    };
+    let ok = raw::REDISMODULE_OK as c_int;
+    let full = match c.parent {
+        None => {
+            let rc = raw::RedisModule_CreateCommand.unwrap()(
+                ctx.ctx,
+                name.as_ptr(),
+                c.func,
+                flags.as_ptr(),
+                c.first_key,
+                last,
+                step,
+            );
+            (rc == ok).then(|| c.name.to_string())
+        }
+        Some(p) => {
+            let cp = CString::new(p).ok()?;
+            let pc = raw::RedisModule_GetCommand.unwrap()(ctx.ctx, cp.as_ptr());
+            let rc = (!pc.is_null()).then(|| {
+                raw::RedisModule_CreateSubcommand.unwrap()(
+                    pc,
+                    name.as_ptr(),
+                    c.func,
+                    flags.as_ptr(),
+                    c.first_key,
+                    last,
+                    step,
+                )
+            });
+            (rc == Some(ok)).then(|| format!("{p}|{}", c.name))
+        }
+    };
+    let Some(full) = full else {
+        log_warning(&format!("reclaim: cannot create command {}", c.name));
+        return None;
+    };
+    let cfull = CString::new(full).ok()?;
+    let cmd = raw::RedisModule_GetCommand.unwrap()(ctx.ctx, cfull.as_ptr());
+    (!cmd.is_null()).then_some(cmd)
+}
+
+/// The key specs of `specs` in the layout `RM_SetCommandInfo` takes, zero-terminated.
+unsafe fn key_specs(specs: &[Spec]) -> Vec<raw::RedisModuleCommandKeySpec> {
+    let mut ks: Vec<raw::RedisModuleCommandKeySpec> = specs
+        .iter()
+        .map(|s| {
+            let mut k: raw::RedisModuleCommandKeySpec = std::mem::zeroed();
+            match s {
+                Spec::Index(pos, fl) => {
+                    k.flags = *fl as u64;
+                    k.begin_search_type =
+                        raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
+                    k.bs.index.pos = *pos;
+                    k.find_keys_type =
+                        raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
+                    k.fk.range.lastkey = 0;
+                    k.fk.range.keystep = 1;
+                    k.fk.range.limit = 0;
+                }
+                Spec::HalfAfterKeyword(word, from, fl) => {
+                    k.flags = *fl as u64;
+                    k.begin_search_type =
+                        raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_KEYWORD;
+                    // A 'static NUL-terminated copy: Redis keeps the pointer.
+                    k.bs.keyword.keyword = keyword_cstr(word);
+                    k.bs.keyword.startfrom = *from;
+                    k.find_keys_type =
+                        raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
+                    k.fk.range.lastkey = -1;
+                    k.fk.range.keystep = 1;
+                    k.fk.range.limit = 2;
+                }
+                Spec::Callback(fl) => {
+                    k.flags = (*fl | raw::REDISMODULE_CMD_KEY_VARIABLE_FLAGS) as u64;
+                    k.begin_search_type =
+                        raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_UNKNOWN;
+                    k.find_keys_type =
+                        raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_UNKNOWN;
+                }
+            }
+            k
+        })
+        .collect();
+    ks.push(std::mem::zeroed()); // terminator
+    ks
+}
+
+/// A NUL-terminated copy of `word` that lives as long as the server (key specs keep it).
+fn keyword_cstr(word: &str) -> *const std::os::raw::c_char {
+    let c = CString::new(word).unwrap_or_default();
+    let p = c.as_ptr();
+    std::mem::forget(c);
+    p
+}
+
+/// Registers the command of `c` with its flags, arity, summary and key specs. Returns `false`
+/// (after logging) when Redis refuses it.
+pub fn register(ctx: &Context, c: &CommandSpec) -> bool {
+    let (Ok(summary), Ok(complexity), Ok(since)) = (
+        CString::new(c.summary),
+        CString::new(c.complexity),
+        CString::new(SINCE),
+    ) else {
+        return false;
+    };
+    unsafe {
+        let Some(cmd) = create(ctx, c) else {
+            return false;
+        };
+        let mut ks = key_specs(c.keys);
+        let version = raw::RedisModuleCommandInfoVersion {
+            version: 1,
+            sizeof_historyentry: std::mem::size_of::<raw::RedisModuleCommandHistoryEntry>(),
+            sizeof_keyspec: std::mem::size_of::<raw::RedisModuleCommandKeySpec>(),
+            sizeof_arg: std::mem::size_of::<raw::RedisModuleCommandArg>(),
+        };
+        let mut info = raw::RedisModuleCommandInfo {
+            version: &version,
+            summary: summary.as_ptr(),
+            complexity: complexity.as_ptr(),
+            since: since.as_ptr(),
+            history: ptr::null_mut(),
+            tips: ptr::null(),
+            arity: c.arity,
+            key_specs: if c.keys.is_empty() {
+                ptr::null_mut()
+            } else {
+                ks.as_mut_ptr()
+            },
+            args: ptr::null_mut(),
+        };
+        if raw::RedisModule_SetCommandInfo.unwrap()(cmd, &mut info) != raw::REDISMODULE_OK as c_int
+        {
+            log_warning(&format!("reclaim: cannot set command info of {}", c.name));
+            return false;
+        }
+    }
+    true
+}
+
+/// Reports `argv[pos]` as a key with `flags` to a getkeys request (Redis 7.0
+/// `RM_KeyAtPosWithFlags`; falls back to `RM_KeyAtPos`).
+pub fn key_at(ctx: &Context, pos: usize, flags: u32) {
+    unsafe {
+        if let Some(f) = raw::RedisModule_KeyAtPosWithFlags {
+            f(ctx.ctx, pos as c_int, flags as c_int);
+        } else {
+            raw::RedisModule_KeyAtPos.unwrap()(ctx.ctx, pos as c_int);
+        }
+    }
+}
+
+/// True when the command is being called for `COMMAND GETKEYS` / ACL / cluster key extraction.
+pub fn is_keys_request(ctx: &Context) -> bool {
+    unsafe { raw::RedisModule_IsKeysPositionRequest.unwrap()(ctx.ctx) != 0 }
+}
+
+/// Replies a null array (`*-1` in RESP2, `_` in RESP3): XREADGROUP's "nothing".
+pub fn reply_null_array(ctx: &Context) {
+    unsafe {
+        raw::RedisModule_ReplyWithNullArray.unwrap()(ctx.ctx);
+    }
+}
+
+/// Replies `keyed` in XREADGROUP's shape for the client's protocol: per key, its name and its
+/// entries as the call replies they came in (forwarded as Redis wrote them), an array of `[key,
+/// entries]` pairs in RESP2, a map in RESP3. The call replies must live until it returns.
+pub fn reply_keyed_entries(ctx: &Context, keyed: &[(&[u8], &[*mut raw::RedisModuleCallReply])]) {
+    let resp3 = ctx
+        .get_flags()
+        .contains(redis_module::ContextFlags::FLAGS_RESP3);
+    unsafe {
+        if resp3 {
+            raw::RedisModule_ReplyWithMap.unwrap()(ctx.ctx, keyed.len() as _);
+        } else {
+            raw::RedisModule_ReplyWithArray.unwrap()(ctx.ctx, keyed.len() as _);
+        }
+        for (key, entries) in keyed {
+            if !resp3 {
+                raw::RedisModule_ReplyWithArray.unwrap()(ctx.ctx, 2);
+            }
+            reply(ctx, &Reply::Bytes(key.to_vec()));
+            raw::RedisModule_ReplyWithArray.unwrap()(ctx.ctx, entries.len() as _);
+            for e in *entries {
+                raw::RedisModule_ReplyWithCallReply.unwrap()(ctx.ctx, *e);
+            }
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! The thin layer over the raw Redis module API that the `redis-module` crate does not wrap in a way
+//! that loads on Redis 7.0 or that is panic-safe: the API check at load, a panic guard for every
+//! callback, databases, latency samples, the `RM_Call` options of reads and writes and their
+//! replies ([`RawReply`]: forwarded unparsed). Beside it: command registration and replies
+//! ([`command`]), ACL checks ([`acl`]), blocked clients ([`blocked`]), keyspace events fired
+//! ([`events`]), the allocator ([`alloc`]). Calls nothing above it but [`crate::model`].
+
+pub mod acl;
+pub mod alloc;
+pub mod blocked;
+pub mod command;
+pub mod events;
+
+use std::os::raw::{c_char, c_int};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use redis_module::{raw, CallReply, CallResult, Context, RedisString};
+
+/// Whether the server offers every module API this module calls without checking (Redis 7.0+).
+/// Checked once in `RedisModule_OnLoad`: the module refuses to load otherwise, so the
+/// `RedisModule_*.unwrap()` calls on these pointers elsewhere can never panic.
+pub fn missing_api() -> Option<&'static str> {
+    macro_rules! need {
+        ($($f:ident),* $(,)?) => {
+            $(if unsafe { raw::$f }.is_none() { return Some(stringify!($f)); })*
+        };
+    }
+    need!(
+        RedisModule_CommandFilterArgGet,
+        RedisModule_CommandFilterArgsCount,
+        RedisModule_CreateCommand,
+        RedisModule_CreateString,
+        RedisModule_CreateSubcommand,
+        RedisModule_CreateTimer,
+        RedisModule_DigestAddStringBuffer,
+        RedisModule_DigestEndSequence,
+        RedisModule_EmitAOF,
+        RedisModule_FreeString,
+        RedisModule_GetCommand,
+        RedisModule_GetSelectedDb,
+        RedisModule_InfoAddFieldCString,
+        RedisModule_InfoAddFieldULongLong,
+        RedisModule_BlockClientOnKeys,
+        RedisModule_Call,
+        RedisModule_CallReplyProto,
+        RedisModule_FreeCallReply,
+        RedisModule_GetBlockedClientPrivateData,
+        RedisModule_InfoAddSection,
+        RedisModule_IsIOError,
+        RedisModule_IsKeysPositionRequest,
+        RedisModule_NotifyKeyspaceEvent,
+        RedisModule_KeyAtPos,
+        RedisModule_RegisterCommandFilter,
+        RedisModule_RegisterInfoFunc,
+        RedisModule_ReplyWithArray,
+        RedisModule_ReplyWithCallReply,
+        RedisModule_ReplyWithLongLong,
+        RedisModule_ReplyWithMap,
+        RedisModule_ReplyWithNull,
+        RedisModule_ReplyWithNullArray,
+        RedisModule_ReplyWithStringBuffer,
+        RedisModule_SelectDb,
+        RedisModule_SetCommandInfo,
+        RedisModule_SetModuleOptions,
+        RedisModule_SignalKeyAsReady,
+        RedisModule_StringPtrLen,
+        RedisModule_SubscribeToKeyspaceEvents,
+        RedisModule_SubscribeToServerEvent,
+        RedisModule_UnblockClient,
+    );
+    None
+}
+
+/// Runs `f`, turning a panic into `None` and a line in the server log, so that no Rust panic ever
+/// unwinds into redis-server (which would abort it).
+pub fn guard<T>(what: &str, f: impl FnOnce() -> T) -> Option<T> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            let msg = e
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| e.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            crate::model::metrics::PANICS.add(1);
+            log_warning(&format!("reclaim: internal error in {what}: {msg}"));
+            None
+        }
+    }
+}
+
+/// Logs at warning level without a context (safe from any callback on the main thread).
+pub fn log_warning(msg: &str) {
+    redis_module::logging::log_warning(msg);
+}
+
+/// Selects database `db` in `ctx` (Redis `RM_SelectDb`).
+pub fn select_db(ctx: &Context, db: i32) -> bool {
+    unsafe { raw::RedisModule_SelectDb.unwrap()(ctx.ctx, db) == raw::REDISMODULE_OK as c_int }
+}
+
+/// The database selected in `ctx` (Redis `RM_GetSelectedDb`).
+pub fn selected_db(ctx: &Context) -> i32 {
+    unsafe { raw::RedisModule_GetSelectedDb.unwrap()(ctx.ctx) }
+}
+
+/// Records a latency sample for `LATENCY LATEST` / `LATENCY HISTORY` (Redis `RM_LatencyAddSample`;
+/// Redis keeps it only when `ms` >= `latency-monitor-threshold`).
+pub fn latency_sample(event: &'static [u8], ms: i64) {
+    unsafe {
+        if let Some(f) = raw::RedisModule_LatencyAddSample {
+            f(event.as_ptr().cast::<c_char>(), ms);
+        }
+    }
+}
+
+/// The bytes of a module string (empty for a null pointer).
+///
+/// # Safety
+/// `s` is null or a live module string; the slice must not outlive it.
+pub unsafe fn bytes_of<'a>(s: *mut raw::RedisModuleString) -> &'a [u8] {
+    let mut len = 0usize;
+    if s.is_null() {
+        return &[];
+    }
+    let p = unsafe { raw::RedisModule_StringPtrLen.unwrap()(s, &mut len) };
+    if p.is_null() {
+        return &[];
+    }
+    unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }
+}
+
+/// Whether this node may write `key` now, as Redis Cluster routes it (`RM_Call` refuses a key of
+/// a slot served elsewhere, or any key while the cluster is down, the checks a client's command
+/// goes through): asked with `EXISTS key`. Only meaningful in cluster mode.
+pub fn serves_key(ctx: &Context, key: &[u8]) -> bool {
+    let res: redis_module::CallResult = ctx.call_ext("EXISTS", &read_opts(), &[key][..]);
+    res.is_ok()
+}
+
+/// `RM_Call` options of the module's reads: errors come back as replies (`E`), nothing is
+/// propagated.
+pub fn read_opts() -> redis_module::CallOptions {
+    redis_module::CallOptionsBuilder::new()
+        .errors_as_replies()
+        .build()
+}
+
+/// `RM_Call` options of the module's writes: errors as replies (`E`), and the command is
+/// propagated to replicas and the AOF (`!`); the writes of one command or timer callback reach
+/// them as one `MULTI`/`EXEC` (Redis 7.0+).
+pub fn write_opts() -> redis_module::CallOptions {
+    redis_module::CallOptionsBuilder::new()
+        .replicate()
+        .errors_as_replies()
+        .build()
+}
+
+/// The bytes of a string reply of `RM_Call` (`None` for any other reply).
+pub fn call_bytes(r: &CallResult) -> Option<Vec<u8>> {
+    match r {
+        Ok(CallReply::String(s)) => Some(s.as_bytes().to_vec()),
+        _ => None,
+    }
+}
+
+/// The value of an integer reply of `RM_Call` (`None` for any other reply).
+pub fn call_int(r: &CallResult) -> Option<i64> {
+    match r {
+        Ok(CallReply::I64(i)) => Some(i.to_i64()),
+        _ => None,
+    }
+}
+
+/// A reply of a raw `RM_Call`, never parsed: forwarded as Redis wrote it. Freed on drop.
+pub struct RawReply(*mut raw::RedisModuleCallReply);
+
+impl RawReply {
+    /// `cmd args...` through `RM_Call` with `!` (propagated) and `E` (errors as replies), in the
+    /// client's protocol (`3` for a RESP3 client), so that its reply is exactly what the client
+    /// expects.
+    pub fn call(ctx: &Context, cmd: &std::ffi::CStr, args: &[&[u8]]) -> RawReply {
+        let args: Vec<RedisString> = args
+            .iter()
+            .map(|w| RedisString::create_from_slice(ctx.ctx, w))
+            .collect();
+        let mut argv: Vec<*mut raw::RedisModuleString> = args.iter().map(|a| a.inner).collect();
+        let resp3 = ctx
+            .get_flags()
+            .contains(redis_module::ContextFlags::FLAGS_RESP3);
+        let fmt = if resp3 { c"!Ev3" } else { c"!Ev" };
+        let r = unsafe {
+            raw::RedisModule_Call.unwrap()(
+                ctx.ctx,
+                cmd.as_ptr(),
+                fmt.as_ptr(),
+                argv.as_mut_ptr(),
+                argv.len(),
+            )
+        };
+        RawReply(r)
+    }
+
+    /// The reply's RESP bytes.
+    fn proto(&self) -> &[u8] {
+        if self.0.is_null() {
+            return b"";
+        }
+        let mut len = 0usize;
+        let p = unsafe { raw::RedisModule_CallReplyProto.unwrap()(self.0, &mut len) };
+        if p.is_null() {
+            return b"";
+        }
+        unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }
+    }
+
+    /// Whether the reply is nil (`*-1` in RESP2, `_` in RESP3).
+    pub fn is_nil(&self) -> bool {
+        let p = self.proto();
+        p.is_empty() || p.starts_with(b"*-1") || p.starts_with(b"_")
+    }
+
+    /// Sends the reply as is to the client of `ctx`.
+    pub fn forward(&self, ctx: &Context) {
+        unsafe {
+            raw::RedisModule_ReplyWithCallReply.unwrap()(ctx.ctx, self.0);
+        }
+    }
+}
+
+impl Drop for RawReply {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            unsafe { raw::RedisModule_FreeCallReply.unwrap()(self.0) };
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! `RECLAIM.READGROUP`'s request and its parser (pure): XREADGROUP's syntax, options in any
+//! order before `STREAMS`, accepting only the ID `>`.
+
+use crate::model::error::{self, ReclaimError};
+use crate::model::text::parse_i64;
+
+/// A parsed `RECLAIM.READGROUP`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// Consumer group.
+    pub group: Vec<u8>,
+    /// The reading consumer.
+    pub consumer: Vec<u8>,
+    /// `COUNT` (0: no limit on new entries, as XREADGROUP; redeliveries then stop at the
+    /// policy's `COUNT`).
+    pub count: i64,
+    /// `BLOCK` ms (`None`: do not block; 0: wait forever).
+    pub block_ms: Option<i64>,
+    /// The stream keys, in order.
+    pub keys: Vec<Vec<u8>>,
+}
+
+/// Parses the arguments after the command name, as XREADGROUP does (options in any order before
+/// `STREAMS`, then keys and as many IDs), accepting only the ID `>`.
+pub fn parse(args: &[&[u8]]) -> Result<Request, ReclaimError> {
+    let mut req = Request {
+        group: Vec::new(),
+        consumer: Vec::new(),
+        count: 0,
+        block_ms: None,
+        keys: Vec::new(),
+    };
+    let mut group_given = false;
+    let mut i = 0;
+    while i < args.len() {
+        let more = args.len() - i - 1;
+        let o = args[i];
+        if o.eq_ignore_ascii_case(b"BLOCK") && more > 0 {
+            let ms = parse_i64(args[i + 1]).ok_or(error::TIMEOUT_NOT_INTEGER)?;
+            if ms < 0 {
+                return Err(error::TIMEOUT_NEGATIVE.into());
+            }
+            req.block_ms = Some(ms);
+            i += 2;
+        } else if o.eq_ignore_ascii_case(b"COUNT") && more > 0 {
+            let n = parse_i64(args[i + 1]).ok_or(error::NOT_AN_INTEGER)?;
+            req.count = n.max(0);
+            i += 2;
+        } else if o.eq_ignore_ascii_case(b"GROUP") && more >= 2 {
+            req.group = args[i + 1].to_vec();
+            req.consumer = args[i + 2].to_vec();
+            group_given = true;
+            i += 3;
+        } else if o.eq_ignore_ascii_case(b"NOACK") {
+            return Err(error::READGROUP_NOACK.into());
+        } else if o.eq_ignore_ascii_case(b"STREAMS") && more > 0 {
+            let rest = &args[i + 1..];
+            if rest.len() % 2 != 0 {
+                return Err(error::READGROUP_UNBALANCED.into());
+            }
+            let (keys, ids) = rest.split_at(rest.len() / 2);
+            if ids.iter().any(|id| *id != b">") {
+                return Err(error::READGROUP_ONLY_NEW.into());
+            }
+            req.keys = keys.iter().map(|k| k.to_vec()).collect();
+            break;
+        } else {
+            return Err(error::SYNTAX.into());
+        }
+    }
+    if req.keys.is_empty() {
+        return Err(error::SYNTAX.into());
+    }
+    if !group_given {
+        return Err(error::READGROUP_NO_GROUP.into());
+    }
+    Ok(req)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> Result<Request, String> {
+        let a: Vec<&[u8]> = s.split(' ').map(str::as_bytes).collect();
+        parse(&a).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn parses_like_xreadgroup() {
+        let r = p("GROUP g c COUNT 10 BLOCK 0 STREAMS a b > >").unwrap();
+        assert_eq!(r.group, b"g");
+        assert_eq!(r.consumer, b"c");
+        assert_eq!((r.count, r.block_ms), (10, Some(0)));
+        assert_eq!(r.keys, vec![b"a".to_vec(), b"b".to_vec()]);
+        // Options in any order, COUNT below 0 is no limit, names that read like options.
+        let r = p("count -5 group STREAMS COUNT streams s >").unwrap();
+        assert_eq!(
+            (r.count, r.group.as_slice(), r.consumer.as_slice()),
+            (0, &b"STREAMS"[..], &b"COUNT"[..])
+        );
+        assert_eq!(r.block_ms, None);
+    }
+
+    #[test]
+    fn errors_as_xreadgroup_gives_them() {
+        let cases = [
+            ("GROUP g c STREAMS a b >", error::READGROUP_UNBALANCED),
+            ("GROUP g c STREAMS a 0", error::READGROUP_ONLY_NEW),
+            ("GROUP g c STREAMS a $", error::READGROUP_ONLY_NEW),
+            ("GROUP g c NOACK STREAMS a >", error::READGROUP_NOACK),
+            ("GROUP g c BOGUS STREAMS a >", error::SYNTAX),
+            ("GROUP g c COUNT", error::SYNTAX),
+            ("GROUP g c", error::SYNTAX),
+            ("STREAMS a >", error::READGROUP_NO_GROUP),
+            ("GROUP g c COUNT x STREAMS a >", error::NOT_AN_INTEGER),
+            ("GROUP g c BLOCK x STREAMS a >", error::TIMEOUT_NOT_INTEGER),
+            ("GROUP g c BLOCK -1 STREAMS a >", error::TIMEOUT_NEGATIVE),
+        ];
+        for (args, want) in cases {
+            assert_eq!(p(args).unwrap_err(), want, "{args}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn parser_never_panics(args in proptest::collection::vec(proptest::collection::vec(proptest::num::u8::ANY, 0..8), 0..10)) {
+            let a: Vec<&[u8]> = args.iter().map(|x| x.as_slice()).collect();
+            let _ = parse(&a);
+        }
+    }
+}

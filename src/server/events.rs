@@ -1,0 +1,174 @@
+//! What the module hears from the server: keyspace events (a policy key or a stream comes or
+//! goes, a group appears or goes) and server events (SWAPDB, FLUSHDB, loads, syncs). Each hook is
+//! thin: it decodes what Redis passes and calls [`crate::state::registry`] or
+//! [`crate::state::store`]. `lib.rs` subscribes them.
+
+use std::ffi::c_char;
+use std::os::raw::{c_int, c_void};
+
+use redis_module::{raw, Context, RedisString};
+
+use crate::engine::pending::{self, Query};
+use crate::ffi::{self, bytes_of};
+use crate::model::keys;
+use crate::server::filter;
+use crate::state::registry;
+use crate::state::store::{self, POLICY_TYPE};
+
+/// Keyspace events (classes generic, stream, expired, evicted; see `on_key_event`). For an
+/// event the module does not use, a few byte compares.
+pub unsafe extern "C" fn on_keyspace_event(
+    ctx: *mut raw::RedisModuleCtx,
+    _type: c_int,
+    event: *const c_char,
+    key: *mut raw::RedisModuleString,
+) -> c_int {
+    ffi::guard("keyspace event", || {
+        let ev = unsafe { std::ffi::CStr::from_ptr(event) }.to_bytes();
+        let context = Context::new(ctx);
+        on_key_event(&context, ev, unsafe { bytes_of(key) });
+        if matches!(ev, b"move_to" | b"copy_to") {
+            filter::restore_caller_db(&context);
+        }
+    });
+    raw::REDISMODULE_OK as c_int
+}
+
+/// What a keyspace event on `name` (in the database selected in `ctx`) means to the registry:
+/// - a policy key leaves (DEL, UNLINK, expiry, eviction, the source side of RENAME and MOVE): its
+///   policies are forgotten at once;
+/// - a policy key arrives (RENAME, MOVE, COPY, RESTORE): its policies are registered, and belong
+///   to the stream the key is named after (the value follows its new name);
+/// - a stream or its group appears (`xgroup-create`, `xgroup-setid`, a stream arriving by RENAME,
+///   MOVE, COPY, RESTORE): policies waiting for it start on the next tick;
+/// - a stream, its group or consumers go (DEL, RENAME, `xgroup-destroy`, `xgroup-delconsumer`):
+///   what its policies tracked about them is released.
+fn on_key_event(ctx: &Context, ev: &[u8], name: &[u8]) {
+    let db = ffi::selected_db(ctx);
+    let policy_stream = keys::stream_of_policy_key(name);
+    match ev {
+        b"del" | b"expired" | b"evicted" | b"rename_from" | b"move_from" => match policy_stream {
+            Some(stream) => registry::forget_stream(db, &stream),
+            None => {
+                registry::forget_tracking(db, name);
+                crate::ffi::blocked::unblock_deleted(db, name);
+            }
+        },
+        b"xgroup-destroy" => registry::forget_tracking(db, name),
+        b"xgroup-delconsumer" => forget_deleted_consumers(ctx, db, name),
+        b"rename_to" | b"move_to" | b"copy_to" | b"restore" | b"xgroup-create"
+        | b"xgroup-setid" => match policy_stream {
+            Some(stream) => adopt_policy_key(ctx, db, name, stream),
+            None if !name.starts_with(keys::POLICY_KEY_PREFIX) => registry::wake(db, name),
+            None => {}
+        },
+        _ => {}
+    }
+}
+
+/// A policy key arrived at (db, `name`): its value now belongs to `stream`, and its policies are
+/// registered.
+fn adopt_policy_key(ctx: &Context, db: i32, name: &[u8], stream: Vec<u8>) {
+    let k = RedisString::create_from_slice(ctx.ctx, name);
+    let key = ctx.open_key_writable(&k);
+    if let Ok(Some(set)) = key.get_value::<store::PolicySet>(&POLICY_TYPE) {
+        set.stream = stream;
+        for g in set.groups.keys() {
+            registry::register(db, &set.stream, g);
+        }
+    }
+}
+
+/// Consumers of stream (db, `stream`) were deleted (`XGROUP DELCONSUMER`; the event does not say
+/// which): the tracked consumers with no pending entry left are forgotten, one
+/// `XPENDING key group - + 1 consumer` each (at most `runtime::MAX_TRACKED` per policy).
+fn forget_deleted_consumers(ctx: &Context, db: i32, stream: &[u8]) {
+    let idle: Vec<(Vec<u8>, Vec<u8>)> = registry::tracked(db, stream)
+        .into_iter()
+        .filter(|(group, consumer)| {
+            let q = Query::range(b"-", b"+", 1).of(Some(consumer));
+            pending::none(ctx, stream, group, &q)
+        })
+        .collect();
+    if !idle.is_empty() {
+        registry::forget_idle_consumers(db, stream, &idle);
+    }
+}
+
+/// SWAPDB moves policies between databases (server event `SwapDB`, Redis 6.0+).
+pub unsafe extern "C" fn on_swapdb(
+    _ctx: *mut raw::RedisModuleCtx,
+    _e: raw::RedisModuleEvent,
+    _sub: u64,
+    data: *mut c_void,
+) {
+    ffi::guard("swapdb event", || {
+        let info = unsafe { &*(data as *const raw::RedisModuleSwapDbInfo) };
+        registry::swap_db(info.dbnum_first, info.dbnum_second);
+        crate::state::redrive::rediscover();
+    });
+}
+
+/// FLUSHDB / FLUSHALL (also the flush before a full sync): forget the policies of the flushed
+/// database(s) (server event `FlushDB`, Redis 6.0+). Policies loaded afterwards register again.
+pub unsafe extern "C" fn on_flush(
+    _ctx: *mut raw::RedisModuleCtx,
+    _e: raw::RedisModuleEvent,
+    sub: u64,
+    data: *mut c_void,
+) {
+    ffi::guard("flushdb event", || {
+        if sub != raw::REDISMODULE_SUBEVENT_FLUSHDB_START {
+            return;
+        }
+        let info = unsafe { &*(data as *const raw::RedisModuleFlushInfo) };
+        registry::forget_db(info.dbnum);
+    });
+}
+
+/// Loads (server event `Loading`, Redis 6.0+): policies read during a load are registered when it
+/// ends well, and dropped when it fails ([`registry::take_load`]).
+pub unsafe extern "C" fn on_loading(
+    ctx: *mut raw::RedisModuleCtx,
+    _e: raw::RedisModuleEvent,
+    sub: u64,
+    _data: *mut c_void,
+) {
+    ffi::guard("loading event", || match sub {
+        raw::REDISMODULE_SUBEVENT_LOADING_RDB_START
+        | raw::REDISMODULE_SUBEVENT_LOADING_AOF_START
+        | raw::REDISMODULE_SUBEVENT_LOADING_REPL_START => registry::load_started(false),
+        raw::REDISMODULE_SUBEVENT_LOADING_ENDED => {
+            if let Some(load) = registry::take_load() {
+                store::register_loaded(&Context::new(ctx), load);
+            }
+            crate::state::redrive::rediscover();
+        }
+        raw::REDISMODULE_SUBEVENT_LOADING_FAILED => drop(registry::take_load()),
+        _ => {}
+    });
+}
+
+/// Diskless `swapdb` syncs on a replica (server event `ReplAsyncLoad`, Redis 7.0+): the sync loads
+/// into temporary databases while the old ones keep serving; the policies it read replace the old
+/// ones only when the server swaps the databases in (COMPLETED), and are dropped when it throws
+/// them away (ABORTED).
+pub unsafe extern "C" fn on_async_load(
+    ctx: *mut raw::RedisModuleCtx,
+    _e: raw::RedisModuleEvent,
+    sub: u64,
+    _data: *mut c_void,
+) {
+    ffi::guard("async-load event", || match sub {
+        raw::REDISMODULE_SUBEVENT_REPL_ASYNC_LOAD_STARTED => registry::load_started(true),
+        raw::REDISMODULE_SUBEVENT_REPL_ASYNC_LOAD_COMPLETED => {
+            // The old databases, and every policy in them, are gone.
+            registry::forget_db(-1);
+            if let Some(load) = registry::take_load() {
+                store::register_loaded(&Context::new(ctx), load);
+            }
+        }
+        raw::REDISMODULE_SUBEVENT_REPL_ASYNC_LOAD_ABORTED => drop(registry::take_load()),
+        _ => {}
+    });
+}

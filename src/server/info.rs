@@ -1,0 +1,145 @@
+//! What the module tells `INFO`: section `reclaim` (the module's state and the counters of
+//! [`metrics::fields`]) and section `reclaim_policies` (one line per policy, from what its passes
+//! learnt: [`PolicyRow`], no call into Redis).
+
+use std::os::raw::c_int;
+
+use redis_module::raw;
+
+use crate::ffi;
+use crate::model::metrics;
+use crate::state::registry;
+
+/// `INFO reclaim`: section `reclaim`, the module's state now (policies, tracked consumers,
+/// memory), then the counters of [`metrics::fields`]; and section `reclaim_policies`, one line
+/// per policy ([`PolicyRow`]), left out of crash reports.
+pub unsafe extern "C" fn on_info(ctx: *mut raw::RedisModuleInfoCtx, for_crash_report: c_int) {
+    ffi::guard("INFO", || unsafe {
+        let totals = registry::totals();
+        let state = [
+            ("enabled", crate::state::config::enabled() as u64),
+            ("policies", totals.policies),
+            ("inbox", totals.inbox),
+            ("tracked_consumers", totals.tracked_consumers),
+            ("used_memory", crate::ffi::alloc::used_bytes()),
+            (
+                "blocked_readers",
+                crate::ffi::blocked::blocked_clients() as u64,
+            ),
+        ];
+        // NULL: the module's default section, `# reclaim`, fields prefixed `reclaim_`.
+        raw::RedisModule_InfoAddSection.unwrap()(ctx, std::ptr::null());
+        for (name, v) in metrics::fields(&state) {
+            let Ok(n) = std::ffi::CString::new(name) else {
+                continue;
+            };
+            raw::RedisModule_InfoAddFieldULongLong.unwrap()(ctx, n.as_ptr(), v);
+        }
+        if for_crash_report != 0 {
+            return;
+        }
+        if raw::RedisModule_InfoAddSection.unwrap()(ctx, c"policies".as_ptr())
+            != raw::REDISMODULE_OK as c_int
+        {
+            return; // INFO asked for another section
+        }
+        let mut name: Vec<u8> = Vec::with_capacity(32);
+        policy_lines(|i, line| {
+            name.clear();
+            name.extend_from_slice(b"policy_");
+            metrics::push_u64(&mut name, i as u64);
+            name.push(0);
+            raw::RedisModule_InfoAddFieldCString.unwrap()(
+                ctx,
+                name.as_ptr().cast(),
+                line.as_ptr().cast(),
+            );
+        });
+    });
+}
+
+/// Hands every policy's line (its label, then its [`PolicyRow`]), NUL-terminated, with its
+/// position, to `emit`, ordered by database, stream, group. First a walk in the table's own order
+/// copies each row's figures out of its runtime ([`registry::walk`]); then each line is written
+/// and handed over at once, while it is in the cache (`RM_InfoAddFieldCString` only appends to
+/// the reply: it calls nothing of the module, so it may run with the registry locked). With
+/// 10,000 policies, waiting for memory was most of the cost: the walk asks for runtimes ahead,
+/// and the labels are kept in key order ([`registry::with_sorted`]).
+fn policy_lines(mut emit: impl FnMut(usize, &[u8])) {
+    use crate::ffi::alloc::{prefetch, PREFETCH_AHEAD};
+    let enabled = crate::state::config::enabled();
+    registry::with_sorted(|all, sorted| {
+        let mut rows: Vec<PolicyRow> = Vec::with_capacity(all.len());
+        registry::walk(all, |_, rt| rows.push(PolicyRow::of(rt, enabled)));
+        let mut line: Vec<u8> = Vec::with_capacity(512);
+        for (n, (i, label)) in sorted.iter().enumerate() {
+            if let Some(ahead) = sorted
+                .get(n + PREFETCH_AHEAD)
+                .and_then(|(i, _)| rows.get(*i as usize))
+            {
+                prefetch(std::ptr::from_ref(ahead).cast());
+            }
+            let Some(row) = rows.get(*i as usize) else {
+                continue;
+            };
+            line.clear();
+            line.extend_from_slice(label);
+            row.write(&mut line);
+            line.push(0);
+            emit(n, &line);
+        }
+    })
+}
+
+/// One policy's line in `INFO reclaim` (section `reclaim_policies`), after
+/// `reclaim_policy_<n>:` and its label ([`registry::PolicyId::write_label`]), in the keyspace
+/// style: `db=0,stream=...,group=...,pending=...`. Only what passes already learnt: no call into
+/// Redis. The PEL figures (`pending`, `inbox`, `consumers`, `max_consumer_pending`,
+/// `oldest_pending_ms`) are those of the end of the last complete pass (`last_pass_ms`); the
+/// counters are since the module was loaded; `status` is [`crate::state::runtime::Runtime::status`].
+pub struct PolicyRow {
+    summary: crate::model::outcome::Summary,
+    /// claimed, dead_lettered, deleted, redelivered, errors, passes.
+    counts: [u64; 6],
+    last_pass_ms: i64,
+    status: &'static str,
+}
+
+impl PolicyRow {
+    /// The row of a policy now (`enabled`: `reclaim.enabled`).
+    pub fn of(rt: &crate::state::runtime::Runtime, enabled: bool) -> Self {
+        use crate::model::metrics::Stat::*;
+        let c = rt.counters();
+        PolicyRow {
+            summary: rt.summary().clone(),
+            counts: [Claimed, DeadLettered, Deleted, Redelivered, Errors, Passes].map(|s| c.get(s)),
+            last_pass_ms: c.last_pass_ms,
+            status: rt.status(enabled),
+        }
+    }
+
+    /// Appends the row to `out`, after the label (`,pending=...`; ASCII, no NUL byte), without
+    /// the formatting machinery: `INFO reclaim` writes one per policy.
+    pub fn write(&self, out: &mut Vec<u8>) {
+        let s = &self.summary;
+        let [claimed, dead_lettered, deleted, redelivered, errors, passes] = self.counts;
+        let num = |out: &mut Vec<u8>, field: &[u8], n: u64| {
+            out.extend_from_slice(field);
+            metrics::push_u64(out, n);
+        };
+        num(out, b",pending=", s.pending);
+        num(out, b",inbox=", s.inbox);
+        num(out, b",claimed=", claimed);
+        num(out, b",dead_lettered=", dead_lettered);
+        num(out, b",deleted=", deleted);
+        num(out, b",oldest_pending_ms=", s.oldest_pending_ms());
+        out.extend_from_slice(b",status=");
+        out.extend_from_slice(self.status.as_bytes());
+        num(out, b",consumers=", s.consumers);
+        num(out, b",max_consumer_pending=", s.max_consumer_pending);
+        num(out, b",redelivered=", redelivered);
+        num(out, b",errors=", errors);
+        num(out, b",passes=", passes);
+        num(out, b",last_pass_ms=", self.last_pass_ms.max(0) as u64);
+    }
+}

@@ -1,0 +1,9 @@
+//! What the module keeps: policies in the keyspace ([`store`]), the in-memory index of them with
+//! each one's run-time state ([`registry`], [`runtime`]), and the configs ([`config`]). Calls
+//! [`crate::ffi`] and [`crate::model`] only.
+
+pub mod config;
+pub mod redrive;
+pub mod registry;
+pub mod runtime;
+pub mod store;
