@@ -84,6 +84,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
             return Status::Err;
         }
     }
+    ffi::note_cluster_mode(ctx);
     if !commands::register(ctx) {
         return Status::Err;
     }

@@ -135,7 +135,9 @@ fn deliveries(rt: &Runtime) -> Reply {
 
 /// `RECLAIM.HEALTH key group` -> map `now-ms`, `live` (read now), `last-pass` (the PEL at the
 /// end of the last complete pass), `pel-sizes` and `pel-change` (the last passes), `deliveries`
-/// (the histogram of the last full pass or scan), `dead-letters` (counted as they happen).
+/// (the histogram of the last full pass or scan), `dead-letters` (counted as they happen),
+/// `status` (one word, as `INFO reclaim`'s), `invalid` (nil, or why the policy cannot run where it
+/// is).
 /// docs/commands.md has every field. Errors: no policy (as `RECLAIM.STATS`); WRONGTYPE when the
 /// key holds something other than a stream (as `RECLAIM.SIMULATE` and `RECLAIM.SWEEP`: `live`
 /// cannot be read).
@@ -152,6 +154,12 @@ pub fn health_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let last = rt.summary().clone();
     let (sizes, change) = sizes(&rt);
     let recent = &rt.counters().recent_dead;
+    // Checked live: `invalid` from the stored policy now, else what the passes learnt.
+    let fault = store::fault(stream, &p);
+    let status = match fault {
+        Some(_) => "invalid",
+        None => rt.status(crate::state::config::enabled()),
+    };
     Ok(Reply::Map(vec![
         ("now-ms", Reply::Int(now)),
         ("live", live(ctx, stream, group, &p, now)),
@@ -187,13 +195,12 @@ pub fn health_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
                 ),
             ]),
         ),
+        ("status", Reply::Bytes(status.as_bytes().to_vec())),
         (
-            "status",
-            Reply::Bytes(
-                rt.status(crate::state::config::enabled())
-                    .as_bytes()
-                    .to_vec(),
-            ),
+            "invalid",
+            fault.map_or(Reply::Null, |why| {
+                Reply::Bytes(error::reason(&why).into_bytes())
+            }),
         ),
     ]))
 }

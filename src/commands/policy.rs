@@ -16,7 +16,12 @@ use crate::model::policy::{self, Policy, State};
 use crate::state::registry::{self, PolicyId};
 use crate::state::store;
 
-pub(super) fn policy_map(p: &Policy) -> Vec<(&'static str, Reply)> {
+/// The fields of `RECLAIM.POLICY GET` for policy `p` of `stream` (also LIST's and SIMULATE's),
+/// `invalid` last: nil, or why the policy cannot run where it is ([`store::fault`]).
+pub(super) fn policy_map(stream: &[u8], p: &Policy) -> Vec<(&'static str, Reply)> {
+    let invalid = store::fault(stream, p).map_or(Reply::Null, |why| {
+        Reply::Bytes(error::reason(&why).into_bytes())
+    });
     vec![
         ("min-idle", Reply::Int(p.min_idle_ms)),
         ("max-deliveries", Reply::Int(p.max_deliveries)),
@@ -42,6 +47,7 @@ pub(super) fn policy_map(p: &Policy) -> Vec<(&'static str, Reply)> {
             Reply::Bytes(crate::model::text::yes_no(p.tombstones).to_vec()),
         ),
         ("state", Reply::Bytes(p.state.name().as_bytes().to_vec())),
+        ("invalid", invalid),
     ]
 }
 
@@ -95,7 +101,7 @@ fn apply_set(ctx: &Context, stream: &[u8], group: &[u8], p: Policy) -> Result<()
 pub(super) fn policy_get(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let a = slices(args);
     Ok(match store::get(ctx, a[2], a[3]) {
-        Some(p) => Reply::Map(policy_map(&p)),
+        Some(p) => Reply::Map(policy_map(a[2], &p)),
         None => Reply::Null,
     })
 }
@@ -128,11 +134,12 @@ pub(super) fn policy_list(ctx: &Context, _args: &[RedisString]) -> CmdResult {
     let out = policies_in_db(ctx)
         .into_iter()
         .map(|(id, p)| {
+            let fields = policy_map(&id.stream, &p);
             let mut m = vec![
                 ("key", Reply::Bytes(id.stream)),
                 ("group", Reply::Bytes(id.group)),
             ];
-            m.extend(policy_map(&p));
+            m.extend(fields);
             Reply::Map(m)
         })
         .collect();

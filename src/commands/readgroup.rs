@@ -35,13 +35,15 @@ struct Stream<'a> {
     policy: Option<Policy>,
 }
 
-/// The streams of `req` with their group's policies: one policy read per key.
+/// The streams of `req` with their group's policies: one policy read per key. A policy that is
+/// invalid where it is ([`store::fault`]) counts as none: the stream is read as XREADGROUP reads
+/// it (new entries only, no redelivery, no dead-letter) until a `SET` replaces it.
 fn streams<'a>(ctx: &Context, req: &'a Request) -> Vec<Stream<'a>> {
     req.keys
         .iter()
         .map(|key| Stream {
             key,
-            policy: store::get(ctx, key, &req.group),
+            policy: store::get(ctx, key, &req.group).filter(|p| store::fault(key, p).is_none()),
         })
         .collect()
 }
@@ -257,7 +259,7 @@ impl Waiter for BlockedRead {
     /// A key was signalled (XADD, XGROUP DESTROY, a move to the inbox): reads again.
     fn ready(&self, ctx: &Context) -> bool {
         if let Some(e) = self.gone(ctx) {
-            ctx.reply_error_string(e);
+            ffi::command::reply_error(ctx, e);
             return true;
         }
         serve(ctx, &self.0, &streams(ctx, &self.0))
@@ -266,9 +268,7 @@ impl Waiter for BlockedRead {
     /// The timeout, or a stream was deleted: XREADGROUP's error, or nil.
     fn timeout(&self, ctx: &Context) {
         match self.gone(ctx) {
-            Some(e) => {
-                ctx.reply_error_string(e);
-            }
+            Some(e) => ffi::command::reply_error(ctx, e),
             None => ffi::command::reply_null_array(ctx),
         }
     }

@@ -10,7 +10,7 @@ use crate::engine::{guards, settle};
 use crate::ffi;
 use crate::ffi::command::{CmdResult, Reply};
 use crate::model::clock::epoch_ms;
-use crate::model::error;
+use crate::model::error::{self, ReclaimError};
 use crate::model::metrics::Stat;
 use crate::model::outcome::Stop;
 use crate::model::planner::Tally;
@@ -18,6 +18,7 @@ use crate::model::policy::{self, Policy, State};
 use crate::state::config;
 use crate::state::registry;
 use crate::state::runtime::Runtime;
+use crate::state::store;
 
 /// `RECLAIM.SWEEP key group [LIMIT n]` -> map `claimed`, `dead-lettered`, `deleted`,
 /// `dlq-trimmed` (`DLQ-MAXLEN`/`DLQ-MAXAGE`), `tombstones` (`TOMBSTONES yes`): one complete
@@ -31,6 +32,9 @@ pub(super) fn sweep_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let (stream, group) = (a[1], a[2]);
     let limit = policy::parse_sweep_options(&a[3..])?;
     let (id, p) = policy_or_error(ctx, stream, group)?;
+    if let Some(why) = store::fault(stream, &p) {
+        return Err(ReclaimError::Invalid(Box::new(why)));
+    }
     if let Some(e) = p.halted(config::enabled()) {
         return Err(e.into());
     }
@@ -92,6 +96,9 @@ pub(super) fn sweep_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
 
 /// The `status` field of `RECLAIM.STATS`, checked live.
 fn status(ctx: &Context, stream: &[u8], group: &[u8], p: &Policy, rt: &Runtime) -> String {
+    if let Some(why) = store::fault(stream, p) {
+        return format!("invalid: {}", error::reason(&why));
+    }
     if let Some(b) = guards::blocked(ctx) {
         return b.status().to_string();
     }
@@ -135,6 +142,7 @@ fn status(ctx: &Context, stream: &[u8], group: &[u8], p: &Policy, rt: &Runtime) 
 pub(super) fn stats(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let a = slices(args);
     let (id, p) = policy_or_error(ctx, a[1], a[2])?;
+    crate::engine::touches::confirm(ctx, &id);
     let rt = registry::get(&id).unwrap_or_default();
     let st = status(ctx, a[1], a[2], &p, &rt);
     let c = rt.counters();

@@ -99,6 +99,42 @@ pub fn select_db(ctx: &Context, db: i32) -> bool {
     unsafe { raw::RedisModule_SelectDb.unwrap()(ctx.ctx, db) == raw::REDISMODULE_OK as c_int }
 }
 
+/// The server's clock (ms since the epoch) as its commands see it: the time cached for the
+/// command running now (`RM_CachedMicroseconds`, Redis 7.2+ and Valkey, whose stream commands
+/// stamp consumers with it), else the time now (`RM_Milliseconds`, Redis 7.0, whose stream
+/// commands stamp consumers with it).
+pub fn server_ms() -> u64 {
+    unsafe {
+        if let Some(f) = raw::RedisModule_CachedMicroseconds {
+            return (f() / 1000).max(0) as u64;
+        }
+        raw::RedisModule_Milliseconds.map_or(0, |f| f().max(0) as u64)
+    }
+}
+
+/// The time now (ms since the epoch, `RM_Milliseconds`): no earlier than any stamp a command
+/// has put on a consumer.
+pub fn clock_ms() -> u64 {
+    unsafe { raw::RedisModule_Milliseconds.map_or(0, |f| f().max(0) as u64) }
+}
+
+/// Whether the server runs in Redis Cluster mode (`cluster-enabled`, fixed at start-up), noted
+/// once when the module loads ([`note_cluster_mode`]).
+static CLUSTER_MODE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Notes whether the server runs in Redis Cluster mode (`REDISMODULE_CTX_FLAGS_CLUSTER`).
+pub fn note_cluster_mode(ctx: &Context) {
+    let on = ctx
+        .get_flags()
+        .contains(redis_module::ContextFlags::CLUSTER);
+    CLUSTER_MODE.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether the server runs in Redis Cluster mode, as noted at load.
+pub fn cluster_mode() -> bool {
+    CLUSTER_MODE.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// The database selected in `ctx` (Redis `RM_GetSelectedDb`).
 pub fn selected_db(ctx: &Context) -> i32 {
     unsafe { raw::RedisModule_GetSelectedDb.unwrap()(ctx.ctx) }
