@@ -46,6 +46,7 @@ fn policy_replies_resp2() {
         dlq_maxage: 86400000,
         tombstones: true,
         state: b"active".to_vec(),
+        invalid: None,
     };
     assert_eq!(policy_reply(&mut c, b"s", b"g"), full.reply(false));
 

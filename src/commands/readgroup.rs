@@ -164,7 +164,12 @@ fn serve(ctx: &Context, req: &Request, streams: &[Stream]) -> bool {
             if r.is_nil() {
                 return false;
             }
-            r.forward(ctx);
+            // An error goes out as every error of the module does (`reply_error`): XREADGROUP
+            // writes the key and group names into its `NOGROUP` as they are.
+            match r.error_text() {
+                Some(e) => ffi::command::reply_error(ctx, &e),
+                None => r.forward(ctx),
+            }
             return true;
         }
         let mut read = StreamRead {

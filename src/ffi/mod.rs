@@ -256,6 +256,15 @@ impl RawReply {
         p.is_empty() || p.starts_with(b"*-1") || p.starts_with(b"_")
     }
 
+    /// The text of an error reply (without `-` and CRLF), its bytes read as UTF-8 (an invalid
+    /// sequence becomes U+FFFD: the server writes a key name into some errors as it is); `None`
+    /// for any other reply.
+    pub fn error_text(&self) -> Option<String> {
+        let line = self.proto().strip_prefix(b"-")?;
+        let line = line.strip_suffix(b"\r\n").unwrap_or(line);
+        Some(String::from_utf8_lossy(line).into_owned())
+    }
+
     /// Sends the reply as is to the client of `ctx`.
     pub fn forward(&self, ctx: &Context) {
         unsafe {

@@ -28,6 +28,8 @@ pub struct PolicyView {
     pub tombstones: bool,
     /// `active`, `paused` or `storm` (not an option of SET).
     pub state: Vec<u8>,
+    /// Why the stored policy cannot run where it is (GET's `invalid`), `None` = it can.
+    pub invalid: Option<Vec<u8>>,
 }
 
 impl PolicyView {
@@ -47,6 +49,7 @@ impl PolicyView {
             dlq_maxage: 0,
             tombstones: false,
             state: b"active".to_vec(),
+            invalid: None,
         }
     }
 
@@ -75,6 +78,7 @@ impl PolicyView {
             (bs(b"dlq-maxage"), Value::Int(self.dlq_maxage)),
             (bs(b"tombstones"), bs(tombstones)),
             (bs(b"state"), bs(&self.state)),
+            (bs(b"invalid"), text(self.invalid.as_deref())),
         ]
     }
 
@@ -107,6 +111,12 @@ impl PolicyView {
     /// The same policy with a STORM breaker.
     pub fn with_storm(mut self, max: i64, window_ms: i64) -> PolicyView {
         self.storm = Some((max, window_ms));
+        self
+    }
+
+    /// The same policy, invalid where it is for `why` (GET's `invalid`).
+    pub fn with_invalid(mut self, why: &str) -> PolicyView {
+        self.invalid = Some(why.as_bytes().to_vec());
         self
     }
 
@@ -236,6 +246,10 @@ impl PolicyView {
                 other => panic!("tombstones is yes or no: {other:?}"),
             },
             state: bytes_of(&get("state")),
+            invalid: match get("invalid") {
+                Value::Nil => None,
+                other => Some(bytes_of(&other)),
+            },
         }
     }
 }
