@@ -65,10 +65,10 @@ fn on_key_event(ctx: &Context, ev: &[u8], name: &[u8]) {
                 }
             }
         },
-        b"xgroup-create" | b"xgroup-setid" if policy_stream.is_none() => {
-            if !name.starts_with(keys::POLICY_KEY_PREFIX) {
-                registry::wake(db, name);
-            }
+        b"xgroup-create" | b"xgroup-setid"
+            if policy_stream.is_none() && !name.starts_with(keys::POLICY_KEY_PREFIX) =>
+        {
+            registry::wake(db, name)
         }
         _ => {}
     }
