@@ -338,9 +338,32 @@ fn through(extra: &[&str], reload: impl FnOnce(&mut Server)) {
     make_invalid(&s);
     check_invalid(&s);
     assert_untouched(&s);
+    // Each command that made one logged it.
+    let log = s.log();
+    for (what, stream) in [
+        ("RENAME", "orders:dlq"),
+        ("COPY", "jobs:dlq"),
+        ("RESTORE", "mail:dlq"),
+        ("RESTORE", "crafted"),
+        ("MOVE", "pay:dlq"),
+    ] {
+        let line = format!("reclaim: {what} left the policy of stream '{stream}' group 'workers'");
+        assert!(log.contains(&line), "no warning {line:?} in\n{log}");
+    }
+    for (what, key) in [("RENAME", "parked"), ("COPY", STRAYS[1])] {
+        let line = format!("reclaim: {what} put the policies of stream 'kept' under key '{key}'");
+        assert!(log.contains(&line), "no warning {line:?} in\n{log}");
+    }
     let before = dataset(&s);
+    let warned = s.log().matches("invalid where it is").count();
     reload(&mut s);
     assert_eq!(dataset(&s), before, "the dataset after the reload");
+    // The load (or the AOF's commands again) named them once more.
+    assert!(
+        s.log().matches("invalid where it is").count() > warned,
+        "{}",
+        s.log_tail(30)
+    );
     check_invalid(&s);
     check_inert(&s);
     check_repair(&s);
