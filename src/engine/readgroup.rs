@@ -60,6 +60,9 @@ pub fn redeliver(
     if p.halted(config::enabled()).is_some() {
         return r;
     }
+    // A client's `XCLAIM ... IDLE` may have made entries stale sooner than the last round
+    // learnt: its touch counts from now on, if it ran.
+    crate::engine::touches::confirm(ctx, &id);
     let limit = if want > 0 { want } else { p.count };
     let due = due_entries(ctx, &id, p, &seen, limit);
     if due.is_empty() {

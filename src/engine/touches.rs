@@ -15,7 +15,8 @@ use crate::state::registry::{self, PolicyId};
 
 /// Confirms the touches of policy `id` (database selected in `ctx`) that wait: one
 /// `XINFO CONSUMERS` (O(consumers)) when some do, nothing otherwise. Called before the state they
-/// change is used or shown: each visit of the timer, `RECLAIM.STATS`.
+/// change is used or shown: each visit of the timer, `RECLAIM.READGROUP`'s redeliveries,
+/// `RECLAIM.STATS`.
 pub fn confirm(ctx: &Context, id: &PolicyId) {
     if !registry::wants_confirmation(id) {
         return;

@@ -747,7 +747,9 @@ impl Runtime {
         let mut make: Vec<(Vec<u8>, bool)> = Vec::new();
         if let Some(t) = self.recent.everyone.as_mut() {
             if latest >= t.at && latest > t.applied {
+                // Too many consumers were touched to name each: everyone's counts are checked.
                 t.applied = latest;
+                metrics::TRACKING_OVERFLOWS.add(1);
                 self.unchecked = Unchecked::All;
                 if t.sets_idle {
                     self.idle_mark = self.idle_mark.wrapping_add(1);
