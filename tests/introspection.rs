@@ -377,7 +377,7 @@ fn wrong_arity_and_unknown_subcommand() {
     }
     assert_eq!(
         policy_reply(&mut c, b"s", b"g"),
-        PolicyView::defaults().reply(false)
+        PolicyView::defaults().reply_on(b"s", false)
     );
 }
 

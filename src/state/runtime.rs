@@ -237,6 +237,10 @@ pub struct Runtime {
     /// The last state announced with a keyspace event ([`crate::ffi::events::notify_state`]); `""`:
     /// none yet (a new policy is `active` without one).
     announced: &'static str,
+    /// What the policy waited for when the server log was last told ([`Runtime::waiting_notice`]):
+    /// `None` once it runs. Kept across `SET`, so a policy set again while it waits is not logged
+    /// again.
+    noticed: Option<Stop>,
     /// The policy's stored [`State`] as last seen (a step, `RECLAIM.POLICY PAUSE`/`RESUME`, the
     /// `STORM` breaker opening): `paused` and `storm` come first in [`Runtime::state`].
     held: State,
@@ -754,6 +758,44 @@ impl Runtime {
         }
     }
 
+    /// The stream or group of the policy is missing now (`RECLAIM.POLICY SET` checked it): the
+    /// policy waits, as its first step would find, before that step runs.
+    pub fn wait_for(&mut self, missing: Stop) {
+        if missing.is_waiting() {
+            self.problem = Some(missing);
+        }
+    }
+
+    /// What the policy waits for, when the server log has not been told yet (once per wait: a
+    /// policy that runs again and then waits again is told again); notes it as told.
+    pub fn waiting_notice(&mut self) -> Option<Stop> {
+        let now = self.problem.clone().filter(Stop::is_waiting);
+        if now == self.noticed {
+            return None;
+        }
+        self.noticed = now.clone();
+        now
+    }
+
+    /// The policy's status text as `INFO reclaim` and `RECLAIM.HEALTH` show it:
+    /// [`Runtime::status`], and for a waiting policy of (`stream`, `group`) what it waits for
+    /// ([`Stop::write_status`], the name written by `name`).
+    pub fn write_status(
+        &self,
+        out: &mut Vec<u8>,
+        enabled: bool,
+        stream: &[u8],
+        group: &[u8],
+        name: impl FnMut(&mut Vec<u8>, &[u8]),
+    ) {
+        match &self.problem {
+            Some(p) if p.is_waiting() && self.status(enabled) == "waiting" => {
+                p.write_status(out, stream, group, name)
+            }
+            _ => out.extend_from_slice(self.status(enabled).as_bytes()),
+        }
+    }
+
     /// The policy's status as `INFO reclaim` and `RECLAIM.HEALTH` show it: `disabled` while the
     /// server-wide config `reclaim.enabled` is `no` (`enabled` false), else [`Runtime::state`].
     pub fn status(&self, enabled: bool) -> &'static str {
@@ -1035,6 +1077,40 @@ mod tests {
         assert_eq!(r.page(None, false, Some(990), 0, 1000), None);
         // An empty PEL: nothing before MIN-IDLE from now.
         assert_eq!(r.page(None, false, None, 500, 1000), Some(1500));
+    }
+
+    #[test]
+    fn a_wait_is_told_once_until_the_policy_runs() {
+        let mut rt = Runtime::new(0);
+        assert_eq!(rt.waiting_notice(), None);
+        rt.wait_for(Stop::NoGroup);
+        assert_eq!(rt.waiting_notice(), Some(Stop::NoGroup));
+        assert_eq!(rt.waiting_notice(), None, "once");
+        // Set again while it waits: not told again.
+        rt.reset(0);
+        rt.wait_for(Stop::NoGroup);
+        assert_eq!(rt.waiting_notice(), None);
+        // Now the stream is gone too: what it waits for changed.
+        rt.wait_for(Stop::NoStream);
+        assert_eq!(rt.waiting_notice(), Some(Stop::NoStream));
+        let mut out = vec![];
+        rt.write_status(&mut out, true, b"orders", b"g", |o, n| {
+            o.extend_from_slice(n)
+        });
+        assert_eq!(out, b"waiting: no stream orders".to_vec());
+        out.clear();
+        rt.write_status(&mut out, false, b"orders", b"g", |o, n| {
+            o.extend_from_slice(n)
+        });
+        assert_eq!(out, b"disabled".to_vec());
+        // It runs: the next wait is told again.
+        rt.reset(0);
+        assert_eq!(rt.waiting_notice(), None);
+        rt.wait_for(Stop::NoGroup);
+        assert_eq!(rt.waiting_notice(), Some(Stop::NoGroup));
+        // Only a missing stream or group is a wait.
+        rt.wait_for(Stop::Oom);
+        assert_eq!(rt.waiting_notice(), None);
     }
 
     #[test]
