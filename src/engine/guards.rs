@@ -103,15 +103,19 @@ pub fn is_non_stream(ctx: &Context, key: &[u8]) -> bool {
 /// (O(1)).
 pub fn missing(ctx: &Context, stream: &[u8], group: &[u8]) -> Option<Stop> {
     match check_stream(ctx, stream) {
-        Some(Stop::NoStream) => return Some(Stop::NoStream),
-        Some(_) => return None,
-        None => {}
+        Some(Stop::NoStream) => Some(Stop::NoStream),
+        Some(_) => None,
+        None => no_group(ctx, stream, group).then_some(Stop::NoGroup),
     }
+}
+
+/// Whether the stream `stream` (which exists) has no consumer group `group`.
+fn no_group(ctx: &Context, stream: &[u8], group: &[u8]) -> bool {
     let q = Query::range(b"-", b"+", 1).of(Some(b"\x00"));
-    match pending::read(ctx, stream, group, &q) {
-        Err(Failed::Reply(e)) if e.starts_with(b"NOGROUP") => Some(Stop::NoGroup),
-        _ => None,
-    }
+    matches!(
+        pending::read(ctx, stream, group, &q),
+        Err(Failed::Reply(e)) if e.starts_with(b"NOGROUP")
+    )
 }
 
 /// The `status` of the policy `p` of (`stream`, `group`), checked live (`RECLAIM.STATS`,
@@ -135,8 +139,11 @@ pub fn status(
     if p.state != State::Active {
         return p.state.name().into();
     }
-    if let Some(s) = check_stream(ctx, stream).or_else(|| missing(ctx, stream, group)) {
+    if let Some(s) = check_stream(ctx, stream) {
         return s.status_of(stream, group);
+    }
+    if no_group(ctx, stream, group) {
+        return Stop::NoGroup.status_of(stream, group);
     }
     if let Some(d) = &p.dlq {
         if is_non_stream(ctx, d) {
