@@ -18,6 +18,7 @@
 
 use redis_module::{raw, CallReply, CallResult, Context, ContextFlags, KeyType, RedisString};
 
+use crate::commands::common::READGROUP_KEY;
 use crate::engine::pending::{self, Failed, Query};
 use crate::engine::readgroup::redeliver;
 use crate::ffi::blocked::{self, Waiter};
@@ -25,7 +26,7 @@ use crate::ffi::command::{CmdResult, Reply};
 use crate::ffi::{self, write_opts, RawReply};
 use crate::model::error::{self, ReclaimError};
 use crate::model::policy::Policy;
-use crate::model::readgroup::{parse, Request};
+use crate::model::readgroup::{key_positions, parse, Request};
 use crate::model::text::printable;
 use crate::state::store;
 
@@ -198,6 +199,15 @@ fn serve(ctx: &Context, req: &Request, streams: &[Stream]) -> bool {
 
 /// The command handler.
 pub fn readgroup_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
+    if ffi::command::is_keys_request(ctx) {
+        // The server's own slot check (MOVED, ASK, TRYAGAIN, CROSSSLOT, CLUSTERDOWN) sees the
+        // keys of a module command only through this callback or first/last/step.
+        let argv: Vec<&[u8]> = args.iter().map(|s| s.as_slice()).collect();
+        for pos in key_positions(&argv) {
+            ffi::command::key_at(ctx, pos, READGROUP_KEY);
+        }
+        return Ok(Reply::Done);
+    }
     let a: Vec<&[u8]> = args.iter().skip(1).map(|s| s.as_slice()).collect();
     let req = parse(&a)?;
     let flags = ctx.get_flags();
