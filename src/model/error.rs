@@ -80,6 +80,12 @@ pub const UNBLOCKED_NO_STREAM: &str = "UNBLOCKED the stream key no longer exists
 /// A blocked `RECLAIM.READGROUP` whose group was destroyed meanwhile (XREADGROUP's text).
 pub const UNBLOCKED_NO_GROUP: &str =
     "NOGROUP the consumer group this client was blocked on no longer exists";
+/// How a blocked `RECLAIM.READGROUP` ends when `MIGRATE` moved its stream away while its slot
+/// migrates to `to` (`ip:port`), as a blocked XREADGROUP does on Redis 7.2+ (the server's own
+/// redirect: the client asks the node that now holds the key).
+pub fn ask(slot: u16, to: &[u8]) -> String {
+    format!("ASK {slot} {}", String::from_utf8_lossy(to))
+}
 /// `RECLAIM.POLICY IMPORT` of a document longer than [`crate::model::export::MAX_BYTES`].
 pub const IMPORT_TOO_LARGE: &str =
     "ERR the policy document is longer than 16777216 bytes (16 MiB): split it";
