@@ -1,6 +1,6 @@
 //! What this node knows of its Redis Cluster, asked through `RM_Call`: whether the cluster is
 //! down ([`down`], [`is_down`]: sweeps wait), why the server refused one of the module's calls
-//! ([`refusal`]), where a migrating slot goes ([`migrating_to`]), and whether the server runs a
+//! ([`refusal`]), whether it serves a key's slot ([`key_served`]), where a migrating slot goes ([`migrating_to`]), and whether the server runs a
 //! blocked reader's command again through the slot check ([`reprocesses_blocked`]). Only
 //! meaningful in cluster mode.
 //!
@@ -49,6 +49,18 @@ pub fn refusal(e: &[u8]) -> Option<Refusal> {
         Some(Refusal::NotServed)
     } else {
         None
+    }
+}
+
+/// Whether this Redis Cluster node serves `key`'s slot now, as `RM_Call` routes a client's
+/// command (`EXISTS key`): `Some(true)`, `Some(false)` (another node serves it, or it is
+/// migrating and the key is not here), `None` while the cluster is down.
+pub fn key_served(ctx: &Context, key: &[u8]) -> Option<bool> {
+    let r: CallResult = ctx.call_ext("EXISTS", &read_opts(), &[key][..]);
+    match r {
+        Ok(_) => Some(true),
+        Err(e) if refusal(e.as_bytes()) == Some(Refusal::Down) => None,
+        Err(_) => Some(false),
     }
 }
 

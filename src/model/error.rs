@@ -104,6 +104,8 @@ pub const IMPORT_CROSSSLOT: &str =
 /// serve (or while the cluster is down).
 pub const IMPORT_NOT_SERVED: &str =
     "ERR this node does not serve the stream key's hash slot (import each node's own policies there)";
+/// `RECLAIM.POLICY IMPORT ... LOCAL` while the Redis Cluster is down (the server's own text).
+pub const CLUSTERDOWN: &str = "CLUSTERDOWN The cluster is down";
 /// `RECLAIM.POLICY IMPORT` by a user whose ACL does not allow writing a policy's stream key.
 pub const NOPERM_STREAM: &str = "NOPERM this user has no permissions to write the stream key";
 /// `RECLAIM.POLICY IMPORT` by a user whose ACL does not allow writing a policy's DLQ key.
