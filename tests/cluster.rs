@@ -211,3 +211,387 @@ fn policy_moves_with_its_stream_when_the_slot_migrates() {
         "{pel:?}"
     );
 }
+
+/// Every keyed RECLAIM command, with arguments that name `st` (its group `g`, DLQ `dlq`), and
+/// whether it only reads (compared with `XLEN`) or writes (compared with `XREADGROUP`).
+fn keyed_commands(st: &str, dlq: &str) -> Vec<(Vec<String>, bool)> {
+    let w = |s: &str| {
+        s.split(' ')
+            .map(|x| match x {
+                "ST" => st.to_string(),
+                "DLQ" => dlq.to_string(),
+                other => other.to_string(),
+            })
+            .collect::<Vec<String>>()
+    };
+    vec![
+        (w("RECLAIM.READGROUP GROUP g c COUNT 5 STREAMS ST >"), false),
+        (w("RECLAIM.EXTEND ST g c 0-1"), false),
+        (w("RECLAIM.NACK ST g c 0-1"), false),
+        (w("RECLAIM.TERM ST g c 0-1"), false),
+        (w("RECLAIM.STATS ST g"), true),
+        (w("RECLAIM.HEALTH ST g"), true),
+        (w("RECLAIM.SIMULATE ST g"), true),
+        (w("RECLAIM.SWEEP ST g"), false),
+        (
+            w("RECLAIM.POLICY SET ST g MIN-IDLE 1000 MAX-DELIVERIES 3 DLQ DLQ"),
+            false,
+        ),
+        (w("RECLAIM.POLICY GET ST g"), true),
+        (w("RECLAIM.POLICY DEL ST g"), false),
+        (w("RECLAIM.POLICY PAUSE ST g"), false),
+        (w("RECLAIM.POLICY RESUME ST g"), false),
+        (w("RECLAIM.REDRIVE DLQ"), false),
+        (w("RECLAIM.REDRIVE STATUS DLQ"), true),
+        (w("RECLAIM.REDRIVE CANCEL DLQ"), false),
+    ]
+}
+
+fn words_cmd(words: &[String]) -> redis::Cmd {
+    let mut c = cmd(&words[0]);
+    for w in &words[1..] {
+        c.arg(w);
+    }
+    c
+}
+
+/// The error of `words` on `c`, or `""` when it succeeds.
+fn error_or_empty(c: &mut Connection, words: &[String]) -> String {
+    match words_cmd(words).query::<Value>(c) {
+        Ok(_) => String::new(),
+        Err(e) => redirect_text(&e),
+    }
+}
+
+/// An error as the wire has it: `MOVED 1234 127.0.0.1:7000`, `CROSSSLOT ...` (as [`error_of`]).
+fn redirect_text(e: &redis::RedisError) -> String {
+    match (e.code(), e.detail()) {
+        (Some(code), Some(detail)) => format!("{code} {detail}"),
+        (Some(code), None) => code.to_string(),
+        _ => e.to_string(),
+    }
+}
+
+/// Asserts that each keyed command of `st` gets on `c` the error its stream command gets there
+/// (XREADGROUP for those that write, XLEN for those that only read), and that it starts with
+/// `want`.
+fn assert_routed_as_streams(c: &mut Connection, st: &str, dlq: &str, want: &str) {
+    let xreadgroup = error_or_empty(
+        c,
+        &["XREADGROUP", "GROUP", "g", "c", "STREAMS", st, ">"].map(String::from),
+    );
+    let xlen = error_or_empty(c, &["XLEN", st].map(String::from));
+    assert!(xreadgroup.starts_with(want), "XREADGROUP: {xreadgroup}");
+    for (words, readonly) in keyed_commands(st, dlq) {
+        let reference = if readonly { &xlen } else { &xreadgroup };
+        assert_eq!(
+            &error_or_empty(c, &words),
+            reference,
+            "{} (as {})",
+            words.join(" "),
+            if readonly { "XLEN" } else { "XREADGROUP" }
+        );
+    }
+}
+
+/// Two nodes: A serves every slot, B none. Then the slot of `{r}jobs` moves from A to B as
+/// `redis-cli --cluster reshard` moves it (SETSLOT IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE).
+/// At every stage every keyed command is answered as XREADGROUP/XLEN are: MOVED on a node that
+/// does not serve the slot, ASK on the migrating node once the keys left, TRYAGAIN on both for a
+/// read of two streams of which one moved, CROSSSLOT for
+/// streams of two slots; with ASKING the importing node serves the moved stream with its policy.
+#[test]
+fn every_keyed_command_is_redirected_as_its_stream_command() {
+    let a = node();
+    let b = node();
+    let mut ca = a.conn();
+    let mut cb = b.conn();
+    own_all_slots(&mut ca);
+    let _: () = cmd("CLUSTER")
+        .arg("MEET")
+        .arg("127.0.0.1")
+        .arg(b.port)
+        .query(&mut ca)
+        .expect("CLUSTER MEET");
+    wait_for(20, "both nodes in one cluster, state ok", || {
+        (cluster_info(&mut ca, "cluster_known_nodes") == "2"
+            && cluster_info(&mut cb, "cluster_state") == "ok")
+            .then_some(())
+    });
+    let (ida, idb) = (myid(&mut ca), myid(&mut cb));
+    let (st, two, dlq) = ("{r}jobs", "{r}two", "{r}dlq");
+    let slot = keyslot(&mut ca, st.as_bytes());
+    for s in [st, two] {
+        create_group(&mut ca, s.as_bytes(), b"g");
+    }
+    add_entries(&mut ca, st.as_bytes(), "e", 3);
+    set_policy(
+        &mut ca,
+        st.as_bytes(),
+        b"g",
+        &PolicyView::new(60_000, 100).with_dlq(dlq.as_bytes(), 3),
+    );
+    let addr_a = format!("127.0.0.1:{}", a.port);
+    let addr_b = format!("127.0.0.1:{}", b.port);
+
+    // Stable: B sends everything to A.
+    assert_routed_as_streams(&mut cb, st, dlq, &format!("MOVED {slot} {addr_a}"));
+    // Streams of two slots: CROSSSLOT, as XREADGROUP.
+    let cross = ["GROUP", "g", "c", "STREAMS", st, "{x}jobs", ">", ">"];
+    let xr = error_of(&mut ca, cmd("XREADGROUP").arg(&cross));
+    assert!(xr.starts_with("CROSSSLOT"), "{xr}");
+    assert_eq!(error_of(&mut ca, cmd("RECLAIM.READGROUP").arg(&cross)), xr);
+
+    // The slot opens: B imports, A migrates. B still sends clients without ASKING to A.
+    let setslot = |c: &mut Connection, how: &str, id: &str| {
+        let _: () = cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg(how)
+            .arg(id)
+            .query(c)
+            .unwrap_or_else(|e| panic!("SETSLOT {how}: {e}"));
+    };
+    setslot(&mut cb, "IMPORTING", &ida);
+    setslot(&mut ca, "MIGRATING", &idb);
+    assert_routed_as_streams(&mut cb, st, dlq, &format!("MOVED {slot} {addr_a}"));
+    let migrate = |c: &mut Connection, keys: &[Vec<u8>]| {
+        let _: () = cmd("MIGRATE")
+            .arg("127.0.0.1")
+            .arg(b.port)
+            .arg("")
+            .arg(0)
+            .arg(5000)
+            .arg("KEYS")
+            .arg(keys)
+            .query(c)
+            .expect("MIGRATE");
+    };
+    // One of two streams moved: a read of both gets TRYAGAIN on A (some keys here, some gone)
+    // and on B (ASKING: some keys there, some not yet).
+    migrate(&mut ca, &[two.as_bytes().to_vec()]);
+    let both = ["GROUP", "g", "c", "STREAMS", st, two, ">", ">"];
+    let xr = error_of(&mut ca, cmd("XREADGROUP").arg(&both));
+    assert!(xr.starts_with("TRYAGAIN"), "{xr}");
+    assert_eq!(error_of(&mut ca, cmd("RECLAIM.READGROUP").arg(&both)), xr);
+    let asking = |c: &mut Connection, words: &[&str]| -> String {
+        let mut p = redis::pipe();
+        p.cmd("ASKING").ignore();
+        p.cmd(words[0]).arg(&words[1..]);
+        match p.query::<Vec<Value>>(c) {
+            Ok(v) => format!("{v:?}"),
+            Err(e) => redirect_text(&e),
+        }
+    };
+    let xr = asking(&mut cb, &[&["XREADGROUP"][..], &both].concat());
+    assert!(xr.starts_with("TRYAGAIN"), "{xr}");
+    assert_eq!(
+        asking(&mut cb, &[&["RECLAIM.READGROUP"][..], &both].concat()),
+        xr
+    );
+
+    // Everything moved: A answers ASK; B serves the stream and its policy to an ASKING client.
+    let keys: Vec<Vec<u8>> = cmd("CLUSTER")
+        .arg("GETKEYSINSLOT")
+        .arg(slot)
+        .arg(100)
+        .query(&mut ca)
+        .expect("GETKEYSINSLOT");
+    migrate(&mut ca, &keys);
+    assert_routed_as_streams(&mut ca, st, dlq, &format!("ASK {slot} {addr_b}"));
+    let read = asking(
+        &mut cb,
+        &["RECLAIM.READGROUP", "GROUP", "g", "w", "STREAMS", st, ">"],
+    );
+    assert!(
+        read.contains("e-0") || read.contains("e0") || read.contains(st),
+        "{read}"
+    );
+    let stats = asking(&mut cb, &["RECLAIM.STATS", st, "g"]);
+    assert!(stats.contains("passes"), "{stats}");
+
+    // The slot is B's: A sends everything there.
+    setslot(&mut cb, "NODE", &idb);
+    setslot(&mut ca, "NODE", &idb);
+    assert_routed_as_streams(&mut ca, st, dlq, &format!("MOVED {slot} {addr_b}"));
+    assert_eq!(
+        get_policy(&mut cb, st.as_bytes(), b"g").map(|p| p.max_deliveries),
+        Some(3)
+    );
+}
+
+/// A one-node cluster whose state turns `fail` (a slot unassigned): keyed commands and blocked
+/// readers get CLUSTERDOWN as XREADGROUP does; the policy's sweeps stop without counting errors
+/// (status `cluster-down`, `ticks_skipped_cluster_down`), and start again by themselves once the
+/// cluster is ok.
+#[test]
+fn while_the_cluster_is_down_sweeps_wait_and_readers_get_clusterdown() {
+    let s = node();
+    let mut c = s.conn();
+    own_all_slots(&mut c);
+    let (st, dlq) = ("{d}jobs", "{d}dlq");
+    create_group(&mut c, st.as_bytes(), b"g");
+    set_policy(
+        &mut c,
+        st.as_bytes(),
+        b"g",
+        &PolicyView::new(60_000, 50).with_dlq(dlq.as_bytes(), 3),
+    );
+    wait_for(20, "a first pass", || {
+        (int_field(&stats(&mut c, st, "g"), "passes") >= 1).then_some(())
+    });
+    // Two readers blocked on the stream: XREADGROUP and RECLAIM.READGROUP.
+    let blocked = |name: &'static str| {
+        let mut bc = s.conn();
+        let st = st.to_string();
+        std::thread::spawn(move || {
+            let r = cmd(name)
+                .arg("GROUP")
+                .arg("g")
+                .arg(format!("{name}-c"))
+                .arg("BLOCK")
+                .arg(0)
+                .arg("STREAMS")
+                .arg(&st)
+                .arg(">")
+                .query::<Value>(&mut bc);
+            match r {
+                Ok(v) => format!("{v:?}"),
+                Err(e) => redirect_text(&e),
+            }
+        })
+    };
+    let (x, r) = (blocked("XREADGROUP"), blocked("RECLAIM.READGROUP"));
+    wait_for(10, "two blocked readers", || {
+        (info_int(&mut c, "clients", "blocked_clients") == 2).then_some(())
+    });
+    let errors_before = reclaim_info(&mut c, "errors");
+    let skipped_before = reclaim_info(&mut c, "ticks_skipped_cluster_down");
+
+    // A slot that is not the stream's is left unassigned: the cluster is down.
+    let other = (keyslot(&mut c, st.as_bytes()) + 1) % 16384;
+    let _: () = cmd("CLUSTER")
+        .arg("DELSLOTS")
+        .arg(other)
+        .query(&mut c)
+        .expect("DELSLOTS");
+    wait_for(10, "cluster_state:fail", || {
+        (cluster_info(&mut c, "cluster_state") == "fail").then_some(())
+    });
+    let (x, r) = (x.join().expect("XREADGROUP"), r.join().expect("READGROUP"));
+    assert!(x.starts_with("CLUSTERDOWN"), "{x}");
+    assert_eq!(r, x);
+    assert_routed_as_streams(&mut c, st, dlq, "CLUSTERDOWN");
+    // The module looks at the cluster's state every 100 ms.
+    wait_for(
+        10,
+        "ticks skipped for the cluster, status cluster-down",
+        || {
+            let line = policy_lines(&mut c).pop()?;
+            let skipped = reclaim_info(&mut c, "ticks_skipped_cluster_down");
+            (line["status"] == "cluster-down" && skipped > skipped_before + 3).then_some(())
+        },
+    );
+    let passes = policy_lines(&mut c).pop().expect("the policy's INFO line")["passes"].clone();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let line = policy_lines(&mut c).pop().expect("the policy's INFO line");
+    assert_eq!(line["passes"], passes, "no pass while the cluster is down");
+    assert_eq!(reclaim_info(&mut c, "errors"), errors_before);
+
+    // The slot is back: the cluster is ok and the sweeps run again, by themselves.
+    let _: () = cmd("CLUSTER")
+        .arg("ADDSLOTS")
+        .arg(other)
+        .query(&mut c)
+        .expect("ADDSLOTS");
+    wait_for(20, "passes again", || {
+        let line = policy_lines(&mut c).pop()?;
+        (line["status"] == "active" && line["passes"] != passes).then_some(())
+    });
+    assert_eq!(reclaim_info(&mut c, "errors"), errors_before);
+    assert_eq!(str_field(&stats(&mut c, st, "g"), "status"), "active");
+}
+
+/// A reader blocked on a stream that `MIGRATE` moves to another node ends its wait with the error
+/// a blocked XREADGROUP gets there and then: `ASK <slot> <node>` on Redis 7.2+ and Valkey (they run
+/// the blocked XREADGROUP again through the slot check), `UNBLOCKED the stream key no longer
+/// exists` on 7.0.
+#[test]
+fn a_reader_blocked_on_a_migrated_stream_ends_as_xreadgroup() {
+    let a = node();
+    let b = node();
+    let mut ca = a.conn();
+    let mut cb = b.conn();
+    own_all_slots(&mut ca);
+    let _: () = cmd("CLUSTER")
+        .arg("MEET")
+        .arg("127.0.0.1")
+        .arg(b.port)
+        .query(&mut ca)
+        .expect("CLUSTER MEET");
+    wait_for(20, "both nodes in one cluster, state ok", || {
+        (cluster_info(&mut ca, "cluster_known_nodes") == "2"
+            && cluster_info(&mut cb, "cluster_state") == "ok")
+            .then_some(())
+    });
+    let (ida, idb) = (myid(&mut ca), myid(&mut cb));
+    let st = "{m}jobs";
+    create_group(&mut ca, st.as_bytes(), b"g");
+    set_policy(&mut ca, st.as_bytes(), b"g", &PolicyView::new(60_000, 100));
+    let slot = keyslot(&mut ca, st.as_bytes());
+    let blocked = |name: &'static str| {
+        let mut c = a.conn();
+        std::thread::spawn(move || {
+            let r = cmd(name)
+                .arg("GROUP")
+                .arg("g")
+                .arg(format!("{name}-c"))
+                .arg("BLOCK")
+                .arg(0)
+                .arg("STREAMS")
+                .arg(st)
+                .arg(">")
+                .query::<Value>(&mut c);
+            match r {
+                Ok(v) => format!("{v:?}"),
+                Err(e) => redirect_text(&e),
+            }
+        })
+    };
+    let (x, r) = (blocked("XREADGROUP"), blocked("RECLAIM.READGROUP"));
+    wait_for(10, "two blocked readers", || {
+        (info_int(&mut ca, "clients", "blocked_clients") == 2).then_some(())
+    });
+    for (c, how, id) in [(&mut cb, "IMPORTING", &ida), (&mut ca, "MIGRATING", &idb)] {
+        let _: () = cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg(how)
+            .arg(id)
+            .query(c)
+            .expect("SETSLOT");
+    }
+    let keys: Vec<Vec<u8>> = cmd("CLUSTER")
+        .arg("GETKEYSINSLOT")
+        .arg(slot)
+        .arg(100)
+        .query(&mut ca)
+        .expect("GETKEYSINSLOT");
+    let _: () = cmd("MIGRATE")
+        .arg("127.0.0.1")
+        .arg(b.port)
+        .arg("")
+        .arg(0)
+        .arg(5000)
+        .arg("KEYS")
+        .arg(&keys)
+        .query(&mut ca)
+        .expect("MIGRATE");
+    let (x, r) = (x.join().expect("XREADGROUP"), r.join().expect("READGROUP"));
+    let ask = format!("ASK {slot} 127.0.0.1:{}", b.port);
+    assert!(
+        x == ask || x == "UNBLOCKED the stream key no longer exists",
+        "{x}"
+    );
+    assert_eq!(r, x);
+}
