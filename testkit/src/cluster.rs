@@ -11,7 +11,7 @@ use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use redis::{cmd, Connection};
+use redis::{cmd, Connection, Value};
 
 use crate::server::{cli_binary, free_port, Server};
 use crate::wait::{slowdown, wait_for};
@@ -408,6 +408,16 @@ impl Cluster {
                 (everywhere && self.is_ok()).then_some(())
             },
         );
+    }
+
+    /// Waits until node `r` says it is a primary (`ROLE`), the moment a replica takes over its
+    /// primary's slots (the other nodes learn it from its next messages).
+    pub fn wait_promoted(&self, r: usize, secs: u64) {
+        let mut c = self.conn(r);
+        wait_for(secs, &format!("node {r} to be promoted"), || {
+            let role: Vec<Value> = cmd("ROLE").query(&mut c).ok()?;
+            matches!(role.first(), Some(Value::BulkString(b)) if b == b"master").then_some(())
+        });
     }
 
     /// Kills node `i` with SIGKILL (no save, no goodbye to the cluster).
