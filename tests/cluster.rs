@@ -1,6 +1,11 @@
 //! Redis Cluster: policy keys live in their stream's hash slot, cross-slot DLQs are refused by the
-//! server (key specs), sweeps run in cluster mode, and a policy moves with its stream when its slot
-//! migrates (`MIGRATE` → `RESTORE` → `rdb_load` registers it on the new node).
+//! server, sweeps run in cluster mode, and a policy moves with its stream when its slot migrates
+//! (`MIGRATE` → `RESTORE` → `rdb_load` registers it on the new node). Every keyed command is
+//! routed as its stream command at each stage of a migration and while the cluster is down;
+//! blocked readers end as a blocked XREADGROUP does (a migrated stream, a demoted node, a cluster
+//! that goes down); sweeps wait while the cluster is down; `IMPORT ... LOCAL`; the cluster-wide
+//! scripts of docs/cluster.md and the `IMPORT ... LOCAL` example of docs/commands.md, run as
+//! written. The scenario under load is tests/cluster_chaos.rs (`make test-cluster`).
 
 use reclaim_testkit::*;
 
@@ -594,4 +599,246 @@ fn a_reader_blocked_on_a_migrated_stream_ends_as_xreadgroup() {
         "{x}"
     );
     assert_eq!(r, x);
+}
+
+/// The fenced block of the page `page` (a path from the crate's root) that opens with `open`
+/// (its first line, newline included), after `marker` when given: its text.
+fn doc_block_after(page: &str, marker: &str, open: &str) -> String {
+    let doc = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(page))
+        .expect("the page");
+    let from = doc.find(marker).expect("the marker in the page");
+    let rest = &doc[from..];
+    let start = rest.find(open).expect("the block") + open.len();
+    let end = rest[start..].find("```").expect("the end of the block");
+    rest[start..start + end].to_string()
+}
+
+/// The first block of `page` that opens with `open`.
+fn doc_block(page: &str, open: &str) -> String {
+    doc_block_after(page, "", open)
+}
+
+/// The shell block of docs/cluster.md (```` ```sh run-by=tests/cluster.rs ````) that follows
+/// `marker`.
+fn doc_script(marker: &str) -> String {
+    doc_block_after("docs/cluster.md", marker, "```sh run-by=tests/cluster.rs\n")
+}
+
+/// `PATH` with the directory of the command-line client the tests use first (the server's own,
+/// for a matrix server), for the docs' shell lines.
+fn cli_path() -> String {
+    let path = std::env::var("PATH").unwrap_or_default();
+    match cli_binary().parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(bin) => format!("{}:{path}", bin.display()),
+        None => path,
+    }
+}
+
+/// Runs `script` with bash (`-eu`, and `pipefail`) in a temporary directory, with `env`; its
+/// output (stdout then stderr), or a panic with it when it fails.
+fn run_script(script: &str, env: &[(&str, String)]) -> String {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut sh = std::process::Command::new("bash");
+    sh.arg("-euo").arg("pipefail").arg("-c").arg(script);
+    sh.current_dir(dir.path()).env("PATH", cli_path());
+    for (k, v) in env {
+        sh.env(k, v);
+    }
+    let run = sh.output().expect("bash");
+    let text =
+        String::from_utf8_lossy(&run.stdout).into_owned() + &String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{script}\n{text}");
+    text
+}
+
+/// docs/cluster.md's cluster-wide export and import, run as written: the policies of a whole
+/// 3-primary cluster exported (one document per primary) and imported with `IMPORT ... LOCAL`
+/// into another 3-primary cluster whose slots are laid out differently (a reshard): each policy
+/// lands once, on the primary that serves its stream, and each node reports the others as
+/// `elsewhere`. Its `redis-cli --cluster call` lines work too.
+#[test]
+fn a_whole_cluster_is_exported_and_imported_as_the_docs_show() {
+    let src = Cluster::start(3, 0, 5000, &[]);
+    let dst = Cluster::start(3, 0, 5000, &[]);
+    // Two streams per primary of the source; the first of node 0's in its lowest slot, which
+    // the destination moves to its node 1 before the import.
+    let mut want = Vec::new();
+    for (n, p) in src.primaries().into_iter().enumerate() {
+        let low = src.lowest_slot(p);
+        for (k, slot) in [low, low + 100].into_iter().enumerate() {
+            let st = format!("{}in", tag_for_slot(&format!("s{n}{k}"), slot));
+            let pol = PolicyView::new(1000 + (n * 10 + k) as i64, 500)
+                .with_dlq(st.replace("in", "dlq").as_bytes(), 3);
+            let mut c = src.conn(p);
+            create_group(&mut c, st.as_bytes(), b"g");
+            set_policy(&mut c, st.as_bytes(), b"g", &pol);
+            want.push((st, pol));
+        }
+    }
+    // The stream of the docs' examples, on its primary.
+    let orders = PolicyView::new(30_000, 1000).with_dlq(b"{orders}:dlq", 5);
+    let mut c = src.conn(src.owner(key_slot(b"{orders}:in")));
+    create_group(&mut c, b"{orders}:in", b"workers");
+    set_policy(&mut c, b"{orders}:in", b"workers", &orders);
+    wait_for(10, "a pass of {orders}:in", || {
+        (int_field(&stats(&mut c, "{orders}:in", "workers"), "passes") > 0).then_some(())
+    });
+    // The docs' cluster-wide LIST, INFO and STATS, from any node.
+    let text = run_script(
+        &doc_script("With `NODE` set to any node"),
+        &[("NODE", src.addr(2))],
+    );
+    for (st, _) in &want {
+        assert!(text.contains(st.as_str()), "{st} in {text}");
+    }
+    assert!(
+        text.lines()
+            .any(|l| l == format!("policies {}", want.len() + 1)),
+        "{text}"
+    );
+    // RECLAIM.STATS of {orders}:in, followed to its primary: its fields and status.
+    let lines: Vec<&str> = text.lines().collect();
+    let after = |f: &str| lines.iter().position(|l| *l == f).map(|i| lines[i + 1]);
+    assert_eq!(after("status"), Some("active"), "{text}");
+    assert!(after("passes").is_some_and(|v| v.parse::<u64>().is_ok_and(|n| n > 0)));
+    let p0 = dst.owner(key_slot(want[0].0.as_bytes()));
+    let p1 = dst
+        .primaries()
+        .into_iter()
+        .find(|&p| p != p0)
+        .expect("another primary");
+    dst.reshard(p0, p1, 1);
+    dst.wait_ok(30);
+
+    let text = run_script(
+        &doc_script("This script exports"),
+        &[("SRC", src.addr(0)), ("DST", dst.addr(0))],
+    );
+    // 3 documents x 3 primaries: every policy imported once, reported elsewhere twice.
+    let imported: i64 = text
+        .lines()
+        .collect::<Vec<_>>()
+        .windows(2)
+        .filter(|w| w[0] == "imported")
+        .map(|w| w[1].parse::<i64>().unwrap_or(0))
+        .sum();
+    // And {orders}:in, the docs' stream.
+    assert_eq!(imported, want.len() as i64 + 1, "{text}");
+    let owner = dst.owner(key_slot(b"{orders}:in"));
+    let got = get_policy(&mut dst.conn(owner), b"{orders}:in", b"workers");
+    assert_eq!(got, Some(orders));
+    assert_eq!(dst.owner(key_slot(want[0].0.as_bytes())), p1);
+    for (st, pol) in &want {
+        let owner = dst.owner(key_slot(st.as_bytes()));
+        for p in dst.primaries() {
+            if p == owner {
+                let got = get_policy(&mut dst.conn(p), st.as_bytes(), b"g");
+                assert_eq!(got.as_ref(), Some(pol), "{st} on its primary");
+            } else {
+                let get = cmd("RECLAIM.POLICY").arg("GET").arg(st).arg("g").clone();
+                let moved = error_of(&mut dst.conn(p), &get);
+                assert!(moved.starts_with("MOVED"), "{st}: {moved}");
+            }
+        }
+    }
+    let lists: usize = dst
+        .primaries()
+        .into_iter()
+        .map(|p| list_policies(&mut dst.conn(p)).len())
+        .sum();
+    assert_eq!(lists, want.len() + 1);
+}
+
+/// `IMPORT ... LOCAL` on one node: the reply's `imported` and `elsewhere` (key, group, slot).
+#[test]
+fn import_local_reports_the_policies_of_other_nodes() {
+    let a = node();
+    let mut c = a.conn();
+    own_all_slots(&mut c);
+    // A second node serves the slot of `{far}s`.
+    let b = node();
+    let mut cb = b.conn();
+    let _: () = cmd("CLUSTER")
+        .arg("MEET")
+        .arg("127.0.0.1")
+        .arg(b.port)
+        .query(&mut c)
+        .expect("MEET");
+    wait_for(20, "both nodes in one cluster, state ok", || {
+        (cluster_info(&mut c, "cluster_known_nodes") == "2"
+            && cluster_info(&mut cb, "cluster_state") == "ok")
+            .then_some(())
+    });
+    let far = "{far}s";
+    let slot = keyslot(&mut c, far.as_bytes());
+    let idb = myid(&mut cb);
+    for con in [&mut cb, &mut c] {
+        let _: () = cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg("NODE")
+            .arg(&idb)
+            .query(con)
+            .expect("SETSLOT NODE");
+    }
+    let doc = format!(
+        r#"{{"version": 1, "policies": [{{"key": "near", "group": "g", "min-idle": 500}}, {{"key": "{far}", "group": "g"}}]}}"#
+    );
+    let reply: Value = cmd("RECLAIM.POLICY")
+        .arg("IMPORT")
+        .arg(&doc)
+        .arg("LOCAL")
+        .query(&mut c)
+        .expect("IMPORT LOCAL");
+    assert_eq!(int_field(&reply, "imported"), 1);
+    let elsewhere = field(&reply, "elsewhere");
+    let others: Vec<(String, String, i64)> = items(&elsewhere)
+        .iter()
+        .map(|e| {
+            (
+                str_field(e, "key"),
+                str_field(e, "group"),
+                int_field(e, "slot"),
+            )
+        })
+        .collect();
+    assert_eq!(others, [(far.to_string(), "g".to_string(), slot)]);
+    assert_eq!(
+        get_policy(&mut c, b"near", b"g").map(|p| p.min_idle),
+        Some(500)
+    );
+    // docs/commands.md's example, run as written (its node's port aside) on the same document,
+    // once `near` is gone again: the same reply, as redis-cli prints it.
+    let _: () = cmd("RECLAIM.POLICY")
+        .arg("DEL")
+        .arg("near")
+        .arg("g")
+        .query(&mut c)
+        .expect("DEL");
+    let block = doc_block("docs/commands.md", "```text run-by=tests/cluster.rs\n");
+    let (command, want) = block.split_once('\n').expect("a command and its output");
+    let command = command
+        .strip_prefix("$ ")
+        .expect("a shell line")
+        .replace("-p 7001", &format!("-p {}", a.port));
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("policies.json"), &doc).expect("policies.json");
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(&command)
+        .env("PATH", cli_path())
+        .current_dir(dir.path())
+        .output()
+        .expect("bash");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), want, "{command}");
+    assert_eq!(slot, 3845, "the slot docs/commands.md shows");
+    // Without LOCAL, the same document fails as a whole and imports nothing.
+    let err = error_of(
+        &mut c,
+        cmd("RECLAIM.POLICY").arg("IMPORT").arg(&doc).arg("REPLACE"),
+    );
+    assert!(
+        err.contains("does not serve the stream key's hash slot"),
+        "{err}"
+    );
 }
