@@ -181,8 +181,27 @@ fn policy_moves_with_its_stream_when_the_slot_migrates() {
         .arg(&keys)
         .query(&mut ca)
         .expect("MIGRATE");
+    // B holds the keys but does not serve the slot yet (importing): its timer's steps are
+    // refused by the server (`non local key`). That is a wait, not an error of the policy: no
+    // error counted, state `waiting`, and `RECLAIM.STATS` (asked with ASKING, as a client
+    // following ASK does) does not show the refusal.
+    wait_for(20, "B's step refused while importing", || {
+        let line = policy_lines(&mut cb).pop()?;
+        (line["status"] == "waiting").then_some(())
+    });
+    assert_eq!(reclaim_info(&mut cb, "errors"), 0);
+    let _: () = cmd("ASKING").query(&mut cb).expect("ASKING");
+    let st_b = stats(&mut cb, "{t}jobs", "g");
+    assert_eq!(str_field(&st_b, "status"), "active");
+    assert_eq!(int_field(&st_b, "errors"), 0);
     setslot(&mut cb, "NODE", &idb);
     setslot(&mut ca, "NODE", &idb);
+    // Served: B's next step runs (INTERVAL 20 ms) and the policy is active again, no error.
+    wait_for(20, "B's policy active once the slot is its own", || {
+        let line = policy_lines(&mut cb).pop()?;
+        (line["status"] == "active").then_some(())
+    });
+    assert_eq!(reclaim_info(&mut cb, "errors"), 0);
 
     // B knows the policy (RESTORE registered it) and A sends clients there.
     assert_eq!(
@@ -425,6 +444,39 @@ fn every_keyed_command_is_redirected_as_its_stream_command() {
     );
 }
 
+/// Two readers of group `g` blocked (`BLOCK 0`) on `st` on server `s`, each on a connection of
+/// its own: XREADGROUP and RECLAIM.READGROUP. Each thread returns how the read ended: its error
+/// as the wire has it ([`redirect_text`]), or its reply.
+fn blocked_readers(
+    s: &Server,
+    st: &str,
+) -> (
+    std::thread::JoinHandle<String>,
+    std::thread::JoinHandle<String>,
+) {
+    let blocked = |name: &'static str| {
+        let mut c = s.conn();
+        let st = st.to_string();
+        std::thread::spawn(move || {
+            let r = cmd(name)
+                .arg("GROUP")
+                .arg("g")
+                .arg(format!("{name}-c"))
+                .arg("BLOCK")
+                .arg(0)
+                .arg("STREAMS")
+                .arg(&st)
+                .arg(">")
+                .query::<Value>(&mut c);
+            match r {
+                Ok(v) => format!("{v:?}"),
+                Err(e) => redirect_text(&e),
+            }
+        })
+    };
+    (blocked("XREADGROUP"), blocked("RECLAIM.READGROUP"))
+}
+
 /// A one-node cluster whose state turns `fail` (a slot unassigned): keyed commands and blocked
 /// readers get CLUSTERDOWN as XREADGROUP does; the policy's sweeps stop without counting errors
 /// (status `cluster-down`, `ticks_skipped_cluster_down`), and start again by themselves once the
@@ -446,27 +498,7 @@ fn while_the_cluster_is_down_sweeps_wait_and_readers_get_clusterdown() {
         (int_field(&stats(&mut c, st, "g"), "passes") >= 1).then_some(())
     });
     // Two readers blocked on the stream: XREADGROUP and RECLAIM.READGROUP.
-    let blocked = |name: &'static str| {
-        let mut bc = s.conn();
-        let st = st.to_string();
-        std::thread::spawn(move || {
-            let r = cmd(name)
-                .arg("GROUP")
-                .arg("g")
-                .arg(format!("{name}-c"))
-                .arg("BLOCK")
-                .arg(0)
-                .arg("STREAMS")
-                .arg(&st)
-                .arg(">")
-                .query::<Value>(&mut bc);
-            match r {
-                Ok(v) => format!("{v:?}"),
-                Err(e) => redirect_text(&e),
-            }
-        })
-    };
-    let (x, r) = (blocked("XREADGROUP"), blocked("RECLAIM.READGROUP"));
+    let (x, r) = blocked_readers(&s, st);
     wait_for(10, "two blocked readers", || {
         (info_int(&mut c, "clients", "blocked_clients") == 2).then_some(())
     });
@@ -544,26 +576,7 @@ fn a_reader_blocked_on_a_migrated_stream_ends_as_xreadgroup() {
     create_group(&mut ca, st.as_bytes(), b"g");
     set_policy(&mut ca, st.as_bytes(), b"g", &PolicyView::new(60_000, 100));
     let slot = keyslot(&mut ca, st.as_bytes());
-    let blocked = |name: &'static str| {
-        let mut c = a.conn();
-        std::thread::spawn(move || {
-            let r = cmd(name)
-                .arg("GROUP")
-                .arg("g")
-                .arg(format!("{name}-c"))
-                .arg("BLOCK")
-                .arg(0)
-                .arg("STREAMS")
-                .arg(st)
-                .arg(">")
-                .query::<Value>(&mut c);
-            match r {
-                Ok(v) => format!("{v:?}"),
-                Err(e) => redirect_text(&e),
-            }
-        })
-    };
-    let (x, r) = (blocked("XREADGROUP"), blocked("RECLAIM.READGROUP"));
+    let (x, r) = blocked_readers(&a, st);
     wait_for(10, "two blocked readers", || {
         (info_int(&mut ca, "clients", "blocked_clients") == 2).then_some(())
     });
@@ -599,6 +612,104 @@ fn a_reader_blocked_on_a_migrated_stream_ends_as_xreadgroup() {
         "{x}"
     );
     assert_eq!(r, x);
+}
+
+/// A primary whose replica takes over (`CLUSTER FAILOVER`) ends the wait of its blocked readers as
+/// it ends a blocked XREADGROUP's: `UNBLOCKED force unblock ... (master -> replica?)`, and forgets
+/// them (`reclaim_blocked_readers` 0). On the demoted node the next read gets `MOVED` to the new
+/// primary, as XREADGROUP does, and the new primary serves it with the policy (a redelivery
+/// under the policy's rules there).
+#[test]
+fn a_reader_blocked_on_a_demoted_node_ends_as_xreadgroup() {
+    let a = node();
+    let b = node();
+    let mut ca = a.conn();
+    let mut cb = b.conn();
+    own_all_slots(&mut ca);
+    let _: () = cmd("CLUSTER")
+        .arg("MEET")
+        .arg("127.0.0.1")
+        .arg(b.port)
+        .query(&mut ca)
+        .expect("CLUSTER MEET");
+    wait_for(20, "both nodes in one cluster", || {
+        (cluster_info(&mut ca, "cluster_known_nodes") == "2"
+            && cluster_info(&mut cb, "cluster_known_nodes") == "2")
+            .then_some(())
+    });
+    let ida = myid(&mut ca);
+    // B learns A's ID from the handshake, then may replicate it.
+    wait_for(20, "B a replica of A", || {
+        cmd("CLUSTER")
+            .arg("REPLICATE")
+            .arg(&ida)
+            .query::<()>(&mut cb)
+            .ok()
+    });
+    let st = "{f}jobs";
+    create_group(&mut ca, st.as_bytes(), b"g");
+    let ids = add_entries(&mut ca, st.as_bytes(), "e", 1);
+    read_group(&mut ca, st.as_bytes(), b"g", b"dead");
+    set_policy(&mut ca, st.as_bytes(), b"g", &PolicyView::new(60_000, 100));
+    // A replica serves reads to a READONLY client.
+    let _: () = cmd("READONLY").query(&mut cb).expect("READONLY");
+    wait_for(30, "B a synced replica of A with the policy", || {
+        let synced = info(&mut cb, "replication")
+            .iter()
+            .any(|(k, v)| k == "master_link_status" && v == "up");
+        (synced && get_policy(&mut cb, st.as_bytes(), b"g").is_some()).then_some(())
+    });
+    let (x, r) = blocked_readers(&a, st);
+    wait_for(10, "two blocked readers", || {
+        (info_int(&mut ca, "clients", "blocked_clients") == 2).then_some(())
+    });
+    assert_eq!(reclaim_info(&mut ca, "blocked_readers"), 1);
+
+    let _: () = cmd("CLUSTER")
+        .arg("FAILOVER")
+        .query(&mut cb)
+        .expect("CLUSTER FAILOVER");
+    let (x, r) = (x.join().expect("XREADGROUP"), r.join().expect("READGROUP"));
+    assert_eq!(
+        x,
+        "UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)"
+    );
+    assert_eq!(r, x);
+    // A is a replica now: it forgot its blocked reader, sweeps nothing, and sends readers to B.
+    let mut ca = a.conn();
+    wait_for(10, "A a replica", || {
+        (role(&mut ca) == "slave").then_some(())
+    });
+    assert_eq!(reclaim_info(&mut ca, "blocked_readers"), 0);
+    let slot = keyslot(&mut ca, st.as_bytes());
+    let moved = format!("MOVED {slot} 127.0.0.1:{}", b.port);
+    for name in ["XREADGROUP", "RECLAIM.READGROUP"] {
+        let read = cmd(name)
+            .arg("GROUP")
+            .arg("g")
+            .arg("w")
+            .arg("STREAMS")
+            .arg(st)
+            .arg(">")
+            .clone();
+        let e = read.query::<Value>(&mut ca).expect_err(name);
+        assert_eq!(redirect_text(&e), moved, "{name}");
+    }
+    // B serves it, with the policy: the dead consumer's entry, made stale, is handed over.
+    set_deliveries(&mut cb, st.as_bytes(), b"g", b"dead", &ids, 1);
+    let _: Vec<String> = cmd("XCLAIM")
+        .arg(st)
+        .arg("g")
+        .arg("dead")
+        .arg(0)
+        .arg(&ids[0])
+        .arg("IDLE")
+        .arg(70_000)
+        .arg("JUSTID")
+        .query(&mut cb)
+        .expect("XCLAIM IDLE");
+    let got = take_inbox(&mut cb, st, "g", "reclaim", "w", 1);
+    assert_eq!(got, [(ids[0].clone(), 2)]);
 }
 
 /// The fenced block of the page `page` (a path from the crate's root) that opens with `open`
