@@ -1,6 +1,6 @@
 //! Why stream work must not run now, checked before it runs: on this server (a replica, loading,
-//! writes paused, its Redis Cluster down, out of memory: [`blocked`]), and on a policy's keys (no stream, another type:
-//! [`check_stream`], [`is_non_stream`]).
+//! writes paused, its Redis Cluster down, out of memory: [`blocked`]), and on a policy's keys (no
+//! stream, another type: [`check_stream`], [`is_non_stream`]).
 
 use redis_module::{raw, Context, ContextFlags, KeyType, RedisString};
 

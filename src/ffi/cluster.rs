@@ -1,8 +1,8 @@
 //! What this node knows of its Redis Cluster, asked through `RM_Call`: whether the cluster is
 //! down ([`down`], [`is_down`]: sweeps wait), why the server refused one of the module's calls
-//! ([`refusal`]), whether it serves a key's slot ([`key_served`]), where a migrating slot goes ([`migrating_to`]), and whether the server runs a
-//! blocked reader's command again through the slot check ([`reprocesses_blocked`]). Only
-//! meaningful in cluster mode.
+//! ([`refusal`]), whether it serves a key's slot ([`key_served`]), where a migrating slot goes
+//! ([`migrating_to`]), and whether the server runs a blocked reader's command again through the
+//! slot check ([`reprocesses_blocked`]). Only meaningful in cluster mode.
 //!
 //! While the cluster is down (`cluster_state:fail`) the server refuses every keyed command, the
 //! module's own `RM_Call`s too: sweeps wait, and a policy's status is `cluster-down`, not an
