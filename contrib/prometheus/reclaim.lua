@@ -39,7 +39,7 @@ for line in string.gmatch(info, '[^\r\n]+') do
           put('policy_' .. k .. id, v)
         end
       end
-      local word = f.status and string.match(f.status, '^[a-z]+')
+      local word = f.status and string.match(f.status, '^[a-z-]+')
       if word then
         put('policy_status' .. id .. ':' .. word, '1')
       end

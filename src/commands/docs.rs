@@ -46,8 +46,12 @@ pub const POLICY_GET: &[Arg] = KEY_GROUP;
 pub const POLICY_DEL: &[Arg] = KEY_GROUP;
 pub const POLICY_PAUSE: &[Arg] = &[key("key", 0), string("group"), word("STORM").optional()];
 pub const POLICY_RESUME: &[Arg] = KEY_GROUP;
-/// `IMPORT REPLACE json` is read too (docs/commands.md says so); the hint shows one order.
-pub const POLICY_IMPORT: &[Arg] = &[string("json"), word("REPLACE").optional()];
+/// The options may come before the document too (docs/commands.md says so); the hint shows one order.
+pub const POLICY_IMPORT: &[Arg] = &[
+    string("json"),
+    word("REPLACE").optional(),
+    word("LOCAL").optional(),
+];
 pub const SWEEP: &[Arg] = &[
     key("key", 0),
     string("group"),

@@ -155,7 +155,10 @@ pub fn health_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let mut status = Vec::new();
     rt.write_status(
         &mut status,
-        crate::state::config::enabled(),
+        (
+            crate::state::config::enabled(),
+            crate::ffi::cluster::is_down(),
+        ),
         stream,
         group,
         |o, n| o.extend_from_slice(n),

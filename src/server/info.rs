@@ -68,9 +68,12 @@ pub unsafe extern "C" fn on_info(ctx: *mut raw::RedisModuleInfoCtx, for_crash_re
 fn policy_lines(mut emit: impl FnMut(usize, &[u8])) {
     use crate::ffi::alloc::{prefetch, PREFETCH_AHEAD};
     let enabled = crate::state::config::enabled();
+    let cluster_down = crate::ffi::cluster::is_down();
     registry::with_sorted(|all, sorted| {
         let mut rows: Vec<PolicyRow> = Vec::with_capacity(all.len());
-        registry::walk(all, |id, rt| rows.push(PolicyRow::of(id, rt, enabled)));
+        registry::walk(all, |id, rt| {
+            rows.push(PolicyRow::of(id, rt, enabled, cluster_down))
+        });
         let mut line: Vec<u8> = Vec::with_capacity(512);
         for (n, (i, label)) in sorted.iter().enumerate() {
             if let Some(ahead) = sorted
@@ -109,15 +112,17 @@ pub struct PolicyRow<'a> {
 }
 
 impl<'a> PolicyRow<'a> {
-    /// The row of policy `id` now (`enabled`: `reclaim.enabled`).
+    /// The row of policy `id` now (`enabled`: `reclaim.enabled`; `cluster_down`: this Redis
+    /// Cluster node sees its cluster down).
     pub fn of(
         id: &'a registry::PolicyId,
         rt: &'a crate::state::runtime::Runtime,
         enabled: bool,
+        cluster_down: bool,
     ) -> Self {
         use crate::model::metrics::Stat::*;
         let c = rt.counters();
-        let status = rt.status(enabled);
+        let status = rt.status(enabled, cluster_down);
         PolicyRow {
             summary: rt.summary().clone(),
             counts: [Claimed, DeadLettered, Deleted, Redelivered, Errors, Passes].map(|s| c.get(s)),
@@ -144,7 +149,7 @@ impl<'a> PolicyRow<'a> {
         num(out, b",oldest_pending_ms=", s.oldest_pending_ms());
         out.extend_from_slice(b",status=");
         match self.waiting {
-            Some((id, rt)) => rt.write_status(out, true, &id.stream, &id.group, |o, n| {
+            Some((id, rt)) => rt.write_status(out, (true, false), &id.stream, &id.group, |o, n| {
                 metrics::info_escape_into(o, n)
             }),
             None => out.extend_from_slice(self.status.as_bytes()),
