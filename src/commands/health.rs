@@ -135,9 +135,7 @@ fn deliveries(rt: &Runtime) -> Reply {
 
 /// `RECLAIM.HEALTH key group` -> map `now-ms`, `live` (read now), `last-pass` (the PEL at the
 /// end of the last complete pass), `pel-sizes` and `pel-change` (the last passes), `deliveries`
-/// (the histogram of the last full pass or scan), `dead-letters` (counted as they happen),
-/// `status` (one word, as `INFO reclaim`'s), `invalid` (nil, or why the policy cannot run where it
-/// is).
+/// (the histogram of the last full pass or scan), `dead-letters` (counted as they happen).
 /// docs/commands.md has every field. Errors: no policy (as `RECLAIM.STATS`); WRONGTYPE when the
 /// key holds something other than a stream (as `RECLAIM.SIMULATE` and `RECLAIM.SWEEP`: `live`
 /// cannot be read).
@@ -154,12 +152,23 @@ pub fn health_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let last = rt.summary().clone();
     let (sizes, change) = sizes(&rt);
     let recent = &rt.counters().recent_dead;
+    let mut status = Vec::new();
     // Checked live: `invalid` from the stored policy now, else what the passes learnt.
-    let fault = store::fault(stream, &p);
-    let status = match fault {
-        Some(_) => "invalid",
-        None => rt.status(crate::state::config::enabled()),
-    };
+    if let Some(why) = store::fault(stream, &p) {
+        status.extend_from_slice(b"invalid: ");
+        status.extend_from_slice(error::reason(&why).as_bytes());
+    } else {
+        rt.write_status(
+            &mut status,
+            (
+                crate::state::config::enabled(),
+                crate::ffi::cluster::is_down(),
+            ),
+            stream,
+            group,
+            |o, n| o.extend_from_slice(n),
+        );
+    }
     Ok(Reply::Map(vec![
         ("now-ms", Reply::Int(now)),
         ("live", live(ctx, stream, group, &p, now)),
@@ -195,12 +204,6 @@ pub fn health_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
                 ),
             ]),
         ),
-        ("status", Reply::Bytes(status.as_bytes().to_vec())),
-        (
-            "invalid",
-            fault.map_or(Reply::Null, |why| {
-                Reply::Bytes(error::reason(&why).into_bytes())
-            }),
-        ),
+        ("status", Reply::Bytes(status)),
     ]))
 }

@@ -153,7 +153,7 @@ pub(super) fn simulate_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
         })
         .collect();
     Ok(Reply::Map(vec![
-        ("policy", Reply::Map(policy_map(stream, &p))),
+        ("policy", Reply::Map(policy_map(&p))),
         ("halted", halted.map_or(Reply::Null, name)),
         ("now-ms", Reply::Int(now)),
         ("entries", Reply::Array(entries)),
