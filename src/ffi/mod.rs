@@ -92,9 +92,39 @@ pub fn guard<T>(what: &str, f: impl FnOnce() -> T) -> Option<T> {
     }
 }
 
+/// Logs `msg` at `level` (`warning`, `notice`) through `RM_Log`, with `ctx` (its module's name
+/// in front) or without (null). The text is the argument of a `%s`, never the format: the crate's
+/// own log functions pass it as the format, so a `%` in a key name a client chose (`%s%n`) made
+/// the server read arguments that are not there and crash. NUL, CR and LF are escaped as in
+/// error replies ([`crate::model::error::wire`]).
+fn log_at(ctx: *mut raw::RedisModuleCtx, level: &std::ffi::CStr, msg: &str) {
+    let mut text = crate::model::error::wire(msg);
+    text.push(0);
+    unsafe {
+        if let Some(f) = raw::RedisModule_Log {
+            f(
+                ctx,
+                level.as_ptr(),
+                c"%s".as_ptr(),
+                text.as_ptr().cast::<c_char>(),
+            );
+        }
+    }
+}
+
 /// Logs at warning level without a context (safe from any callback on the main thread).
 pub fn log_warning(msg: &str) {
-    redis_module::logging::log_warning(msg);
+    log_at(std::ptr::null_mut(), c"warning", msg);
+}
+
+/// Logs at warning level with `ctx` (the module's name in front).
+pub fn warn(ctx: &Context, msg: &str) {
+    log_at(ctx.ctx, c"warning", msg);
+}
+
+/// Logs at notice level with `ctx` (the module's name in front).
+pub fn notice(ctx: &Context, msg: &str) {
+    log_at(ctx.ctx, c"notice", msg);
 }
 
 /// Selects database `db` in `ctx` (Redis `RM_SelectDb`).
