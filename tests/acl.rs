@@ -451,14 +451,6 @@ fn issue_selector_exfiltration_via_import() {
     assert!(loot.is_empty());
 }
 
-/// A connection of its own to the server on `port` (for a thread).
-fn connect(port: u16) -> Connection {
-    redis::Client::open(format!("redis://127.0.0.1:{port}/"))
-        .unwrap()
-        .get_connection()
-        .unwrap()
-}
-
 /// Waits until `n` readers block in `RECLAIM.READGROUP`.
 fn readers_blocked(c: &mut Connection, n: i64) {
     wait_for(10, &format!("{n} blocked readers"), || {
