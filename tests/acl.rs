@@ -994,3 +994,37 @@ fn acl_categories_and_the_recipes() {
         );
     }
 }
+
+/// A script runs the module's commands as the user who runs the script: the same checks, the
+/// same refusals; the default user's script is allowed.
+#[test]
+fn scripts_run_as_their_caller() {
+    let s = Server::new();
+    let mut c = s.conn();
+    setup(&mut c);
+    acl_setuser(
+        &mut c,
+        &["sel", "on", "nopass", "~app:*", "+@all", "(~s ~s:dlq +get)"],
+    );
+    acl_setuser(&mut c, &["w", "on", "nopass", "~s", "+@all"]);
+    let import = "return redis.call('RECLAIM.POLICY', 'IMPORT', ARGV[1], 'REPLACE')";
+    let read = "return redis.call('RECLAIM.READGROUP', 'GROUP', 'g', 'c', 'STREAMS', KEYS[1], '>')";
+    let before = snapshot(&mut c);
+    let mut sel = s.conn_as("sel");
+    let e = error_of(&mut sel, cmd("EVAL").arg(import).arg(0).arg(DOC));
+    let want = "NOPERM policies[0] (key 's', group 'g'), field 'key': this user has no permissions to run XCLAIM on the stream key";
+    assert!(e.starts_with(want), "{e}");
+    let mut w = s.conn_as("w");
+    let e = error_of(&mut w, cmd("EVAL").arg(read).arg(1).arg("s"));
+    assert!(e.starts_with(&ours("XADD", DLQ)), "{e}");
+    assert_eq!(snapshot(&mut c), before);
+    let n: i64 = cmd("EVAL")
+        .arg(import)
+        .arg(0)
+        .arg(DOC)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(n, 1);
+    let got: Value = cmd("EVAL").arg(read).arg(1).arg("s").query(&mut c).unwrap();
+    assert_ne!(got, Value::Nil);
+}

@@ -99,10 +99,40 @@ pub fn current_user_name(ctx: &Context) -> Option<Vec<u8>> {
 }
 
 /// Whether the command in `ctx` runs without ACL, as Redis runs it: it came from the primary or
-/// from the AOF at load (their clients have no user: `RM_GetCurrentUserName` must not be asked).
+/// from the AOF at load, or its client is no connection (a script's, or another module's
+/// `RM_Call`) and has no user (Redis runs it as the superuser then). `RM_GetCurrentUserName` must
+/// not be asked about a client without a user. A connection always has one, as do scripts run by
+/// one and a module's `RM_Call` with `C`: those are checked.
 fn unchecked(ctx: &Context) -> bool {
-    ctx.get_flags()
-        .intersects(ContextFlags::REPLICATED | ContextFlags::LOADING)
+    let flags = ctx.get_flags();
+    if flags.intersects(ContextFlags::REPLICATED | ContextFlags::LOADING) {
+        return true;
+    }
+    let linked = unsafe {
+        let id = raw::RedisModule_GetClientId.unwrap()(ctx.ctx);
+        raw::RedisModule_GetClientInfoById.unwrap()(std::ptr::null_mut(), id)
+            == raw::REDISMODULE_OK as c_int
+    };
+    !linked && !has_user(ctx)
+}
+
+/// Whether the client of `ctx` has an ACL user: `RM_Call` with `C` answers `ENOTSUP` for a client
+/// without one before it looks the command up (`ENOENT` for this command, which does not exist).
+/// An `RM_Call`: only for clients that are no connection (scripts, other modules' calls).
+fn has_user(ctx: &Context) -> bool {
+    unsafe {
+        let r = raw::RedisModule_Call.unwrap()(
+            ctx.ctx,
+            c"reclaim.no-such-command".as_ptr(),
+            c"C".as_ptr(),
+        );
+        let errno = std::io::Error::last_os_error().raw_os_error();
+        if !r.is_null() {
+            raw::RedisModule_FreeCallReply.unwrap()(r);
+            return true;
+        }
+        errno != Some(libc::ENOTSUP)
+    }
 }
 
 /// An ACL user (`RM_GetModuleUserFromUserName`, Redis 7.0), to check what it may do now. Freed

@@ -38,6 +38,8 @@ pub fn missing_api() -> Option<&'static str> {
         RedisModule_EmitAOF,
         RedisModule_FreeModuleUser,
         RedisModule_FreeString,
+        RedisModule_GetClientId,
+        RedisModule_GetClientInfoById,
         RedisModule_GetCommand,
         RedisModule_GetCurrentUserName,
         RedisModule_GetModuleUserFromUserName,
