@@ -122,7 +122,13 @@ fn no_group(key: &[u8], group: &[u8]) -> ReclaimError {
 /// command that would do the same ([`access::read_group`]: `XREADGROUP`, and under a policy its
 /// `XCLAIM`, and the `XACK` and DLQ writes of its dead-letters and tombstones). The first
 /// refused fails the read before anything changes; checked again when a blocked read wakes.
-fn check_access(ctx: &Context, req: &Request, streams: &[Stream]) -> Result<(), ReclaimError> {
+/// `args`: the command's arguments, whose strings the checks use for the names they hold.
+fn check_access(
+    ctx: &Context,
+    args: &[RedisString],
+    req: &Request,
+    streams: &[Stream],
+) -> Result<(), ReclaimError> {
     let mut what = Vec::with_capacity(streams.len() * 5);
     for s in streams {
         access::read_group(
@@ -133,7 +139,7 @@ fn check_access(ctx: &Context, req: &Request, streams: &[Stream]) -> Result<(), 
             &mut what,
         );
     }
-    ffi::acl::check_caller(ctx, &what)
+    ffi::acl::Caller::of(ctx).check_with(ctx, args, &what)
 }
 
 /// XREADGROUP's arguments for the new entries of `key`: `GROUP g consumer [COUNT n] STREAMS key
@@ -211,7 +217,7 @@ pub fn readgroup_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
         return Err(error::READGROUP_BLOCK_IN_SCRIPT.into());
     }
     let streams = streams(ctx, &req);
-    check_access(ctx, &req, &streams)?;
+    check_access(ctx, args, &req, &streams)?;
     if req.keys.len() == 1 {
         // One stream: its own calls meet a missing group first, before any write, and XREADGROUP
         // answers it with its own error.
@@ -268,7 +274,7 @@ impl Waiter for BlockedRead {
             return true;
         }
         let streams = streams(ctx, &self.0);
-        if let Err(e) = check_access(ctx, &self.0, &streams) {
+        if let Err(e) = check_access(ctx, &[], &self.0, &streams) {
             ctx.reply_error_string(&e.to_string());
             return true;
         }

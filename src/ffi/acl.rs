@@ -39,31 +39,36 @@ fn word(word: Word) -> *mut raw::RedisModuleString {
     s
 }
 
-/// The module strings of the names of one round of checks, each created once.
+/// The module strings of the names of one round of checks, each looked up once: the command's
+/// own argument when one holds the name (`seeds`), else a string made for the round.
 struct Names<'a> {
     ctx: &'a Context,
-    made: Vec<(&'a [u8], RedisString)>,
+    /// The seeds' bytes and strings, then each name made for the round.
+    known: Vec<(&'a [u8], *mut raw::RedisModuleString)>,
+    /// The strings made for the round (freed with it).
+    made: Vec<RedisString>,
 }
 
 impl<'a> Names<'a> {
-    fn new(ctx: &'a Context) -> Self {
+    fn new(ctx: &'a Context, seeds: &'a [RedisString]) -> Self {
+        let mut known = Vec::with_capacity(seeds.len() + 4);
+        known.extend(seeds.iter().map(|s| (s.as_slice(), s.inner)));
         Names {
             ctx,
+            known,
             made: Vec::new(),
         }
     }
 
-    /// The module string of `name`, made once per round.
+    /// The module string of `name`: a seed's, or made once for the round.
     fn name(&mut self, name: &'a [u8]) -> *mut raw::RedisModuleString {
-        if let Some((_, s)) = self.made.iter().find(|(b, _)| *b == name) {
-            return s.inner;
+        if let Some((_, p)) = self.known.iter().find(|(b, _)| *b == name) {
+            return *p;
         }
         let s = RedisString::create_from_slice(self.ctx.ctx, name);
         let p = s.inner;
-        if self.made.is_empty() {
-            self.made.reserve(4);
-        }
-        self.made.push((name, s));
+        self.made.push(s);
+        self.known.push((name, p));
         p
     }
 
@@ -177,13 +182,24 @@ impl AclUser {
 
     /// Whether the user may do `what` now.
     pub fn may<'a>(&self, ctx: &'a Context, what: &As<'a>) -> bool {
-        Names::new(ctx).allowed(self, what)
+        Names::new(ctx, &[]).allowed(self, what)
     }
 
     /// `Ok` when the user may do all of `what` now, else the error of the first it may not
     /// (each name's string made once for all of them).
     pub fn check<'a>(&self, ctx: &'a Context, what: &[As<'a>]) -> Result<(), ReclaimError> {
-        let mut names = Names::new(ctx);
+        self.check_with(ctx, &[], what)
+    }
+
+    /// [`AclUser::check`], the names taken from `seeds` (the command's own arguments) where they
+    /// hold them.
+    fn check_with<'a>(
+        &self,
+        ctx: &'a Context,
+        seeds: &'a [RedisString],
+        what: &[As<'a>],
+    ) -> Result<(), ReclaimError> {
+        let mut names = Names::new(ctx, seeds);
         match what.iter().find(|w| !names.allowed(self, w)) {
             Some(w) => Err(w.refused()),
             None => Ok(()),
@@ -262,9 +278,20 @@ impl Caller {
 
     /// `Ok` when the caller may do all of `what` now, else the error of the first it may not.
     pub fn check<'a>(&self, ctx: &'a Context, what: &[As<'a>]) -> Result<(), ReclaimError> {
+        self.check_with(ctx, &[], what)
+    }
+
+    /// [`Caller::check`], the names taken from `seeds` (the command's own arguments: no string is
+    /// made for them) where they hold them.
+    pub fn check_with<'a>(
+        &self,
+        ctx: &'a Context,
+        seeds: &'a [RedisString],
+        what: &[As<'a>],
+    ) -> Result<(), ReclaimError> {
         match self {
             Caller::Unchecked => Ok(()),
-            Caller::User(u) => u.check(ctx, what),
+            Caller::User(u) => u.check_with(ctx, seeds, what),
             Caller::Gone => what.first().map_or(Ok(()), |w| Err(w.refused())),
         }
     }
