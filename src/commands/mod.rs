@@ -17,7 +17,7 @@ use std::os::raw::c_int;
 
 use redis_module::{raw, Context};
 
-use crate::commands::common::{ACCESS, DELETE, INSERT, KEY_RO, KEY_RW, UPDATE};
+use crate::commands::common::{ACCESS, DELETE, INSERT, KEY_RO, KEY_RW, READGROUP_KEY, UPDATE};
 use crate::ffi::command::{self, CommandSpec, Spec};
 
 macro_rules! entry {
@@ -240,13 +240,13 @@ pub const COMMANDS: &[CommandSpec] = &[
         parent: None,
         name: "reclaim.readgroup",
         func: Some(c_readgroup),
-        flags: "write blocking",
+        flags: "write blocking getkeys-api",
         acl: "write stream slow blocking",
         first_key: 0,
         arity: -7,
         summary: "Read new and due entries from streams of a consumer group, with redelivery under the policies (a drop-in for XREADGROUP ... >)",
         complexity: "As XREADGROUP, plus O(log N + M) per stream with a policy for the M entries handed over again",
-        keys: &[Spec::HalfAfterKeyword("STREAMS", 4, KEY_RW | ACCESS | UPDATE)],
+        keys: &[Spec::HalfAfterKeyword("STREAMS", 4, READGROUP_KEY)],
     },
     CommandSpec {
         parent: None,

@@ -218,25 +218,75 @@ fn import_check(
     }
 }
 
-/// `RECLAIM.POLICY IMPORT json [REPLACE]` (or `IMPORT REPLACE json`) -> the number of policies
-/// imported. Checks the whole document first ([`export::parse_document`], then
-/// [`import_check`] for each policy in order) and applies nothing unless all of it is good; then
-/// each policy as `RECLAIM.POLICY SET` does ([`apply_set`]), in document order, each propagated
-/// as its own `RECLAIM.POLICY SET` (Redis wraps them in one `MULTI`/`EXEC`), so replicas and the
-/// AOF never read JSON. Policies the document does not name are not touched.
+/// `RECLAIM.POLICY IMPORT json [REPLACE] [LOCAL]` (options before or after the document) -> the
+/// number of policies imported; with `LOCAL`, a map `imported` (that number) and `elsewhere` (the
+/// policies left out, each a map `key`, `group`, `slot`). Checks the whole document first
+/// ([`export::parse_document`], then [`import_check`] for each policy in order) and applies
+/// nothing unless all of it is good; then each policy as `RECLAIM.POLICY SET` does
+/// ([`apply_set`]), in document order, each propagated as its own `RECLAIM.POLICY SET` (Redis
+/// wraps them in one `MULTI`/`EXEC`), so replicas and the AOF never read JSON. Policies the
+/// document does not name are not touched.
+///
+/// `LOCAL`, in Redis Cluster: the policies whose stream's slot this node does not serve are left
+/// out before the checks ([`local_policies`]: the same document sent to every primary,
+/// `redis-cli --cluster call ... --cluster-only-masters`, imports each policy once, on the node
+/// of its slot). `CLUSTERDOWN` while the cluster is down (no node can tell what it serves).
+/// Outside a cluster, every policy is local.
 pub(super) fn policy_import(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let a = slices(args);
-    let (doc, replace) = export::import_args(&a[2..])?;
-    let policies = export::parse_document(doc)?;
+    let opts = export::import_args(&a[2..])?;
+    let policies = export::parse_document(opts.doc)?;
+    let (mine, elsewhere) = if opts.local {
+        local_policies(ctx, policies)?
+    } else {
+        (policies.into_iter().enumerate().collect(), Vec::new())
+    };
     let caller = Caller::of(ctx);
-    for (i, p) in policies.iter().enumerate() {
-        import_check(ctx, &caller, i, p, replace)?;
+    for (i, p) in &mine {
+        import_check(ctx, &caller, *i, p, opts.replace)?;
     }
-    let n = policies.len() as i64;
-    for p in policies {
+    let n = mine.len() as i64;
+    for (_, p) in mine {
         apply_set(ctx, &p.stream, &p.group, p.policy)?;
     }
+    if opts.local {
+        return Ok(Reply::Map(vec![
+            ("imported", Reply::Int(n)),
+            ("elsewhere", Reply::Array(elsewhere)),
+        ]));
+    }
     Ok(Reply::Int(n))
+}
+
+/// What `IMPORT ... LOCAL` takes (each policy with its place in the document) and what it reports.
+type Local = (Vec<(usize, export::Imported)>, Vec<Reply>);
+
+/// The policies of a document this Redis Cluster node serves now (with their place in the
+/// document), and the others as `IMPORT ... LOCAL` reports them (`key`, `group`, `slot`).
+/// Outside a cluster, all of them. `CLUSTERDOWN` while the cluster is down.
+fn local_policies(ctx: &Context, policies: Vec<export::Imported>) -> Result<Local, ReclaimError> {
+    let cluster = ctx.get_flags().contains(ContextFlags::CLUSTER);
+    let mut mine = Vec::with_capacity(policies.len());
+    let mut elsewhere = Vec::new();
+    for (i, p) in policies.into_iter().enumerate() {
+        if cluster {
+            match ffi::cluster::key_served(ctx, &keys::policy_key(&p.stream)) {
+                Some(true) => {}
+                Some(false) => {
+                    let slot = keys::key_slot(&p.stream) as i64;
+                    elsewhere.push(Reply::Map(vec![
+                        ("key", Reply::Bytes(p.stream)),
+                        ("group", Reply::Bytes(p.group)),
+                        ("slot", Reply::Int(slot)),
+                    ]));
+                    continue;
+                }
+                None => return Err(error::CLUSTERDOWN.into()),
+            }
+        }
+        mine.push((i, p));
+    }
+    Ok((mine, elsewhere))
 }
 
 /// `RECLAIM.POLICY PAUSE key group [STORM]` -> `+OK`: the policy moves, redelivers and
@@ -293,8 +343,8 @@ pub(super) fn policy_help(_ctx: &Context, _args: &[RedisString]) -> CmdResult {
         "    Return every policy of the selected database.",
         "EXPORT",
         "    Return every policy of the selected database as one JSON document.",
-        "IMPORT <json> [REPLACE]",
-        "    Set the policies of a JSON document (as EXPORT writes it), all or none; REPLACE replaces existing ones.",
+        "IMPORT <json> [REPLACE] [LOCAL]",
+        "    Set the policies of a JSON document (as EXPORT writes it), all or none; REPLACE replaces existing ones; LOCAL takes only those of the slots this cluster node serves.",
         "PAUSE <key> <group> [STORM]",
         "    Stop the policy's moves, redeliveries and dead-letters (STORM: only its dead-letters).",
         "RESUME <key> <group>",

@@ -1,9 +1,10 @@
 //! Why stream work must not run now, checked before it runs: on this server (a replica, loading,
-//! writes paused, out of memory: [`blocked`]), and on a policy's keys (no stream, another type:
-//! [`check_stream`], [`is_non_stream`]).
+//! writes paused, its Redis Cluster down, out of memory: [`blocked`]), and on a policy's keys (no
+//! stream, another type: [`check_stream`], [`is_non_stream`]).
 
 use redis_module::{raw, Context, ContextFlags, KeyType, RedisString};
 
+use crate::ffi::cluster;
 use crate::model::metrics;
 use crate::model::outcome::Stop;
 
@@ -18,6 +19,8 @@ pub enum Blocked {
     Paused,
     /// The server is over `maxmemory`.
     Oom,
+    /// The server is a node of a Redis Cluster that is down (`cluster_state:fail`).
+    ClusterDown,
 }
 
 impl Blocked {
@@ -28,6 +31,7 @@ impl Blocked {
             Blocked::Loading => "loading",
             Blocked::Paused => "client-paused",
             Blocked::Oom => "oom",
+            Blocked::ClusterDown => "cluster-down",
         }
     }
 
@@ -38,6 +42,7 @@ impl Blocked {
             Blocked::Loading => &metrics::SKIPPED_LOADING,
             Blocked::Paused => &metrics::SKIPPED_PAUSED,
             Blocked::Oom => &metrics::SKIPPED_OOM,
+            Blocked::ClusterDown => &metrics::SKIPPED_CLUSTER_DOWN,
         }
     }
 }
@@ -45,9 +50,10 @@ impl Blocked {
 /// Why sweeping is off on this server right now, if it is: only a primary sweeps
 /// (`REDISMODULE_CTX_FLAGS_MASTER`); never while loading (RDB, AOF, full sync); never while
 /// writes are paused (`RM_AvoidReplicaTraffic`: CLIENT PAUSE WRITE, FAILOVER; on Redis 7.0 a
-/// timer write during a pause with AOF or replicas crashes the server); never when out of memory
-/// (the live `REDISMODULE_CTX_FLAGS_OOM`, not the stale state RM_Call's `M` flag reads in a
-/// timer).
+/// timer write during a pause with AOF or replicas crashes the server); in Redis Cluster, never
+/// while the cluster is down (every keyed call would be refused: an expected state, not an
+/// error; [`cluster::down`]); never when out of memory (the live `REDISMODULE_CTX_FLAGS_OOM`,
+/// not the stale state RM_Call's `M` flag reads in a timer).
 pub fn blocked(ctx: &Context) -> Option<Blocked> {
     let flags = ctx.get_flags();
     if !flags.contains(ContextFlags::MASTER) {
@@ -63,6 +69,9 @@ pub fn blocked(ctx: &Context) -> Option<Blocked> {
     };
     if paused {
         return Some(Blocked::Paused);
+    }
+    if flags.contains(ContextFlags::CLUSTER) && cluster::down(ctx) {
+        return Some(Blocked::ClusterDown);
     }
     if flags.contains(ContextFlags::OOM) {
         return Some(Blocked::Oom);

@@ -3,11 +3,13 @@
 //! callback, databases, latency samples, the `RM_Call` options of reads and writes and their
 //! replies ([`RawReply`]: forwarded unparsed). Beside it: command registration and replies
 //! ([`command`]), ACL checks ([`acl`]), blocked clients ([`blocked`]), keyspace events fired
-//! ([`events`]), the allocator ([`alloc`]). Calls nothing above it but [`crate::model`].
+//! ([`events`]), the allocator ([`alloc`]), what this node knows of its
+//! Redis Cluster ([`cluster`]). Calls nothing above it but [`crate::model`].
 
 pub mod acl;
 pub mod alloc;
 pub mod blocked;
+pub mod cluster;
 pub mod command;
 pub mod events;
 

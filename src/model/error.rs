@@ -78,6 +78,12 @@ pub const UNBLOCKED_NO_STREAM: &str = "UNBLOCKED the stream key no longer exists
 /// A blocked `RECLAIM.READGROUP` whose group was destroyed meanwhile (XREADGROUP's text).
 pub const UNBLOCKED_NO_GROUP: &str =
     "NOGROUP the consumer group this client was blocked on no longer exists";
+/// How a blocked `RECLAIM.READGROUP` ends when `MIGRATE` moved its stream away while its slot
+/// migrates to `to` (`ip:port`), as a blocked XREADGROUP does on Redis 7.2+ (the server's own
+/// redirect: the client asks the node that now holds the key).
+pub fn ask(slot: u16, to: &[u8]) -> String {
+    format!("ASK {slot} {}", String::from_utf8_lossy(to))
+}
 /// `RECLAIM.POLICY IMPORT` of a document longer than [`crate::model::export::MAX_BYTES`].
 pub const IMPORT_TOO_LARGE: &str =
     "ERR the policy document is longer than 16777216 bytes (16 MiB): split it";
@@ -105,6 +111,8 @@ pub const KEY_SOURCE: &str = "the SOURCE key";
 /// ... the streams of the policies whose DLQ a `RECLAIM.REDRIVE` without `SOURCE` moves back to.
 pub const KEY_DLQ_STREAMS: &str =
     "the streams of the policies that use this DLQ (use SOURCE key group)";
+/// `RECLAIM.POLICY IMPORT ... LOCAL` while the Redis Cluster is down (the server's own text).
+pub const CLUSTERDOWN: &str = "CLUSTERDOWN The cluster is down";
 /// A command that would move or dead-letter under a policy that `RECLAIM.POLICY PAUSE` paused.
 pub const POLICY_PAUSED: &str =
     "ERR the policy of this key and group is paused (RECLAIM.POLICY RESUME resumes it)";

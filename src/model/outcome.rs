@@ -22,6 +22,13 @@ pub enum Stop {
     /// The `STORM` breaker is open, or the next dead-letter would open it: dead-letter moves
     /// wait (the entries stay pending); moves go on.
     Storm,
+    /// The server refused a call because its Redis Cluster is down: sweeps wait for it; not an
+    /// error of the policy.
+    ClusterDown,
+    /// The server refused a call because this node does not serve the stream's slot (now): a
+    /// slot migration in progress, the policy arrived before the slot was handed over. Not an
+    /// error of the policy: the node that serves the slot sweeps it.
+    NotServed,
     /// Any other error reply (text included).
     Error(String),
 }
@@ -37,19 +44,23 @@ impl Stop {
             Stop::WrongTypeStream => "error: stream key holds the wrong kind of value".into(),
             Stop::WrongTypeDlq => "error: DLQ key holds the wrong kind of value".into(),
             Stop::Storm => "storm".into(),
+            Stop::ClusterDown => "cluster-down".into(),
+            Stop::NotServed => "waiting: this node does not serve the stream's slot".into(),
             Stop::Error(e) => format!("error: {e}"),
         }
     }
 
     /// The policy state this stop leaves it in, in one word (`INFO reclaim`'s `status`, the
     /// `reclaim-<state>` keyspace events): `active` (a deadline is no trouble), `waiting` (no
-    /// stream or group yet), `oom`, `storm` (the breaker holds dead-letters back), or `error`.
+    /// stream or group yet, or the stream's slot not served here now), `oom`, `storm` (the
+    /// breaker holds dead-letters back), `cluster-down`, or `error`.
     pub fn state(&self) -> &'static str {
         match self {
             Stop::Deadline => "active",
             Stop::Oom => "oom",
             Stop::Storm => "storm",
-            Stop::NoStream | Stop::NoGroup => "waiting",
+            Stop::NoStream | Stop::NoGroup | Stop::NotServed => "waiting",
+            Stop::ClusterDown => "cluster-down",
             Stop::WrongTypeStream | Stop::WrongTypeDlq | Stop::Error(_) => "error",
         }
     }

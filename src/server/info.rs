@@ -68,9 +68,12 @@ pub unsafe extern "C" fn on_info(ctx: *mut raw::RedisModuleInfoCtx, for_crash_re
 fn policy_lines(mut emit: impl FnMut(usize, &[u8])) {
     use crate::ffi::alloc::{prefetch, PREFETCH_AHEAD};
     let enabled = crate::state::config::enabled();
+    let cluster_down = crate::ffi::cluster::is_down();
     registry::with_sorted(|all, sorted| {
         let mut rows: Vec<PolicyRow> = Vec::with_capacity(all.len());
-        registry::walk(all, |_, rt| rows.push(PolicyRow::of(rt, enabled)));
+        registry::walk(all, |_, rt| {
+            rows.push(PolicyRow::of(rt, enabled, cluster_down))
+        });
         let mut line: Vec<u8> = Vec::with_capacity(512);
         for (n, (i, label)) in sorted.iter().enumerate() {
             if let Some(ahead) = sorted
@@ -106,15 +109,16 @@ pub struct PolicyRow {
 }
 
 impl PolicyRow {
-    /// The row of a policy now (`enabled`: `reclaim.enabled`).
-    pub fn of(rt: &crate::state::runtime::Runtime, enabled: bool) -> Self {
+    /// The row of a policy now (`enabled`: `reclaim.enabled`; `cluster_down`: this Redis Cluster
+    /// node sees its cluster down).
+    pub fn of(rt: &crate::state::runtime::Runtime, enabled: bool, cluster_down: bool) -> Self {
         use crate::model::metrics::Stat::*;
         let c = rt.counters();
         PolicyRow {
             summary: rt.summary().clone(),
             counts: [Claimed, DeadLettered, Deleted, Redelivered, Errors, Passes].map(|s| c.get(s)),
             last_pass_ms: c.last_pass_ms,
-            status: rt.status(enabled),
+            status: rt.status(enabled, cluster_down),
         }
     }
 

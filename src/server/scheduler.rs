@@ -11,7 +11,9 @@
 //! - never while writes are paused (`RM_AvoidReplicaTraffic`: CLIENT PAUSE WRITE, FAILOVER). On
 //!   Redis 7.0 a timer write during a pause with AOF or replicas crashes the server;
 //! - never when out of memory (the live `REDISMODULE_CTX_FLAGS_OOM`, not the stale state RM_Call's
-//!   `M` flag reads in a timer).
+//!   `M` flag reads in a timer);
+//! - in Redis Cluster, never while the cluster is down (`cluster_state:fail`): every keyed call
+//!   would be refused, an expected state, not an error ([`crate::ffi::cluster::down`]).
 //!
 //! The timer is never stopped from inside its own callback: it simply re-arms itself.
 

@@ -755,12 +755,16 @@ impl Runtime {
     }
 
     /// The policy's status as `INFO reclaim` and `RECLAIM.HEALTH` show it: `disabled` while the
-    /// server-wide config `reclaim.enabled` is `no` (`enabled` false), else [`Runtime::state`].
-    pub fn status(&self, enabled: bool) -> &'static str {
-        if enabled {
-            self.state()
-        } else {
+    /// server-wide config `reclaim.enabled` is `no` (`enabled` false), `cluster-down` while this
+    /// Redis Cluster node sees its cluster down (`cluster_down`: sweeps wait), else
+    /// [`Runtime::state`].
+    pub fn status(&self, enabled: bool, cluster_down: bool) -> &'static str {
+        if !enabled {
             "disabled"
+        } else if cluster_down {
+            "cluster-down"
+        } else {
+            self.state()
         }
     }
 
