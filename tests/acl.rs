@@ -1018,13 +1018,13 @@ fn scripts_run_as_their_caller() {
     let e = error_of(&mut w, cmd("EVAL").arg(read).arg(1).arg("s"));
     assert!(e.starts_with(&ours("XADD", DLQ)), "{e}");
     assert_eq!(snapshot(&mut c), before);
-    let n: i64 = cmd("EVAL")
+    let v: Value = cmd("EVAL")
         .arg(import)
         .arg(0)
         .arg(DOC)
         .query(&mut c)
         .unwrap();
-    assert_eq!(n, 1);
+    assert_eq!(int_field(&v, "imported"), 1);
     let got: Value = cmd("EVAL").arg(read).arg(1).arg("s").query(&mut c).unwrap();
     assert_ne!(got, Value::Nil);
 }

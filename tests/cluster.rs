@@ -187,7 +187,7 @@ fn policy_moves_with_its_stream_when_the_slot_migrates() {
     // following ASK does) does not show the refusal.
     wait_for(20, "B's step refused while importing", || {
         let line = policy_lines(&mut cb).pop()?;
-        (line["status"] == "waiting").then_some(())
+        (line["status"] == "waiting: this node does not serve the stream's slot").then_some(())
     });
     assert_eq!(reclaim_info(&mut cb, "errors"), 0);
     let _: () = cmd("ASKING").query(&mut cb).expect("ASKING");

@@ -5,6 +5,7 @@
 //! entry points. Syntax and replies are documented in docs/commands.md.
 
 pub mod common;
+pub mod docs;
 pub mod health;
 pub mod policy;
 pub mod readgroup;
@@ -18,6 +19,7 @@ use std::os::raw::c_int;
 use redis_module::{raw, Context};
 
 use crate::commands::common::{ACCESS, DELETE, INSERT, KEY_RO, KEY_RW, READGROUP_KEY, UPDATE};
+use crate::commands::docs::{self as d, V010, V020};
 use crate::ffi::command::{self, CommandSpec, Spec};
 
 macro_rules! entry {
@@ -75,6 +77,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: -2,
         summary: "Manage reclaim policies",
         complexity: "O(1)",
+        since: V010,
+        args: &[],
         keys: &[],
     },
     CommandSpec {
@@ -87,6 +91,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: -4,
         summary: "Set the reclaim policy of a stream's consumer group",
         complexity: "O(log N) with N policies of the stream",
+        since: V010,
+        args: d::POLICY_SET,
         keys: &[
             Spec::Index(2, KEY_RW | UPDATE),
             Spec::Callback(KEY_RW | INSERT),
@@ -102,6 +108,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: 4,
         summary: "Get a reclaim policy",
         complexity: "O(1)",
+        since: V010,
+        args: d::POLICY_GET,
         keys: &[Spec::Index(2, KEY_RO | ACCESS)],
     },
     CommandSpec {
@@ -114,6 +122,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: 4,
         summary: "Delete a reclaim policy",
         complexity: "O(1)",
+        since: V010,
+        args: d::POLICY_DEL,
         keys: &[Spec::Index(2, KEY_RW | DELETE)],
     },
     CommandSpec {
@@ -126,6 +136,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: -4,
         summary: "Pause a reclaim policy (or open its STORM breaker)",
         complexity: "O(1)",
+        since: V020,
+        args: d::POLICY_PAUSE,
         keys: &[Spec::Index(2, KEY_RW | UPDATE)],
     },
     CommandSpec {
@@ -138,6 +150,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: 4,
         summary: "Resume a paused reclaim policy, or close its STORM breaker",
         complexity: "O(1)",
+        since: V020,
+        args: d::POLICY_RESUME,
         keys: &[Spec::Index(2, KEY_RW | UPDATE)],
     },
     CommandSpec {
@@ -150,6 +164,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: 2,
         summary: "List the reclaim policies of the selected database",
         complexity: "O(P) with P policies",
+        since: V010,
+        args: &[],
         keys: &[],
     },
     CommandSpec {
@@ -162,6 +178,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: 2,
         summary: "Export the reclaim policies of the selected database as one JSON document",
         complexity: "O(P) with P policies",
+        since: V020,
+        args: &[],
         keys: &[],
     },
     CommandSpec {
@@ -174,6 +192,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: -3,
         summary: "Import reclaim policies from a JSON document (as EXPORT writes it), all or none",
         complexity: "O(N + P log M) with N the document's length, P its policies, M the policies of a stream",
+        since: V020,
+        args: d::POLICY_IMPORT,
         keys: &[],
     },
     CommandSpec {
@@ -186,6 +206,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: 2,
         summary: "Show helpful text about the different subcommands",
         complexity: "O(1)",
+        since: V010,
+        args: &[],
         keys: &[],
     },
     CommandSpec {
@@ -198,6 +220,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: -3,
         summary: "Run one reclaim pass over a consumer group's PEL now",
         complexity: "O(N) with N pending entries of the group (or LIMIT)",
+        since: V010,
+        args: d::SWEEP,
         keys: &[Spec::Index(1, KEY_RW | UPDATE)],
     },
     CommandSpec {
@@ -210,6 +234,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: 3,
         summary: "Counters and status of a reclaim policy",
         complexity: "O(1)",
+        since: V010,
+        args: d::STATS,
         keys: &[Spec::Index(1, KEY_RO | ACCESS)],
     },
     CommandSpec {
@@ -222,6 +248,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: -3,
         summary: "Show what one reclaim pass would do now to the first pending entries of a consumer group, entry by entry, under its policy or a proposed one (writes nothing)",
         complexity: "O(L) with L = LIMIT (default COUNT) pending entries examined, plus O(consumers) with LIVENESS",
+        since: V020,
+        args: d::SIMULATE,
         keys: &[Spec::Index(1, KEY_RO | ACCESS)],
     },
     CommandSpec {
@@ -234,6 +262,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: 3,
         summary: "Health signals of a consumer group under a reclaim policy, each with the time it was taken",
         complexity: "O(C) with C consumers of the group",
+        since: V020,
+        args: d::HEALTH,
         keys: &[Spec::Index(1, KEY_RO | ACCESS)],
     },
     CommandSpec {
@@ -246,6 +276,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: -7,
         summary: "Read new and due entries from streams of a consumer group, with redelivery under the policies (a drop-in for XREADGROUP ... >)",
         complexity: "As XREADGROUP, plus O(log N + M) per stream with a policy for the M entries handed over again",
+        since: V020,
+        args: d::READGROUP,
         keys: &[Spec::HalfAfterKeyword("STREAMS", 4, READGROUP_KEY)],
     },
     CommandSpec {
@@ -258,6 +290,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: -5,
         summary: "Renew the lease of a consumer's own pending entries (idle reset, count unchanged)",
         complexity: "O(M log N) for M IDs",
+        since: V020,
+        args: d::EXTEND,
         keys: &[Spec::Index(1, KEY_RW | UPDATE)],
     },
     CommandSpec {
@@ -270,6 +304,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: -5,
         summary: "Give a consumer's own pending entries back for redelivery, now or after a delay",
         complexity: "O(M log N) for M IDs",
+        since: V020,
+        args: d::NACK,
         keys: &[Spec::Index(1, KEY_RW | UPDATE)],
     },
     CommandSpec {
@@ -282,6 +318,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: -5,
         summary: "Dead-letter a consumer's own pending entries at once (never retried)",
         complexity: "O(M log N) for M IDs",
+        since: V020,
+        args: d::TERM,
         keys: &[Spec::Index(1, KEY_RW | UPDATE)],
     },
     CommandSpec {
@@ -294,6 +332,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: -2,
         summary: "Move a DLQ's entries back to the consumer groups they failed in, as a task (STATUS, CANCEL)",
         complexity: "O(1) to start, STATUS or CANCEL; the task moves each entry in O(log N)",
+        since: V020,
+        args: d::REDRIVE,
         keys: &[Spec::Callback(KEY_RW | UPDATE)],
     },
 ];

@@ -14,6 +14,7 @@ use crate::model::clock::now_ms;
 use crate::model::error::{self, ReclaimError};
 use crate::model::export;
 use crate::model::keys;
+use crate::model::outcome::Stop;
 use crate::model::policy::{self, Policy, State};
 use crate::state::registry::{self, PolicyId};
 use crate::state::store;
@@ -80,29 +81,56 @@ pub(super) fn policy_set(ctx: &Context, args: &[RedisString]) -> CmdResult {
             }
         }
     }
+    // A stream or group that does not exist yet is fine (the policy waits for it), and is told.
     apply_set(ctx, stream, group, p)?;
     Ok(Reply::Status("OK"))
 }
 
 /// What `RECLAIM.POLICY SET` does once its policy is checked (and `IMPORT` for each policy):
-/// stores it, restarts its pass, and propagates `RECLAIM.POLICY SET` with every option explicit.
-fn apply_set(ctx: &Context, stream: &[u8], group: &[u8], p: Policy) -> Result<(), ReclaimError> {
+/// stores it, restarts its pass, and propagates `RECLAIM.POLICY SET` with every option explicit;
+/// then, on a primary, notes and logs what it waits for, if anything ([`guards::check_new_policy`]),
+/// and returns that.
+fn apply_set(
+    ctx: &Context,
+    stream: &[u8],
+    group: &[u8],
+    p: Policy,
+) -> Result<Option<Stop>, ReclaimError> {
     let repl = store::set_command_args(stream, group, &p);
     store::put(ctx, stream, group, p)?;
-    registry::reset(ffi::selected_db(ctx), stream, group);
+    let db = ffi::selected_db(ctx);
+    registry::reset(db, stream, group);
     let r: Vec<&[u8]> = repl.iter().map(|v| v.as_slice()).collect();
     ctx.replicate("RECLAIM.POLICY", &r[..]);
-    Ok(())
+    Ok(guards::check_new_policy(
+        ctx,
+        &PolicyId::new(db, stream, group),
+    ))
 }
 
-/// `RECLAIM.POLICY GET key group` -> the policy as a map (`min-idle`, `max-deliveries`, `dlq`,
-/// `claimant`, `count`, `interval`), or nil. NOPERM when the caller may not see the stream's
-/// groups ([`access::see_policy`]).
+/// The `status` field of `GET` and `LIST`: the policy's status checked live, as `RECLAIM.STATS`
+/// shows it ([`guards::status`]).
+fn status_field(ctx: &Context, id: &PolicyId, p: &Policy) -> (&'static str, Reply) {
+    let problem = registry::read(id, |rt| rt.problem().cloned()).flatten();
+    (
+        "status",
+        Reply::Bytes(guards::status(ctx, &id.stream, &id.group, p, problem)),
+    )
+}
+
+/// `RECLAIM.POLICY GET key group` -> `status` (checked live, as `RECLAIM.STATS`), then the policy
+/// as a map ([`policy_map`]), or nil. NOPERM when the caller may not see the stream's groups
+/// ([`access::see_policy`]).
 pub(super) fn policy_get(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let a = slices(args);
     ffi::acl::check_caller(ctx, &[access::see_policy(a[2])])?;
     Ok(match store::get(ctx, a[2], a[3]) {
-        Some(p) => Reply::Map(policy_map(&p)),
+        Some(p) => {
+            let id = PolicyId::new(ffi::selected_db(ctx), a[2], a[3]);
+            let mut m = vec![status_field(ctx, &id, &p)];
+            m.extend(policy_map(&p));
+            Reply::Map(m)
+        }
         None => Reply::Null,
     })
 }
@@ -147,9 +175,11 @@ pub(super) fn policy_list(ctx: &Context, _args: &[RedisString]) -> CmdResult {
         .0
         .into_iter()
         .map(|(id, p)| {
+            let status = status_field(ctx, &id, &p);
             let mut m = vec![
                 ("key", Reply::Bytes(id.stream)),
                 ("group", Reply::Bytes(id.group)),
+                status,
             ];
             m.extend(policy_map(&p));
             Reply::Map(m)
@@ -218,14 +248,16 @@ fn import_check(
     }
 }
 
-/// `RECLAIM.POLICY IMPORT json [REPLACE] [LOCAL]` (options before or after the document) -> the
-/// number of policies imported; with `LOCAL`, a map `imported` (that number) and `elsewhere` (the
-/// policies left out, each a map `key`, `group`, `slot`). Checks the whole document first
-/// ([`export::parse_document`], then [`import_check`] for each policy in order) and applies
-/// nothing unless all of it is good; then each policy as `RECLAIM.POLICY SET` does
-/// ([`apply_set`]), in document order, each propagated as its own `RECLAIM.POLICY SET` (Redis
-/// wraps them in one `MULTI`/`EXEC`), so replicas and the AOF never read JSON. Policies the
-/// document does not name are not touched.
+/// `RECLAIM.POLICY IMPORT json [REPLACE] [LOCAL]` (options before or after the document) -> map
+/// `imported` (how many policies), `waiting` (one map per imported policy whose stream or group
+/// does not exist: `index` in the document, `key`, `group`, `status`: `waiting: no stream <key>`
+/// or `waiting: no group <group>`, in document order; such a policy is imported all the same: it
+/// waits, and the log says so) and, with `LOCAL`, `elsewhere` (the policies left out, each a map
+/// `key`, `group`, `slot`). Checks the whole document first ([`export::parse_document`], then
+/// [`import_check`] for each policy in order) and applies nothing unless all of it is good; then
+/// each policy as `RECLAIM.POLICY SET` does ([`apply_set`]), in document order, each propagated as
+/// its own `RECLAIM.POLICY SET` (Redis wraps them in one `MULTI`/`EXEC`), so replicas and the AOF
+/// never read JSON. Policies the document does not name are not touched.
 ///
 /// `LOCAL`, in Redis Cluster: the policies whose stream's slot this node does not serve are left
 /// out before the checks ([`local_policies`]: the same document sent to every primary,
@@ -246,16 +278,26 @@ pub(super) fn policy_import(ctx: &Context, args: &[RedisString]) -> CmdResult {
         import_check(ctx, &caller, *i, p, opts.replace)?;
     }
     let n = mine.len() as i64;
-    for (_, p) in mine {
-        apply_set(ctx, &p.stream, &p.group, p.policy)?;
+    let mut waiting = vec![];
+    for (i, p) in mine {
+        if let Some(m) = apply_set(ctx, &p.stream, &p.group, p.policy)? {
+            let status = m.status_of(&p.stream, &p.group);
+            waiting.push(Reply::Map(vec![
+                ("index", Reply::Int(i as i64)),
+                ("key", Reply::Bytes(p.stream)),
+                ("group", Reply::Bytes(p.group)),
+                ("status", Reply::Bytes(status)),
+            ]));
+        }
     }
+    let mut reply = vec![
+        ("imported", Reply::Int(n)),
+        ("waiting", Reply::Array(waiting)),
+    ];
     if opts.local {
-        return Ok(Reply::Map(vec![
-            ("imported", Reply::Int(n)),
-            ("elsewhere", Reply::Array(elsewhere)),
-        ]));
+        reply.push(("elsewhere", Reply::Array(elsewhere)));
     }
-    Ok(Reply::Int(n))
+    Ok(Reply::Map(reply))
 }
 
 /// What `IMPORT ... LOCAL` takes (each policy with its place in the document) and what it reports.

@@ -10,6 +10,7 @@ use std::ptr;
 
 use redis_module::{raw, Context, RedisString};
 
+use crate::ffi::args::{Arg, CArgs};
 use crate::ffi::{guard, log_warning};
 use crate::model::error::{self, ReclaimError};
 
@@ -142,12 +143,13 @@ pub struct CommandSpec {
     pub summary: &'static str,
     /// `COMMAND DOCS` complexity.
     pub complexity: &'static str,
+    /// The module version the command appeared in (`COMMAND DOCS` `since`).
+    pub since: &'static str,
+    /// Its arguments (`COMMAND DOCS` `arguments`; redis-cli's hints).
+    pub args: &'static [Arg],
     /// Key specs.
     pub keys: &'static [Spec],
 }
-
-/// The version a command appeared in, for `COMMAND DOCS`.
-const SINCE: &str = "0.1.0";
 
 /// Creates the command (or subcommand) of `c`; its handle, or `None` after logging.
 unsafe fn create(ctx: &Context, c: &CommandSpec) -> Option<*mut raw::RedisModuleCommand> {
@@ -297,17 +299,19 @@ unsafe fn set_categories(cmd: *mut raw::RedisModuleCommand, c: &CommandSpec, own
     }
 }
 
-/// Registers the command of `c` with its flags, arity, summary, key specs and ACL categories
-/// (with `own`, the module's category when the server added it). Returns `false` (after
-/// logging) when Redis refuses the command.
+/// Registers the command of `c` with its flags, arity, summary, version, key specs, arguments
+/// and ACL categories (with `own`, the module's category when the server added it). Returns
+/// `false` (after logging) when Redis refuses the command.
 pub fn register(ctx: &Context, c: &CommandSpec, own: Option<&str>) -> bool {
     let (Ok(summary), Ok(complexity), Ok(since)) = (
         CString::new(c.summary),
         CString::new(c.complexity),
-        CString::new(SINCE),
+        CString::new(c.since),
     ) else {
         return false;
     };
+    // Redis copies the arguments' strings: they need to live only until the call returns.
+    let mut args = CArgs::new(c.args, c.since, c.keys.len());
     unsafe {
         let Some(cmd) = create(ctx, c) else {
             return false;
@@ -332,7 +336,7 @@ pub fn register(ctx: &Context, c: &CommandSpec, own: Option<&str>) -> bool {
             } else {
                 ks.as_mut_ptr()
             },
-            args: ptr::null_mut(),
+            args: args.as_mut().map_or(ptr::null_mut(), CArgs::as_mut_ptr),
         };
         if raw::RedisModule_SetCommandInfo.unwrap()(cmd, &mut info) != raw::REDISMODULE_OK as c_int
         {

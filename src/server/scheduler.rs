@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use redis_module::{raw, Context};
 
-use crate::engine::guards::{blocked, Blocked};
+use crate::engine::guards::{self, blocked, Blocked};
 use crate::engine::settle;
 use crate::engine::sweep::{self, Target};
 use crate::ffi;
@@ -309,6 +309,7 @@ fn visit(ctx: &Context, id: &PolicyId, now: u64, deadline: Instant) -> bool {
     if let Some(Some(state)) = registry::update(id, Runtime::announce) {
         events::notify_state(ctx, &id.stream, state);
     }
+    guards::notice_waiting(ctx, id);
     if out.claimed > 0 {
         // Moved into the inbox: readers waiting on the stream take them.
         crate::ffi::blocked::signal_if_waiting(ctx, id.db, &id.stream);
