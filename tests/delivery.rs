@@ -607,10 +607,7 @@ fn a_reader_that_may_not_write_the_dlq_is_refused_and_nothing_changes() {
         &mut w,
         cmd("RECLAIM.READGROUP").arg(&["GROUP", "workers", "w", "STREAMS", "acl", ">"]),
     );
-    assert_eq!(
-        e,
-        "NOPERM this user has no permissions to write the policy's DLQ key"
-    );
+    assert_eq!(e, NOPERM_DLQ);
     assert_eq!(owners(&mut c, "acl", "workers"), before);
     assert_eq!(xlen(&mut c, "acl:dlq"), 0);
 }

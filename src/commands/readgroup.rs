@@ -24,6 +24,7 @@ use crate::engine::readgroup::redeliver;
 use crate::ffi::blocked::{self, Waiter};
 use crate::ffi::command::{CmdResult, Reply};
 use crate::ffi::{self, cluster, write_opts, RawReply};
+use crate::model::access;
 use crate::model::error::{self, ReclaimError};
 use crate::model::keys;
 use crate::model::policy::Policy;
@@ -119,17 +120,28 @@ fn no_group(key: &[u8], group: &[u8]) -> ReclaimError {
     ReclaimError::NoGroup(printable(key), printable(group))
 }
 
-/// Whether the reader may write the policies' DLQs it may dead-letter into; the first key whose
-/// DLQ it may not write fails the read before anything changes.
-fn check_dlq_permissions(ctx: &Context, streams: &[Stream]) -> Result<(), ReclaimError> {
-    for p in streams.iter().filter_map(|s| s.policy.as_ref()) {
-        if let (true, Some(d)) = (p.max_deliveries > 0, &p.dlq) {
-            if !ffi::acl::may_write_key(ctx, d) {
-                return Err(error::NOPERM_DLQ.into());
-            }
-        }
+/// Whether the reader may do what the read does to each stream now, each checked as the Redis
+/// command that would do the same ([`access::read_group`]: `XREADGROUP`, and under a policy its
+/// `XCLAIM`, and the `XACK` and DLQ writes of its dead-letters and tombstones). The first
+/// refused fails the read before anything changes; checked again when a blocked read wakes.
+/// `args`: the command's arguments, whose strings the checks use for the names they hold.
+fn check_access(
+    ctx: &Context,
+    args: &[RedisString],
+    req: &Request,
+    streams: &[Stream],
+) -> Result<(), ReclaimError> {
+    let mut what = Vec::with_capacity(streams.len() * 5);
+    for s in streams {
+        access::read_group(
+            s.key,
+            &req.group,
+            &req.consumer,
+            s.policy.as_ref(),
+            &mut what,
+        );
     }
-    Ok(())
+    ffi::acl::Caller::of(ctx).check_with(ctx, args, &what)
 }
 
 /// XREADGROUP's arguments for the new entries of `key`: `GROUP g consumer [COUNT n] STREAMS key
@@ -215,6 +227,8 @@ pub fn readgroup_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     if req.block_ms.is_some() && flags.contains(ContextFlags::LUA) {
         return Err(error::READGROUP_BLOCK_IN_SCRIPT.into());
     }
+    let streams = streams(ctx, &req);
+    check_access(ctx, args, &req, &streams)?;
     if req.keys.len() == 1 {
         // One stream: its own calls meet a missing group first, before any write, and XREADGROUP
         // answers it with its own error.
@@ -224,8 +238,6 @@ pub fn readgroup_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
             check_key(ctx, key, &req.group)?;
         }
     }
-    let streams = streams(ctx, &req);
-    check_dlq_permissions(ctx, &streams)?;
     if serve(ctx, &req, &streams) {
         return Ok(Reply::Done);
     }
@@ -284,13 +296,19 @@ impl Waiter for BlockedRead {
         &self.0.keys
     }
 
-    /// A key was signalled (XADD, XGROUP DESTROY, a move to the inbox): reads again.
+    /// A key was signalled (XADD, XGROUP DESTROY, a move to the inbox): reads again, checked as
+    /// at the call (the policies and the user's ACL may have changed while it waited).
     fn ready(&self, ctx: &Context) -> bool {
         if let Some(e) = self.gone(ctx) {
             ctx.reply_error_string(&e);
             return true;
         }
-        serve(ctx, &self.0, &streams(ctx, &self.0))
+        let streams = streams(ctx, &self.0);
+        if let Err(e) = check_access(ctx, &[], &self.0, &streams) {
+            ctx.reply_error_string(&e.to_string());
+            return true;
+        }
+        serve(ctx, &self.0, &streams)
     }
 
     /// The timeout, or a stream was deleted: XREADGROUP's error, or nil.

@@ -29,6 +29,7 @@ pub fn missing_api() -> Option<&'static str> {
         };
     }
     need!(
+        RedisModule_ACLCheckCommandPermissions,
         RedisModule_CommandFilterArgGet,
         RedisModule_CommandFilterArgsCount,
         RedisModule_CreateCommand,
@@ -38,8 +39,13 @@ pub fn missing_api() -> Option<&'static str> {
         RedisModule_DigestAddStringBuffer,
         RedisModule_DigestEndSequence,
         RedisModule_EmitAOF,
+        RedisModule_FreeModuleUser,
         RedisModule_FreeString,
+        RedisModule_GetClientId,
+        RedisModule_GetClientInfoById,
         RedisModule_GetCommand,
+        RedisModule_GetCurrentUserName,
+        RedisModule_GetModuleUserFromUserName,
         RedisModule_GetSelectedDb,
         RedisModule_InfoAddFieldCString,
         RedisModule_InfoAddFieldULongLong,

@@ -1,6 +1,7 @@
 //! The pure layer: rules and values, no Redis calls (no `redis_module` import), unit-tested
 //! without a server. Nothing here calls any other layer.
 
+pub mod access;
 pub mod breaker;
 pub mod clock;
 pub mod error;
