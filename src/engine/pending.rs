@@ -177,6 +177,14 @@ impl Owners {
                 .get(consumer)
                 .map_or(true, |idle| *idle >= self.liveness_ms)
     }
+
+    /// In how many ms `consumer` goes quiet at the earliest (0: it is quiet now).
+    pub fn quiet_in(&self, consumer: &[u8]) -> i64 {
+        match self.idle_ms.get(consumer) {
+            Some(idle) if self.liveness_ms > 0 => (self.liveness_ms - idle).max(0),
+            _ => 0,
+        }
+    }
 }
 
 /// The owners' liveness for `page` of (`stream`, `group`) under `p`: read (`XINFO CONSUMERS key

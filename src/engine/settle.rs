@@ -32,6 +32,10 @@ pub fn settle(
 ) {
     let now = now_ms();
     let known = registry::update(id, |rt| {
+        if out.claimed > 0 {
+            // Moved into the inbox: the next read looks there.
+            rt.inbox_filled();
+        }
         account(rt);
         rt.note_dead_letters(p.storm, now, out.dead_lettered);
     });
