@@ -57,7 +57,8 @@ pub fn after_step(
 ) {
     settle(ctx, id, p, out, fold);
     if out.pass_done {
-        if let Some(s) = pending::summary(ctx, &id.stream, &id.group, &p.claimant, |_, _| {}) {
+        let read = || pending::summary(ctx, &id.stream, &id.group, &p.claimant, |_, _| {});
+        if let Some(s) = out.summary.clone().or_else(read) {
             registry::update(id, |rt| rt.note_summary(s));
         }
     }

@@ -235,8 +235,28 @@ impl RawReply {
         RawReply(r)
     }
 
+    /// `cmd args...` through `RM_Call` with `E` (errors as replies) only: a read, not
+    /// propagated, its reply in RESP2 whatever the client speaks (for the module to read).
+    pub fn read(ctx: &Context, cmd: &std::ffi::CStr, args: &[&[u8]]) -> RawReply {
+        let args: Vec<RedisString> = args
+            .iter()
+            .map(|w| RedisString::create_from_slice(ctx.ctx, w))
+            .collect();
+        let mut argv: Vec<*mut raw::RedisModuleString> = args.iter().map(|a| a.inner).collect();
+        let r = unsafe {
+            raw::RedisModule_Call.unwrap()(
+                ctx.ctx,
+                cmd.as_ptr(),
+                c"Ev".as_ptr(),
+                argv.as_mut_ptr(),
+                argv.len(),
+            )
+        };
+        RawReply(r)
+    }
+
     /// The reply's RESP bytes.
-    fn proto(&self) -> &[u8] {
+    pub fn proto(&self) -> &[u8] {
         if self.0.is_null() {
             return b"";
         }

@@ -69,6 +69,36 @@ impl Key {
         }
     }
 
+    /// The ID of the stream's first entry (`last`: its last), `None` when it holds none or is not
+    /// a stream (`XRANGE key - + COUNT 1`, `XREVRANGE key + - COUNT 1`, without a call).
+    pub fn edge_id(&self, last: bool) -> Option<StreamId> {
+        if self.kind() != KeyKind::Stream {
+            return None;
+        }
+        let flags = if last {
+            raw::REDISMODULE_STREAM_ITERATOR_REVERSE as c_int
+        } else {
+            0
+        };
+        let started = unsafe {
+            raw::RedisModule_StreamIteratorStart.unwrap()(
+                self.ptr,
+                flags,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        };
+        if started != raw::REDISMODULE_OK as c_int {
+            return None;
+        }
+        let mut id = raw::RedisModuleStreamID { ms: 0, seq: 0 };
+        let mut n: c_long = 0;
+        let ok =
+            unsafe { raw::RedisModule_StreamIteratorNextID.unwrap()(self.ptr, &mut id, &mut n) };
+        unsafe { raw::RedisModule_StreamIteratorStop.unwrap()(self.ptr) };
+        (ok == raw::REDISMODULE_OK as c_int).then_some((id.ms, id.seq))
+    }
+
     /// The fields of each entry of `ids` (ascending, no duplicates), `None` for one the stream
     /// does not hold. One walk of the stream's entries from the first ID asked for, stepping over
     /// at most [`MAX_STEP_OVER`] entries between two asked for (else a new walk starts at the
