@@ -32,7 +32,7 @@ use crate::engine::deadletter::{error_stop, Dlq, REASON_LIMIT};
 use crate::engine::guards::check_stream;
 use crate::engine::pending::{self, Failed, Owners, Query};
 use crate::ffi::events;
-use crate::ffi::streams::Key;
+use crate::ffi::streams::{Key, StreamId};
 use crate::ffi::write_opts;
 use crate::model::outcome::{Outcome, Stop};
 use crate::model::planner::{self, Action, Batch, Pending, Rule};
@@ -146,7 +146,7 @@ impl Target<'_> {
 
     /// The IDs of the stream's first and last entries, `None` when it is empty (the module
     /// stream API, as `XRANGE key - + COUNT 1` and `XREVRANGE key + - COUNT 1` without a call).
-    fn edge_ids(&self) -> (Option<(u64, u64)>, Option<(u64, u64)>) {
+    fn edge_ids(&self) -> (Option<StreamId>, Option<StreamId>) {
         let name = RedisString::create_from_slice(self.ctx.ctx, self.stream);
         let key = Key::open(self.ctx, &name, false);
         (key.edge_id(false), key.edge_id(true))
