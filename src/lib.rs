@@ -161,6 +161,29 @@ fn subscribe(ctx: &Context) -> bool {
     true
 }
 
+/// The module's version as `MODULE LIST` shows it (`ver`): major * 10000 + minor * 100 + patch of
+/// the crate's version (0.2.0 is 200), the convention of Redis's own modules.
+pub const MODULE_VERSION: c_int = decimal(env!("CARGO_PKG_VERSION_MAJOR")) * 10000
+    + decimal(env!("CARGO_PKG_VERSION_MINOR")) * 100
+    + decimal(env!("CARGO_PKG_VERSION_PATCH"));
+
+// Minor and patch must fit in two digits each for the number to read back.
+const _: () = assert!(decimal(env!("CARGO_PKG_VERSION_MINOR")) < 100);
+const _: () = assert!(decimal(env!("CARGO_PKG_VERSION_PATCH")) < 100);
+
+/// The value of a string of decimal digits, at compile time.
+const fn decimal(s: &str) -> c_int {
+    let b = s.as_bytes();
+    let mut n: c_int = 0;
+    let mut i = 0;
+    while i < b.len() {
+        assert!(b[i].is_ascii_digit());
+        n = n * 10 + (b[i] - b'0') as c_int;
+        i += 1;
+    }
+    n
+}
+
 /// The module's entry point, called by Redis on `loadmodule` / `MODULE LOAD`: initialises the
 /// module API, creates the policy data type, registers the configs (`loadmodule` arguments are
 /// their defaults) and loads their configured values (`RM_LoadConfigs`, Redis 7.0), then runs
@@ -182,7 +205,7 @@ pub unsafe extern "C" fn RedisModule_OnLoad(
         raw::Export_RedisModule_Init(
             ctx,
             c"reclaim".as_ptr(),
-            1,
+            MODULE_VERSION,
             raw::REDISMODULE_APIVER_1 as c_int,
         )
     };

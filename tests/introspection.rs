@@ -377,6 +377,391 @@ fn wrong_arity_and_unknown_subcommand() {
     }
     assert_eq!(
         policy_reply(&mut c, b"s", b"g"),
-        PolicyView::defaults().reply(false)
+        PolicyView::defaults().reply_on(b"s", false)
     );
+}
+
+/// Every command and subcommand, with the module version it appeared in (the CHANGELOG's 0.1.0
+/// section lists what 0.1.0 had).
+const SINCE: &[(&str, &str)] = &[
+    ("reclaim.policy", "0.1.0"),
+    ("reclaim.policy|set", "0.1.0"),
+    ("reclaim.policy|get", "0.1.0"),
+    ("reclaim.policy|del", "0.1.0"),
+    ("reclaim.policy|list", "0.1.0"),
+    ("reclaim.policy|help", "0.1.0"),
+    ("reclaim.policy|pause", "0.2.0"),
+    ("reclaim.policy|resume", "0.2.0"),
+    ("reclaim.policy|export", "0.2.0"),
+    ("reclaim.policy|import", "0.2.0"),
+    ("reclaim.sweep", "0.1.0"),
+    ("reclaim.stats", "0.1.0"),
+    ("reclaim.simulate", "0.2.0"),
+    ("reclaim.health", "0.2.0"),
+    ("reclaim.readgroup", "0.2.0"),
+    ("reclaim.extend", "0.2.0"),
+    ("reclaim.nack", "0.2.0"),
+    ("reclaim.term", "0.2.0"),
+    ("reclaim.redrive", "0.2.0"),
+];
+
+/// The `COMMAND DOCS` entry of every command and subcommand, by full name (`reclaim.policy|set`).
+fn all_docs(con: &mut Connection) -> Vec<(String, Value)> {
+    let mut a = words("DOCS");
+    let names: Vec<&str> = SINCE
+        .iter()
+        .map(|(n, _)| *n)
+        .filter(|n| !n.contains('|'))
+        .collect();
+    a.extend(names.iter().map(|n| n.as_bytes()));
+    let docs: Value = bin_cmd("COMMAND", &a).query(con).expect("COMMAND DOCS");
+    let mut out = vec![];
+    for (name, d) in pairs(&docs) {
+        if let Some((_, subs)) = pairs(&d).into_iter().find(|(k, _)| k == "subcommands") {
+            out.extend(pairs(&subs));
+        }
+        out.push((name, d));
+    }
+    out
+}
+
+/// One argument of a `COMMAND DOCS` reply as redis-cli 7.0 renders it in its hints
+/// (`cliAddArgument`), each placeholder checked for its type on the way.
+fn render_arg(cmd_name: &str, a: &Value, leaves: &mut Vec<(String, String)>) -> String {
+    let f = pairs(a);
+    let get = |k: &str| f.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    let name = string_of(&get("name").expect("name"));
+    let kind = string_of(&get("type").expect("type"));
+    let flags: Vec<String> = get("flags")
+        .map(|v| items(&v).iter().map(string_of).collect())
+        .unwrap_or_default();
+    let subs: Vec<Value> = get("arguments")
+        .map(|v| items(&v).to_vec())
+        .unwrap_or_default();
+    let token = get("token").map(|t| string_of(&t));
+    if kind == "key" {
+        assert!(get("key_spec_index").is_some(), "{cmd_name} {name}");
+    }
+    let repeat = match kind.as_str() {
+        "oneof" => subs
+            .iter()
+            .map(|s| render_arg(cmd_name, s, leaves))
+            .collect::<Vec<_>>()
+            .join("|"),
+        "block" => subs
+            .iter()
+            .map(|s| render_arg(cmd_name, s, leaves))
+            .collect::<Vec<_>>()
+            .join(" "),
+        "pure-token" => {
+            leaves.push((token.clone().expect("a pure token's token"), kind.clone()));
+            String::new()
+        }
+        _ => {
+            leaves.push((name.clone(), kind.clone()));
+            name.clone()
+        }
+    };
+    let token = match token {
+        Some(t) if kind == "pure-token" => t,
+        Some(t) => format!("{t} "),
+        None => String::new(),
+    };
+    let mut out = format!("{token}{repeat}");
+    if flags.iter().any(|f| f == "multiple") {
+        let again = if flags.iter().any(|f| f == "multiple_token") {
+            format!("{token}{repeat}")
+        } else {
+            repeat
+        };
+        out = format!("{out} [{again} ...]");
+    }
+    if flags.iter().any(|f| f == "optional") {
+        out = format!("[{out}]");
+    }
+    out
+}
+
+/// The syntax blocks of docs/commands.md by command (`reclaim.policy|set`): the ```` ```text
+/// syntax ```` block of each `## RECLAIM.*` section, its lines joined, spaces around `|`
+/// dropped, and the forms of a command of several (each line that starts with its name) joined
+/// with `|`, as a `oneof` renders them.
+fn documented_syntax() -> Vec<(String, String)> {
+    let md = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/commands.md"))
+        .expect("docs/commands.md");
+    let mut out = vec![];
+    let mut section: Option<String> = None;
+    let mut lines = md.lines();
+    while let Some(l) = lines.next() {
+        if let Some(h) = l.strip_prefix("## RECLAIM.") {
+            section = Some(format!("RECLAIM.{h}"));
+        } else if l == "```text syntax" {
+            let Some(title) = section.take() else {
+                continue;
+            };
+            let body: Vec<&str> = lines.by_ref().take_while(|l| *l != "```").collect();
+            let mut forms: Vec<String> = vec![];
+            for l in body {
+                let l = l.split_whitespace().collect::<Vec<_>>().join(" ");
+                match l.strip_prefix(title.as_str()) {
+                    Some(rest) => forms.push(rest.trim().to_string()),
+                    None => {
+                        let last = forms.last_mut().expect("a form first");
+                        last.push(' ');
+                        last.push_str(&l);
+                    }
+                }
+            }
+            let name = title.to_lowercase().replacen(' ', "|", 1);
+            out.push((name, forms.join("|").replace(" | ", "|")));
+        }
+    }
+    out
+}
+
+/// The type each placeholder of the docs' syntax has: the numbers are integers, the stream and
+/// DLQ names keys (a what-if DLQ of SIMULATE is no key of that command), the words tokens.
+fn expected_type(cmd_name: &str, leaf: &str) -> &'static str {
+    match leaf {
+        "ms" | "n" | "max-ms" | "window-ms" | "count" | "milliseconds" | "entries-per-s" | "k" => {
+            "integer"
+        }
+        "key" | "dlq" => "key",
+        "dlq-key" if cmd_name == "reclaim.policy|set" => "key",
+        l if l == ">" || l == "yes" || l == "no" || l.chars().all(|c| c.is_ascii_uppercase()) => {
+            "pure-token"
+        }
+        _ => "string",
+    }
+}
+
+#[test]
+fn command_docs_arguments_and_versions_match_commands_md() {
+    let s = Server::new();
+    let mut c = s.conn();
+    let docs = all_docs(&mut c);
+    let mut names: Vec<&str> = docs.iter().map(|(n, _)| n.as_str()).collect();
+    names.sort();
+    let mut want: Vec<&str> = SINCE.iter().map(|(n, _)| *n).collect();
+    want.sort();
+    assert_eq!(names, want);
+    let documented = documented_syntax();
+    for (name, d) in &docs {
+        let since = SINCE.iter().find(|(n, _)| n == name).unwrap().1;
+        assert_eq!(str_field(d, "since"), since, "{name}");
+        let args: Vec<Value> = pairs(d)
+            .into_iter()
+            .find(|(k, _)| k == "arguments")
+            .map(|(_, v)| items(&v).to_vec())
+            .unwrap_or_default();
+        let mut leaves = vec![];
+        let rendered = args
+            .iter()
+            .map(|a| render_arg(name, a, &mut leaves))
+            .collect::<Vec<_>>()
+            .join(" ");
+        if name == "reclaim.policy" {
+            assert_eq!(rendered, "", "a container has no arguments of its own");
+            continue;
+        }
+        let doc = documented
+            .iter()
+            .find(|(n, _)| n == name)
+            .unwrap_or_else(|| panic!("no syntax block for {name} in docs/commands.md"));
+        assert_eq!(rendered, doc.1, "{name}: COMMAND DOCS vs docs/commands.md");
+        for (leaf, kind) in &leaves {
+            assert_eq!(kind, expected_type(name, leaf), "{name} {leaf}");
+        }
+    }
+    // Per argument, the version only where it differs from the command's: SET's options since
+    // 0.1.0 show none, those added since show 0.2.0; SIMULATE (0.2.0) shows none.
+    let set = &docs
+        .iter()
+        .find(|(n, _)| n == "reclaim.policy|set")
+        .unwrap()
+        .1;
+    let since_of: Vec<(String, String)> = items(&field(set, "arguments"))
+        .iter()
+        .map(|a| {
+            let f = pairs(a);
+            let get = |k: &str| f.iter().find(|(n, _)| n == k).map(|(_, v)| string_of(v));
+            (
+                get("token").or_else(|| get("name")).unwrap(),
+                get("since").unwrap_or_default(),
+            )
+        })
+        .collect();
+    let expect: Vec<(String, String)> = [
+        ("key", ""),
+        ("group", ""),
+        ("MIN-IDLE", ""),
+        ("MAX-DELIVERIES", ""),
+        ("DLQ", ""),
+        ("CLAIMANT", ""),
+        ("COUNT", ""),
+        ("INTERVAL", ""),
+        ("BACKOFF", "0.2.0"),
+        ("LIVENESS", "0.2.0"),
+        ("STORM", "0.2.0"),
+        ("DLQ-MAXLEN", "0.2.0"),
+        ("DLQ-MAXAGE", "0.2.0"),
+        ("TOMBSTONES", "0.2.0"),
+    ]
+    .iter()
+    .map(|(a, b)| (a.to_string(), b.to_string()))
+    .collect();
+    assert_eq!(since_of, expect);
+    let simulate = &docs
+        .iter()
+        .find(|(n, _)| n == "reclaim.simulate")
+        .unwrap()
+        .1;
+    for a in items(&field(simulate, "arguments")) {
+        assert!(
+            !pairs(a).iter().any(|(k, _)| k == "since"),
+            "SIMULATE came with all its options: {a:?}"
+        );
+    }
+}
+
+/// `MODULE LIST` `ver`: major * 10000 + minor * 100 + patch of the crate's version (0.2.0: 200).
+#[test]
+fn module_list_version_is_the_crate_version() {
+    let s = Server::new();
+    let mut c = s.conn();
+    let list: Value = cmd("MODULE").arg("LIST").query(&mut c).unwrap();
+    let m = items(&list)
+        .iter()
+        .find(|m| str_field(m, "name") == "reclaim")
+        .expect("reclaim in MODULE LIST")
+        .clone();
+    let n = |s: &str| s.parse::<i64>().unwrap();
+    let want = n(env!("CARGO_PKG_VERSION_MAJOR")) * 10000
+        + n(env!("CARGO_PKG_VERSION_MINOR")) * 100
+        + n(env!("CARGO_PKG_VERSION_PATCH"));
+    assert_eq!(int_field(&m, "ver"), want);
+    assert_eq!(env!("CARGO_PKG_VERSION"), "0.2.0");
+    assert_eq!(want, 200);
+}
+
+/// redis-cli in a terminal (a pty), as a person types: after a command's name and a space it
+/// shows the command's syntax as a hint, from the `COMMAND DOCS` it read at start.
+#[test]
+fn redis_cli_shows_the_syntax_as_a_hint() {
+    let s = Server::new();
+    let mut cli = Pty::spawn(&reclaim_testkit::cli_binary(), &["-p", &s.port.to_string()]);
+    // Typed only once it prompts (the terminal is in raw mode then).
+    cli.read_until(&format!("127.0.0.1:{}> ", s.port));
+    let cases = [
+        (
+            "RECLAIM.POLICY SET ",
+            "key group [MIN-IDLE ms] [MAX-DELIVERIES n] [DLQ dlq-key] [CLAIMANT consumer] \
+             [COUNT n] [INTERVAL ms] [BACKOFF FIXED|EXPONENTIAL max-ms|LIST ms [ms ...]] \
+             [LIVENESS ms] [STORM n window-ms] [DLQ-MAXLEN n] [DLQ-MAXAGE ms] \
+             [TOMBSTONES yes|no]",
+        ),
+        (
+            "RECLAIM.READGROUP ",
+            "GROUP group consumer [COUNT count] [BLOCK milliseconds] STREAMS key [key ...] > [> ...]",
+        ),
+        ("RECLAIM.NACK ", "key group consumer id [id ...] [DELAY ms]"),
+    ];
+    for (typed, hint) in cases {
+        // Ctrl-U clears the line, then the command is typed.
+        cli.write(b"\x15");
+        cli.write(typed.as_bytes());
+        // linenoise draws the hint in grey (SGR 90) after what was typed.
+        let want = format!("{typed}\x1b[0;90;49m{hint}\x1b[0m");
+        cli.read_until(&want);
+    }
+}
+
+/// A program in a pseudo-terminal of 1000 columns (hints are cut at the line's end), killed on
+/// drop.
+struct Pty {
+    master: std::fs::File,
+    child: std::process::Child,
+    seen: Vec<u8>,
+}
+
+impl Pty {
+    fn spawn(program: &std::path::Path, args: &[&str]) -> Pty {
+        use std::os::fd::FromRawFd;
+        let (mut master, mut slave) = (0, 0);
+        let size = libc::winsize {
+            ws_row: 50,
+            ws_col: 1000,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        let rc = unsafe {
+            libc::openpty(
+                &mut master,
+                &mut slave,
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                &size,
+            )
+        };
+        assert_eq!(rc, 0, "openpty");
+        let slave = unsafe { std::fs::File::from_raw_fd(slave) };
+        let child = std::process::Command::new(program)
+            .args(args)
+            .env("TERM", "xterm")
+            .stdin(slave.try_clone().unwrap())
+            .stdout(slave.try_clone().unwrap())
+            .stderr(slave)
+            .spawn()
+            .expect("spawn redis-cli");
+        let master = unsafe { std::fs::File::from_raw_fd(master) };
+        unsafe {
+            let fl = libc::fcntl(master_fd(&master), libc::F_GETFL);
+            libc::fcntl(master_fd(&master), libc::F_SETFL, fl | libc::O_NONBLOCK);
+        }
+        Pty {
+            master,
+            child,
+            seen: vec![],
+        }
+    }
+
+    fn write(&mut self, b: &[u8]) {
+        use std::io::Write;
+        self.master.write_all(b).expect("write to the pty");
+    }
+
+    /// Reads what the program writes until `want` appears (panics after a deadline, with what
+    /// it wrote).
+    fn read_until(&mut self, want: &str) {
+        use std::io::Read;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let mut buf = [0u8; 4096];
+        loop {
+            if String::from_utf8_lossy(&self.seen).contains(want) {
+                self.seen.clear();
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no {want:?} from redis-cli; it wrote: {:?}",
+                String::from_utf8_lossy(&self.seen)
+            );
+            match self.master.read(&mut buf) {
+                Ok(n) if n > 0 => self.seen.extend_from_slice(&buf[..n]),
+                _ => std::thread::sleep(std::time::Duration::from_millis(20)),
+            }
+        }
+    }
+}
+
+fn master_fd(f: &std::fs::File) -> i32 {
+    use std::os::fd::AsRawFd;
+    f.as_raw_fd()
+}
+
+impl Drop for Pty {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

@@ -85,8 +85,12 @@ fn info_has_a_line_per_policy_with_what_the_passes_saw() {
     assert!(num(a, "passes") >= 1 && num(a, "last_pass_ms") > 0, "{a:?}");
     // The oldest pending entry's age when the pass read the PEL.
     assert!(num(a, "oldest_pending_ms") >= 400, "{a:?}");
-    // The binary one has no stream yet: waiting.
-    assert_eq!(lines[1]["status"], "waiting", "{:?}", lines[1]);
+    // The binary one has no stream yet: waiting for it, its name escaped as in `stream=`.
+    assert_eq!(
+        lines[1]["status"], "waiting: no stream o%FF%3A1%2Cx%20y",
+        "{:?}",
+        lines[1]
+    );
     assert_eq!(num(&lines[1], "pending"), 0);
     // Still in order once policies come and go.
     set_policy_opts(&mut c, "0first", "g", "MIN-IDLE 1000");
@@ -562,6 +566,7 @@ fn info_section() {
         "reclaim_ticks_skipped_loading",
         "reclaim_ticks_skipped_paused",
         "reclaim_ticks_skipped_oom",
+        "reclaim_ticks_skipped_cluster_down",
         "reclaim_steps",
         "reclaim_passes",
         "reclaim_claimed",

@@ -657,7 +657,7 @@ fn flushall_removes_policies_and_del_of_the_stream_keeps_them() {
     assert!(policy_key_exists(&s, 0, b"orders"));
     assert_eq!(
         str_field(&stats(&mut c0, "orders", "workers"), "status"),
-        "waiting: stream does not exist"
+        "waiting: no stream orders"
     );
     create_group(&mut c0, b"orders", b"workers");
     let ids = add_entries(&mut c0, b"orders", "b", 3);

@@ -23,7 +23,10 @@ fn policy_replies_resp2() {
     // SET answers +OK; every default.
     let r = run(&mut c, &["RECLAIM.POLICY", "SET", "s", "g"]);
     assert_eq!(r, Value::Okay);
-    assert_eq!(policy_reply(&mut c, b"s", b"g"), defaults.reply(false));
+    assert_eq!(
+        policy_reply(&mut c, b"s", b"g"),
+        defaults.reply_on(b"s", false)
+    );
 
     // Every option, option names in any case.
     set_policy_args(
@@ -46,13 +49,17 @@ fn policy_replies_resp2() {
         dlq_maxage: 86400000,
         tombstones: true,
         state: b"active".to_vec(),
+        status: None,
     };
-    assert_eq!(policy_reply(&mut c, b"s", b"g"), full.reply(false));
+    assert_eq!(policy_reply(&mut c, b"s", b"g"), full.reply_on(b"s", false));
 
     // SET replaces the whole policy: options not given go back to their defaults.
     set_policy_args(&mut c, b"s", b"g", &words("COUNT 9"));
     let replaced = PolicyView::defaults().with_count(9);
-    assert_eq!(policy_reply(&mut c, b"s", b"g"), replaced.reply(false));
+    assert_eq!(
+        policy_reply(&mut c, b"s", b"g"),
+        replaced.reply_on(b"s", false)
+    );
 
     // Boundaries that are accepted.
     set_policy_args(
@@ -62,7 +69,10 @@ fn policy_replies_resp2() {
         &words("MIN-IDLE 9223372036854775807 COUNT 10000 INTERVAL 1 MAX-DELIVERIES 0"),
     );
     let edge = PolicyView::new(i64::MAX, 1).with_count(10000);
-    assert_eq!(policy_reply(&mut c, b"s", b"g2"), edge.reply(false));
+    assert_eq!(
+        policy_reply(&mut c, b"s", b"g2"),
+        edge.reply_on(b"s", false)
+    );
     set_policy_args(
         &mut c,
         b"a",
@@ -89,7 +99,10 @@ fn policy_replies_resp2() {
     assert_eq!(policy_del_reply(&mut c, b"s", b"g"), Value::Int(1));
     assert_eq!(policy_del_reply(&mut c, b"s", b"g"), Value::Int(0));
     assert_eq!(policy_reply(&mut c, b"s", b"g"), Value::Nil);
-    assert_eq!(policy_reply(&mut c, b"s", b"g2"), edge.reply(false));
+    assert_eq!(
+        policy_reply(&mut c, b"s", b"g2"),
+        edge.reply_on(b"s", false)
+    );
     assert_eq!(
         policy_list_reply(&mut c),
         Value::Array(vec![
@@ -140,11 +153,11 @@ fn list_only_shows_the_selected_database() {
         ])
     );
     // GET and DEL are per database too.
-    assert_eq!(policy_reply(&mut c0, b"s", b"g"), p0.reply(false));
-    assert_eq!(policy_reply(&mut c1, b"s", b"g"), p1.reply(false));
+    assert_eq!(policy_reply(&mut c0, b"s", b"g"), p0.reply_on(b"s", false));
+    assert_eq!(policy_reply(&mut c1, b"s", b"g"), p1.reply_on(b"s", false));
     assert_eq!(policy_reply(&mut c0, b"only1", b"h"), Value::Nil);
     assert_eq!(policy_del_reply(&mut c1, b"s", b"g"), Value::Int(1));
-    assert_eq!(policy_reply(&mut c0, b"s", b"g"), p0.reply(false));
+    assert_eq!(policy_reply(&mut c0, b"s", b"g"), p0.reply_on(b"s", false));
     assert_eq!(policy_del_reply(&mut c1, b"only0", b"g"), Value::Int(0));
     assert_eq!(
         policy_list_reply(&mut c1),
@@ -167,7 +180,10 @@ fn policy_replies_resp3() {
         run(&mut c, &["RECLAIM.POLICY", "SET", "s", "g"]),
         Value::Okay
     );
-    assert_eq!(policy_reply(&mut c, b"s", b"g"), defaults.reply(true));
+    assert_eq!(
+        policy_reply(&mut c, b"s", b"g"),
+        defaults.reply_on(b"s", true)
+    );
 
     set_policy_args(
         &mut c,
@@ -178,7 +194,7 @@ fn policy_replies_resp3() {
     let t = PolicyView::defaults()
         .with_dlq(b"t:dlq", 2)
         .with_claimant(b"x");
-    assert_eq!(policy_reply(&mut c, b"t", b"h"), t.reply(true));
+    assert_eq!(policy_reply(&mut c, b"t", b"h"), t.reply_on(b"t", true));
     assert_eq!(
         policy_list_reply(&mut c),
         Value::Array(vec![
@@ -212,7 +228,7 @@ fn policy_replies_resp3() {
     let names: Vec<String> = m.iter().map(|(k, _)| string_of(k)).collect();
     assert_eq!(names, STATS_FIELDS);
     assert_eq!(str_field(&st, "cursor"), "0-0");
-    assert_eq!(str_field(&st, "status"), "waiting: stream does not exist");
+    assert_eq!(str_field(&st, "status"), "waiting: no stream t");
 }
 
 #[test]
@@ -257,7 +273,7 @@ fn rejected_set_options_change_nothing() {
         before,
         PolicyView::new(1234, 10_000)
             .with_claimant(b"keep")
-            .reply(false)
+            .reply_on(b"s", false)
     );
 
     const MIN_IDLE: &str = "ERR MIN-IDLE must be a positive integer (ms)";
@@ -529,7 +545,7 @@ fn binary_names_round_trip() {
     let p = PolicyView::defaults()
         .with_dlq(dlq, 4)
         .with_claimant(claimant);
-    assert_eq!(policy_reply(&mut c, key, group), p.reply(false));
+    assert_eq!(policy_reply(&mut c, key, group), p.reply_on(key, false));
     // Names that differ only in a trailing byte are different policies.
     assert_eq!(policy_reply(&mut c, key, b"g\x00\xff\r\n "), Value::Nil);
     assert_eq!(policy_reply(&mut c, b"k", group), Value::Nil);
@@ -565,7 +581,7 @@ fn binary_names_round_trip() {
     for (k, g, cl) in &odd {
         assert_eq!(
             policy_reply(&mut c, k, g),
-            PolicyView::defaults().with_claimant(cl).reply(false)
+            PolicyView::defaults().with_claimant(cl).reply_on(k, false)
         );
     }
     for (k, g, _) in &odd {
@@ -582,7 +598,7 @@ fn binary_names_round_trip() {
 
     // RESP3 too.
     let mut c3 = s.conn3();
-    assert_eq!(policy_reply(&mut c3, key, group), p.reply(true));
+    assert_eq!(policy_reply(&mut c3, key, group), p.reply_on(key, true));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -603,7 +619,10 @@ fn acl_key_patterns_cover_stream_and_dlq() {
         &words("DLQ app:dlq MAX-DELIVERIES 2"),
     );
     let p = PolicyView::defaults().with_dlq(b"app:dlq", 2);
-    assert_eq!(policy_reply(&mut app, b"app:s", b"g"), p.reply(false));
+    assert_eq!(
+        policy_reply(&mut app, b"app:s", b"g"),
+        p.reply_on(b"app:s", false)
+    );
     // A CLAIMANT value that looks like a key outside the pattern is not a key.
     set_policy_args(&mut app, b"app:s", b"g2", &words("CLAIMANT other:dlq"));
     set_policy_args(&mut app, b"app:s", b"g3", &words("CLAIMANT DLQ COUNT 5"));
@@ -620,7 +639,10 @@ fn acl_key_patterns_cover_stream_and_dlq() {
             &format!("{opts:?}"),
         );
     }
-    assert_eq!(policy_reply(&mut app, b"app:s", b"g"), p.reply(false));
+    assert_eq!(
+        policy_reply(&mut app, b"app:s", b"g"),
+        p.reply_on(b"app:s", false)
+    );
     assert_eq!(policy_reply(&mut admin, b"other:s", b"g"), Value::Nil);
     // The other commands check the stream key too.
     set_policy_args(&mut admin, b"other:s", b"g", &[]);
@@ -635,7 +657,7 @@ fn acl_key_patterns_cover_stream_and_dlq() {
     }
     assert_eq!(
         policy_reply(&mut admin, b"other:s", b"g"),
-        PolicyView::defaults().reply(false)
+        PolicyView::defaults().reply_on(b"other:s", false)
     );
     let st = run(&mut app, &["RECLAIM.STATS", "app:s", "g"]);
     assert_eq!(int_field(&st, "errors"), 0);
@@ -650,13 +672,13 @@ fn acl_read_only_user() {
     acl_setuser(&mut admin, &["ro", "on", "nopass", "%R~*", "+@all"]);
     let mut ro = s.conn_as("ro");
 
-    assert_eq!(policy_reply(&mut ro, b"s", b"g"), p.reply(false));
+    assert_eq!(policy_reply(&mut ro, b"s", b"g"), p.reply_on(b"s", false));
     assert_eq!(
         policy_list_reply(&mut ro),
         Value::Array(vec![p.list_item(b"s", b"g", false)])
     );
     let st = run(&mut ro, &["RECLAIM.STATS", "s", "g"]);
-    assert_eq!(str_field(&st, "status"), "waiting: stream does not exist");
+    assert_eq!(str_field(&st, "status"), "waiting: no stream s");
     // A read-only user reads RECLAIM.HEALTH (no stream yet: nothing live).
     let h = run(&mut ro, &["RECLAIM.HEALTH", "s", "g"]);
     assert_eq!(field(&h, "live"), Value::Nil);
@@ -670,7 +692,10 @@ fn acl_read_only_user() {
     ] {
         assert_noperm_keys(&error_of(&mut ro, &cm), "read-only user");
     }
-    assert_eq!(policy_reply(&mut admin, b"s", b"g"), p.reply(false));
+    assert_eq!(
+        policy_reply(&mut admin, b"s", b"g"),
+        p.reply_on(b"s", false)
+    );
     assert_eq!(policy_reply(&mut admin, b"new", b"g"), Value::Nil);
 
     // The same by denying the write commands instead of write access to keys.
@@ -688,7 +713,7 @@ fn acl_read_only_user() {
         ],
     );
     let mut ro2 = s.conn_as("ro2");
-    assert_eq!(policy_reply(&mut ro2, b"s", b"g"), p.reply(false));
+    assert_eq!(policy_reply(&mut ro2, b"s", b"g"), p.reply_on(b"s", false));
     assert_eq!(
         policy_list_reply(&mut ro2),
         Value::Array(vec![p.list_item(b"s", b"g", false)])
@@ -713,5 +738,116 @@ fn acl_read_only_user() {
         let got = error_of(&mut ro2, cm).replace("User ro2 has", "this user has");
         assert_eq!(got, *want);
     }
-    assert_eq!(policy_reply(&mut admin, b"s", b"g"), p.reply(false));
+    assert_eq!(
+        policy_reply(&mut admin, b"s", b"g"),
+        p.reply_on(b"s", false)
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// A policy set before its stream or group exists (or with a typo in a name) waits, and says so
+// ---------------------------------------------------------------------------------------------
+
+/// The lines of the server log that tell what a policy waits for.
+fn waiting_notices(s: &Server) -> Vec<String> {
+    s.log()
+        .lines()
+        .filter_map(|l| l.split_once("<reclaim> ").map(|(_, m)| m.to_string()))
+        .filter(|m| m.contains(") is waiting: no "))
+        .collect()
+}
+
+#[test]
+fn a_policy_waiting_for_its_group_says_so_everywhere_and_logs_it_once() {
+    let s = Server::new();
+    let mut c = s.conn();
+    create_group(&mut c, b"orders", b"workers");
+    // A typo in the group: SET still answers OK (policies may come before their groups).
+    let typo: &[u8] = b"wrk\xff,rs";
+    let r = reply_of(
+        &mut c,
+        &policy_cmd(&[b"SET", b"orders", typo, b"INTERVAL", b"20"]),
+    );
+    assert_eq!(r, Value::Okay);
+    let want = b"waiting: no group wrk\xff,rs".to_vec();
+    // GET, LIST, STATS and HEALTH say what it waits for, by name, binary-safe.
+    let view = PolicyView {
+        status: Some(want.clone()),
+        ..PolicyView::new(60_000, 20)
+    };
+    assert_eq!(
+        policy_reply(&mut c, b"orders", typo),
+        view.reply_on(b"orders", false)
+    );
+    assert_eq!(
+        policy_list_reply(&mut c),
+        Value::Array(vec![view.list_item(b"orders", typo, false)])
+    );
+    let stats = reply_of(&mut c, &bin_cmd("RECLAIM.STATS", &[b"orders", typo]));
+    assert_eq!(bytes_of(&field(&stats, "status")), want);
+    let health = reply_of(&mut c, &bin_cmd("RECLAIM.HEALTH", &[b"orders", typo]));
+    assert_eq!(bytes_of(&field(&health, "status")), want);
+    // INFO escapes the name as it does in `group=`.
+    let line = &policy_lines(&mut c)[0];
+    assert_eq!(line["group"], "wrk%FF%2Crs");
+    assert_eq!(line["status"], "waiting: no group wrk%FF%2Crs");
+    // The log says it once, however many passes find it so, and a SET again while it waits.
+    let notice = "reclaim: the policy of stream 'orders' group 'wrk?,rs' (db 0) is waiting: no \
+                  group 'wrk?,rs'. It starts when it exists (XGROUP CREATE creates it); a typo? \
+                  RECLAIM.POLICY DEL it and set the right name";
+    wait_for(10, "the notice in the log", || {
+        (!waiting_notices(&s).is_empty()).then_some(())
+    });
+    wait_steps(&mut c, 5);
+    reply_of(
+        &mut c,
+        &policy_cmd(&[b"SET", b"orders", typo, b"INTERVAL", b"20"]),
+    );
+    wait_steps(&mut c, 5);
+    assert_eq!(waiting_notices(&s), [notice]);
+
+    // The group appears: active everywhere (INFO and HEALTH after the next pass).
+    create_group(&mut c, b"orders", typo);
+    let stats = reply_of(&mut c, &bin_cmd("RECLAIM.STATS", &[b"orders", typo]));
+    assert_eq!(str_field(&stats, "status"), "active");
+    let get = policy_reply(&mut c, b"orders", typo);
+    assert_eq!(str_field(&get, "status"), "active");
+    wait_for(10, "INFO to say active", || {
+        (policy_lines(&mut c)[0]["status"] == "active").then_some(())
+    });
+    let health = reply_of(&mut c, &bin_cmd("RECLAIM.HEALTH", &[b"orders", typo]));
+    assert_eq!(str_field(&health, "status"), "active");
+
+    // Gone again: waiting again, and told again (once).
+    let _: i64 = cmd("XGROUP")
+        .arg("DESTROY")
+        .arg("orders")
+        .arg(typo)
+        .query(&mut c)
+        .unwrap();
+    wait_for(10, "INFO to say waiting", || {
+        policy_lines(&mut c)[0]["status"]
+            .starts_with("waiting")
+            .then_some(())
+    });
+    wait_steps(&mut c, 5);
+    assert_eq!(waiting_notices(&s), [notice, notice]);
+
+    // No stream at all: the stream is what it waits for.
+    set_policy_opts(&mut c, "nostream", "g", "INTERVAL 20");
+    assert_eq!(
+        status(&mut c, "nostream", "g"),
+        "waiting: no stream nostream"
+    );
+    let get = policy_reply(&mut c, b"nostream", b"g");
+    assert_eq!(str_field(&get, "status"), "waiting: no stream nostream");
+    wait_for(10, "the second notice", || {
+        (waiting_notices(&s).len() == 3).then_some(())
+    });
+    assert_eq!(
+        waiting_notices(&s)[2],
+        "reclaim: the policy of stream 'nostream' group 'g' (db 0) is waiting: no stream \
+         'nostream'. It starts when it exists (XGROUP CREATE ... MKSTREAM creates both); a typo? \
+         RECLAIM.POLICY DEL it and set the right name"
+    );
 }

@@ -306,18 +306,34 @@ fn commands_on_a_replica() {
         .with_dlq(b"s:dlq", 2)
         .with_claimant(claimant);
     let early = PolicyView::defaults().with_count(3);
+    // The same policies on both; a replica's status says why it sweeps nothing.
+    let (p_r, early_r) = (
+        p.clone().with_status("replica"),
+        early.clone().with_status("replica"),
+    );
     wait_for(10, "the policy to reach the replica", || {
-        (policy_reply(&mut rc_, b"s", b"g") == p.reply(false)).then_some(())
+        (policy_reply(&mut rc_, b"s", b"g") == p_r.reply_on(b"s", false)).then_some(())
     });
-    assert_eq!(policy_reply(&mut rc_, b"early", b"g"), early.reply(false));
-    let want_list = Value::Array(vec![
-        early.list_item(b"early", b"g", false),
-        p.list_item(b"s", b"g", false),
-    ]);
-    assert_eq!(policy_list_reply(&mut pc), want_list);
-    assert_eq!(policy_list_reply(&mut rc_), want_list);
+    assert_eq!(
+        policy_reply(&mut rc_, b"early", b"g"),
+        early_r.reply_on(b"early", false)
+    );
+    assert_eq!(
+        policy_list_reply(&mut pc),
+        Value::Array(vec![
+            early.list_item(b"early", b"g", false),
+            p.list_item(b"s", b"g", false),
+        ])
+    );
+    assert_eq!(
+        policy_list_reply(&mut rc_),
+        Value::Array(vec![
+            early_r.list_item(b"early", b"g", false),
+            p_r.list_item(b"s", b"g", false),
+        ])
+    );
     let mut r3 = replica.conn3();
-    assert_eq!(policy_reply(&mut r3, b"s", b"g"), p.reply(true));
+    assert_eq!(policy_reply(&mut r3, b"s", b"g"), p_r.reply_on(b"s", true));
 
     // STATS works, and says why nothing is swept here.
     let st = run(&mut rc_, &["RECLAIM.STATS", "s", "g"]);
@@ -346,7 +362,10 @@ fn commands_on_a_replica() {
         error_of(&mut rc_, &policy_cmd(&words("SET s g COUNT 0"))),
         READONLY
     );
-    assert_eq!(policy_reply(&mut rc_, b"s", b"g"), p.reply(false));
+    assert_eq!(
+        policy_reply(&mut rc_, b"s", b"g"),
+        p_r.reply_on(b"s", false)
+    );
     assert_eq!(policy_reply(&mut rc_, b"new", b"g"), Value::Nil);
 
     // The replica counts its policies and its skipped ticks.
@@ -363,7 +382,7 @@ fn commands_on_a_replica() {
     });
     assert_eq!(
         policy_list_reply(&mut rc_),
-        Value::Array(vec![early.list_item(b"early", b"g", false)])
+        Value::Array(vec![early_r.list_item(b"early", b"g", false)])
     );
     assert_eq!(
         error_of(&mut rc_, &bin_cmd("RECLAIM.STATS", &words("s g"))),
@@ -377,9 +396,9 @@ fn commands_on_a_replica() {
     set_policy_args(&mut p1, b"s", b"g", &words("COUNT 8"));
     let mut r1 = replica.conn();
     let _: () = cmd("SELECT").arg(1).query(&mut r1).unwrap();
-    let db1 = PolicyView::defaults().with_count(8);
+    let db1 = PolicyView::defaults().with_count(8).with_status("replica");
     wait_for(10, "the db 1 policy to reach the replica", || {
-        (policy_reply(&mut r1, b"s", b"g") == db1.reply(false)).then_some(())
+        (policy_reply(&mut r1, b"s", b"g") == db1.reply_on(b"s", false)).then_some(())
     });
     assert_eq!(
         policy_list_reply(&mut r1),

@@ -452,9 +452,9 @@ fn stream_deleted_while_sweeping() {
     let (mut s, mut c, _worker) = busy_server("s", 500);
     let n: i64 = q(&mut c, &["DEL", "s"]);
     assert_eq!(n, 1);
-    assert_eq!(status(&mut c, "s", "g"), "waiting: stream does not exist");
+    assert_eq!(status(&mut c, "s", "g"), "waiting: no stream s");
     wait_steps(&mut c, 5);
-    assert_eq!(status(&mut c, "s", "g"), "waiting: stream does not exist");
+    assert_eq!(status(&mut c, "s", "g"), "waiting: no stream s");
     assert!(!exists(&mut c, "s"), "stream not recreated");
     assert!(!exists(&mut c, "s:dlq"), "no DLQ created");
     assert!(get_policy(&mut c, b"s", b"g").is_some(), "the policy stays");
@@ -477,7 +477,7 @@ fn stream_renamed_while_sweeping() {
     let frozen = pending_raw(&mut c, b"r2", b"g");
     assert_eq!(frozen.len(), 500);
     wait_steps(&mut c, 5);
-    assert_eq!(status(&mut c, "r1", "g"), "waiting: stream does not exist");
+    assert_eq!(status(&mut c, "r1", "g"), "waiting: no stream r1");
     assert_eq!(pending_raw(&mut c, b"r2", b"g"), frozen, "r2 untouched");
     assert!(!exists(&mut c, "r1"));
     assert!(!exists(&mut c, "r1:dlq"));
@@ -516,15 +516,9 @@ fn group_destroyed_while_sweeping() {
     let (mut s, mut c, _worker) = busy_server("d", 500);
     let n: i64 = q(&mut c, &["XGROUP", "DESTROY", "d", "g"]);
     assert_eq!(n, 1);
-    assert_eq!(
-        status(&mut c, "d", "g"),
-        "waiting: consumer group does not exist"
-    );
+    assert_eq!(status(&mut c, "d", "g"), "waiting: no group g");
     wait_steps(&mut c, 5);
-    assert_eq!(
-        status(&mut c, "d", "g"),
-        "waiting: consumer group does not exist"
-    );
+    assert_eq!(status(&mut c, "d", "g"), "waiting: no group g");
     let groups: Vec<Value> = q(&mut c, &["XINFO", "GROUPS", "d"]);
     assert!(groups.is_empty(), "group not recreated: {groups:?}");
     assert_eq!(xlen(&mut c, b"d"), 500);

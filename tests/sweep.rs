@@ -715,25 +715,16 @@ fn policy_waits_for_missing_stream_and_group() {
         "g",
         "MIN-IDLE 60000 MAX-DELIVERIES 3 DLQ late:dlq INTERVAL 50",
     );
-    assert_eq!(
-        status(&mut c, "late", "g"),
-        "waiting: stream does not exist"
-    );
+    assert_eq!(status(&mut c, "late", "g"), "waiting: no stream late");
     assert_eq!(sweep(&mut c, "late", "g"), (0, 0, 0));
     wait_steps(&mut c, 3);
     assert!(!exists(&mut c, "late"), "no stream created");
     assert!(!exists(&mut c, "late:dlq"), "no DLQ created");
-    assert_eq!(
-        status(&mut c, "late", "g"),
-        "waiting: stream does not exist"
-    );
+    assert_eq!(status(&mut c, "late", "g"), "waiting: no stream late");
 
     // A plain XADD makes the stream, without the group.
     add(&mut c, "late", "1-0", &[("f", "v")]);
-    assert_eq!(
-        status(&mut c, "late", "g"),
-        "waiting: consumer group does not exist"
-    );
+    assert_eq!(status(&mut c, "late", "g"), "waiting: no group g");
     assert_eq!(sweep(&mut c, "late", "g"), (0, 0, 0));
     wait_steps(&mut c, 3);
     let groups: Vec<Value> = q(&mut c, &["XINFO", "GROUPS", "late"]);
@@ -754,10 +745,7 @@ fn policy_waits_for_missing_stream_and_group() {
     wait_steps(&mut c, 3);
     let pong: String = q(&mut c, &["PING"]);
     assert_eq!(pong, "PONG");
-    assert_eq!(
-        status(&mut c, "late", "g"),
-        "waiting: stream does not exist"
-    );
+    assert_eq!(status(&mut c, "late", "g"), "waiting: no stream late");
     assert_eq!(str_field(&stats(&mut c, "late", "g"), "cursor"), "0-0");
     assert!(!exists(&mut c, "late"));
     assert!(!exists(&mut c, "late:dlq"));
@@ -773,10 +761,7 @@ fn policy_waits_for_missing_stream_and_group() {
 
     // The group is destroyed and recreated: waiting, then resumes.
     let _: i64 = q(&mut c, &["XGROUP", "DESTROY", "late", "g"]);
-    assert_eq!(
-        status(&mut c, "late", "g"),
-        "waiting: consumer group does not exist"
-    );
+    assert_eq!(status(&mut c, "late", "g"), "waiting: no group g");
     wait_steps(&mut c, 3);
     let _: () = q(&mut c, &["XGROUP", "CREATE", "late", "g", "0"]);
     deliver(&mut c, "late", "g", "c3", None);
@@ -1401,7 +1386,7 @@ fn sweep_and_stats_replies_resp2() {
     );
     assert_eq!(
         str_field(&stats(&mut c, "s", "g"), "status"),
-        "waiting: stream does not exist"
+        "waiting: no stream s"
     );
 
     // The group exists, nothing pending: the timer's first pass completes.
@@ -1502,7 +1487,7 @@ fn sweep_and_stats_rejections() {
     assert_eq!(int_field(&r, "claimed"), 0);
     assert_eq!(
         policy_reply(&mut c, b"s", b"g"),
-        PolicyView::defaults().reply(false)
+        PolicyView::defaults().reply_on(b"s", false)
     );
 
     // The stream key turned into a string after the policy was set.

@@ -6,7 +6,8 @@
 -- rules and the dashboard use):
 --   <field>                                 every total of INFO reclaim (reclaim_<field>)
 --   policy_<field>:<db>:<stream>:<group>    every number of a per-policy line of INFO reclaim
---   policy_status:<db>:<stream>:<group>:<state>   1 (the policy's status word)
+--   policy_status:<db>:<stream>:<group>:<state>   1 (the policy's status word: `waiting` of
+--                                           `waiting: no group <group>`)
 -- Stream and group names come escaped by the module (%XX for % , = : spaces, control
 -- characters and bytes that are not UTF-8), so they never hold a ':' and are valid UTF-8.
 --
@@ -38,8 +39,9 @@ for line in string.gmatch(info, '[^\r\n]+') do
           put('policy_' .. k .. id, v)
         end
       end
-      if f.status then
-        put('policy_status' .. id .. ':' .. f.status, '1')
+      local word = f.status and string.match(f.status, '^[a-z-]+')
+      if word then
+        put('policy_status' .. id .. ':' .. word, '1')
       end
     end
   else

@@ -16,6 +16,9 @@ pub const UPDATE: u32 = raw::REDISMODULE_CMD_KEY_UPDATE;
 pub const INSERT: u32 = raw::REDISMODULE_CMD_KEY_INSERT;
 pub const ACCESS: u32 = raw::REDISMODULE_CMD_KEY_ACCESS;
 pub const DELETE: u32 = raw::REDISMODULE_CMD_KEY_DELETE;
+/// The flags of a stream key of `RECLAIM.READGROUP` (as XREADGROUP's): read and written, its
+/// entries read, the group's state updated. Its key spec and its getkeys callback report them.
+pub const READGROUP_KEY: u32 = KEY_RW | ACCESS | UPDATE;
 
 /// The arguments of a command as byte slices (the command name first).
 pub fn slices(args: &[RedisString]) -> Vec<&[u8]> {

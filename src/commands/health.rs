@@ -152,6 +152,17 @@ pub fn health_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let last = rt.summary().clone();
     let (sizes, change) = sizes(&rt);
     let recent = &rt.counters().recent_dead;
+    let mut status = Vec::new();
+    rt.write_status(
+        &mut status,
+        (
+            crate::state::config::enabled(),
+            crate::ffi::cluster::is_down(),
+        ),
+        stream,
+        group,
+        |o, n| o.extend_from_slice(n),
+    );
     Ok(Reply::Map(vec![
         ("now-ms", Reply::Int(now)),
         ("live", live(ctx, stream, group, &p, now)),
@@ -187,13 +198,6 @@ pub fn health_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
                 ),
             ]),
         ),
-        (
-            "status",
-            Reply::Bytes(
-                rt.status(crate::state::config::enabled())
-                    .as_bytes()
-                    .to_vec(),
-            ),
-        ),
+        ("status", Reply::Bytes(status)),
     ]))
 }

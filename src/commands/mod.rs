@@ -5,6 +5,7 @@
 //! entry points. Syntax and replies are documented in docs/commands.md.
 
 pub mod common;
+pub mod docs;
 pub mod health;
 pub mod policy;
 pub mod readgroup;
@@ -17,7 +18,8 @@ use std::os::raw::c_int;
 
 use redis_module::{raw, Context};
 
-use crate::commands::common::{ACCESS, DELETE, INSERT, KEY_RO, KEY_RW, UPDATE};
+use crate::commands::common::{ACCESS, DELETE, INSERT, KEY_RO, KEY_RW, READGROUP_KEY, UPDATE};
+use crate::commands::docs::{self as d, V010, V020};
 use crate::ffi::command::{self, CommandSpec, Spec};
 
 macro_rules! entry {
@@ -74,6 +76,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: -2,
         summary: "Manage reclaim policies",
         complexity: "O(1)",
+        since: V010,
+        args: &[],
         keys: &[],
     },
     CommandSpec {
@@ -85,6 +89,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: -4,
         summary: "Set the reclaim policy of a stream's consumer group",
         complexity: "O(log N) with N policies of the stream",
+        since: V010,
+        args: d::POLICY_SET,
         keys: &[
             Spec::Index(2, KEY_RW | UPDATE),
             Spec::Callback(KEY_RW | INSERT),
@@ -99,6 +105,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: 4,
         summary: "Get a reclaim policy",
         complexity: "O(1)",
+        since: V010,
+        args: d::POLICY_GET,
         keys: &[Spec::Index(2, KEY_RO | ACCESS)],
     },
     CommandSpec {
@@ -110,6 +118,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: 4,
         summary: "Delete a reclaim policy",
         complexity: "O(1)",
+        since: V010,
+        args: d::POLICY_DEL,
         keys: &[Spec::Index(2, KEY_RW | DELETE)],
     },
     CommandSpec {
@@ -121,6 +131,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: -4,
         summary: "Pause a reclaim policy (or open its STORM breaker)",
         complexity: "O(1)",
+        since: V020,
+        args: d::POLICY_PAUSE,
         keys: &[Spec::Index(2, KEY_RW | UPDATE)],
     },
     CommandSpec {
@@ -132,6 +144,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: 4,
         summary: "Resume a paused reclaim policy, or close its STORM breaker",
         complexity: "O(1)",
+        since: V020,
+        args: d::POLICY_RESUME,
         keys: &[Spec::Index(2, KEY_RW | UPDATE)],
     },
     CommandSpec {
@@ -143,6 +157,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: 2,
         summary: "List the reclaim policies of the selected database",
         complexity: "O(P) with P policies",
+        since: V010,
+        args: &[],
         keys: &[],
     },
     CommandSpec {
@@ -154,6 +170,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: 2,
         summary: "Export the reclaim policies of the selected database as one JSON document",
         complexity: "O(P) with P policies",
+        since: V020,
+        args: &[],
         keys: &[],
     },
     CommandSpec {
@@ -165,6 +183,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: -3,
         summary: "Import reclaim policies from a JSON document (as EXPORT writes it), all or none",
         complexity: "O(N + P log M) with N the document's length, P its policies, M the policies of a stream",
+        since: V020,
+        args: d::POLICY_IMPORT,
         keys: &[],
     },
     CommandSpec {
@@ -176,6 +196,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: 2,
         summary: "Show helpful text about the different subcommands",
         complexity: "O(1)",
+        since: V010,
+        args: &[],
         keys: &[],
     },
     CommandSpec {
@@ -187,6 +209,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: -3,
         summary: "Run one reclaim pass over a consumer group's PEL now",
         complexity: "O(N) with N pending entries of the group (or LIMIT)",
+        since: V010,
+        args: d::SWEEP,
         keys: &[Spec::Index(1, KEY_RW | UPDATE)],
     },
     CommandSpec {
@@ -198,6 +222,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: 3,
         summary: "Counters and status of a reclaim policy",
         complexity: "O(1)",
+        since: V010,
+        args: d::STATS,
         keys: &[Spec::Index(1, KEY_RO | ACCESS)],
     },
     CommandSpec {
@@ -209,6 +235,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: -3,
         summary: "Show what one reclaim pass would do now to the first pending entries of a consumer group, entry by entry, under its policy or a proposed one (writes nothing)",
         complexity: "O(L) with L = LIMIT (default COUNT) pending entries examined, plus O(consumers) with LIVENESS",
+        since: V020,
+        args: d::SIMULATE,
         keys: &[Spec::Index(1, KEY_RO | ACCESS)],
     },
     CommandSpec {
@@ -220,18 +248,22 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: 3,
         summary: "Health signals of a consumer group under a reclaim policy, each with the time it was taken",
         complexity: "O(C) with C consumers of the group",
+        since: V020,
+        args: d::HEALTH,
         keys: &[Spec::Index(1, KEY_RO | ACCESS)],
     },
     CommandSpec {
         parent: None,
         name: "reclaim.readgroup",
         func: Some(c_readgroup),
-        flags: "write blocking",
+        flags: "write blocking getkeys-api",
         first_key: 0,
         arity: -7,
         summary: "Read new and due entries from streams of a consumer group, with redelivery under the policies (a drop-in for XREADGROUP ... >)",
         complexity: "As XREADGROUP, plus O(log N + M) per stream with a policy for the M entries handed over again",
-        keys: &[Spec::HalfAfterKeyword("STREAMS", 4, KEY_RW | ACCESS | UPDATE)],
+        since: V020,
+        args: d::READGROUP,
+        keys: &[Spec::HalfAfterKeyword("STREAMS", 4, READGROUP_KEY)],
     },
     CommandSpec {
         parent: None,
@@ -242,6 +274,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: -5,
         summary: "Renew the lease of a consumer's own pending entries (idle reset, count unchanged)",
         complexity: "O(M log N) for M IDs",
+        since: V020,
+        args: d::EXTEND,
         keys: &[Spec::Index(1, KEY_RW | UPDATE)],
     },
     CommandSpec {
@@ -253,6 +287,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: -5,
         summary: "Give a consumer's own pending entries back for redelivery, now or after a delay",
         complexity: "O(M log N) for M IDs",
+        since: V020,
+        args: d::NACK,
         keys: &[Spec::Index(1, KEY_RW | UPDATE)],
     },
     CommandSpec {
@@ -264,6 +300,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: -5,
         summary: "Dead-letter a consumer's own pending entries at once (never retried)",
         complexity: "O(M log N) for M IDs",
+        since: V020,
+        args: d::TERM,
         keys: &[Spec::Index(1, KEY_RW | UPDATE)],
     },
     CommandSpec {
@@ -275,6 +313,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: -2,
         summary: "Move a DLQ's entries back to the consumer groups they failed in, as a task (STATUS, CANCEL)",
         complexity: "O(1) to start, STATUS or CANCEL; the task moves each entry in O(log N)",
+        since: V020,
+        args: d::REDRIVE,
         keys: &[Spec::Callback(KEY_RW | UPDATE)],
     },
 ];

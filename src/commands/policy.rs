@@ -12,6 +12,7 @@ use crate::model::clock::now_ms;
 use crate::model::error::{self, ReclaimError};
 use crate::model::export;
 use crate::model::keys;
+use crate::model::outcome::Stop;
 use crate::model::policy::{self, Policy, State};
 use crate::state::registry::{self, PolicyId};
 use crate::state::store;
@@ -75,27 +76,54 @@ pub(super) fn policy_set(ctx: &Context, args: &[RedisString]) -> CmdResult {
             }
         }
     }
+    // A stream or group that does not exist yet is fine (the policy waits for it), and is told.
     apply_set(ctx, stream, group, p)?;
     Ok(Reply::Status("OK"))
 }
 
 /// What `RECLAIM.POLICY SET` does once its policy is checked (and `IMPORT` for each policy):
-/// stores it, restarts its pass, and propagates `RECLAIM.POLICY SET` with every option explicit.
-fn apply_set(ctx: &Context, stream: &[u8], group: &[u8], p: Policy) -> Result<(), ReclaimError> {
+/// stores it, restarts its pass, and propagates `RECLAIM.POLICY SET` with every option explicit;
+/// then, on a primary, notes and logs what it waits for, if anything ([`guards::check_new_policy`]),
+/// and returns that.
+fn apply_set(
+    ctx: &Context,
+    stream: &[u8],
+    group: &[u8],
+    p: Policy,
+) -> Result<Option<Stop>, ReclaimError> {
     let repl = store::set_command_args(stream, group, &p);
     store::put(ctx, stream, group, p)?;
-    registry::reset(ffi::selected_db(ctx), stream, group);
+    let db = ffi::selected_db(ctx);
+    registry::reset(db, stream, group);
     let r: Vec<&[u8]> = repl.iter().map(|v| v.as_slice()).collect();
     ctx.replicate("RECLAIM.POLICY", &r[..]);
-    Ok(())
+    Ok(guards::check_new_policy(
+        ctx,
+        &PolicyId::new(db, stream, group),
+    ))
 }
 
-/// `RECLAIM.POLICY GET key group` -> the policy as a map (`min-idle`, `max-deliveries`, `dlq`,
-/// `claimant`, `count`, `interval`), or nil.
+/// The `status` field of `GET` and `LIST`: the policy's status checked live, as `RECLAIM.STATS`
+/// shows it ([`guards::status`]).
+fn status_field(ctx: &Context, id: &PolicyId, p: &Policy) -> (&'static str, Reply) {
+    let problem = registry::read(id, |rt| rt.problem().cloned()).flatten();
+    (
+        "status",
+        Reply::Bytes(guards::status(ctx, &id.stream, &id.group, p, problem)),
+    )
+}
+
+/// `RECLAIM.POLICY GET key group` -> `status` (checked live, as `RECLAIM.STATS`), then the policy
+/// as a map ([`policy_map`]), or nil.
 pub(super) fn policy_get(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let a = slices(args);
     Ok(match store::get(ctx, a[2], a[3]) {
-        Some(p) => Reply::Map(policy_map(&p)),
+        Some(p) => {
+            let id = PolicyId::new(ffi::selected_db(ctx), a[2], a[3]);
+            let mut m = vec![status_field(ctx, &id, &p)];
+            m.extend(policy_map(&p));
+            Reply::Map(m)
+        }
         None => Reply::Null,
     })
 }
@@ -128,9 +156,11 @@ pub(super) fn policy_list(ctx: &Context, _args: &[RedisString]) -> CmdResult {
     let out = policies_in_db(ctx)
         .into_iter()
         .map(|(id, p)| {
+            let status = status_field(ctx, &id, &p);
             let mut m = vec![
                 ("key", Reply::Bytes(id.stream)),
                 ("group", Reply::Bytes(id.group)),
+                status,
             ];
             m.extend(policy_map(&p));
             Reply::Map(m)
@@ -192,24 +222,86 @@ fn import_check(
     }
 }
 
-/// `RECLAIM.POLICY IMPORT json [REPLACE]` (or `IMPORT REPLACE json`) -> the number of policies
-/// imported. Checks the whole document first ([`export::parse_document`], then
+/// `RECLAIM.POLICY IMPORT json [REPLACE] [LOCAL]` (options before or after the document) -> map
+/// `imported` (how many policies), `waiting` (one map per imported policy whose stream or group
+/// does not exist: `index` in the document, `key`, `group`, `status`: `waiting: no stream <key>`
+/// or `waiting: no group <group>`, in document order; such a policy is imported all the same: it
+/// waits, and the log says so) and, with `LOCAL`, `elsewhere` (the policies left out, each a map
+/// `key`, `group`, `slot`). Checks the whole document first ([`export::parse_document`], then
 /// [`import_check`] for each policy in order) and applies nothing unless all of it is good; then
-/// each policy as `RECLAIM.POLICY SET` does ([`apply_set`]), in document order, each propagated
-/// as its own `RECLAIM.POLICY SET` (Redis wraps them in one `MULTI`/`EXEC`), so replicas and the
-/// AOF never read JSON. Policies the document does not name are not touched.
+/// each policy as `RECLAIM.POLICY SET` does ([`apply_set`]), in document order, each propagated as
+/// its own `RECLAIM.POLICY SET` (Redis wraps them in one `MULTI`/`EXEC`), so replicas and the AOF
+/// never read JSON. Policies the document does not name are not touched.
+///
+/// `LOCAL`, in Redis Cluster: the policies whose stream's slot this node does not serve are left
+/// out before the checks ([`local_policies`]: the same document sent to every primary,
+/// `redis-cli --cluster call ... --cluster-only-masters`, imports each policy once, on the node
+/// of its slot). `CLUSTERDOWN` while the cluster is down (no node can tell what it serves).
+/// Outside a cluster, every policy is local.
 pub(super) fn policy_import(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let a = slices(args);
-    let (doc, replace) = export::import_args(&a[2..])?;
-    let policies = export::parse_document(doc)?;
-    for (i, p) in policies.iter().enumerate() {
-        import_check(ctx, i, p, replace)?;
+    let opts = export::import_args(&a[2..])?;
+    let policies = export::parse_document(opts.doc)?;
+    let (mine, elsewhere) = if opts.local {
+        local_policies(ctx, policies)?
+    } else {
+        (policies.into_iter().enumerate().collect(), Vec::new())
+    };
+    for (i, p) in &mine {
+        import_check(ctx, *i, p, opts.replace)?;
     }
-    let n = policies.len() as i64;
-    for p in policies {
-        apply_set(ctx, &p.stream, &p.group, p.policy)?;
+    let n = mine.len() as i64;
+    let mut waiting = vec![];
+    for (i, p) in mine {
+        if let Some(m) = apply_set(ctx, &p.stream, &p.group, p.policy)? {
+            let status = m.status_of(&p.stream, &p.group);
+            waiting.push(Reply::Map(vec![
+                ("index", Reply::Int(i as i64)),
+                ("key", Reply::Bytes(p.stream)),
+                ("group", Reply::Bytes(p.group)),
+                ("status", Reply::Bytes(status)),
+            ]));
+        }
     }
-    Ok(Reply::Int(n))
+    let mut reply = vec![
+        ("imported", Reply::Int(n)),
+        ("waiting", Reply::Array(waiting)),
+    ];
+    if opts.local {
+        reply.push(("elsewhere", Reply::Array(elsewhere)));
+    }
+    Ok(Reply::Map(reply))
+}
+
+/// What `IMPORT ... LOCAL` takes (each policy with its place in the document) and what it reports.
+type Local = (Vec<(usize, export::Imported)>, Vec<Reply>);
+
+/// The policies of a document this Redis Cluster node serves now (with their place in the
+/// document), and the others as `IMPORT ... LOCAL` reports them (`key`, `group`, `slot`).
+/// Outside a cluster, all of them. `CLUSTERDOWN` while the cluster is down.
+fn local_policies(ctx: &Context, policies: Vec<export::Imported>) -> Result<Local, ReclaimError> {
+    let cluster = ctx.get_flags().contains(ContextFlags::CLUSTER);
+    let mut mine = Vec::with_capacity(policies.len());
+    let mut elsewhere = Vec::new();
+    for (i, p) in policies.into_iter().enumerate() {
+        if cluster {
+            match ffi::cluster::key_served(ctx, &keys::policy_key(&p.stream)) {
+                Some(true) => {}
+                Some(false) => {
+                    let slot = keys::key_slot(&p.stream) as i64;
+                    elsewhere.push(Reply::Map(vec![
+                        ("key", Reply::Bytes(p.stream)),
+                        ("group", Reply::Bytes(p.group)),
+                        ("slot", Reply::Int(slot)),
+                    ]));
+                    continue;
+                }
+                None => return Err(error::CLUSTERDOWN.into()),
+            }
+        }
+        mine.push((i, p));
+    }
+    Ok((mine, elsewhere))
 }
 
 /// `RECLAIM.POLICY PAUSE key group [STORM]` -> `+OK`: the policy moves, redelivers and
@@ -266,8 +358,8 @@ pub(super) fn policy_help(_ctx: &Context, _args: &[RedisString]) -> CmdResult {
         "    Return every policy of the selected database.",
         "EXPORT",
         "    Return every policy of the selected database as one JSON document.",
-        "IMPORT <json> [REPLACE]",
-        "    Set the policies of a JSON document (as EXPORT writes it), all or none; REPLACE replaces existing ones.",
+        "IMPORT <json> [REPLACE] [LOCAL]",
+        "    Set the policies of a JSON document (as EXPORT writes it), all or none; REPLACE replaces existing ones; LOCAL takes only those of the slots this cluster node serves.",
         "PAUSE <key> <group> [STORM]",
         "    Stop the policy's moves, redeliveries and dead-letters (STORM: only its dead-letters).",
         "RESUME <key> <group>",

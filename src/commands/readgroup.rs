@@ -18,16 +18,18 @@
 
 use redis_module::{raw, CallReply, CallResult, Context, ContextFlags, KeyType, RedisString};
 
+use crate::commands::common::READGROUP_KEY;
 use crate::engine::pending::{self, Failed, Query};
 use crate::engine::readgroup::{nothing_due, redeliver, Redelivery};
 use crate::ffi::blocked::{self, Waiter};
 use crate::ffi::command::{CmdResult, Reply};
 use crate::ffi::streams::{Fields, StreamId};
-use crate::ffi::{self, write_opts, RawReply};
+use crate::ffi::{self, cluster, write_opts, RawReply};
 use crate::model::error::{self, ReclaimError};
+use crate::model::keys;
 use crate::model::metrics;
 use crate::model::policy::Policy;
-use crate::model::readgroup::{parse, Request};
+use crate::model::readgroup::{key_positions, parse, Request};
 use crate::model::text::printable;
 use crate::state::store;
 
@@ -248,6 +250,15 @@ fn serve(ctx: &Context, req: &Request, streams: &[Stream], argv: Option<&[RedisS
 
 /// The command handler.
 pub fn readgroup_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
+    if ffi::command::is_keys_request(ctx) {
+        // The server's own slot check (MOVED, ASK, TRYAGAIN, CROSSSLOT, CLUSTERDOWN) sees the
+        // keys of a module command only through this callback or first/last/step.
+        let argv: Vec<&[u8]> = args.iter().map(|s| s.as_slice()).collect();
+        for pos in key_positions(&argv) {
+            ffi::command::key_at(ctx, pos, READGROUP_KEY);
+        }
+        return Ok(Reply::Done);
+    }
     let a: Vec<&[u8]> = args.iter().skip(1).map(|s| s.as_slice()).collect();
     let req = parse(&a)?;
     let flags = ctx.get_flags();
@@ -306,19 +317,38 @@ fn wait_or_nil(ctx: &Context, req: Request, flags: ContextFlags, more: bool) {
 struct BlockedRead(Request);
 
 impl BlockedRead {
-    /// The wait cannot go on: a stream is gone (or not a stream), or a group.
-    fn gone(&self, ctx: &Context) -> Option<&'static str> {
+    /// The wait cannot go on: a stream is gone (or not a stream), or a group. The error is the
+    /// one a blocked XREADGROUP gets: a stream that `MIGRATE` moved away while its slot is
+    /// migrating gets `ASK` on Redis 7.2+ (which runs the blocked XREADGROUP again through the
+    /// cluster's slot check), `UNBLOCKED` on 7.0.
+    fn gone(&self, ctx: &Context) -> Option<String> {
         for key in &self.0.keys {
             let name = RedisString::create_from_slice(ctx.ctx, key);
-            if ctx.open_key(&name).key_type() != KeyType::Stream {
-                return Some(error::UNBLOCKED_NO_STREAM);
+            match ctx.open_key(&name).key_type() {
+                KeyType::Stream => {}
+                KeyType::Empty => {
+                    let ask = migrated_away(ctx, key);
+                    return Some(ask.unwrap_or_else(|| error::UNBLOCKED_NO_STREAM.to_string()));
+                }
+                _ => return Some(error::UNBLOCKED_NO_STREAM.to_string()),
             }
             if let Err(ReclaimError::NoGroup(..)) = check_key(ctx, key, &self.0.group) {
-                return Some(error::UNBLOCKED_NO_GROUP);
+                return Some(error::UNBLOCKED_NO_GROUP.to_string());
             }
         }
         None
     }
+}
+
+/// `ASK <slot> <ip:port>` when `key` (which no longer exists here) is in a slot this Redis Cluster
+/// node is migrating, on a server where a blocked XREADGROUP gets that (7.2+); `None` otherwise.
+fn migrated_away(ctx: &Context, key: &[u8]) -> Option<String> {
+    if !ctx.get_flags().contains(ContextFlags::CLUSTER) || !cluster::reprocesses_blocked() {
+        return None;
+    }
+    let slot = keys::key_slot(key);
+    let to = cluster::migrating_to(ctx, slot)?;
+    Some(error::ask(slot, &to))
 }
 
 impl Waiter for BlockedRead {
@@ -331,7 +361,7 @@ impl Waiter for BlockedRead {
     /// A key was signalled (XADD, XGROUP DESTROY, a move to the inbox): reads again.
     fn ready(&self, ctx: &Context) -> bool {
         if let Some(e) = self.gone(ctx) {
-            ctx.reply_error_string(e);
+            ctx.reply_error_string(&e);
             return true;
         }
         matches!(
@@ -344,7 +374,7 @@ impl Waiter for BlockedRead {
     fn timeout(&self, ctx: &Context) {
         match self.gone(ctx) {
             Some(e) => {
-                ctx.reply_error_string(e);
+                ctx.reply_error_string(&e);
             }
             None => ffi::command::reply_null_array(ctx),
         }

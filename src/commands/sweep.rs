@@ -4,7 +4,7 @@
 use redis_module::{Context, RedisString};
 
 use crate::commands::common::{policy_or_error, slices};
-use crate::engine::pending::{self, Failed, Query};
+use crate::engine::pending;
 use crate::engine::sweep::{self, Target};
 use crate::engine::{guards, settle};
 use crate::ffi;
@@ -14,10 +14,9 @@ use crate::model::error;
 use crate::model::metrics::Stat;
 use crate::model::outcome::Stop;
 use crate::model::planner::Tally;
-use crate::model::policy::{self, Policy, State};
+use crate::model::policy;
 use crate::state::config;
 use crate::state::registry;
-use crate::state::runtime::Runtime;
 
 /// `RECLAIM.SWEEP key group [LIMIT n]` -> map `claimed`, `dead-lettered`, `deleted`,
 /// `dlq-trimmed` (`DLQ-MAXLEN`/`DLQ-MAXAGE`), `tombstones` (`TOMBSTONES yes`): one complete
@@ -90,38 +89,6 @@ pub(super) fn sweep_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     ]))
 }
 
-/// The `status` field of `RECLAIM.STATS`, checked live.
-fn status(ctx: &Context, stream: &[u8], group: &[u8], p: &Policy, rt: &Runtime) -> String {
-    if let Some(b) = guards::blocked(ctx) {
-        return b.status().to_string();
-    }
-    if !config::enabled() {
-        return "disabled".into();
-    }
-    if p.state != State::Active {
-        return p.state.name().into();
-    }
-    if let Some(s) = guards::check_stream(ctx, stream) {
-        return s.status();
-    }
-    let q = Query::range(b"-", b"+", 1);
-    if let Err(Failed::Reply(e)) = pending::read(ctx, stream, group, &q) {
-        if e.starts_with(b"NOGROUP") {
-            return Stop::NoGroup.status();
-        }
-    }
-    if let Some(d) = &p.dlq {
-        if guards::is_non_stream(ctx, d) {
-            return Stop::WrongTypeDlq.status();
-        }
-    }
-    // Problems about the keys were checked live above; what is left is the last step's own trouble.
-    match rt.problem() {
-        Some(s @ (Stop::Oom | Stop::Error(_))) => s.status(),
-        _ => "active".into(),
-    }
-}
-
 /// `RECLAIM.STATS key group` -> map `passes`, `claimed`, `dead-lettered`, `deleted`,
 /// `oom-skips`, `errors`, `last-pass-ms` (ms since the epoch, 0 = none yet), `last-pass-us`
 /// (duration of the last complete pass), `full-passes` (passes that paged every entry to check
@@ -136,7 +103,7 @@ pub(super) fn stats(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let a = slices(args);
     let (id, p) = policy_or_error(ctx, a[1], a[2])?;
     let rt = registry::get(&id).unwrap_or_default();
-    let st = status(ctx, a[1], a[2], &p, &rt);
+    let st = guards::status(ctx, a[1], a[2], &p, rt.problem().cloned());
     let c = rt.counters();
     let summary = pending::summary(ctx, a[1], a[2], &p.claimant, |_, _| {});
     let inbox = summary.map_or(0, |s| s.inbox as i64);
@@ -163,6 +130,6 @@ pub(super) fn stats(ctx: &Context, args: &[RedisString]) -> CmdResult {
             "cursor",
             Reply::Bytes(rt.cursor().unwrap_or(b"0-0").to_vec()),
         ),
-        ("status", Reply::Bytes(st.into_bytes())),
+        ("status", Reply::Bytes(st)),
     ]))
 }

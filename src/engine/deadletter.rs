@@ -17,6 +17,7 @@ use redis_module::{
 };
 
 use crate::engine::guards::is_non_stream;
+use crate::ffi::cluster::{self, Refusal};
 use crate::ffi::events;
 use crate::ffi::streams::{self, Fields, Key, KeyKind, StreamId};
 use crate::ffi::write_opts;
@@ -47,7 +48,21 @@ pub fn error_stop(e: &[u8]) -> Stop {
     } else if e.starts_with(b"WRONGTYPE") {
         Stop::WrongTypeStream
     } else {
-        Stop::Error(crate::model::text::printable(e))
+        other_stop(e)
+    }
+}
+
+/// The [`Stop`] of an error reply other than the stream's own: the server's cluster refusals
+/// (the cluster is down: sweeps wait for it, [`cluster::note_down`]; the slot not served here
+/// now: waiting), else [`Stop::Error`] with its text.
+fn other_stop(e: &[u8]) -> Stop {
+    match cluster::refusal(e) {
+        Some(Refusal::Down) => {
+            cluster::note_down();
+            Stop::ClusterDown
+        }
+        Some(Refusal::NotServed) => Stop::NotServed,
+        None => Stop::Error(crate::model::text::printable(e)),
     }
 }
 
@@ -485,7 +500,7 @@ impl<'a> Dlq<'a> {
                 } else if b.starts_with(b"OOM") {
                     Stop::Oom
                 } else {
-                    Stop::Error(crate::model::text::printable(b))
+                    other_stop(b)
                 })
             }
             Ok(_) => Err(Stop::Error("unexpected XADD reply".into())),

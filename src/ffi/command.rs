@@ -10,6 +10,7 @@ use std::ptr;
 
 use redis_module::{raw, Context, RedisString};
 
+use crate::ffi::args::{Arg, CArgs};
 use crate::ffi::{guard, log_warning};
 use crate::model::error::{self, ReclaimError};
 
@@ -138,12 +139,13 @@ pub struct CommandSpec {
     pub summary: &'static str,
     /// `COMMAND DOCS` complexity.
     pub complexity: &'static str,
+    /// The module version the command appeared in (`COMMAND DOCS` `since`).
+    pub since: &'static str,
+    /// Its arguments (`COMMAND DOCS` `arguments`; redis-cli's hints).
+    pub args: &'static [Arg],
     /// Key specs.
     pub keys: &'static [Spec],
 }
-
-/// The version a command appeared in, for `COMMAND DOCS`.
-const SINCE: &str = "0.1.0";
 
 /// Creates the command (or subcommand) of `c`; its handle, or `None` after logging.
 unsafe fn create(ctx: &Context, c: &CommandSpec) -> Option<*mut raw::RedisModuleCommand> {
@@ -249,16 +251,18 @@ fn keyword_cstr(word: &str) -> *const std::os::raw::c_char {
     p
 }
 
-/// Registers the command of `c` with its flags, arity, summary and key specs. Returns `false`
-/// (after logging) when Redis refuses it.
+/// Registers the command of `c` with its flags, arity, summary, version, key specs and
+/// arguments. Returns `false` (after logging) when Redis refuses it.
 pub fn register(ctx: &Context, c: &CommandSpec) -> bool {
     let (Ok(summary), Ok(complexity), Ok(since)) = (
         CString::new(c.summary),
         CString::new(c.complexity),
-        CString::new(SINCE),
+        CString::new(c.since),
     ) else {
         return false;
     };
+    // Redis copies the arguments' strings: they need to live only until the call returns.
+    let mut args = CArgs::new(c.args, c.since, c.keys.len());
     unsafe {
         let Some(cmd) = create(ctx, c) else {
             return false;
@@ -283,7 +287,7 @@ pub fn register(ctx: &Context, c: &CommandSpec) -> bool {
             } else {
                 ks.as_mut_ptr()
             },
-            args: ptr::null_mut(),
+            args: args.as_mut().map_or(ptr::null_mut(), CArgs::as_mut_ptr),
         };
         if raw::RedisModule_SetCommandInfo.unwrap()(cmd, &mut info) != raw::REDISMODULE_OK as c_int
         {

@@ -2,12 +2,15 @@
 //! that loads on Redis 7.0 or that is panic-safe: the API check at load, a panic guard for every
 //! callback, databases, latency samples, the `RM_Call` options of reads and writes and their
 //! replies ([`RawReply`]: forwarded unparsed). Beside it: command registration and replies
-//! ([`command`]), ACL checks ([`acl`]), blocked clients ([`blocked`]), keyspace events fired
-//! ([`events`]), the allocator ([`alloc`]). Calls nothing above it but [`crate::model`].
+//! ([`command`]) with the arguments `COMMAND DOCS` shows ([`args`]), ACL checks ([`acl`]), blocked
+//! clients ([`blocked`]), keyspace events fired ([`events`]), the allocator ([`alloc`]), what this
+//! node knows of its Redis Cluster ([`cluster`]). Calls nothing above it but [`crate::model`].
 
 pub mod acl;
 pub mod alloc;
+pub mod args;
 pub mod blocked;
+pub mod cluster;
 pub mod command;
 pub mod events;
 pub mod streams;

@@ -80,6 +80,12 @@ pub const UNBLOCKED_NO_STREAM: &str = "UNBLOCKED the stream key no longer exists
 /// A blocked `RECLAIM.READGROUP` whose group was destroyed meanwhile (XREADGROUP's text).
 pub const UNBLOCKED_NO_GROUP: &str =
     "NOGROUP the consumer group this client was blocked on no longer exists";
+/// How a blocked `RECLAIM.READGROUP` ends when `MIGRATE` moved its stream away while its slot
+/// migrates to `to` (`ip:port`), as a blocked XREADGROUP does on Redis 7.2+ (the server's own
+/// redirect: the client asks the node that now holds the key).
+pub fn ask(slot: u16, to: &[u8]) -> String {
+    format!("ASK {slot} {}", String::from_utf8_lossy(to))
+}
 /// `RECLAIM.POLICY IMPORT` of a document longer than [`crate::model::export::MAX_BYTES`].
 pub const IMPORT_TOO_LARGE: &str =
     "ERR the policy document is longer than 16777216 bytes (16 MiB): split it";
@@ -98,6 +104,8 @@ pub const IMPORT_CROSSSLOT: &str =
 /// serve (or while the cluster is down).
 pub const IMPORT_NOT_SERVED: &str =
     "ERR this node does not serve the stream key's hash slot (import each node's own policies there)";
+/// `RECLAIM.POLICY IMPORT ... LOCAL` while the Redis Cluster is down (the server's own text).
+pub const CLUSTERDOWN: &str = "CLUSTERDOWN The cluster is down";
 /// `RECLAIM.POLICY IMPORT` by a user whose ACL does not allow writing a policy's stream key.
 pub const NOPERM_STREAM: &str = "NOPERM this user has no permissions to write the stream key";
 /// `RECLAIM.POLICY IMPORT` by a user whose ACL does not allow writing a policy's DLQ key.

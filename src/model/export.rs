@@ -532,19 +532,52 @@ pub fn parse_document(doc: &[u8]) -> Result<Vec<Imported>, ReclaimError> {
     Ok(out)
 }
 
-/// The arguments of `RECLAIM.POLICY IMPORT` after `IMPORT`: `json [REPLACE]`, or `REPLACE json`
-/// (what `redis-cli -x RECLAIM.POLICY IMPORT REPLACE < file` sends: stdin comes last). Returns the
-/// document and whether REPLACE was given. `REPLACE` is case-insensitive; a document is never
-/// the word REPLACE (it is not JSON).
-pub fn import_args<'a>(args: &[&'a [u8]]) -> Result<(&'a [u8], bool), ReclaimError> {
-    let replace = |a: &[u8]| a.eq_ignore_ascii_case(b"REPLACE");
-    match *args {
-        [doc] => Ok((doc, false)),
-        [doc, r] if replace(r) => Ok((doc, true)),
-        [r, doc] if replace(r) => Ok((doc, true)),
-        [_, other] => Err(ReclaimError::UnknownOption(crate::model::text::printable(
-            other,
-        ))),
+/// The arguments of `RECLAIM.POLICY IMPORT`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImportArgs<'a> {
+    /// The JSON document.
+    pub doc: &'a [u8],
+    /// `REPLACE`: existing policies of the document's (key, group) are replaced.
+    pub replace: bool,
+    /// `LOCAL`: only the policies whose stream's slot this node serves are imported; the others
+    /// are reported, not refused (Redis Cluster: the same document on every primary).
+    pub local: bool,
+}
+
+/// The arguments of `RECLAIM.POLICY IMPORT` after `IMPORT`: the document and the options
+/// `REPLACE` and `LOCAL`, each at most once, before or after it (`redis-cli -x RECLAIM.POLICY
+/// IMPORT REPLACE < file` sends the document last). Options are case-insensitive; a document is
+/// never one of their words (it is not JSON). Errors: two arguments that are not options (`ERR
+/// unknown option` of the second), anything else (`ERR syntax error`).
+pub fn import_args<'a>(args: &[&'a [u8]]) -> Result<ImportArgs<'a>, ReclaimError> {
+    let mut out = ImportArgs {
+        doc: b"",
+        replace: false,
+        local: false,
+    };
+    let mut others: Vec<&[u8]> = Vec::new();
+    for &a in args {
+        let flag = if a.eq_ignore_ascii_case(b"REPLACE") {
+            &mut out.replace
+        } else if a.eq_ignore_ascii_case(b"LOCAL") {
+            &mut out.local
+        } else {
+            others.push(a);
+            continue;
+        };
+        if *flag {
+            return Err(error::SYNTAX.into());
+        }
+        *flag = true;
+    }
+    match *others {
+        [doc] => {
+            out.doc = doc;
+            Ok(out)
+        }
+        [_, other] if args.len() == 2 => Err(ReclaimError::UnknownOption(
+            crate::model::text::printable(other),
+        )),
         _ => Err(error::SYNTAX.into()),
     }
 }
@@ -946,19 +979,36 @@ mod tests {
 
     #[test]
     fn import_arguments() {
-        let a = |v: &[&str]| -> Result<(String, bool), String> {
+        let a = |v: &[&str]| -> Result<(String, bool, bool), String> {
             let w: Vec<&[u8]> = v.iter().map(|s| s.as_bytes()).collect();
             import_args(&w)
-                .map(|(d, r)| (String::from_utf8_lossy(d).into_owned(), r))
+                .map(|x| {
+                    (
+                        String::from_utf8_lossy(x.doc).into_owned(),
+                        x.replace,
+                        x.local,
+                    )
+                })
                 .map_err(|e| e.to_string())
         };
-        assert_eq!(a(&["{}"]), Ok(("{}".into(), false)));
-        assert_eq!(a(&["{}", "replace"]), Ok(("{}".into(), true)));
-        assert_eq!(a(&["REPLACE", "{}\n"]), Ok(("{}\n".into(), true)));
+        assert_eq!(a(&["{}"]), Ok(("{}".into(), false, false)));
+        assert_eq!(a(&["{}", "replace"]), Ok(("{}".into(), true, false)));
+        assert_eq!(a(&["REPLACE", "{}\n"]), Ok(("{}\n".into(), true, false)));
+        assert_eq!(a(&["{}", "local"]), Ok(("{}".into(), false, true)));
+        assert_eq!(
+            a(&["LOCAL", "REPLACE", "{}"]),
+            Ok(("{}".into(), true, true))
+        );
+        assert_eq!(
+            a(&["{}", "REPLACE", "LOCAL"]),
+            Ok(("{}".into(), true, true))
+        );
         assert_eq!(
             a(&["{}", "FORCE"]),
             Err("ERR unknown option 'FORCE'".into())
         );
         assert_eq!(a(&["{}", "REPLACE", "x"]), Err("ERR syntax error".into()));
+        assert_eq!(a(&["{}", "LOCAL", "LOCAL"]), Err("ERR syntax error".into()));
+        assert_eq!(a(&["REPLACE"]), Err("ERR syntax error".into()));
     }
 }

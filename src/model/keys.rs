@@ -151,9 +151,45 @@ pub fn stream_of_policy_key(name: &[u8]) -> Option<Vec<u8>> {
     (policy_key(stream) == name).then(|| stream.to_vec())
 }
 
+/// Where this node is migrating `slot` to, from its `CLUSTER NODES` text: the `ip:port` of the
+/// node named in the `[<slot>->-<node-id>]` of the `myself` line (what a client's `ASK` names),
+/// or `None` when the slot is not migrating.
+pub fn migrating_target(nodes: &[u8], slot: u16) -> Option<Vec<u8>> {
+    let lines = || nodes.split(|&b| b == b'\n').map(|l| l.trim_ascii());
+    let fields =
+        |l: &[u8]| -> Vec<Vec<u8>> { l.split(|&b| b == b' ').map(<[u8]>::to_vec).collect() };
+    let me = lines().map(fields).find(|f| {
+        f.get(2)
+            .is_some_and(|fl| fl.split(|&b| b == b',').any(|x| x == b"myself"))
+    })?;
+    let open = format!("[{slot}->-").into_bytes();
+    let target = me.iter().skip(8).find_map(|f| {
+        let id = f.strip_prefix(open.as_slice())?.strip_suffix(b"]")?;
+        Some(id.to_vec())
+    })?;
+    let node = lines().map(fields).find(|f| f.first() == Some(&target))?;
+    // `ip:port@cport[,hostname]`
+    let addr = node.get(1)?;
+    let end = addr.iter().position(|&b| b == b'@').unwrap_or(addr.len());
+    Some(addr[..end].to_vec())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn migrating_targets_come_from_cluster_nodes() {
+        let text = b"\
+a1 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-5460 [15->-b2] [16-<-c3]\r\n\
+b2 127.0.0.1:7001@17001,host-b master - 0 0 2 connected 5461-10922\r\n\
+c3 127.0.0.1:7002@17002 master - 0 0 3 connected 10923-16383\r\n";
+        assert_eq!(migrating_target(text, 15), Some(b"127.0.0.1:7001".to_vec()));
+        // Importing, or not open at all: no target.
+        assert_eq!(migrating_target(text, 16), None);
+        assert_eq!(migrating_target(text, 1), None);
+        assert_eq!(migrating_target(b"", 15), None);
+    }
 
     #[test]
     fn known_slots() {

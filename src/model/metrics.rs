@@ -332,6 +332,8 @@ pub static SKIPPED_LOADING: Counter = Counter::new();
 pub static SKIPPED_PAUSED: Counter = Counter::new();
 /// Ticks skipped because the server was out of memory (maxmemory reached).
 pub static SKIPPED_OOM: Counter = Counter::new();
+/// Ticks skipped because the Redis Cluster was down (`cluster_state:fail`).
+pub static SKIPPED_CLUSTER_DOWN: Counter = Counter::new();
 /// Steps run (timer and RECLAIM.SWEEP).
 pub static STEPS: Counter = Counter::new();
 /// Duration of the last tick or slice that did work, µs.
@@ -369,6 +371,7 @@ pub fn fields(state: &[(&'static str, u64)]) -> Vec<(&'static str, u64)> {
         ("ticks_skipped_loading", SKIPPED_LOADING.get()),
         ("ticks_skipped_paused", SKIPPED_PAUSED.get()),
         ("ticks_skipped_oom", SKIPPED_OOM.get()),
+        ("ticks_skipped_cluster_down", SKIPPED_CLUSTER_DOWN.get()),
         ("steps", STEPS.get()),
         ("reads_blocked", READS_BLOCKED.get()),
     ]);

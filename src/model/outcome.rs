@@ -22,34 +22,84 @@ pub enum Stop {
     /// The `STORM` breaker is open, or the next dead-letter would open it: dead-letter moves
     /// wait (the entries stay pending); moves go on.
     Storm,
+    /// The server refused a call because its Redis Cluster is down: sweeps wait for it; not an
+    /// error of the policy.
+    ClusterDown,
+    /// The server refused a call because this node does not serve the stream's slot (now): a
+    /// slot migration in progress, the policy arrived before the slot was handed over. Not an
+    /// error of the policy: the node that serves the slot sweeps it.
+    NotServed,
     /// Any other error reply (text included).
     Error(String),
 }
 
 impl Stop {
-    /// The `status` text `RECLAIM.STATS` shows for this stop.
+    /// The `status` text `RECLAIM.STATS` shows for this stop, without the name a waiting policy
+    /// waits for ([`Stop::status_of`] has it).
     pub fn status(&self) -> String {
         match self {
             Stop::Deadline => "active".into(),
             Stop::Oom => "oom: dead-letter moves wait for memory".into(),
-            Stop::NoStream => "waiting: stream does not exist".into(),
-            Stop::NoGroup => "waiting: consumer group does not exist".into(),
+            Stop::NoStream => "waiting: no stream".into(),
+            Stop::NoGroup => "waiting: no group".into(),
             Stop::WrongTypeStream => "error: stream key holds the wrong kind of value".into(),
             Stop::WrongTypeDlq => "error: DLQ key holds the wrong kind of value".into(),
             Stop::Storm => "storm".into(),
+            Stop::ClusterDown => "cluster-down".into(),
+            Stop::NotServed => "waiting: this node does not serve the stream's slot".into(),
             Stop::Error(e) => format!("error: {e}"),
         }
     }
 
+    /// The `status` of a policy of (`stream`, `group`) that stopped so, binary-safe: for a
+    /// waiting one, what it waits for, by name (`waiting: no stream <stream>`, `waiting: no
+    /// group <group>`), as `RECLAIM.STATS`, `RECLAIM.POLICY GET`/`LIST`, `RECLAIM.HEALTH` and
+    /// `IMPORT`'s reply show it (`INFO` escapes the name, [`Stop::write_status`]).
+    pub fn status_of(&self, stream: &[u8], group: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.write_status(&mut out, stream, group, |o, n| o.extend_from_slice(n));
+        out
+    }
+
+    /// Appends the status of [`Stop::status_of`] to `out`, the name written by `name`.
+    pub fn write_status(
+        &self,
+        out: &mut Vec<u8>,
+        stream: &[u8],
+        group: &[u8],
+        mut name: impl FnMut(&mut Vec<u8>, &[u8]),
+    ) {
+        out.extend_from_slice(self.status().as_bytes());
+        match self {
+            Stop::NoStream => {
+                out.push(b' ');
+                name(out, stream);
+            }
+            Stop::NoGroup => {
+                out.push(b' ');
+                name(out, group);
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether the policy waits for its stream or group (they do not exist; a `NotServed` policy
+    /// waits too, for its slot, but nothing of it is missing).
+    pub fn is_missing(&self) -> bool {
+        matches!(self, Stop::NoStream | Stop::NoGroup)
+    }
+
     /// The policy state this stop leaves it in, in one word (`INFO reclaim`'s `status`, the
     /// `reclaim-<state>` keyspace events): `active` (a deadline is no trouble), `waiting` (no
-    /// stream or group yet), `oom`, `storm` (the breaker holds dead-letters back), or `error`.
+    /// stream or group yet, or the stream's slot not served here now), `oom`, `storm` (the
+    /// breaker holds dead-letters back), `cluster-down`, or `error`.
     pub fn state(&self) -> &'static str {
         match self {
             Stop::Deadline => "active",
             Stop::Oom => "oom",
             Stop::Storm => "storm",
-            Stop::NoStream | Stop::NoGroup => "waiting",
+            Stop::NoStream | Stop::NoGroup | Stop::NotServed => "waiting",
+            Stop::ClusterDown => "cluster-down",
             Stop::WrongTypeStream | Stop::WrongTypeDlq | Stop::Error(_) => "error",
         }
     }
@@ -117,5 +167,33 @@ impl Summary {
     pub fn oldest_pending_ms(&self) -> u64 {
         self.oldest_id_ms
             .map_or(0, |ms| (self.at_ms.max(0) as u64).saturating_sub(ms))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_waiting_status_names_what_is_missing() {
+        assert_eq!(
+            Stop::NoGroup.status_of(b"orders", b"typo\xff g"),
+            b"waiting: no group typo\xff g".to_vec()
+        );
+        assert_eq!(
+            Stop::NoStream.status_of(b"ord ers", b"g"),
+            b"waiting: no stream ord ers".to_vec()
+        );
+        assert_eq!(
+            Stop::Oom.status_of(b"s", b"g"),
+            b"oom: dead-letter moves wait for memory".to_vec()
+        );
+        let mut out = b"status=".to_vec();
+        Stop::NoGroup.write_status(&mut out, b"s", b"a,b", |o, n| {
+            crate::model::metrics::info_escape_into(o, n)
+        });
+        assert_eq!(out, b"status=waiting: no group a%2Cb".to_vec());
+        assert!(Stop::NoStream.is_missing() && !Stop::Storm.is_missing());
+        assert_eq!(Stop::NoGroup.state(), "waiting");
     }
 }

@@ -77,6 +77,34 @@ pub fn parse(args: &[&[u8]]) -> Result<Request, ReclaimError> {
     Ok(req)
 }
 
+/// The argv positions of the stream keys of `argv` (the command name first), found as
+/// XREADGROUP's own key extraction finds them (`xreadGetKeys`): options skipped up to the first
+/// `STREAMS` in an option's place, then the first half of the arguments after it. Empty on a
+/// syntax error (no `STREAMS`, nothing or an odd count after it): the command itself then
+/// replies the error, wherever it runs.
+pub fn key_positions(argv: &[&[u8]]) -> Vec<usize> {
+    let mut i = 1;
+    while i < argv.len() {
+        let o = argv[i];
+        if o.eq_ignore_ascii_case(b"BLOCK") || o.eq_ignore_ascii_case(b"COUNT") {
+            i += 2;
+        } else if o.eq_ignore_ascii_case(b"GROUP") {
+            i += 3;
+        } else if o.eq_ignore_ascii_case(b"NOACK") {
+            i += 1;
+        } else if o.eq_ignore_ascii_case(b"STREAMS") {
+            let rest = argv.len() - i - 1;
+            if rest == 0 || rest % 2 != 0 {
+                return Vec::new();
+            }
+            return (i + 1..i + 1 + rest / 2).collect();
+        } else {
+            return Vec::new();
+        }
+    }
+    Vec::new()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,6 +128,29 @@ mod tests {
             (0, &b"STREAMS"[..], &b"COUNT"[..])
         );
         assert_eq!(r.block_ms, None);
+    }
+
+    #[test]
+    fn key_positions_are_xreadgroups() {
+        let k = |s: &str| {
+            let a: Vec<&[u8]> = s.split(' ').map(str::as_bytes).collect();
+            key_positions(&a)
+        };
+        assert_eq!(k("R GROUP g c STREAMS a >"), [5]);
+        assert_eq!(k("R GROUP g c COUNT 10 BLOCK 0 STREAMS a b > >"), [9, 10]);
+        // Names that read like options: the group, the consumer, a stream.
+        assert_eq!(k("R GROUP STREAMS COUNT NOACK STREAMS STREAMS >"), [6]);
+        assert_eq!(k("R COUNT 1 GROUP g c STREAMS a b c > > >"), [7, 8, 9]);
+        // Syntax errors: no keys (the command replies the error where it runs).
+        for bad in [
+            "R GROUP g c STREAMS a b >",
+            "R GROUP g c STREAMS",
+            "R GROUP g c",
+            "R BOGUS STREAMS a >",
+            "R",
+        ] {
+            assert!(k(bad).is_empty(), "{bad}");
+        }
     }
 
     #[test]

@@ -68,9 +68,12 @@ pub unsafe extern "C" fn on_info(ctx: *mut raw::RedisModuleInfoCtx, for_crash_re
 fn policy_lines(mut emit: impl FnMut(usize, &[u8])) {
     use crate::ffi::alloc::{prefetch, PREFETCH_AHEAD};
     let enabled = crate::state::config::enabled();
+    let cluster_down = crate::ffi::cluster::is_down();
     registry::with_sorted(|all, sorted| {
         let mut rows: Vec<PolicyRow> = Vec::with_capacity(all.len());
-        registry::walk(all, |_, rt| rows.push(PolicyRow::of(rt, enabled)));
+        registry::walk(all, |id, rt| {
+            rows.push(PolicyRow::of(id, rt, enabled, cluster_down))
+        });
         let mut line: Vec<u8> = Vec::with_capacity(512);
         for (n, (i, label)) in sorted.iter().enumerate() {
             if let Some(ahead) = sorted
@@ -96,25 +99,36 @@ fn policy_lines(mut emit: impl FnMut(usize, &[u8])) {
 /// style: `db=0,stream=...,group=...,pending=...`. Only what passes already learnt: no call into
 /// Redis. The PEL figures (`pending`, `inbox`, `consumers`, `max_consumer_pending`,
 /// `oldest_pending_ms`) are those of the end of the last complete pass (`last_pass_ms`); the
-/// counters are since the module was loaded; `status` is [`crate::state::runtime::Runtime::status`].
-pub struct PolicyRow {
+/// counters are since the module was loaded; `status` is [`crate::state::runtime::Runtime::status`],
+/// and for a waiting policy what it waits for, the name escaped (`waiting: no group typo%2Cg`).
+pub struct PolicyRow<'a> {
     summary: crate::model::outcome::Summary,
     /// claimed, dead_lettered, deleted, redelivered, errors, passes.
     counts: [u64; 6],
     last_pass_ms: i64,
     status: &'static str,
+    /// The policy and its runtime, for the status of a waiting policy (rare: read only then).
+    waiting: Option<(&'a registry::PolicyId, &'a crate::state::runtime::Runtime)>,
 }
 
-impl PolicyRow {
-    /// The row of a policy now (`enabled`: `reclaim.enabled`).
-    pub fn of(rt: &crate::state::runtime::Runtime, enabled: bool) -> Self {
+impl<'a> PolicyRow<'a> {
+    /// The row of policy `id` now (`enabled`: `reclaim.enabled`; `cluster_down`: this Redis
+    /// Cluster node sees its cluster down).
+    pub fn of(
+        id: &'a registry::PolicyId,
+        rt: &'a crate::state::runtime::Runtime,
+        enabled: bool,
+        cluster_down: bool,
+    ) -> Self {
         use crate::model::metrics::Stat::*;
         let c = rt.counters();
+        let status = rt.status(enabled, cluster_down);
         PolicyRow {
             summary: rt.summary().clone(),
             counts: [Claimed, DeadLettered, Deleted, Redelivered, Errors, Passes].map(|s| c.get(s)),
             last_pass_ms: c.last_pass_ms,
-            status: rt.status(enabled),
+            status,
+            waiting: (status == "waiting").then_some((id, rt)),
         }
     }
 
@@ -134,7 +148,12 @@ impl PolicyRow {
         num(out, b",deleted=", deleted);
         num(out, b",oldest_pending_ms=", s.oldest_pending_ms());
         out.extend_from_slice(b",status=");
-        out.extend_from_slice(self.status.as_bytes());
+        match self.waiting {
+            Some((id, rt)) => rt.write_status(out, (true, false), &id.stream, &id.group, |o, n| {
+                metrics::info_escape_into(o, n)
+            }),
+            None => out.extend_from_slice(self.status.as_bytes()),
+        }
         num(out, b",consumers=", s.consumers);
         num(out, b",max_consumer_pending=", s.max_consumer_pending);
         num(out, b",redelivered=", redelivered);

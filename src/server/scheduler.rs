@@ -11,7 +11,9 @@
 //! - never while writes are paused (`RM_AvoidReplicaTraffic`: CLIENT PAUSE WRITE, FAILOVER). On
 //!   Redis 7.0 a timer write during a pause with AOF or replicas crashes the server;
 //! - never when out of memory (the live `REDISMODULE_CTX_FLAGS_OOM`, not the stale state RM_Call's
-//!   `M` flag reads in a timer).
+//!   `M` flag reads in a timer);
+//! - in Redis Cluster, never while the cluster is down (`cluster_state:fail`): every keyed call
+//!   would be refused, an expected state, not an error ([`crate::ffi::cluster::down`]).
 //!
 //! The timer is never stopped from inside its own callback: it simply re-arms itself.
 
@@ -21,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use redis_module::{raw, Context};
 
-use crate::engine::guards::{blocked, Blocked};
+use crate::engine::guards::{self, blocked, Blocked};
 use crate::engine::settle;
 use crate::engine::sweep::{self, Target};
 use crate::ffi;
@@ -326,6 +328,7 @@ fn visit(ctx: &Context, id: &PolicyId, now: u64, deadline: Instant) -> bool {
     if let Some(Some(state)) = registry::update(id, Runtime::announce) {
         events::notify_state(ctx, &id.stream, state);
     }
+    guards::notice_waiting(ctx, id);
     if out.claimed > 0 {
         // Moved into the inbox: readers waiting on the stream take them.
         crate::ffi::blocked::signal_if_waiting(ctx, id.db, &id.stream);

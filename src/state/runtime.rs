@@ -237,6 +237,10 @@ pub struct Runtime {
     /// The last state announced with a keyspace event ([`crate::ffi::events::notify_state`]); `""`:
     /// none yet (a new policy is `active` without one).
     announced: &'static str,
+    /// What the policy waited for when the server log was last told ([`Runtime::waiting_notice`]):
+    /// `None` once it runs. Kept across `SET`, so a policy set again while it waits is not logged
+    /// again.
+    noticed: Option<Stop>,
     /// The policy's stored [`State`] as last seen (a step, `RECLAIM.POLICY PAUSE`/`RESUME`, the
     /// `STORM` breaker opening): `paused` and `storm` come first in [`Runtime::state`].
     held: State,
@@ -861,13 +865,56 @@ impl Runtime {
         }
     }
 
+    /// The stream or group of the policy is missing now (`RECLAIM.POLICY SET` checked it): the
+    /// policy waits, as its first step would find, before that step runs.
+    pub fn wait_for(&mut self, missing: Stop) {
+        if missing.is_missing() {
+            self.problem = Some(missing);
+        }
+    }
+
+    /// What the policy waits for, when the server log has not been told yet (once per wait: a
+    /// policy that runs again and then waits again is told again); notes it as told.
+    pub fn waiting_notice(&mut self) -> Option<Stop> {
+        let now = self.problem.clone().filter(Stop::is_missing);
+        if now == self.noticed {
+            return None;
+        }
+        self.noticed = now.clone();
+        now
+    }
+
+    /// The policy's status text as `INFO reclaim` and `RECLAIM.HEALTH` show it:
+    /// [`Runtime::status`], and for a waiting policy of (`stream`, `group`) what it waits for
+    /// ([`Stop::write_status`]: `waiting: no group <group>`, the name written by `name`).
+    pub fn write_status(
+        &self,
+        out: &mut Vec<u8>,
+        (enabled, cluster_down): (bool, bool),
+        stream: &[u8],
+        group: &[u8],
+        name: impl FnMut(&mut Vec<u8>, &[u8]),
+    ) {
+        let word = self.status(enabled, cluster_down);
+        match &self.problem {
+            Some(p) if word == "waiting" && p.state() == "waiting" => {
+                p.write_status(out, stream, group, name)
+            }
+            _ => out.extend_from_slice(word.as_bytes()),
+        }
+    }
+
     /// The policy's status as `INFO reclaim` and `RECLAIM.HEALTH` show it: `disabled` while the
-    /// server-wide config `reclaim.enabled` is `no` (`enabled` false), else [`Runtime::state`].
-    pub fn status(&self, enabled: bool) -> &'static str {
-        if enabled {
-            self.state()
-        } else {
+    /// server-wide config `reclaim.enabled` is `no` (`enabled` false), `cluster-down` while this
+    /// Redis Cluster node sees its cluster down (`cluster_down`: sweeps wait), else
+    /// [`Runtime::state`].
+    pub fn status(&self, enabled: bool, cluster_down: bool) -> &'static str {
+        if !enabled {
             "disabled"
+        } else if cluster_down {
+            "cluster-down"
+        } else {
+            self.state()
         }
     }
 
@@ -1180,6 +1227,49 @@ mod tests {
         // A SET forgets it all.
         rt.reset(0);
         assert_eq!(rt.quick_read(b"c", 1_400, 0), None);
+    }
+
+    #[test]
+    fn a_wait_is_told_once_until_the_policy_runs() {
+        let mut rt = Runtime::new(0);
+        assert_eq!(rt.waiting_notice(), None);
+        rt.wait_for(Stop::NoGroup);
+        assert_eq!(rt.waiting_notice(), Some(Stop::NoGroup));
+        assert_eq!(rt.waiting_notice(), None, "once");
+        // Set again while it waits: not told again.
+        rt.reset(0);
+        rt.wait_for(Stop::NoGroup);
+        assert_eq!(rt.waiting_notice(), None);
+        // Now the stream is gone too: what it waits for changed.
+        rt.wait_for(Stop::NoStream);
+        assert_eq!(rt.waiting_notice(), Some(Stop::NoStream));
+        let mut out = vec![];
+        let raw = |o: &mut Vec<u8>, n: &[u8]| o.extend_from_slice(n);
+        rt.write_status(&mut out, (true, false), b"orders", b"g", raw);
+        assert_eq!(out, b"waiting: no stream orders".to_vec());
+        out.clear();
+        rt.write_status(&mut out, (false, false), b"orders", b"g", raw);
+        assert_eq!(out, b"disabled".to_vec());
+        out.clear();
+        rt.write_status(&mut out, (true, true), b"orders", b"g", raw);
+        assert_eq!(out, b"cluster-down".to_vec());
+        // A policy waiting for its slot (a migration in Redis Cluster) says so too.
+        out.clear();
+        rt.wait_for(Stop::NotServed);
+        rt.write_status(&mut out, (true, false), b"orders", b"g", raw);
+        assert_eq!(
+            out,
+            b"waiting: no stream orders".to_vec(),
+            "wait_for notes only what is missing"
+        );
+        // It runs: the next wait is told again.
+        rt.reset(0);
+        assert_eq!(rt.waiting_notice(), None);
+        rt.wait_for(Stop::NoGroup);
+        assert_eq!(rt.waiting_notice(), Some(Stop::NoGroup));
+        // Only a missing stream or group is a wait.
+        rt.wait_for(Stop::Oom);
+        assert_eq!(rt.waiting_notice(), None);
     }
 
     #[test]

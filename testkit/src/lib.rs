@@ -4,6 +4,7 @@
 //!
 //! | module | owns |
 //! |---|---|
+//! | [`cluster`] | a real Redis Cluster (`redis-cli --cluster create`), reshard, failover, a killed primary, key slots |
 //! | [`server`] | starting redis-server with the module (free port, temp dir, kill on drop), replicas, restarts, logs, `role`, `FAILOVER TO` |
 //! | [`wait`] | polling for a state with a deadline ([`wait_for`]), `RECLAIM_TEST_SLOWDOWN`, `WAIT` for a replica |
 //! | [`replies`] | field/value replies, strings, errors, whole replies ([`reply_of`]), `INFO` fields, the server's clock |
@@ -22,6 +23,7 @@
 
 pub mod acl;
 pub mod aof;
+pub mod cluster;
 pub mod dlq;
 pub mod docs;
 pub mod errors;
@@ -38,6 +40,7 @@ pub use redis::{cmd, Connection, Value};
 
 pub use acl::*;
 pub use aof::*;
+pub use cluster::*;
 pub use dlq::*;
 pub use errors::*;
 pub use policies::*;

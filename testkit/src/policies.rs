@@ -28,6 +28,10 @@ pub struct PolicyView {
     pub tombstones: bool,
     /// `active`, `paused` or `storm` (not an option of SET).
     pub state: Vec<u8>,
+    /// The `status` GET and LIST show first (checked live, not part of the policy): `None` for
+    /// the usual one of a policy set before its stream exists, `waiting: no stream <key>`
+    /// ([`PolicyView::status_on`]).
+    pub status: Option<Vec<u8>>,
 }
 
 impl PolicyView {
@@ -47,6 +51,7 @@ impl PolicyView {
             dlq_maxage: 0,
             tombstones: false,
             state: b"active".to_vec(),
+            status: None,
         }
     }
 
@@ -55,8 +60,22 @@ impl PolicyView {
         PolicyView::new(60_000, 10_000)
     }
 
-    /// (field, value) of the GET reply, exactly as the module writes them, in the documented
-    /// order.
+    /// The `status` of this policy on stream `key`: the one set ([`PolicyView::with_status`]),
+    /// or `waiting: no stream <key>`.
+    pub fn status_on(&self, key: &[u8]) -> Vec<u8> {
+        self.status
+            .clone()
+            .unwrap_or_else(|| [b"waiting: no stream ".as_slice(), key].concat())
+    }
+
+    /// The same policy with its `status` (`active`, `waiting: no group g`...).
+    pub fn with_status(mut self, status: &str) -> PolicyView {
+        self.status = Some(status.as_bytes().to_vec());
+        self
+    }
+
+    /// (field, value) of the GET reply after `status`, exactly as the module writes them, in
+    /// the documented order.
     pub fn reply_fields(&self) -> Vec<(Value, Value)> {
         let text = |b: Option<&[u8]>| b.map(bs).unwrap_or(Value::Nil);
         let storm = self.storm.map(|(n, w)| format!("{n} {w}").into_bytes());
@@ -78,15 +97,23 @@ impl PolicyView {
         ]
     }
 
-    /// The exact GET reply: a flat field/value array in RESP2, a map in RESP3.
-    pub fn reply(&self, resp3: bool) -> Value {
-        field_value_reply(self.reply_fields(), resp3)
+    /// The exact GET reply of this policy on stream `key`: `status`
+    /// ([`PolicyView::status_on`]), then the policy; a flat field/value array in RESP2, a map
+    /// in RESP3.
+    pub fn reply_on(&self, key: &[u8], resp3: bool) -> Value {
+        let mut f = vec![(bs(b"status"), bs(&self.status_on(key)))];
+        f.extend(self.reply_fields());
+        field_value_reply(f, resp3)
     }
 
-    /// The exact LIST element of this policy on (`key`, `group`): `key` and `group` first, then
-    /// the GET fields.
+    /// The exact LIST element of this policy on (`key`, `group`): `key`, `group` and `status`
+    /// first, then the policy.
     pub fn list_item(&self, key: &[u8], group: &[u8], resp3: bool) -> Value {
-        let mut f = vec![(bs(b"key"), bs(key)), (bs(b"group"), bs(group))];
+        let mut f = vec![
+            (bs(b"key"), bs(key)),
+            (bs(b"group"), bs(group)),
+            (bs(b"status"), bs(&self.status_on(key))),
+        ];
         f.extend(self.reply_fields());
         field_value_reply(f, resp3)
     }
@@ -236,6 +263,8 @@ impl PolicyView {
                 other => panic!("tombstones is yes or no: {other:?}"),
             },
             state: bytes_of(&get("state")),
+            // The policy only: its live status is not part of it.
+            status: None,
         }
     }
 }
@@ -400,9 +429,11 @@ pub fn import_cmd(doc: &[u8], replace: bool) -> redis::Cmd {
     c
 }
 
-/// `RECLAIM.POLICY IMPORT doc [REPLACE]`: the number of policies imported (panics on an error).
+/// `RECLAIM.POLICY IMPORT doc [REPLACE]`: the number of policies imported (`imported`; panics on
+/// an error).
 pub fn import_policies(con: &mut Connection, doc: &[u8], replace: bool) -> i64 {
-    import_cmd(doc, replace)
+    let v: Value = import_cmd(doc, replace)
         .query(con)
-        .expect("RECLAIM.POLICY IMPORT")
+        .expect("RECLAIM.POLICY IMPORT");
+    crate::replies::int_field(&v, "imported")
 }

@@ -72,9 +72,25 @@ pub fn cli_binary() -> PathBuf {
 /// binary run in parallel threads, and the OS may hand a port it just gave (and that was closed
 /// again, before the server bound it) to the next caller, so two servers would race for it and
 /// a test could talk to another test's server.
+///
+/// With `RECLAIM_PORT_BASE` set (`make ... BASE_PORT=N`), ports come from N upward, skipping
+/// those in use, instead of any port the OS picks: for a machine whose firewall or neighbours
+/// want servers in a known range. Panics when the variable is not a port, or past 65535.
 pub fn free_port() -> u16 {
     static GIVEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
     let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(base) = port_base() {
+        // From the last port handed out, so a port given back by a stopped server is not reused.
+        let next = match given.range(base..).next_back() {
+            None => Some(base),
+            Some(p) => p.checked_add(1),
+        };
+        let port = next
+            .and_then(|n| (n..=u16::MAX).find(|p| TcpListener::bind(("127.0.0.1", *p)).is_ok()))
+            .unwrap_or_else(|| panic!("no free port from RECLAIM_PORT_BASE={base} to 65535"));
+        given.insert(port);
+        return port;
+    }
     loop {
         let port = TcpListener::bind("127.0.0.1:0")
             .expect("bind")
@@ -84,6 +100,19 @@ pub fn free_port() -> u16 {
         if given.insert(port) {
             return port;
         }
+    }
+}
+
+/// `RECLAIM_PORT_BASE`, the first port [`free_port`] hands out; `None` when unset or empty.
+pub fn port_base() -> Option<u16> {
+    let v = std::env::var("RECLAIM_PORT_BASE").ok()?;
+    let v = v.trim();
+    if v.is_empty() {
+        return None;
+    }
+    match v.parse::<u16>() {
+        Ok(p) if p > 0 => Some(p),
+        _ => panic!("RECLAIM_PORT_BASE must be a port number (1 to 65535), not {v:?}"),
     }
 }
 

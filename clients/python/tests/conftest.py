@@ -50,8 +50,21 @@ def bindable(port: int) -> bool:
         return True
 
 
+_GIVEN: set[int] = set()
+
+
 def free_port(cluster: bool = False) -> int:
-    """A free loopback port; for a cluster node, one whose bus port (+10000) is free too."""
+    """A free loopback port; for a cluster node, one whose bus port (+10000) is free too. With
+    ``RECLAIM_PORT_BASE`` set (``make test-python BASE_PORT=N``), from N upward, as the Rust test
+    kit's ``free_port``, never one handed out before."""
+    base = os.environ.get("RECLAIM_PORT_BASE", "").strip()
+    if base:
+        start = max([p + 1 for p in _GIVEN if p >= int(base)], default=int(base))
+        for port in range(start, 65536):
+            if bindable(port) and (not cluster or (port <= 55535 and bindable(port + 10000))):
+                _GIVEN.add(port)
+                return port
+        raise RuntimeError(f"no free port from RECLAIM_PORT_BASE={base} to 65535")
     while True:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))

@@ -87,7 +87,14 @@ def test_export_and_import_span_the_nodes(cluster: Cluster, rc: RedisCluster) ->
     assert [p["key"] for p in json.loads(doc)["policies"]] == sorted(STREAMS)
     cluster.flush()
     assert reclaim.policy_list() == []
-    assert reclaim.policy_import(doc) == 3
+    # The streams went with the flush: each node names its waiting policies, at their places in
+    # the whole document.
+    imported = reclaim.policy_import(doc)
+    assert imported == 3
+    assert imported.waiting == [
+        {"index": i, "key": s, "group": "workers", "status": f"waiting: no stream {s}"}
+        for i, s in enumerate(sorted(STREAMS))
+    ]
     for i, s in enumerate(STREAMS):
         p = reclaim.policy_get(s, "workers")
         assert p is not None and p.min_idle == 1000 * (i + 1)

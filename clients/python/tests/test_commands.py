@@ -125,13 +125,27 @@ def test_policy_list_export_import(r: redis.Redis) -> None:
 
     r.flushall()
     assert reclaim.policy_list() == []
-    assert reclaim.policy_import(doc) == 2
+    # FLUSHALL took the streams: both policies are set, and wait for theirs.
+    imported = reclaim.policy_import(doc)
+    assert imported == 2
+    assert imported.waiting == [
+        {"index": 0, "key": "orders", "group": "workers", "status": "waiting: no stream orders"},
+        {"index": 1, "key": "payments", "group": "billing", "status": "waiting: no stream payments"},
+    ]
     assert reclaim.policy_list() == listed
+    assert [p.status for p in reclaim.policy_list()] == [
+        "waiting: no stream orders", "waiting: no stream payments",
+    ]
+    r.xgroup_create("orders", "workers", id="$", mkstream=True)
+    got = reclaim.policy_get("orders", "workers")
+    assert got is not None and got.status == "active"
+    r.xgroup_create("payments", "billing", id="$", mkstream=True)
     with pytest.raises(redis.ResponseError, match=r"^policies\[0\] \(key 'orders', group 'workers'\): this key and group have a policy already \(IMPORT \.\.\. REPLACE replaces it\)$"):
         reclaim.policy_import(doc)
     # The parsed document works too, and REPLACE replaces.
     parsed["policies"][0]["min-idle"] = 7000
-    assert reclaim.policy_import(parsed, replace=True) == 2
+    imported = reclaim.policy_import(parsed, replace=True)
+    assert imported == 2 and imported.waiting == []
     p = reclaim.policy_get("orders", "workers")
     assert p is not None and p.min_idle == 7000
 

@@ -2,7 +2,7 @@
 worker that consumes a stream's group with them (:class:`Worker`); their asyncio twins are in
 :mod:`redis_reclaim.asyncio`. The guide is docs/python.md in the project."""
 
-from ._commands import Backoff, Command, Fields, Name, Policy, Reply
+from ._commands import Backoff, Command, Fields, Imported, Name, Policy, Reply
 from ._worker import Permanent, Retry
 from .client import Reclaim
 from .worker import Handler, Worker
@@ -14,6 +14,7 @@ __all__ = [
     "Command",
     "Fields",
     "Handler",
+    "Imported",
     "Name",
     "Permanent",
     "Policy",

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping, Optional, Union
 
-from ._commands import fields_of, text
+from ._commands import Imported, fields_of, parse_import, text
 
 #: How many times a keyed command is sent again after a redirection (MOVED, ASK) or a slot map
 #: that changed under it (a reshard, a failover).
@@ -72,19 +72,37 @@ def import_document(version: Any, policies: list[Any]) -> str:
     return json.dumps({"version": version, "policies": policies})
 
 
-def import_by_node(client: Any, args: tuple[Any, ...]) -> Optional[list[tuple[Any, tuple[Any, ...]]]]:
+def import_by_node(
+    client: Any, args: tuple[Any, ...]
+) -> Optional[list[tuple[Any, tuple[Any, ...], list[int]]]]:
     """``RECLAIM.POLICY IMPORT``'s arguments split per node of ``client`` (a sync or asyncio
-    RedisCluster): for each node, the command with the policies of the streams it serves. None
-    when the document cannot be read (send it whole, for the server's own error)."""
+    RedisCluster): for each node, the command with the policies of the streams it serves, and
+    their places in the whole document. None when the document cannot be read (send it whole,
+    for the server's own error)."""
     try:
         version, policies = split_import(args[2])
     except ValueError:
         return None
-    by_node: dict[str, tuple[Any, list[Any]]] = {}
-    for key, policy in policies:
+    by_node: dict[str, tuple[Any, list[Any], list[int]]] = {}
+    for i, (key, policy) in enumerate(policies):
         node = client.get_node_from_key(key)
-        by_node.setdefault(node.name, (node, []))[1].append(policy)
+        entry = by_node.setdefault(node.name, (node, [], []))
+        entry[1].append(policy)
+        entry[2].append(i)
     return [
-        (node, (*args[:2], import_document(version, part), *args[3:]))
-        for node, part in by_node.values()
+        (node, (*args[:2], import_document(version, part), *args[3:]), places)
+        for node, part, places in by_node.values()
     ]
+
+
+def merge_imports(replies: list[tuple[Any, list[int]]]) -> Imported:
+    """One ``IMPORT`` result of the nodes' replies, each with the document places of its
+    policies: the counts added, the waiting policies with their places in the whole document."""
+    total, waiting = 0, []
+    for reply, places in replies:
+        part = parse_import(reply)
+        total += int(part)
+        for w in part.waiting:
+            waiting.append({**w, "index": places[w["index"]]})
+    waiting.sort(key=lambda w: int(w["index"]))
+    return Imported(total, waiting)

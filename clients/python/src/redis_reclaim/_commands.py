@@ -155,6 +155,10 @@ class Policy:
     tombstones: bool
     #: ``active``, ``paused`` or ``storm``: how the policy runs now (not an option of SET).
     state: str = field(default="active")
+    #: What the policy does now, checked live as ``RECLAIM.STATS`` shows it: ``active``, or
+    #: ``waiting: no group <group>`` (a typo, or a group not created yet), ``paused``,
+    #: ``replica``... Not part of the policy: two policies compare equal whatever their status.
+    status: str = field(default="active", compare=False)
 
     def options(self) -> dict[str, Any]:
         """The keyword arguments of ``policy_set`` for this policy (all but its state)."""
@@ -199,6 +203,7 @@ def parse_policy(reply: Any, stream: Optional[Name] = None, group: Optional[Name
         dlq_maxage=int(m["dlq-maxage"]),
         tombstones=text(m["tombstones"]) == "yes",
         state=text(m["state"]),
+        status=text(m["status"]) if "status" in m else "active",
     )
 
 
@@ -327,15 +332,43 @@ def policy_export() -> Command[str]:
     return Command(("RECLAIM.POLICY", "EXPORT"), None, _str)
 
 
+class Imported(int):
+    """What ``RECLAIM.POLICY IMPORT`` did: how many policies it set (the int itself), and
+    ``waiting``, those among them whose stream or group does not exist (each ``{"index": its
+    place in the document, "key", "group", "status": "waiting: no group <group>"}``). They are
+    set all the same and wait; a name with a typo shows here."""
+
+    waiting: list[Reply]
+
+    def __new__(cls, n: int, waiting: Optional[list[Reply]] = None) -> "Imported":
+        self = super().__new__(cls, n)
+        self.waiting = list(waiting or [])
+        return self
+
+
+def parse_import(reply: Any) -> Imported:
+    if isinstance(reply, Imported):  # gathered from the nodes of a cluster
+        return reply
+    m = fields_of(reply)
+    waiting = []
+    for w in m["waiting"] or []:
+        f = fields_of(w)
+        waiting.append(
+            {"index": int(f["index"]), "key": f["key"], "group": f["group"], "status": text(f["status"])}
+        )
+    return Imported(int(m["imported"]), waiting)
+
+
 def policy_import(
     document: Union[str, bytes, Mapping[str, Any]], *, replace: bool = False
-) -> Command[int]:
+) -> Command[Imported]:
     """``RECLAIM.POLICY IMPORT``: sets the policies of a document as ``EXPORT`` writes it (text,
     or the parsed object), all or none; ``replace=True`` replaces existing ones. Returns how many
-    policies it set."""
+    policies it set, an :class:`Imported` (an int) whose ``waiting`` lists those whose stream or
+    group does not exist."""
     doc = document if isinstance(document, (str, bytes)) else json.dumps(document)
     extra = ("REPLACE",) if replace else ()
-    return Command(("RECLAIM.POLICY", "IMPORT", doc, *extra), None, _int)
+    return Command(("RECLAIM.POLICY", "IMPORT", doc, *extra), None, parse_import)
 
 
 def _parse_counts(reply: Any) -> Reply:

@@ -117,15 +117,15 @@ class AsyncReclaim:
             return _cluster.merge_exports(replies)
         return replies[0] if replies else None
 
-    async def _import_by_node(self, args: tuple[Any, ...]) -> int:
+    async def _import_by_node(self, args: tuple[Any, ...]) -> Any:
         client = self.client
         parts = _cluster.import_by_node(client, args)
         if parts is None:  # let the server say what is wrong with the document
-            return int(await client.execute_command(*args, target_nodes=client.get_random_node()))
-        total = 0
-        for node, part in parts:
-            total += int(await client.execute_command(*part, target_nodes=node))
-        return total
+            return await client.execute_command(*args, target_nodes=client.get_random_node())
+        replies = []
+        for node, part, places in parts:
+            replies.append((await client.execute_command(*part, target_nodes=node), places))
+        return _cluster.merge_imports(replies)
 
     policy_set = _method(c.policy_set)
     policy_get = _method(c.policy_get)

@@ -132,15 +132,15 @@ class Reclaim:
             return _cluster.merge_exports(replies)
         return replies[0] if replies else None
 
-    def _import_by_node(self, args: tuple[Any, ...]) -> int:
+    def _import_by_node(self, args: tuple[Any, ...]) -> Any:
         client = self.client
         parts = _cluster.import_by_node(client, args)
         if parts is None:  # let the server say what is wrong with the document
-            return int(client.execute_command(*args, target_nodes=client.get_random_node()))
-        total = 0
-        for node, part in parts:
-            total += int(client.execute_command(*part, target_nodes=node))
-        return total
+            return client.execute_command(*args, target_nodes=client.get_random_node())
+        replies = []
+        for node, part, places in parts:
+            replies.append((client.execute_command(*part, target_nodes=node), places))
+        return _cluster.merge_imports(replies)
 
     # -- the commands --------------------------------------------------------------------------
 
