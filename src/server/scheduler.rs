@@ -76,9 +76,12 @@ extern "C" fn on_tick(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
 /// Wakes the readers blocked on streams where an entry may now be due for them (it turned due
 /// while they waited, or their search stopped at its bound and goes on): `RECLAIM.READGROUP
 /// ... BLOCK` never waits while an entry is due. O(keys readers are blocked on).
+/// Not while sweeping is off on this server (a replica, loading, writes paused, out of memory, the
+/// cluster down): the server ends those waits itself where it must (CLUSTERDOWN, as for a
+/// blocked XREADGROUP).
 fn wake_readers(ctx: &Context) {
     let keys = crate::ffi::blocked::waiting_keys();
-    if keys.is_empty() {
+    if keys.is_empty() || blocked(ctx).is_some() {
         return;
     }
     let now = epoch_ms();

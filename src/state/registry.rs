@@ -410,15 +410,14 @@ pub fn forget_read_facts(db: i32, stream: &[u8]) {
 }
 
 /// Whether a reader of (db, `stream`) may find an entry due at wall-clock ms `now` under one of
-/// its policies: its inbox may hold entries, or what passes and reads learnt says an entry of
-/// another consumer may be due ([`Runtime::read_view`]).
+/// its policies ([`Runtime::readers_may_find`]).
 pub fn readers_may_find(db: i32, stream: &[u8], now: i64) -> bool {
     let r = lock();
     r.by_stream.get(stream).into_iter().flatten().any(|id| {
         id.db == db
             && r.runtimes
                 .get(id)
-                .is_some_and(|rt| rt.read_view().inbox || rt.read_horizon() <= now)
+                .is_some_and(|rt| rt.readers_may_find(now))
     })
 }
 

@@ -557,13 +557,11 @@ impl Runtime {
         self.read_scan.cursor.clone()
     }
 
-    /// What a reader needs to know first ([`ReadView`]).
-    pub fn read_view(&self) -> ReadView {
-        ReadView {
-            horizon_ms: self.read_horizon(),
-            cursor: None,
-            inbox: !self.inbox_empty,
-        }
+    /// Whether a reader may find an entry due under this policy at wall-clock `now`: it is not
+    /// paused or held by its `STORM` breaker, and its inbox may hold entries or what passes and
+    /// reads learnt says an entry of another consumer may be due.
+    pub fn readers_may_find(&self, now: i64) -> bool {
+        self.held == State::Active && (!self.inbox_empty || self.read_horizon() <= now)
     }
 
     /// A read by `consumer` begins at monotonic ms `now`: notes the sighting (`LIVENESS`
