@@ -334,6 +334,9 @@ impl Stepping<'_> {
                 "reclaim: RECLAIM.REDRIVE could not add a moved entry to its moved set",
             );
         }
+        // Back in the inbox: the next read looks there.
+        let id = registry::PolicyId::new(self.db, &o.stream, &o.group);
+        registry::update(&id, |rt| rt.inbox_filled());
         crate::ffi::blocked::signal_if_waiting(ctx, self.db, &o.stream);
         Moved::Back
     }

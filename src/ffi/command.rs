@@ -372,10 +372,10 @@ pub fn reply_null_array(ctx: &Context) {
     }
 }
 
-/// Replies `keyed` in XREADGROUP's shape for the client's protocol: per key, its name and its
-/// entries as the call replies they came in (forwarded as Redis wrote them), an array of `[key,
-/// entries]` pairs in RESP2, a map in RESP3. The call replies must live until it returns.
-pub fn reply_keyed_entries(ctx: &Context, keyed: &[(&[u8], &[*mut raw::RedisModuleCallReply])]) {
+/// Replies in XREADGROUP's shape for the client's protocol: per key of `keyed`, its name and an
+/// array of its number of entries, which `entries(i)` writes for the `i`-th key; an array of
+/// `[key, entries]` pairs in RESP2, a map in RESP3.
+pub fn reply_keyed(ctx: &Context, keyed: &[(&[u8], usize)], mut entries: impl FnMut(usize)) {
     let resp3 = ctx
         .get_flags()
         .contains(redis_module::ContextFlags::FLAGS_RESP3);
@@ -385,15 +385,23 @@ pub fn reply_keyed_entries(ctx: &Context, keyed: &[(&[u8], &[*mut raw::RedisModu
         } else {
             raw::RedisModule_ReplyWithArray.unwrap()(ctx.ctx, keyed.len() as _);
         }
-        for (key, entries) in keyed {
+        for (i, (key, n)) in keyed.iter().enumerate() {
             if !resp3 {
                 raw::RedisModule_ReplyWithArray.unwrap()(ctx.ctx, 2);
             }
             reply(ctx, &Reply::Bytes(key.to_vec()));
-            raw::RedisModule_ReplyWithArray.unwrap()(ctx.ctx, entries.len() as _);
-            for e in *entries {
-                raw::RedisModule_ReplyWithCallReply.unwrap()(ctx.ctx, *e);
-            }
+            raw::RedisModule_ReplyWithArray.unwrap()(ctx.ctx, *n as _);
+            entries(i);
         }
+    }
+}
+
+/// Forwards one element of a call reply as Redis wrote it.
+///
+/// # Safety
+/// `r` is a live call reply (it must live until this returns).
+pub unsafe fn reply_call_reply(ctx: &Context, r: *mut raw::RedisModuleCallReply) {
+    unsafe {
+        raw::RedisModule_ReplyWithCallReply.unwrap()(ctx.ctx, r);
     }
 }

@@ -13,5 +13,6 @@ pub mod planner;
 pub mod policy;
 pub mod readgroup;
 pub mod redrive;
+pub mod resp;
 pub mod text;
 pub mod watch;

@@ -76,6 +76,7 @@ fn adopt_policy_key(ctx: &Context, db: i32, name: &[u8], stream: Vec<u8>) {
         for g in set.groups.keys() {
             registry::register(db, &set.stream, g);
         }
+        registry::forget_read_facts(db, &set.stream);
     }
 }
 
