@@ -1309,7 +1309,11 @@ mod tests {
         assert!(rt.begin_read(b"c", facts.clone(), 0).inbox);
         rt.note_inbox_empty();
         assert!(!rt.begin_read(b"c", facts.clone(), 0).inbox);
-        rt.touch(b"reclaim", false, false, 1);
+        // A client's XCLAIM into the inbox, noted by the filter: the inbox is looked at again
+        // once it is confirmed (it ran: the claimant was stamped after it).
+        rt.note_touch(b"reclaim", false, 1);
+        assert!(!rt.begin_read(b"c", facts.clone(), 0).inbox);
+        rt.confirm(&[(b"reclaim".to_vec(), 1)].into());
         assert!(rt.begin_read(b"c", facts.clone(), 0).inbox);
         rt.note_inbox_empty();
         rt.idle_set_older();
