@@ -236,6 +236,55 @@ fn policy_moves_with_its_stream_when_the_slot_migrates() {
     );
 }
 
+/// A policy restored onto another stream's policy key keeps a DLQ in the first stream's slot: in
+/// cluster mode it is invalid there (`CROSSSLOT`, the server's answer to such a `SET`), through a
+/// restart too, and a `SET` on the new stream (with a DLQ in its slot) repairs it.
+#[test]
+fn a_restored_policy_with_a_dlq_in_another_slot_is_invalid() {
+    let mut s = node();
+    let mut c = s.conn();
+    own_all_slots(&mut c);
+    create_group(&mut c, b"{a}s", b"g");
+    set_policy(
+        &mut c,
+        b"{a}s",
+        b"g",
+        &PolicyView::new(100, 20).with_dlq(b"{a}:dlq", 2),
+    );
+    let dump: Vec<u8> = cmd("DUMP")
+        .arg("reclaim:policy:{a}:{a}s")
+        .query(&mut c)
+        .expect("DUMP");
+    let _: () = cmd("RESTORE")
+        .arg("reclaim:policy:{b}:{b}s")
+        .arg(0)
+        .arg(&dump)
+        .query(&mut c)
+        .expect("RESTORE");
+    let why = "the DLQ key must hash to the stream key's slot (use a hash tag, e.g. {orders}:dlq)";
+    let check = |c: &mut Connection| {
+        assert_eq!(status(c, "{b}s", "g"), format!("invalid: {why}"));
+        let get = policy_reply(c, b"{b}s", b"g");
+        assert_eq!(str_field(&get, "status"), format!("invalid: {why}"));
+        assert!(!str_field(&policy_reply(c, b"{a}s", b"g"), "status").starts_with("invalid"));
+    };
+    check(&mut c);
+    run(&mut c, &["SAVE"]);
+    s.restart();
+    let mut c = s.conn();
+    wait_for(20, "cluster_state:ok", || {
+        (cluster_info(&mut c, "cluster_state") == "ok").then_some(())
+    });
+    check(&mut c);
+    set_policy(
+        &mut c,
+        b"{b}s",
+        b"g",
+        &PolicyView::new(100, 20).with_dlq(b"{b}:dlq", 2),
+    );
+    assert!(!status(&mut c, "{b}s", "g").starts_with("invalid"));
+}
+
 /// Every keyed RECLAIM command, with arguments that name `st` (its group `g`, DLQ `dlq`), and
 /// whether it only reads (compared with `XLEN`) or writes (compared with `XREADGROUP`).
 fn keyed_commands(st: &str, dlq: &str) -> Vec<(Vec<String>, bool)> {

@@ -162,16 +162,22 @@ pub fn health_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let (sizes, change) = sizes(&rt);
     let recent = &rt.counters().recent_dead;
     let mut status = Vec::new();
-    rt.write_status(
-        &mut status,
-        (
-            crate::state::config::enabled(),
-            crate::ffi::cluster::is_down(),
-        ),
-        stream,
-        group,
-        |o, n| o.extend_from_slice(n),
-    );
+    // Checked live: `invalid` from the stored policy now, else what the passes learnt.
+    if let Some(why) = store::fault(stream, &p) {
+        status.extend_from_slice(b"invalid: ");
+        status.extend_from_slice(error::reason(&why).as_bytes());
+    } else {
+        rt.write_status(
+            &mut status,
+            (
+                crate::state::config::enabled(),
+                crate::ffi::cluster::is_down(),
+            ),
+            stream,
+            group,
+            |o, n| o.extend_from_slice(n),
+        );
+    }
     Ok(Reply::Map(vec![
         ("now-ms", Reply::Int(now)),
         ("live", live(ctx, stream, group, &p, now)),

@@ -40,13 +40,15 @@ struct Stream<'a> {
     policy: Option<Policy>,
 }
 
-/// The streams of `req` with their group's policies: one policy read per key.
+/// The streams of `req` with their group's policies: one policy read per key. A policy that is
+/// invalid where it is ([`store::fault`]) counts as none: the stream is read as XREADGROUP reads
+/// it (new entries only, no redelivery, no dead-letter) until a `SET` replaces it.
 fn streams<'a>(ctx: &Context, req: &'a Request) -> Vec<Stream<'a>> {
     req.keys
         .iter()
         .map(|key| Stream {
             key,
-            policy: store::get(ctx, key, &req.group),
+            policy: store::get(ctx, key, &req.group).filter(|p| store::fault(key, p).is_none()),
         })
         .collect()
 }
@@ -217,7 +219,12 @@ fn serve(ctx: &Context, req: &Request, streams: &[Stream], argv: Option<&[RedisS
             if r.is_nil() {
                 return Served::Nothing { more };
             }
-            r.forward(ctx);
+            // An error goes out as every error of the module does (`reply_error`): XREADGROUP
+            // writes the key and group names into its `NOGROUP` as they are.
+            match r.error_text() {
+                Some(e) => ffi::command::reply_error(ctx, &e),
+                None => r.forward(ctx),
+            }
             return Served::Replied;
         }
         let mut read = StreamRead {
@@ -372,7 +379,7 @@ impl Waiter for BlockedRead {
     /// at the call (the policies and the user's ACL may have changed while it waited).
     fn ready(&self, ctx: &Context) -> bool {
         if let Some(e) = self.gone(ctx) {
-            ctx.reply_error_string(&e);
+            ffi::command::reply_error(ctx, &e);
             return true;
         }
         let streams = streams(ctx, &self.0);
@@ -386,9 +393,7 @@ impl Waiter for BlockedRead {
     /// The timeout, or a stream was deleted: XREADGROUP's error, or nil.
     fn timeout(&self, ctx: &Context) {
         match self.gone(ctx) {
-            Some(e) => {
-                ctx.reply_error_string(&e);
-            }
+            Some(e) => ffi::command::reply_error(ctx, &e),
             None => ffi::command::reply_null_array(ctx),
         }
     }

@@ -41,6 +41,8 @@ fn proposed(
     changes: policy::Changes,
 ) -> Result<Policy, ReclaimError> {
     let base = match store::get(ctx, stream, group) {
+        // The live policy as it is, even one invalid where it is (`halted` says so).
+        Some(p) if changes.is_empty() => return Ok(p),
         Some(p) => p,
         None if changes.is_empty() => return Err(error::NO_POLICY.into()),
         None => Policy::default(),
@@ -48,11 +50,14 @@ fn proposed(
     changes.apply(base, stream)
 }
 
-/// Why no pass of `p` runs now as planned, the name `RECLAIM.SIMULATE` shows in `halted`:
+/// Why no pass of `p` (the policy of `stream`) runs now as planned, the name `RECLAIM.SIMULATE`
+/// shows in `halted`: `invalid` (the live policy cannot run where it is: [`store::fault`]),
 /// `disabled` (`reclaim.enabled` is `no`: `enabled` false), else the policy's state when it is not
 /// active (`paused`, `storm`); `None` when a pass runs now.
-fn halted_reason(p: &Policy, enabled: bool) -> Option<&'static str> {
-    if !enabled {
+fn halted_reason(stream: &[u8], p: &Policy, enabled: bool) -> Option<&'static str> {
+    if store::fault(stream, p).is_some() {
+        Some("invalid")
+    } else if !enabled {
         Some("disabled")
     } else if p.state != State::Active {
         Some(p.state.name())
@@ -113,11 +118,17 @@ pub(super) fn simulate_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     }
     let id = PolicyId::new(ffi::selected_db(ctx), stream, group);
     let seen = registry::seen(&id);
-    let halted = halted_reason(&p, config::enabled());
+    let halted = halted_reason(stream, &p, config::enabled());
     let allowance = simulated_allowance(&id, &p, fresh_breaker);
     let target = Target::new(ctx, stream, group, &p, &seen, allowance);
     let now = epoch_ms();
-    let plan = match sweep::simulate(&target, limit.unwrap_or(p.count)) {
+    // An invalid policy's options may be anything (a COUNT of 0 or of 2^63): nothing is read.
+    let simulated = if halted == Some("invalid") {
+        Ok(Simulation::default())
+    } else {
+        sweep::simulate(&target, limit.unwrap_or(p.count))
+    };
+    let plan = match simulated {
         Ok(s) => s,
         Err(Stop::NoStream | Stop::NoGroup) => Simulation::default(),
         Err(Stop::WrongTypeStream) => return Err(error::WRONGTYPE_STREAM.into()),

@@ -11,13 +11,14 @@ use crate::ffi;
 use crate::ffi::command::{CmdResult, Reply};
 use crate::model::access;
 use crate::model::clock::epoch_ms;
-use crate::model::error;
+use crate::model::error::{self, ReclaimError};
 use crate::model::metrics::Stat;
 use crate::model::outcome::Stop;
 use crate::model::planner::Tally;
 use crate::model::policy;
 use crate::state::config;
 use crate::state::registry;
+use crate::state::store;
 
 /// `RECLAIM.SWEEP key group [LIMIT n]` -> map `claimed`, `dead-lettered`, `deleted`,
 /// `dlq-trimmed` (`DLQ-MAXLEN`/`DLQ-MAXAGE`), `tombstones` (`TOMBSTONES yes`): one complete
@@ -33,6 +34,9 @@ pub(super) fn sweep_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let limit = policy::parse_sweep_options(&a[3..])?;
     let (id, p) = policy_or_error(ctx, stream, group)?;
     ffi::acl::check_caller(ctx, &access::policy_work(stream, group, &p))?;
+    if let Some(why) = store::fault(stream, &p) {
+        return Err(ReclaimError::Invalid(Box::new(why)));
+    }
     if let Some(e) = p.halted(config::enabled()) {
         return Err(e.into());
     }
@@ -105,6 +109,7 @@ pub(super) fn stats(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let a = slices(args);
     ffi::acl::check_caller(ctx, &[access::read_pel(a[1], a[2])])?;
     let (id, p) = policy_or_error(ctx, a[1], a[2])?;
+    crate::engine::touches::confirm(ctx, &id);
     let rt = registry::get(&id).unwrap_or_default();
     let st = guards::status(ctx, a[1], a[2], &p, rt.problem().cloned());
     let c = rt.counters();

@@ -231,6 +231,9 @@ pub fn term_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let a = slices(args);
     let v = parse(&a, "REASON")?;
     let p = policy_of(ctx, &v, terminates)?;
+    if let Some(why) = store::fault(v.stream, &p) {
+        return Err(ReclaimError::Invalid(Box::new(why)));
+    }
     if let Some(e) = p.halted(crate::state::config::enabled()) {
         return Err(e.into());
     }

@@ -128,7 +128,8 @@ fn no_group(ctx: &Context, stream: &[u8], group: &[u8]) -> bool {
 }
 
 /// The `status` of the policy `p` of (`stream`, `group`), checked live (`RECLAIM.STATS`,
-/// `RECLAIM.POLICY GET` and `LIST`): what stops every policy of this server ([`blocked`],
+/// `RECLAIM.POLICY GET` and `LIST`): `invalid: <reason>` when the stored policy cannot run where
+/// it is ([`crate::state::store::fault`]), what stops every policy of this server ([`blocked`],
 /// `reclaim.enabled`), its own state (`paused`, `storm`), its keys now (`waiting: no stream
 /// <stream>`, `waiting: no group <group>`, the wrong type of key), then its last step's trouble
 /// (`problem`: `oom: ...`, `error: ...`); otherwise `active`. Binary-safe.
@@ -139,6 +140,10 @@ pub fn status(
     p: &Policy,
     problem: Option<Stop>,
 ) -> Vec<u8> {
+    if let Some(why) = crate::state::store::fault(stream, p) {
+        let reason = crate::model::error::reason(&why);
+        return [b"invalid: ".as_slice(), reason.as_bytes()].concat();
+    }
     if let Some(b) = blocked(ctx) {
         return b.status().into();
     }
@@ -188,7 +193,7 @@ pub fn check_new_policy(ctx: &Context, id: &PolicyId) -> Option<Stop> {
 /// silence.
 pub fn notice_waiting(ctx: &Context, id: &PolicyId) {
     if let Some(Some(stop)) = registry::update(id, Runtime::waiting_notice) {
-        ctx.log_notice(&waiting_notice(id, &stop));
+        crate::ffi::notice(ctx, &waiting_notice(id, &stop));
     }
 }
 

@@ -8,3 +8,4 @@ pub mod readgroup;
 pub mod redrive;
 pub mod settle;
 pub mod sweep;
+pub mod touches;

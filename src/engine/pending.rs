@@ -190,25 +190,10 @@ impl Owners {
     }
 }
 
-/// The owners' liveness for `page` of (`stream`, `group`) under `p`: read (`XINFO CONSUMERS key
-/// group`, O(consumers)) only with `LIVENESS` and a stale entry of a consumer other than the
-/// claimant on the page. `seen`: how long ago (ms) consumers last talked to the module, which
-/// counts as seen then (Redis 7.0 refreshes `idle` only when a read returns entries).
-pub fn owners(
-    ctx: &Context,
-    stream: &[u8],
-    group: &[u8],
-    p: &Policy,
-    seen: &[(Vec<u8>, u64)],
-    page: &[Pending],
-) -> Owners {
-    let needed = p.liveness_ms > 0
-        && page
-            .iter()
-            .any(|e| !planner::in_inbox(e, p) && planner::is_stale(e, p));
-    if !needed {
-        return Owners::default();
-    }
+/// The consumers of (`stream`, `group`) and how long ago (ms) the server last saw each
+/// (`XINFO CONSUMERS key group`'s `idle`, O(consumers)); empty when the stream or group does not
+/// exist.
+pub fn consumers_idle(ctx: &Context, stream: &[u8], group: &[u8]) -> HashMap<Vec<u8>, i64> {
     let args: [&[u8]; 3] = [b"CONSUMERS", stream, group];
     let r: CallResult = ctx.call_ext("XINFO", &read_opts(), &args[..]);
     let mut idle_ms = HashMap::new();
@@ -233,6 +218,29 @@ pub fn owners(
             }
         }
     }
+    idle_ms
+}
+
+/// The owners' liveness for `page` of (`stream`, `group`) under `p`: read (`XINFO CONSUMERS key
+/// group`, O(consumers)) only with `LIVENESS` and a stale entry of a consumer other than the
+/// claimant on the page. `seen`: how long ago (ms) consumers last talked to the module, which
+/// counts as seen then (Redis 7.0 refreshes `idle` only when a read returns entries).
+pub fn owners(
+    ctx: &Context,
+    stream: &[u8],
+    group: &[u8],
+    p: &Policy,
+    seen: &[(Vec<u8>, u64)],
+    page: &[Pending],
+) -> Owners {
+    let needed = p.liveness_ms > 0
+        && page
+            .iter()
+            .any(|e| !planner::in_inbox(e, p) && planner::is_stale(e, p));
+    if !needed {
+        return Owners::default();
+    }
+    let mut idle_ms = consumers_idle(ctx, stream, group);
     for (c, age) in seen {
         let idle = idle_ms.entry(c.clone()).or_insert(i64::MAX);
         *idle = (*idle).min(i64::try_from(*age).unwrap_or(i64::MAX));

@@ -77,6 +77,9 @@ pub fn redeliver(
     want: i64,
 ) -> Redelivery {
     let id = PolicyId::new(ffi::selected_db(ctx), key, group);
+    // A client's `XCLAIM ... IDLE` may have made entries stale sooner than the last round
+    // learnt: its touch counts from now on, if it ran (nothing to do, no call, when none waits).
+    crate::engine::touches::confirm(ctx, &id);
     let facts = ReadFacts {
         liveness_ms: p.liveness_ms,
         dlq: p.dlq.clone().filter(|_| p.max_deliveries > 0),

@@ -330,7 +330,8 @@ impl Stepping<'_> {
         if r.is_err() {
             // The step checked the moved set's type first, so this is not expected; the entry is
             // back in its group all the same, only its `failed-again` check is lost.
-            ctx.log_warning(
+            crate::ffi::warn(
+                ctx,
                 "reclaim: RECLAIM.REDRIVE could not add a moved entry to its moved set",
             );
         }

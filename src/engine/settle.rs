@@ -83,7 +83,7 @@ pub fn open_breaker(ctx: &Context, stream: &[u8], group: &[u8]) -> bool {
         let r: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
         ctx.replicate("RECLAIM.POLICY", &r[..]);
     }
-    ctx.log_notice(&format!(
+    crate::ffi::notice(ctx, &format!(
         "reclaim: STORM breaker opened for stream '{}' group '{}': no dead-letters until RECLAIM.POLICY RESUME",
         crate::model::text::printable(stream),
         crate::model::text::printable(group)

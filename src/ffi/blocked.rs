@@ -105,7 +105,7 @@ unsafe extern "C" fn on_ready<W: Waiter>(
         Some(true) => raw::REDISMODULE_OK as c_int,
         Some(false) => raw::REDISMODULE_ERR as c_int,
         None => {
-            context.reply_error_string(error::INTERNAL);
+            crate::ffi::command::reply_error(&context, error::INTERNAL);
             raw::REDISMODULE_OK as c_int
         }
     }
@@ -125,7 +125,7 @@ unsafe extern "C" fn on_timeout<W: Waiter>(
         }
     });
     if done.is_none() {
-        context.reply_error_string(error::INTERNAL);
+        crate::ffi::command::reply_error(&context, error::INTERNAL);
     }
     raw::REDISMODULE_OK as c_int
 }

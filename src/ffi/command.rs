@@ -33,6 +33,18 @@ pub enum Reply {
     Done,
 }
 
+/// Replies with the error `text` (its code word first: `ERR ...`, `WRONGTYPE ...`) through
+/// `RM_ReplyWithError`, as [`error::wire`] writes it: UTF-8 kept, NUL, CR and LF escaped, bounded.
+/// The one way the module answers with an error (the crate's own cuts each character to a byte,
+/// and panics on what becomes a NUL).
+pub fn reply_error(ctx: &Context, text: &str) {
+    let mut b = error::wire(text);
+    b.push(0);
+    unsafe {
+        raw::RedisModule_ReplyWithError.unwrap()(ctx.ctx, b.as_ptr().cast::<c_char>());
+    }
+}
+
 /// Writes `v` as the reply of the command running in `ctx`.
 pub fn reply(ctx: &Context, v: &Reply) {
     let c = ctx.ctx;
@@ -97,13 +109,11 @@ pub fn run_command(
         let args = redis_module::decode_args(ctx, argv, argc);
         match handler(&context, &args) {
             Ok(v) => reply(&context, &v),
-            Err(e) => {
-                context.reply_error_string(&e.to_string());
-            }
+            Err(e) => reply_error(&context, &e.to_string()),
         }
     });
     if out.is_none() {
-        context.reply_error_string(error::INTERNAL);
+        reply_error(&context, error::INTERNAL);
     }
     raw::REDISMODULE_OK as c_int
 }

@@ -38,15 +38,16 @@ pub const PURGE: &CStr = c"reclaim-purge";
 pub const RESUMED: &CStr = c"reclaim-resumed";
 
 /// Every policy state, and the event that announces it (`reclaim-<state>`). The sweep announces
-/// `active`, `waiting`, `oom` and `error` itself (see `Runtime::state`); `paused` and `storm`
-/// are announced where the stored state changes ([`notify_policy_state`]).
-pub const STATES: [(&str, &CStr); 6] = [
+/// `active`, `waiting`, `oom`, `error` and `invalid` itself (see `Runtime::state`); `paused`
+/// and `storm` are announced where the stored state changes ([`notify_policy_state`]).
+pub const STATES: [(&str, &CStr); 7] = [
     ("active", c"reclaim-active"),
     ("waiting", c"reclaim-waiting"),
     ("oom", c"reclaim-oom"),
     ("error", c"reclaim-error"),
     ("paused", c"reclaim-paused"),
     ("storm", c"reclaim-storm"),
+    ("invalid", c"reclaim-invalid"),
 ];
 
 /// Fires `event` (class stream) on `key` in the database selected in `ctx`.

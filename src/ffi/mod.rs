@@ -109,14 +109,80 @@ pub fn guard<T>(what: &str, f: impl FnOnce() -> T) -> Option<T> {
     }
 }
 
+/// Logs `msg` at `level` (`warning`, `notice`) through `RM_Log`, with `ctx` (its module's name
+/// in front) or without (null). The text is the argument of a `%s`, never the format: the crate's
+/// own log functions pass it as the format, so a `%` in a key name a client chose (`%s%n`) made
+/// the server read arguments that are not there and crash. NUL, CR and LF are escaped as in
+/// error replies ([`crate::model::error::wire`]).
+fn log_at(ctx: *mut raw::RedisModuleCtx, level: &std::ffi::CStr, msg: &str) {
+    let mut text = crate::model::error::wire(msg);
+    text.push(0);
+    unsafe {
+        if let Some(f) = raw::RedisModule_Log {
+            f(
+                ctx,
+                level.as_ptr(),
+                c"%s".as_ptr(),
+                text.as_ptr().cast::<c_char>(),
+            );
+        }
+    }
+}
+
 /// Logs at warning level without a context (safe from any callback on the main thread).
 pub fn log_warning(msg: &str) {
-    redis_module::logging::log_warning(msg);
+    log_at(std::ptr::null_mut(), c"warning", msg);
+}
+
+/// Logs at warning level with `ctx` (the module's name in front).
+pub fn warn(ctx: &Context, msg: &str) {
+    log_at(ctx.ctx, c"warning", msg);
+}
+
+/// Logs at notice level with `ctx` (the module's name in front).
+pub fn notice(ctx: &Context, msg: &str) {
+    log_at(ctx.ctx, c"notice", msg);
 }
 
 /// Selects database `db` in `ctx` (Redis `RM_SelectDb`).
 pub fn select_db(ctx: &Context, db: i32) -> bool {
     unsafe { raw::RedisModule_SelectDb.unwrap()(ctx.ctx, db) == raw::REDISMODULE_OK as c_int }
+}
+
+/// The server's clock (ms since the epoch) as its commands see it: the time cached for the
+/// command running now (`RM_CachedMicroseconds`, Redis 7.2+ and Valkey, whose stream commands
+/// stamp consumers with it), else the time now (`RM_Milliseconds`, Redis 7.0, whose stream
+/// commands stamp consumers with it).
+pub fn server_ms() -> u64 {
+    unsafe {
+        if let Some(f) = raw::RedisModule_CachedMicroseconds {
+            return (f() / 1000).max(0) as u64;
+        }
+        raw::RedisModule_Milliseconds.map_or(0, |f| f().max(0) as u64)
+    }
+}
+
+/// The time now (ms since the epoch, `RM_Milliseconds`): no earlier than any stamp a command
+/// has put on a consumer.
+pub fn clock_ms() -> u64 {
+    unsafe { raw::RedisModule_Milliseconds.map_or(0, |f| f().max(0) as u64) }
+}
+
+/// Whether the server runs in Redis Cluster mode (`cluster-enabled`, fixed at start-up), noted
+/// once when the module loads ([`note_cluster_mode`]).
+static CLUSTER_MODE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Notes whether the server runs in Redis Cluster mode (`REDISMODULE_CTX_FLAGS_CLUSTER`).
+pub fn note_cluster_mode(ctx: &Context) {
+    let on = ctx
+        .get_flags()
+        .contains(redis_module::ContextFlags::CLUSTER);
+    CLUSTER_MODE.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether the server runs in Redis Cluster mode, as noted at load.
+pub fn cluster_mode() -> bool {
+    CLUSTER_MODE.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// The database selected in `ctx` (Redis `RM_GetSelectedDb`).
@@ -281,6 +347,15 @@ impl RawReply {
     pub fn is_nil(&self) -> bool {
         let p = self.proto();
         p.is_empty() || p.starts_with(b"*-1") || p.starts_with(b"_")
+    }
+
+    /// The text of an error reply (without `-` and CRLF), its bytes read as UTF-8 (an invalid
+    /// sequence becomes U+FFFD: the server writes a key name into some errors as it is); `None`
+    /// for any other reply.
+    pub fn error_text(&self) -> Option<String> {
+        let line = self.proto().strip_prefix(b"-")?;
+        let line = line.strip_suffix(b"\r\n").unwrap_or(line);
+        Some(String::from_utf8_lossy(line).into_owned())
     }
 
     /// Sends the reply as is to the client of `ctx`.

@@ -182,6 +182,53 @@ pub enum ReclaimError {
     /// command that would do the same ([`crate::model::access`]): (that command, the key it acts
     /// on: [`KEY_STREAM`], [`KEY_DLQ`], [`KEY_SOURCE`], [`KEY_DLQ_STREAMS`]).
     NoPerm(&'static str, &'static str),
+    /// A command that would act under a stored policy that cannot run where it is: carries why
+    /// (the error `RECLAIM.POLICY SET` would answer for its options there, see
+    /// `Policy::fault_at`).
+    Invalid(Box<ReclaimError>),
+}
+
+/// Most bytes of an error reply's text ([`wire`]): a longer one is cut at a character boundary
+/// and ends with `...`.
+pub const MAX_WIRE_BYTES: usize = 4096;
+
+/// The exact text an error reply carries for `text` (what follows `-` on the wire): the text as
+/// it is, UTF-8 included, but for the three bytes neither a C string (`RM_ReplyWithError` takes
+/// one) nor a RESP error line may hold, written as two characters each: NUL as `\0`, CR as
+/// `\r`, LF as `\n`. At most [`MAX_WIRE_BYTES`]; an empty text becomes `ERR`. Every error of
+/// every command goes through here (`ffi::command::reply_error`), so no byte a client sent, in
+/// any name, can break the reply or the server.
+pub fn wire(text: &str) -> Vec<u8> {
+    if text.is_empty() {
+        return b"ERR".to_vec();
+    }
+    let mut out = Vec::with_capacity(text.len().min(MAX_WIRE_BYTES));
+    for c in text.chars() {
+        let mut buf = [0u8; 4];
+        let enc: &[u8] = match c {
+            '\0' => b"\\0",
+            '\r' => b"\\r",
+            '\n' => b"\\n",
+            _ => c.encode_utf8(&mut buf).as_bytes(),
+        };
+        if out.len() + enc.len() > MAX_WIRE_BYTES - 3 {
+            out.extend_from_slice(b"...");
+            break;
+        }
+        out.extend_from_slice(enc);
+    }
+    out
+}
+
+/// The message of an error without its code word (`ERR`, `CROSSSLOT`, ...): why a stored policy
+/// is invalid, as `RECLAIM.STATS` (`invalid: <reason>`), `RECLAIM.POLICY GET`, `RECLAIM.HEALTH`
+/// and the log show it.
+pub fn reason(e: &ReclaimError) -> String {
+    let text = e.to_string();
+    match text.split_once(' ') {
+        Some((_, msg)) => msg.to_string(),
+        None => text,
+    }
 }
 
 /// Where in a `RECLAIM.POLICY IMPORT` document an error is, and the error.
@@ -256,6 +303,11 @@ impl fmt::Display for ReclaimError {
                 f,
                 "NOPERM this user has no permissions to run {command} on {key}"
             ),
+            ReclaimError::Invalid(why) => write!(
+                f,
+                "ERR the policy of this key and group is invalid where it is ({}): RECLAIM.POLICY SET replaces it",
+                reason(why)
+            ),
         }
     }
 }
@@ -293,6 +345,76 @@ mod tests {
             ReclaimError::NoPerm("XADD", KEY_DLQ).to_string(),
             "NOPERM this user has no permissions to run XADD on the DLQ key"
         );
+    }
+
+    #[test]
+    fn wire_texts_keep_utf8_and_escape_line_breaks() {
+        assert_eq!(
+            wire("ERR unknown field `Ā`"),
+            "ERR unknown field `Ā`".as_bytes()
+        );
+        assert_eq!(wire("ERR a\r\nb\0c"), b"ERR a\\r\\nb\\0c");
+        assert_eq!(wire(""), b"ERR");
+        let long = format!("ERR {}", "é".repeat(5000));
+        let w = wire(&long);
+        assert!(w.len() <= MAX_WIRE_BYTES && w.ends_with(b"..."));
+        assert!(std::str::from_utf8(&w).is_ok());
+    }
+
+    /// Every error that carries a name or a text from the client, with that name or text made
+    /// of `b` (as the handlers build them: names through `printable`, JSON and server messages
+    /// as text).
+    fn errors_naming(b: &[u8]) -> Vec<ReclaimError> {
+        let name = crate::model::text::printable(b);
+        let text = String::from_utf8_lossy(b).into_owned();
+        let in_policy = |error| {
+            ReclaimError::InPolicy(Box::new(InPolicy {
+                index: 7,
+                key: Some(b.to_vec()),
+                group: Some(b.to_vec()),
+                field: Some(text.clone()),
+                error,
+            }))
+        };
+        vec![
+            ReclaimError::UnknownOption(name.clone()),
+            ReclaimError::Redis(text.clone()),
+            ReclaimError::NoGroup(name.clone(), name.clone()),
+            ReclaimError::Document(text.clone()),
+            ReclaimError::Json(text.clone()),
+            in_policy(ReclaimError::Json(text.clone())),
+            in_policy(WRONGTYPE_DLQ.into()),
+            ReclaimError::Invalid(Box::new(ReclaimError::Redis(text.clone()))),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Whatever bytes a client puts in a name, the reply text of every error is a valid C
+        /// string and a valid RESP error line, UTF-8, bounded.
+        #[test]
+        fn every_error_reply_is_well_formed(b in proptest::collection::vec(proptest::num::u8::ANY, 0..300), s in ".{0,200}") {
+            let mut all = errors_naming(&b);
+            all.extend(errors_naming(s.as_bytes()));
+            for e in all {
+                let w = wire(&e.to_string());
+                proptest::prop_assert!(!w.is_empty() && w.len() <= MAX_WIRE_BYTES);
+                proptest::prop_assert!(!w.iter().any(|c| matches!(c, 0 | b'\r' | b'\n')));
+                proptest::prop_assert!(std::str::from_utf8(&w).is_ok());
+                proptest::prop_assert!(std::ffi::CString::new(w).is_ok());
+            }
+        }
+
+        /// Text short enough comes back whole: each escape reads back as its byte.
+        #[test]
+        fn wire_is_lossless_below_the_bound(s in ".{0,500}") {
+            proptest::prop_assume!(!s.is_empty());
+            let w = String::from_utf8(wire(&s)).unwrap();
+            let back = w.replace("\\0", "\0").replace("\\r", "\r").replace("\\n", "\n");
+            let plain = !s.contains('\\');
+            if plain {
+                proptest::prop_assert_eq!(back, s);
+            }
+        }
     }
 
     #[test]

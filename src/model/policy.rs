@@ -213,6 +213,94 @@ impl Policy {
         }
     }
 
+    /// Why `RECLAIM.POLICY SET` would refuse these options for `stream` (the error it would
+    /// answer, checked in the order SET reads them: each option's range, then the rules between
+    /// them), `None` when it accepts them. A stored value can hold options SET never accepts: a
+    /// `RENAME` or `COPY` of a policy key onto the policy key of its own DLQ, a `RESTORE` of a
+    /// crafted payload. Such a policy is kept as it is and marked invalid with this reason; it
+    /// never runs until a `SET` replaces it. Allocates nothing (the timer asks at every visit).
+    pub fn fault(&self, stream: &[u8]) -> Option<ReclaimError> {
+        let pos = "a positive integer (ms)";
+        let non_neg = "a non-negative integer";
+        let bad = |name, range| Some(ReclaimError::BadNumber(name, range));
+        if self.min_idle_ms < 1 {
+            return bad("MIN-IDLE", pos);
+        }
+        if self.max_deliveries < 0 {
+            return bad("MAX-DELIVERIES", non_neg);
+        }
+        if !(1..=MAX_COUNT).contains(&self.count) {
+            return bad("COUNT", "an integer from 1 to 10000");
+        }
+        if self.interval_ms < 1 {
+            return bad("INTERVAL", pos);
+        }
+        match &self.backoff {
+            Backoff::Fixed => {}
+            Backoff::Exponential(max) if *max < 1 => {
+                return bad("BACKOFF", "a positive integer (ms) after EXPONENTIAL")
+            }
+            Backoff::Exponential(_) => {}
+            Backoff::List(v) if v.is_empty() || v.len() > MAX_BACKOFF_STEPS => {
+                return Some(ReclaimError::Static(error::BACKOFF_LIST_LENGTH))
+            }
+            Backoff::List(v) if v.iter().any(|x| *x < 1) => {
+                return bad("BACKOFF", "a list of positive integers (ms) after LIST")
+            }
+            Backoff::List(_) => {}
+        }
+        if self.liveness_ms < 0 {
+            return bad("LIVENESS", "a non-negative integer (ms)");
+        }
+        if self.storm.is_some_and(|s| s.max < 1 || s.window_ms < 1) {
+            return bad(
+                "STORM",
+                "two positive integers: the most dead-letters, then the window (ms)",
+            );
+        }
+        if self.dlq_maxlen < 0 {
+            return bad("DLQ-MAXLEN", non_neg);
+        }
+        if self.dlq_maxage_ms < 0 {
+            return bad("DLQ-MAXAGE", "a non-negative integer (ms)");
+        }
+        let rule = |s| Some(ReclaimError::Static(s));
+        if matches!(self.backoff, Backoff::Exponential(max) if max < self.min_idle_ms) {
+            return rule(error::BACKOFF_BELOW_MIN_IDLE);
+        }
+        if self.dlq.is_none() {
+            if self.max_deliveries > 0 {
+                return rule(error::MAX_DELIVERIES_NEEDS_DLQ);
+            }
+            if self.dlq_maxlen > 0 {
+                return rule(error::DLQ_MAXLEN_NEEDS_DLQ);
+            }
+            if self.dlq_maxage_ms > 0 {
+                return rule(error::DLQ_MAXAGE_NEEDS_DLQ);
+            }
+            if self.tombstones {
+                return rule(error::TOMBSTONES_NEEDS_DLQ);
+            }
+        }
+        match self.dlq.as_deref() {
+            Some(d) if d == stream => rule(error::DLQ_IS_STREAM),
+            Some(d) if crate::model::keys::is_module_key(d) => rule(error::DLQ_IS_MODULE_KEY),
+            _ => None,
+        }
+    }
+
+    /// [`Policy::fault`], and in Redis Cluster (`cluster`) a DLQ that hashes to another slot than
+    /// `stream` (what the server answers `SET` with, `CROSSSLOT`): why this policy cannot run
+    /// where it is.
+    pub fn fault_at(&self, stream: &[u8], cluster: bool) -> Option<ReclaimError> {
+        use crate::model::keys::key_slot;
+        self.fault(stream).or_else(|| {
+            let d = self.dlq.as_deref()?;
+            (cluster && key_slot(d) != key_slot(stream))
+                .then_some(ReclaimError::Static(error::IMPORT_CROSSSLOT))
+        })
+    }
+
     /// The same options, another state: whether two policies differ in their options only.
     pub fn with_state(&self, state: State) -> Policy {
         Policy {
@@ -1144,7 +1232,106 @@ mod tests {
         );
     }
 
+    /// Any policy, options in and out of range (as a crafted `RESTORE` can store them).
+    fn any_policy() -> impl proptest::strategy::Strategy<Value = Policy> {
+        use proptest::prelude::*;
+        let num = || {
+            prop_oneof![
+                Just(0i64),
+                Just(1),
+                Just(-1),
+                Just(10_000),
+                Just(10_001),
+                -3i64..200_000,
+                any::<i64>()
+            ]
+        };
+        let name = prop_oneof![
+            Just(b"orders".to_vec()),
+            Just(b"orders:dlq".to_vec()),
+            Just(b"reclaim:policy:{x}:x".to_vec()),
+            proptest::collection::vec(any::<u8>(), 0..4),
+        ];
+        let backoff = prop_oneof![
+            Just(Backoff::Fixed),
+            num().prop_map(Backoff::Exponential),
+            proptest::collection::vec(num(), 0..70).prop_map(Backoff::List),
+        ];
+        let storm = proptest::option::of(
+            (num(), num()).prop_map(|(max, window_ms)| Storm { max, window_ms }),
+        );
+        (
+            (
+                num(),
+                num(),
+                proptest::option::of(name),
+                num(),
+                num(),
+                backoff,
+            ),
+            (num(), storm, num(), num(), any::<bool>()),
+        )
+            .prop_map(
+                |(
+                    (min_idle_ms, max_deliveries, dlq, count, interval_ms, backoff),
+                    (liveness_ms, storm, dlq_maxlen, dlq_maxage_ms, tombstones),
+                )| Policy {
+                    min_idle_ms,
+                    max_deliveries,
+                    dlq,
+                    claimant: b"c".to_vec(),
+                    count,
+                    interval_ms,
+                    backoff,
+                    liveness_ms,
+                    storm,
+                    dlq_maxlen,
+                    dlq_maxage_ms,
+                    tombstones,
+                    state: State::Paused,
+                },
+            )
+    }
+
+    #[test]
+    fn faults_of_stored_values() {
+        let p = set(&["DLQ", "orders:dlq", "MAX-DELIVERIES", "3"]).unwrap();
+        assert_eq!(p.fault(b"orders"), None);
+        assert_eq!(
+            p.fault(b"orders:dlq").unwrap().to_string(),
+            error::DLQ_IS_STREAM
+        );
+        assert_eq!(p.fault_at(b"orders", false), None);
+        assert_eq!(
+            p.fault_at(b"orders", true).unwrap().to_string(),
+            error::IMPORT_CROSSSLOT
+        );
+        let tagged = set(&["DLQ", "{orders}:dlq"]).unwrap();
+        assert_eq!(tagged.fault_at(b"orders", true), None);
+        let bad = Policy {
+            count: 0,
+            ..Policy::default()
+        };
+        assert_eq!(
+            bad.fault(b"s").unwrap().to_string(),
+            "ERR COUNT must be an integer from 1 to 10000"
+        );
+    }
+
     proptest::proptest! {
+        /// `fault` says exactly what SET says of the same options, and nothing when SET reads
+        /// them back as they are.
+        #[test]
+        fn fault_is_what_set_answers(p in any_policy(), stream in proptest::sample::select(vec![&b"orders"[..], b"orders:dlq", b""])) {
+            let args = p.to_args();
+            let a: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+            let parsed = parse_set_options(stream, &a).map(|q| q.with_state(p.state));
+            match p.fault(stream) {
+                None => proptest::prop_assert_eq!(parsed, Ok(p.clone())),
+                Some(e) => proptest::prop_assert_eq!(parsed, Err(e)),
+            }
+        }
+
         #[test]
         fn parser_never_panics(args in proptest::collection::vec(proptest::collection::vec(proptest::num::u8::ANY, 0..12), 0..10)) {
             let a: Vec<&[u8]> = args.iter().map(|x| x.as_slice()).collect();

@@ -56,27 +56,69 @@ fn on_key_event(ctx: &Context, ev: &[u8], name: &[u8]) {
         },
         b"xgroup-destroy" => registry::forget_tracking(db, name),
         b"xgroup-delconsumer" => forget_deleted_consumers(ctx, db, name),
-        b"rename_to" | b"move_to" | b"copy_to" | b"restore" | b"xgroup-create"
-        | b"xgroup-setid" => match policy_stream {
-            Some(stream) => adopt_policy_key(ctx, db, name, stream),
-            None if !name.starts_with(keys::POLICY_KEY_PREFIX) => registry::wake(db, name),
-            None => {}
+        b"rename_to" | b"move_to" | b"copy_to" | b"restore" => match policy_stream {
+            Some(stream) => adopt_policy_key(ctx, db, name, stream, ev),
+            None => {
+                warn_if_stray(ctx, db, name, ev);
+                if !name.starts_with(keys::POLICY_KEY_PREFIX) {
+                    registry::wake(db, name);
+                }
+            }
         },
+        b"xgroup-create" | b"xgroup-setid"
+            if policy_stream.is_none() && !name.starts_with(keys::POLICY_KEY_PREFIX) =>
+        {
+            registry::wake(db, name)
+        }
         _ => {}
     }
 }
 
-/// A policy key arrived at (db, `name`): its value now belongs to `stream`, and its policies are
-/// registered.
-fn adopt_policy_key(ctx: &Context, db: i32, name: &[u8], stream: Vec<u8>) {
+/// A policy key arrived at (db, `name`) by `ev` (`rename_to`, `move_to`, `copy_to`, `restore`):
+/// its value now belongs to `stream`, and its policies are registered, each with its fault where
+/// it landed (a DLQ that is now the stream itself, ...: logged, see [`store::fault`]).
+fn adopt_policy_key(ctx: &Context, db: i32, name: &[u8], stream: Vec<u8>, ev: &[u8]) {
     let k = RedisString::create_from_slice(ctx.ctx, name);
     let key = ctx.open_key_writable(&k);
     if let Ok(Some(set)) = key.get_value::<store::PolicySet>(&POLICY_TYPE) {
         set.stream = stream;
-        for g in set.groups.keys() {
-            registry::register(db, &set.stream, g);
+        for (g, p) in &set.groups {
+            let fault = store::fault(&set.stream, p);
+            if let Some(f) = &fault {
+                let what = command_of(ev);
+                crate::ffi::log_warning(&store::invalid_warning(what, db, &set.stream, g, f));
+            }
+            registry::register_held(db, &set.stream, g, p.state, fault);
         }
         registry::forget_read_facts(db, &set.stream);
+    }
+}
+
+/// The command that fired a key's arrival event.
+fn command_of(ev: &[u8]) -> &'static str {
+    match ev {
+        b"rename_to" => "RENAME",
+        b"move_to" => "MOVE",
+        b"copy_to" => "COPY",
+        _ => "RESTORE",
+    }
+}
+
+/// A key arrived at (db, `name`), a name that is no stream's policy key: when it holds a policy
+/// value, that value is kept as it is and does nothing (the module reads a stream's own policy
+/// key only); logged, so the operator knows why its policies stopped.
+fn warn_if_stray(ctx: &Context, db: i32, name: &[u8], ev: &[u8]) {
+    let k = RedisString::create_from_slice(ctx.ctx, name);
+    let key = ctx.open_key(&k);
+    if let Ok(Some(set)) = key.get_value::<store::PolicySet>(&POLICY_TYPE) {
+        use crate::model::text::printable;
+        crate::ffi::log_warning(&format!(
+            "reclaim: {} put the policies of stream '{}' under key '{}' (db {db}), which is not that stream's policy key: kept as they are, they do nothing there (RENAME it back to {} or DEL it)",
+            command_of(ev),
+            printable(&set.stream),
+            printable(name),
+            printable(&keys::policy_key(&set.stream)),
+        ));
     }
 }
 

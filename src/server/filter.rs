@@ -39,15 +39,19 @@ pub unsafe extern "C" fn on_client_command(f: *mut raw::RedisModuleCommandFilter
             return;
         }
         if watch::is_exec(name) {
-            registry::touch_on_exec();
+            registry::touch_on_exec(ffi::server_ms());
             return;
         }
         if !watch::may_touch(name) {
             return;
         }
         let argv: Vec<&[u8]> = (0..argc).map(arg).collect();
+        // Only noted: the server has not checked the command yet (authentication, ACL, arity,
+        // memory, a MULTI that may be discarded). A touch counts once its consumer is seen at or
+        // after this time (`engine::touches::confirm`), which a refused command never makes.
+        let at = ffi::server_ms();
         for t in watch::touches(&argv) {
-            registry::touch(t.stream, t.group, t.consumer, t.sets_idle);
+            registry::touch(t.stream, t.group, t.consumer, t.sets_idle, at);
         }
     });
 }

@@ -109,7 +109,7 @@ fn tick(ctx: &Context) {
     let now = now_ms();
     if now.saturating_sub(PRUNED_MS.load(Ordering::Relaxed)) >= PRUNE_EVERY_MS {
         PRUNED_MS.store(now, Ordering::Relaxed);
-        registry::prune_touches();
+        registry::prune_touches(ffi::server_ms());
     }
     // Redrive tasks (`RECLAIM.REDRIVE`): a step of each, under the same guards, within a budget
     // of their own.
@@ -312,13 +312,19 @@ fn visit(ctx: &Context, id: &PolicyId, now: u64, deadline: Instant) -> bool {
     let Some(policy) = store::get(ctx, &id.stream, &id.group) else {
         return false;
     };
+    crate::engine::touches::confirm(ctx, id);
     let t0 = Instant::now();
     let left_ns = deadline.saturating_duration_since(t0).as_nanos() as u64;
     let enabled = config::enabled();
+    let fault = store::fault(&id.stream, &policy);
     let planned = registry::update(id, |rt| {
-        rt.plan_step(&policy, enabled, now, epoch_ms(), left_ns)
+        rt.plan_step(&policy, fault, enabled, now, epoch_ms(), left_ns)
     });
     let Some(Some(plan)) = planned else {
+        // Halted or invalid: announced when it changes (`reclaim-invalid`).
+        if let Some(Some(state)) = registry::update(id, Runtime::announce) {
+            events::notify_state(ctx, &id.stream, state);
+        }
         return true;
     };
     let mut out = step(ctx, id, &policy, &plan, deadline);

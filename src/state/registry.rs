@@ -23,6 +23,7 @@ use std::sync::{Mutex, MutexGuard};
 use lazy_static::lazy_static;
 
 use crate::model::clock::now_ms;
+use crate::model::error::ReclaimError;
 use crate::state::runtime::{ReadFacts, ReadView, Runtime};
 
 /// A policy's identity: database, stream, consumer group.
@@ -76,8 +77,11 @@ struct Sorted {
 /// The policies `rdb_load` read during the load in progress, waiting for it to end well.
 #[derive(Debug, Default)]
 pub struct Load {
-    /// (db, stream, group) as `rdb_load` saw them, with the state each policy was saved in.
-    pub ids: Vec<(PolicyId, crate::model::policy::State)>,
+    /// (db, stream, group) as `rdb_load` saw them, with the state each policy was saved in and
+    /// why it cannot run where it is (`crate::model::policy::Policy::fault_at`), if it cannot.
+    pub ids: Vec<(PolicyId, crate::model::policy::State, Option<ReclaimError>)>,
+    /// Policy values read under a key name that is not their stream's policy key (kept, inert).
+    pub strays: u64,
     /// The load goes into temporary databases (a diskless `swapdb` sync). Redis before 7.4 gives
     /// `rdb_load` database 0 for every value loaded into them (redis#12947), so the databases
     /// in `ids` cannot be trusted.
@@ -216,29 +220,29 @@ pub fn forget_stream(db: i32, stream: &[u8]) {
     }
 }
 
-/// Notes that a client command may have raised the delivery counts of `consumer`'s entries in
-/// (`stream`, `group`), and with `sets_idle` set older idle times (see [`crate::model::watch`]), in any
-/// database (the command filter that calls this does not know which); see [`Runtime::touch`].
+/// Notes that the command filter saw a command that may raise the delivery counts of
+/// `consumer`'s entries in (`stream`, `group`), and with `sets_idle` set older idle times (see
+/// [`crate::model::watch`]), at `at` (server clock, ms), in any database (the filter does not
+/// know which). Nothing changes until [`confirm`] finds that it ran ([`Runtime::note_touch`]).
 /// O(policies of that stream name).
-pub fn touch(stream: &[u8], group: &[u8], consumer: &[u8], sets_idle: bool) {
-    let now = now_ms();
+pub fn touch(stream: &[u8], group: &[u8], consumer: &[u8], sets_idle: bool, at: u64) {
     let mut r = lock();
     for id in r.ids_of(None, stream, Some(group)) {
         if let Some(rt) = r.runtimes.get_mut(&id) {
-            rt.touch(consumer, sets_idle, true, now);
+            rt.note_touch(consumer, sets_idle, at);
             r.remembering.insert(id);
         }
     }
 }
 
-/// Called for every `EXEC`: every policy makes its touches of the last few seconds again
-/// ([`Runtime::remark`]), whichever client's transaction this is. Nothing when none remembers any.
-pub fn touch_on_exec() {
+/// Called for every `EXEC` (at `now`, server clock, ms): every policy confirms its touches of
+/// the last few seconds again ([`Runtime::remark`]), whichever client's transaction this is.
+/// Nothing when none remembers any.
+pub fn touch_on_exec(now: u64) {
     let mut r = lock();
     if r.remembering.is_empty() {
         return;
     }
-    let now = now_ms();
     let Registry {
         runtimes,
         remembering,
@@ -252,8 +256,23 @@ pub fn touch_on_exec() {
     });
 }
 
-/// Forgets expired touches (called by the timer, about once a second).
-pub fn prune_touches() {
+/// Whether policy `id` has touches waiting for [`confirm`].
+pub fn wants_confirmation(id: &PolicyId) -> bool {
+    lock()
+        .runtimes
+        .get(id)
+        .is_some_and(Runtime::wants_confirmation)
+}
+
+/// Confirms the touches of policy `id` that ran, by when each consumer was last seen (`seen`,
+/// server clock ms; [`Runtime::confirm`]).
+pub fn confirm(id: &PolicyId, seen: &HashMap<Vec<u8>, u64>) {
+    update(id, |rt| rt.confirm(seen));
+}
+
+/// Forgets expired touches (called by the timer, about once a second; `server_now`: the server
+/// clock, ms).
+pub fn prune_touches(server_now: u64) {
     let mut r = lock();
     if r.remembering.is_empty() {
         return;
@@ -264,7 +283,11 @@ pub fn prune_touches() {
         remembering,
         ..
     } = &mut *r;
-    remembering.retain(|id| runtimes.get_mut(id).is_some_and(|rt| rt.prune(now)));
+    remembering.retain(|id| {
+        runtimes
+            .get_mut(id)
+            .is_some_and(|rt| rt.prune(now, server_now))
+    });
 }
 
 /// The stream (db, `stream`), its groups or its consumers went away (DEL, RENAME, XGROUP
@@ -610,32 +633,56 @@ pub fn load_started(into_temp_db: bool) {
     if r.loading.is_none() {
         r.loading = Some(Load {
             ids: Vec::new(),
+            strays: 0,
             into_temp_db,
         });
     }
 }
 
-/// `rdb_load` read the policies of `stream` for these groups, in these states, in database `db`.
-/// During a load they wait for its end; otherwise (a `RESTORE`, whose keyspace event registers
-/// them) nothing is kept.
+/// `rdb_load` read the policies of `stream` for these groups, in these states (each with its
+/// fault, if it cannot run where it is), in database `db`. During a load they wait for its end;
+/// otherwise (a `RESTORE`, whose keyspace event registers them) nothing is kept.
 pub fn loaded<'a>(
     db: i32,
     stream: &[u8],
-    groups: impl Iterator<Item = (&'a Vec<u8>, crate::model::policy::State)>,
+    groups: impl Iterator<
+        Item = (
+            &'a Vec<u8>,
+            crate::model::policy::State,
+            Option<ReclaimError>,
+        ),
+    >,
 ) {
     let mut r = lock();
     if let Some(l) = r.loading.as_mut() {
         l.ids
-            .extend(groups.map(|(g, s)| (PolicyId::new(db, stream, g), s)));
+            .extend(groups.map(|(g, s, f)| (PolicyId::new(db, stream, g), s, f)));
+    }
+}
+
+/// `rdb_load` read a policy value under a key name that is not its stream's policy key: counted
+/// for the load's summary in the log (outside a load, a `RESTORE`, nothing).
+pub fn stray_loaded() {
+    if let Some(l) = lock().loading.as_mut() {
+        l.strays += 1;
     }
 }
 
 /// Registers policy (db, stream, group) ([`register`]) and notes the state it is stored in
-/// ([`Runtime::held`]), so `INFO reclaim` shows `paused` or `storm` before its first step (and on
-/// a replica, which runs none).
-pub fn register_held(db: i32, stream: &[u8], group: &[u8], state: crate::model::policy::State) {
+/// ([`Runtime::held`]) and its fault ([`Runtime::fault`]), so `INFO reclaim` shows `paused`,
+/// `storm` or `invalid` before its first step (and on a replica, which runs none).
+pub fn register_held(
+    db: i32,
+    stream: &[u8],
+    group: &[u8],
+    state: crate::model::policy::State,
+    fault: Option<ReclaimError>,
+) {
     register(db, stream, group);
-    update(&PolicyId::new(db, stream, group), |rt| rt.hold(state));
+    update(&PolicyId::new(db, stream, group), |rt| {
+        rt.hold(state);
+        rt.set_fault(fault);
+    });
 }
 
 /// Ends the load in progress and returns what it read (`None`: no load was in progress). The
@@ -691,14 +738,14 @@ mod tests {
         let id = PolicyId::new(2, b"s-touch", b"g");
         // A fresh policy checks everyone: touches are only remembered for EXEC.
         for i in 0..1000 {
-            touch(b"s-touch", b"g", format!("c{i}").as_bytes(), false);
+            touch(b"s-touch", b"g", format!("c{i}").as_bytes(), false, 1);
         }
         let rt = get(&id).unwrap();
         assert!(rt.tracked_consumers() <= 2 * crate::state::runtime::MAX_TRACKED);
         remove(&id);
         assert!(!lock().remembering.contains(&id));
         // Touches of streams without a policy keep nothing.
-        touch(b"no-policy", b"g", b"c", false);
+        touch(b"no-policy", b"g", b"c", false, 1);
         assert!(!lock().by_stream.contains_key(&b"no-policy"[..]));
     }
 }

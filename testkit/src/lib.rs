@@ -17,6 +17,7 @@
 //! | [`words`] | commands given as words ([`q`], [`run`]) or as byte strings ([`bin_cmd`], [`args!`]) |
 //! | [`sweeper`] | the sweeper's progress: `RECLAIM.STATS` fields, waits for steps, passes, skips; `RECLAIM.SWEEP` |
 //! | [`dlq`] | the dead-letter invariant ([`assert_partition`]) |
+//! | [`dump`] | `DUMP` payloads crafted for `RESTORE` ([`patch_dump`]: content replaced, CRC-64 again) |
 //! | [`docs`] | the fenced blocks of README.md and docs/*.md, run and compared (tests/docs.rs) |
 //!
 //! Tests and examples `use reclaim_testkit::*;`.
@@ -26,6 +27,7 @@ pub mod aof;
 pub mod cluster;
 pub mod dlq;
 pub mod docs;
+pub mod dump;
 pub mod errors;
 pub mod policies;
 pub mod readers;
@@ -42,6 +44,7 @@ pub use acl::*;
 pub use aof::*;
 pub use cluster::*;
 pub use dlq::*;
+pub use dump::*;
 pub use errors::*;
 pub use policies::*;
 pub use readers::*;
