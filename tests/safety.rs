@@ -443,6 +443,106 @@ fn memory_running_out_during_a_sweep_stops_moves_cleanly() {
     healthy(&mut s, &mut c);
 }
 
+/// Dead-letter moves are refused when memory is over the limit, as `XADD` would be, not when the
+/// module's own copies of the next entries' bodies would take it there: maxmemory is 768 KB
+/// above used memory and each move appends a 64 KB entry (a batch of 16 bodies is 1 MB), with a
+/// replica and the AOF on. The sweep moves some entries, then stops; the policy says `oom` while
+/// the moves wait. The replica and the AOF hold exactly what the primary kept, at the limit and
+/// after maxmemory 0 lets the timer move the rest.
+#[test]
+fn dead_letter_moves_stop_where_xadd_would_refuse_them() {
+    const N: i64 = 40;
+    let mut s = Server::start(&[
+        "--maxmemory-policy",
+        "noeviction",
+        "--appendonly",
+        "yes",
+        "--repl-diskless-sync-delay",
+        "0",
+    ]);
+    let r = s.replica(&[]);
+    let (mut c, mut rc) = (s.conn(), r.conn());
+    create_group(&mut c, b"big", b"g");
+    let body = "x".repeat(64 * 1024);
+    let mut p = redis::pipe();
+    for i in 0..N {
+        p.cmd("XADD")
+            .arg("big")
+            .arg("*")
+            .arg("n")
+            .arg(i)
+            .arg("body")
+            .arg(&body);
+    }
+    // Through a connection of its own, closed after: its buffers (2.5 MB each way) are freed.
+    let mut w = s.conn();
+    let ids: Vec<String> = p.query(&mut w).unwrap();
+    read_group(&mut w, b"big", b"g", b"dead");
+    set_deliveries(&mut w, b"big", b"g", b"dead", &ids, 9);
+    drop(w);
+    replica_acked(&mut c);
+    // Memory as maxmemory counts it (replica output and AOF buffers left out).
+    let counted = info_int(&mut c, "memory", "used_memory")
+        - info_int(&mut c, "memory", "mem_not_counted_for_evict");
+    let limit = counted + 768 * 1024;
+    let _: () = q(&mut c, &["CONFIG", "SET", "maxmemory", &limit.to_string()]);
+    let (sweep,): (Value,) = redis::pipe()
+        .atomic()
+        .cmd("RECLAIM.POLICY")
+        .arg("SET")
+        .arg("big")
+        .arg("g")
+        .arg("MIN-IDLE")
+        .arg(100)
+        .arg("MAX-DELIVERIES")
+        .arg(3)
+        .arg("DLQ")
+        .arg("big:dlq")
+        .arg("INTERVAL")
+        .arg(20)
+        .ignore()
+        .cmd("RECLAIM.SWEEP")
+        .arg("big")
+        .arg("g")
+        .query(&mut c)
+        .expect("MULTI RECLAIM.POLICY SET, RECLAIM.SWEEP");
+    let moved = int_field(&sweep, "dead-lettered");
+    // A move takes about 160 KB until the command ends (the DLQ entry, and the body kept for
+    // propagation): 768 KB hold 4 to 6. A check that counted the module's copies of a whole
+    // batch's bodies would have moved none.
+    assert!((3..N).contains(&moved), "{sweep:?}");
+    assert!(stat(&mut c, "big", "g", "oom-skips") >= N - moved);
+    assert!(status(&mut c, "big", "g").starts_with("oom"));
+    let (pel, dlq) = pel_and_dlq(&mut c, "big", "g", "big:dlq");
+    assert_partition(&pel, &dlq, &ids);
+    assert!(!pel.is_empty(), "moves wait for memory");
+    replica_acked(&mut c);
+    assert_eq!(pel_and_dlq(&mut rc, "big", "g", "big:dlq"), (pel, dlq));
+    healthy(&mut s, &mut c);
+
+    let _: () = q(&mut c, &["CONFIG", "SET", "maxmemory", "0"]);
+    let dlq = wait_for(10, "every entry moved", || {
+        let (pel, d) = pel_and_dlq(&mut c, "big", "g", "big:dlq");
+        pel.is_empty().then_some(d)
+    });
+    assert_partition(&[], &dlq, &ids);
+    assert_eq!(stat(&mut c, "big", "g", "dead-lettered"), N);
+    assert_eq!(status(&mut c, "big", "g"), "active");
+    replica_acked(&mut c);
+    assert_eq!(
+        pel_and_dlq(&mut rc, "big", "g", "big:dlq"),
+        (vec![], dlq.clone())
+    );
+    s.restart();
+    let mut c = s.conn();
+    assert_eq!(
+        pel_and_dlq(&mut c, "big", "g", "big:dlq"),
+        (vec![], dlq),
+        "the AOF holds what the primary kept"
+    );
+    healthy(&mut s, &mut c);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Keys and databases changed while sweeping
 // ---------------------------------------------------------------------------------------------

@@ -67,6 +67,7 @@ pub(super) fn sweep_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
         let us = t0.elapsed().as_micros() as i64;
         settle::after_step(ctx, &id, &p, &out, |rt| {
             rt.count_step(&out);
+            rt.note_oom_skips(&out);
             if out.pass_done {
                 rt.note_full_pass(std::mem::take(&mut tally), us, epoch_ms());
             }

@@ -6,9 +6,14 @@
 //! of each entry found deleted ([`Dlq::bury`]); after every append, the DLQ trims of `DLQ-MAXLEN`
 //! and `DLQ-MAXAGE` ([`Dlq::trim_dlq`]), never on a DLQ that is itself a policy's stream.
 //!
-//! Writes go through `RM_Call` with `!` (replicated) and `E` (errors as replies); the `XADD` also
-//! with `M` (refused when out of memory), and the server's live OOM state is checked before each
-//! append. What work did is settled afterwards ([`crate::engine::settle`]).
+//! Dead letters are appended with `RM_StreamAdd` and propagated with `RM_Replicate`
+//! ([`Appender`]); the other writes (`XACK`, `XTRIM`, tombstones' `XADD`) go through `RM_Call`
+//! with `!` (replicated) and `E` (errors as replies), the tombstones' `XADD` also with `M`.
+//! `RM_StreamAdd` does not check `maxmemory`, and `M` reads a state taken before the command (or
+//! before the timer, stale): the server's live OOM state is checked before each append, as `XADD`
+//! would be refused with `-OOM`, with at most [`READ_AHEAD_BYTES`] of the module's own copies of
+//! the next entries' fields held ([`Bodies`]). What work did is settled afterwards
+//! ([`crate::engine::settle`]).
 
 use std::cell::Cell;
 
@@ -141,6 +146,55 @@ impl<'a> Appender<'a> {
     }
 }
 
+/// Bytes of entry fields a batch of moves copies out ahead of the move in progress: the live OOM
+/// check before each move sees at most this much of the module's own copies of entries not yet
+/// moved (the entry being moved is copied after its check), so a move is refused only when
+/// `XADD` would refuse it, whatever the batch. A run of small entries is still read in one walk.
+const READ_AHEAD_BYTES: usize = 16 * 1024;
+
+/// At most this many entries are read in one walk of [`Bodies`].
+const READ_AHEAD_ENTRIES: usize = 64;
+
+/// The stream entries' fields a batch of dead-letter moves appends, read as the moves go
+/// ([`Key::read_entries_upto`]): each read starts at the entry about to move and takes the
+/// entries after it, up to [`READ_AHEAD_BYTES`] of fields.
+struct Bodies<'a> {
+    ctx: &'a Context,
+    stream: RedisString,
+    /// Entries read and not taken yet (`None`: gone from the stream, or already taken).
+    read: std::collections::HashMap<StreamId, Option<Fields>>,
+}
+
+impl<'a> Bodies<'a> {
+    fn new(ctx: &'a Context, stream: &[u8]) -> Self {
+        Bodies {
+            ctx,
+            stream: RedisString::create_from_slice(ctx.ctx, stream),
+            read: std::collections::HashMap::new(),
+        }
+    }
+
+    /// The fields of `rest[0]` (`None`: gone from the stream, or an ID it already gave), read
+    /// with the entries of `rest` after it, in one walk, when not read yet.
+    fn take(&mut self, rest: &[Pending]) -> Option<Fields> {
+        let id = planner::parse_id(&rest.first()?.id)?;
+        if !self.read.contains_key(&id) {
+            let mut ids: Vec<StreamId> = rest
+                .iter()
+                .filter_map(|e| planner::parse_id(&e.id))
+                .filter(|i| *i >= id && !self.read.contains_key(i))
+                .take(READ_AHEAD_ENTRIES)
+                .collect();
+            ids.sort_unstable();
+            ids.dedup();
+            let key = Key::open(self.ctx, &self.stream, false);
+            let got = key.read_entries_upto(&ids, READ_AHEAD_BYTES);
+            self.read.extend(ids.into_iter().zip(got));
+        }
+        self.read.get_mut(&id).and_then(Option::take)
+    }
+}
+
 /// The DLQ of a policy as work on one (stream, group) writes to it: the database selected in
 /// `ctx`, the stream and group, the policy, and the dead-letters the `STORM` breaker allows.
 pub struct Dlq<'a> {
@@ -198,26 +252,28 @@ impl<'a> Dlq<'a> {
         let Some(dlq) = self.policy.dlq.as_deref() else {
             return Ok(());
         };
-        // Every entry's fields, read in one walk of the stream.
-        let bodies = self.read_bodies(entries);
+        // The entries' fields, read as the moves go (runs of small entries in one walk).
+        let mut bodies = Bodies::new(self.ctx, self.stream);
         let dname = RedisString::create_from_slice(self.ctx.ctx, dlq);
         let appender = Appender::new(self, &dname, reason);
         let mut moved: Vec<&[u8]> = Vec::with_capacity(entries.len());
         let mut gone: Vec<&Pending> = Vec::new();
         let mut failure = None;
-        for (k, (e, fields)) in entries.iter().zip(bodies).enumerate() {
+        for (k, e) in entries.iter().enumerate() {
             if self.dead_letters.get() == 0 {
                 failure = Some(Stop::Storm);
                 break;
             }
-            // Before copying the body: a large entry could itself push memory over the limit.
-            // Every move of the batch not done counts as skipped.
+            // What XADD would refuse (`-OOM`): RM_StreamAdd does not check. Live, before the
+            // body is copied (a large entry could itself push memory over the limit), with at
+            // most READ_AHEAD_BYTES of the module's copies of the next entries held. Every move
+            // of the batch not done counts as skipped.
             if self.out_of_memory() {
                 out.oom_skips += (entries.len() - k) as u64;
                 failure = Some(Stop::Oom);
                 break;
             }
-            let Some(fields) = fields else {
+            let Some(fields) = bodies.take(&entries[k..]) else {
                 gone.push(e);
                 continue;
             };
@@ -254,28 +310,6 @@ impl<'a> Dlq<'a> {
             (Some(f), _) | (None, Err(f)) => Err(f),
             (None, Ok(())) => Ok(()),
         }
-    }
-
-    /// The fields of each of `entries` (`None`: gone from the stream), in their order, read in
-    /// one walk of the stream ([`Key::read_entries`]).
-    fn read_bodies(&self, entries: &[Pending]) -> Vec<Option<Fields>> {
-        let mut ids: Vec<StreamId> = entries
-            .iter()
-            .filter_map(|e| planner::parse_id(&e.id))
-            .collect();
-        ids.sort_unstable();
-        ids.dedup();
-        let sname = RedisString::create_from_slice(self.ctx.ctx, self.stream);
-        let read = Key::open(self.ctx, &sname, false).read_entries(&ids);
-        let mut by_id: std::collections::HashMap<StreamId, Fields> = ids
-            .into_iter()
-            .zip(read)
-            .filter_map(|(i, f)| f.map(|f| (i, f)))
-            .collect();
-        entries
-            .iter()
-            .map(|e| planner::parse_id(&e.id).and_then(|i| by_id.remove(&i)))
-            .collect()
     }
 
     /// With `TOMBSTONES yes`, takes out of `entries` those whose stream entry is gone and gives

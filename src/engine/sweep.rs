@@ -7,17 +7,18 @@
 //!   delivery), without copying entry bodies; XCLAIM re-checks idle >= min-idle itself and, since
 //!   Redis 7.0, drops from the PEL the entries that were deleted from the stream (they are counted
 //!   as `deleted`);
-//! - dead-letters one entry at a time: `XRANGE key id id` (gone -> `XACK`, counted as `deleted`),
-//!   then `XADD dlq * fields... reclaim-*` and, only if the XADD succeeded, `XACK key group id`;
+//! - dead-letters a batch ([`Dlq::dead_letter`]): each entry's fields read from the stream (gone ->
+//!   `XACK`, counted as `deleted`), appended to the DLQ with the `reclaim-*` fields, then one
+//!   `XACK` of exactly the entries appended;
 //! - with `TOMBSTONES yes`, gives each entry found deleted a DLQ record (`reclaim-reason
 //!   deleted`, no payload) before its `XACK` (`Dlq::bury`);
 //! - after appending to the DLQ, trims it as `DLQ-MAXLEN` / `DLQ-MAXAGE` ask (`XTRIM dlq MAXLEN|MINID
 //!   ~ ...`, `Dlq::trim_dlq`), and by `DLQ-MAXAGE` at the end of a pass too
 //!   (`Dlq::trim_dlq_by_age`), counting what `XTRIM` removed.
 //!
-//! Every write goes through `RM_Call` with `!` (replicate) and `E` (errors as replies); the XADD
-//! also with `M` (refused when out of memory), and the server's live OOM state is checked before
-//! each move. All writes of one timer callback or one command reach the AOF and replicas in one
+//! Every write goes through `RM_Call` with `!` (replicate) and `E` (errors as replies), but the
+//! dead letters' appends (`RM_StreamAdd` with `RM_Replicate`, [`Dlq::dead_letter`]); the server's
+//! live OOM state is checked before each dead-letter move. All writes of one timer callback or one command reach the AOF and replicas in one
 //! MULTI/EXEC (Redis 7.0+, PR #9890), so a DLQ append is never separated from its XACK.
 //! Time is checked between batches: a step stops early at `deadline` and resumes from its cursor.
 //!

@@ -104,6 +104,14 @@ impl Key {
     /// at most [`MAX_STEP_OVER`] entries between two asked for (else a new walk starts at the
     /// next one): a run of neighbouring entries costs one seek, not one each.
     pub fn read_entries(&self, ids: &[StreamId]) -> Vec<Option<Fields>> {
+        self.read_entries_upto(ids, usize::MAX)
+    }
+
+    /// [`Key::read_entries`] of the first entries of `ids` only, with at most `max_bytes` of
+    /// fields and values copied out (their lengths): the first entry is read whatever its size;
+    /// the walk stops before an entry that would take the total past `max_bytes` (its copy is
+    /// dropped at once). Returns the entries read, a prefix of `ids`.
+    pub fn read_entries_upto(&self, ids: &[StreamId], max_bytes: usize) -> Vec<Option<Fields>> {
         let mut out: Vec<Option<Fields>> = Vec::with_capacity(ids.len());
         if self.kind() != KeyKind::Stream {
             out.resize_with(ids.len(), || None);
@@ -112,6 +120,7 @@ impl Key {
         let Some(&last) = ids.last() else {
             return out;
         };
+        let mut copied: Option<usize> = None;
         while out.len() < ids.len() {
             let from = ids[out.len()];
             let mut start = raw::RedisModuleStreamID {
@@ -129,15 +138,25 @@ impl Key {
                 out.resize_with(ids.len(), || None);
                 break;
             }
-            self.walk(ids, &mut out);
+            let full = self.walk(ids, &mut out, (&mut copied, max_bytes));
             unsafe { raw::RedisModule_StreamIteratorStop.unwrap()(self.ptr) };
+            if full {
+                break;
+            }
         }
         out
     }
 
     /// One walk of the iterator started at `ids[out.len()]`: fills `out` until the walk ends
-    /// (the range is done: the rest is not in the stream) or steps over too many entries.
-    fn walk(&self, ids: &[StreamId], out: &mut Vec<Option<Fields>>) {
+    /// (the range is done: the rest is not in the stream) or steps over too many entries; or
+    /// until the next entry's fields would take the bytes `copied` so far (`None`: no entry read
+    /// yet) past `max_bytes`: then `true`, that entry not read.
+    fn walk(
+        &self,
+        ids: &[StreamId],
+        out: &mut Vec<Option<Fields>>,
+        (copied, max_bytes): (&mut Option<usize>, usize),
+    ) -> bool {
         let mut stepped = 0;
         loop {
             let mut id = raw::RedisModuleStreamID { ms: 0, seq: 0 };
@@ -147,25 +166,32 @@ impl Key {
             };
             if ok != raw::REDISMODULE_OK as c_int {
                 out.resize_with(ids.len(), || None);
-                return;
+                return false;
             }
             let got = (id.ms, id.seq);
             while out.len() < ids.len() && ids[out.len()] < got {
                 out.push(None);
             }
             if out.len() == ids.len() {
-                return;
+                return false;
             }
             if ids[out.len()] != got {
                 stepped += 1;
                 if stepped > MAX_STEP_OVER {
-                    return;
+                    return false;
                 }
                 self.skip_fields();
                 continue;
             }
             stepped = 0;
-            out.push(Some(self.fields(n)));
+            let f = self.fields(n);
+            let size: usize = f.iter().map(|x| x.as_slice().len()).sum();
+            let total = copied.unwrap_or(0).saturating_add(size);
+            if copied.is_some() && total > max_bytes {
+                return true;
+            }
+            *copied = Some(total);
+            out.push(Some(f));
         }
     }
 

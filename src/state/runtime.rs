@@ -203,6 +203,9 @@ pub struct Pass {
     pub horizon: Horizon,
     /// A stale or over-delivered entry was left pending (DLQ of the wrong type, out of memory).
     pub left_some: bool,
+    /// A dead-letter move (or tombstone) was skipped for memory in this pass: it waits for the
+    /// next one ([`Runtime::problem_after`]).
+    pub oom_skipped: bool,
     /// The entries the pass read so far (consumer checks left out), for [`Health`].
     pub tally: Tally,
 }
@@ -243,7 +246,8 @@ pub struct Runtime {
     entry_ns: u64,
     /// Counters since load.
     counters: Counters,
-    /// What the last step found wrong, for `RECLAIM.STATS` (`None` = nothing).
+    /// What the last step found wrong, for `RECLAIM.STATS` (`None` = nothing); `oom` stays while
+    /// moves skipped for memory wait ([`Runtime::problem_after`]).
     problem: Option<Stop>,
     /// Bumped by every client command that may set an older idle time (`XCLAIM ... IDLE/TIME`)
     /// and whenever the PEL may be a new one ([`Runtime::touch`], [`Runtime::forget_learnt`]).
@@ -1074,6 +1078,7 @@ impl Runtime {
             lookahead_ms: lookahead,
             horizon: Horizon::new(wall, threshold),
             left_some: false,
+            oom_skipped: false,
             tally: Tally::default(),
         });
     }
@@ -1114,6 +1119,31 @@ impl Runtime {
         }
     }
 
+    /// The policy's trouble after a step that reported `out` and went on (or stopped at its
+    /// deadline): the step's own; else `oom` stays while dead-letter moves skipped for memory
+    /// wait, until a step dead-letters again (skipping none: it had no problem) or a pass ends
+    /// that skipped none (`pass_skipped`: the pass in progress, this step included, skipped one).
+    /// A step with nothing to move (a consumer check, a window of fresh entries, the last step
+    /// of a pass finding nothing more) does not clear it.
+    fn problem_after(&self, out: &Outcome, pass_skipped: bool) -> Option<Stop> {
+        if out.problem.is_some() {
+            return out.problem.clone();
+        }
+        let waiting = self.problem == Some(Stop::Oom)
+            && out.dead_lettered == 0
+            && (pass_skipped || !out.pass_done);
+        waiting.then_some(Stop::Oom)
+    }
+
+    /// A manual step (`RECLAIM.SWEEP`) skipped dead-letter moves for memory: they wait, and
+    /// the policy says `oom` until the timer's steps move again ([`Runtime::problem_after`]).
+    pub fn note_oom_skips(&mut self, out: &Outcome) {
+        let skipped = out.oom_skips > 0 || out.problem == Some(Stop::Oom);
+        if skipped && matches!(self.problem, None | Some(Stop::Oom)) {
+            self.problem = Some(Stop::Oom);
+        }
+    }
+
     /// A pass that ends early (no stream, no group, an error): what it took to check is unchecked
     /// again, and nothing it saw is trusted.
     fn abort_pass(&mut self) {
@@ -1146,6 +1176,7 @@ impl Runtime {
             p.horizon.fresh.merge(&out.fresh);
             p.tally.merge(&out.tally);
             p.left_some |= out.problem.is_some() || out.oom_skips > 0;
+            p.oom_skipped |= out.oom_skips > 0 || out.problem == Some(Stop::Oom);
             // A scan copying out too many fresh entries stops looking ahead for the rest of the
             // pass.
             let cap = planner::WATCH_PAGES.saturating_mul(policy.count.max(1) as u64);
@@ -1154,9 +1185,10 @@ impl Runtime {
             }
         }
         let later = now.saturating_add(policy.interval_ms as u64);
+        let pass_skipped = self.pass.as_ref().is_some_and(|p| p.oom_skipped);
         match &out.stop {
             Some(Stop::Deadline) => {
-                self.problem = out.problem.clone();
+                self.problem = self.problem_after(out, pass_skipped);
                 self.due_ms = now;
             }
             Some(s) => {
@@ -1167,7 +1199,7 @@ impl Runtime {
                 self.due_ms = later;
             }
             None => {
-                self.problem = out.problem.clone();
+                self.problem = self.problem_after(out, pass_skipped);
                 if out.pass_done {
                     self.counters.add(Stat::Passes, 1);
                     self.counters.last_pass_ms = wall;
@@ -1381,6 +1413,68 @@ mod tests {
         // Only a missing stream or group is a wait.
         rt.wait_for(Stop::Oom);
         assert_eq!(rt.waiting_notice(), None);
+    }
+
+    #[test]
+    fn oom_stays_while_moves_skipped_for_memory_wait() {
+        let p = Policy {
+            max_deliveries: 3,
+            dlq: Some(b"d".to_vec()),
+            ..Policy::default()
+        };
+        let skipped = Outcome {
+            problem: Some(Stop::Oom),
+            oom_skips: 16,
+            examined: 16,
+            stop: Some(Stop::Deadline),
+            ..Outcome::default()
+        };
+        let nothing_more = Outcome {
+            pass_done: true,
+            ..Outcome::default()
+        };
+        let fresh = Outcome {
+            examined: 5,
+            ..Outcome::default()
+        };
+        let moved = Outcome {
+            examined: 2,
+            dead_lettered: 2,
+            ..Outcome::default()
+        };
+        let mut rt = Runtime::new(0);
+        rt.start_pass(&p, 0);
+        rt.apply(&skipped, 1, &p, 0, 0);
+        assert_eq!(rt.state(), "oom");
+        // The last step of the pass finds nothing more: the skipped moves still wait.
+        rt.apply(&nothing_more, 1, &p, 0, 0);
+        assert!(rt.pass.is_none());
+        assert_eq!(rt.state(), "oom");
+        // The next pass: steps with nothing to move keep it; one that dead-letters clears it.
+        rt.start_pass(&p, 0);
+        rt.apply(&fresh, 1, &p, 0, 0);
+        assert_eq!(rt.state(), "oom");
+        rt.apply(&moved, 1, &p, 0, 0);
+        assert_eq!(rt.state(), "active");
+        // Skipped again; a whole pass that skipped none (and moved none) clears it at its end.
+        rt.apply(&skipped, 1, &p, 0, 0);
+        rt.apply(&nothing_more, 1, &p, 0, 0);
+        assert_eq!(rt.state(), "oom");
+        rt.start_pass(&p, 0);
+        rt.apply(&nothing_more, 1, &p, 0, 0);
+        assert_eq!(rt.state(), "active");
+        // RECLAIM.SWEEP's skipped moves say so too, and do not hide another problem.
+        rt.note_oom_skips(&Outcome {
+            oom_skips: 3,
+            ..Outcome::default()
+        });
+        assert_eq!(rt.state(), "oom");
+        rt.wait_for(Stop::NoGroup);
+        rt.note_oom_skips(&Outcome {
+            oom_skips: 3,
+            ..Outcome::default()
+        });
+        assert_eq!(rt.problem(), Some(&Stop::NoGroup));
     }
 
     #[test]
