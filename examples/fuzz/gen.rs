@@ -200,13 +200,12 @@ fn w(parts: &[&str]) -> Vec<Vec<u8>> {
 /// What the generator may draw.
 #[derive(Debug, Clone, Copy)]
 pub struct Options {
-    /// Also draw what is known to fail today and tracked elsewhere: history reads
-    /// (`XREADGROUP ... 0`, counts raised on the primary only, Redis's own), a policy value
-    /// moved onto the policy key of its own DLQ (issue 20).
+    /// Also draw what is known to differ today, the servers' own: history reads (`XREADGROUP
+    /// ... 0`, counts raised on the primary only), and `COPY ... DB` on Valkey 8.1 (below).
     pub known: bool,
     /// Draw `COPY ... DB n`. Off on Valkey 8.1 unless `known`: there the AOF loader goes on in
     /// the destination database after it (valkey-io/valkey#1819, fixed by #4024; the module
-    /// cannot see the loader's database, see src/caller_db.rs).
+    /// cannot see the loader's database, see src/server/caller_db.rs).
     pub copy_db: bool,
     /// Eviction under load: values of a few KB, and one operation in ten sets `maxmemory` to
     /// 1-3 MB with `allkeys-lru` (or back to none), so the primary evicts keys while the timer,
@@ -351,14 +350,15 @@ impl<'a> Gen<'a> {
             22 => w(&["COPY", &a, &b, "REPLACE"]),
             23 => w(&["MOVE", &a, &self.db()]),
             24 if self.opts.known => w(&["XREADGROUP", "GROUP", &g, &c, "STREAMS", &s, "0"]),
-            25 if self.opts.known => self.onto_dlq_policy_key(&s),
+            25 => self.onto_dlq_policy_key(&s),
             _ => w(&["EXPIRE", &a, "100000"]),
         }
     }
 
     /// `RENAME` or `COPY` of a policy value onto the policy key of a DLQ: when that is its own
-    /// DLQ, the policy dead-letters into its own stream, and the module refuses to load it
-    /// (issue 20).
+    /// DLQ, the policy would dead-letter into its own stream; the module keeps it, invalid and
+    /// inert, through every load (issue 20: a load refused it before, the 7.0.15 drift of issue
+    /// 24).
     fn onto_dlq_policy_key(&mut self, s: &str) -> Vec<Vec<u8>> {
         let d = policy_key(DLQS[self.rng.below(2) as usize]);
         let how = if self.rng.chance(50) {
@@ -371,7 +371,9 @@ impl<'a> Gen<'a> {
 
     fn policy_set(&mut self, s: &str, g: &str) -> Vec<Vec<u8>> {
         let mut x = w(&["RECLAIM.POLICY", "SET", s, g]);
-        let dlq = if self.opts.known && self.rng.chance(10) {
+        // Now and then another policy's stream: a RENAME or COPY between policy keys may then
+        // leave a policy whose DLQ is its own stream (invalid, kept).
+        let dlq = if self.rng.chance(10) {
             self.stream()
         } else {
             self.rng.pick(&DLQS)
@@ -665,7 +667,7 @@ impl<'a> Gen<'a> {
     }
 
     fn one(&mut self) -> Op {
-        if self.opts.known && self.rng.chance(2) {
+        if self.rng.chance(2) {
             let s = self.stream();
             return Op::Cmd(self.onto_dlq_policy_key(s));
         }
@@ -699,9 +701,7 @@ impl<'a> Gen<'a> {
                 } else {
                     let names = module_names();
                     let mut dsts = names.clone();
-                    if self.opts.known {
-                        dsts.extend(DLQS.iter().map(|d| policy_key(d)));
-                    }
+                    dsts.extend(DLQS.iter().map(|d| policy_key(d)));
                     (self.rng.pick(&names).clone(), self.rng.pick(&dsts).clone())
                 };
                 Op::DumpRestore {
