@@ -32,9 +32,10 @@ static ALLOCATOR: ffi::alloc::CountingAlloc = ffi::alloc::CountingAlloc;
 
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
     if let Some(f) = ffi::missing_api() {
-        ctx.log_warning(&format!(
-            "reclaim: this server lacks {f}; redis-reclaim needs Redis 7.0 or later"
-        ));
+        crate::ffi::warn(
+            ctx,
+            &format!("reclaim: this server lacks {f}; redis-reclaim needs Redis 7.0 or later"),
+        );
         return Status::Err;
     }
     // Loadmodule arguments: `name value` pairs of known configs, nothing else.
@@ -45,18 +46,24 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     for pair in args.chunks(2) {
         let name = pair[0].as_slice();
         if !state::config::names().any(|c| c.as_bytes() == name) {
-            ctx.log_warning(&format!(
-                "reclaim: unknown module argument '{}' (known: {})",
-                crate::model::text::printable(name),
-                known()
-            ));
+            crate::ffi::warn(
+                ctx,
+                &format!(
+                    "reclaim: unknown module argument '{}' (known: {})",
+                    crate::model::text::printable(name),
+                    known()
+                ),
+            );
             return Status::Err;
         }
         if pair.len() < 2 {
-            ctx.log_warning(&format!(
-                "reclaim: module argument '{}' needs a value",
-                crate::model::text::printable(name)
-            ));
+            crate::ffi::warn(
+                ctx,
+                &format!(
+                    "reclaim: module argument '{}' needs a value",
+                    crate::model::text::printable(name)
+                ),
+            );
             return Status::Err;
         }
     }
@@ -66,10 +73,10 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
             .find(|p| p[0].as_slice() == c.name.as_bytes())
             .and_then(|p| p.get(1));
         if v.is_some_and(|v| v.as_slice() != b"yes" && v.as_slice() != b"no") {
-            ctx.log_warning(&format!(
-                "reclaim: module argument {} must be yes or no",
-                c.name
-            ));
+            crate::ffi::warn(
+                ctx,
+                &format!("reclaim: module argument {} must be yes or no", c.name),
+            );
             return Status::Err;
         }
     }
@@ -77,10 +84,13 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     for c in &state::config::NUMERIC {
         let v = c.var.load(std::sync::atomic::Ordering::Relaxed);
         if !(c.min..=c.max).contains(&v) {
-            ctx.log_warning(&format!(
-                "reclaim: {} {v} is out of range ({}..{})",
-                c.name, c.min, c.max
-            ));
+            crate::ffi::warn(
+                ctx,
+                &format!(
+                    "reclaim: {} {v} is out of range ({}..{})",
+                    c.name, c.min, c.max
+                ),
+            );
             return Status::Err;
         }
     }
@@ -138,13 +148,16 @@ fn subscribe(ctx: &Context) -> bool {
             Some(server::events::on_keyspace_event),
         ) != ok
         {
-            ctx.log_warning("reclaim: cannot subscribe to keyspace events");
+            crate::ffi::warn(ctx, "reclaim: cannot subscribe to keyspace events");
             return false;
         }
         for (id, cb) in server_events {
             let ev = raw::RedisModuleEvent { id, dataver: 1 };
             if raw::RedisModule_SubscribeToServerEvent.unwrap()(ctx.ctx, ev, cb) != ok {
-                ctx.log_warning(&format!("reclaim: cannot subscribe to server event {id}"));
+                crate::ffi::warn(
+                    ctx,
+                    &format!("reclaim: cannot subscribe to server event {id}"),
+                );
                 return false;
             }
         }
@@ -155,7 +168,7 @@ fn subscribe(ctx: &Context) -> bool {
             raw::REDISMODULE_CMDFILTER_NOSELF as c_int,
         );
         if filter.is_null() {
-            ctx.log_warning("reclaim: could not register the command filter");
+            crate::ffi::warn(ctx, "reclaim: could not register the command filter");
             return false;
         }
     }
@@ -224,10 +237,13 @@ pub unsafe extern "C" fn RedisModule_OnLoad(
         let default = match get_i64_default_config_value(&args, c.name, c.default) {
             Ok(v) => v,
             Err(e) => {
-                context.log_warning(&format!(
-                    "reclaim: module argument {} must be an integer ({e})",
-                    c.name
-                ));
+                crate::ffi::warn(
+                    &context,
+                    &format!(
+                        "reclaim: module argument {} must be an integer ({e})",
+                        c.name
+                    ),
+                );
                 return err;
             }
         };

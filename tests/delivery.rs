@@ -607,10 +607,61 @@ fn a_reader_that_may_not_write_the_dlq_is_refused_and_nothing_changes() {
         &mut w,
         cmd("RECLAIM.READGROUP").arg(&["GROUP", "workers", "w", "STREAMS", "acl", ">"]),
     );
-    assert_eq!(
-        e,
-        "NOPERM this user has no permissions to write the policy's DLQ key"
-    );
+    assert_eq!(e, NOPERM_DLQ);
     assert_eq!(owners(&mut c, "acl", "workers"), before);
     assert_eq!(xlen(&mut c, "acl:dlq"), 0);
+}
+
+/// A backlog of 50,000 stale entries of a consumer that died drains through one worker reading
+/// `COUNT 100 BLOCK 5000` without a pause: no call returns nil, and none waits (the module counts
+/// the reads that found nothing and blocked in `reclaim_reads_blocked`). Every entry comes once,
+/// as its second delivery.
+#[test]
+fn a_backlog_drains_without_an_empty_read_or_a_wait() {
+    const N: usize = 50_000;
+    let s = Server::new();
+    let mut c = s.conn();
+    create_group(&mut c, b"big", b"g");
+    let mut p = redis::pipe();
+    for i in 0..N {
+        p.cmd("XADD").arg("big").arg("*").arg("n").arg(i).ignore();
+    }
+    let _: () = p.query(&mut c).unwrap();
+    read_group(&mut c, b"big", b"g", b"dead");
+    set_policy_opts(&mut c, "big", "g", "MIN-IDLE 1000");
+    // One XREADGROUP delivered them all at once: once one is stale, every one is.
+    wait_for(20, "the backlog to turn stale", || {
+        let v: Vec<Value> = q(
+            &mut c,
+            &["XPENDING", "big", "g", "IDLE", "1000", "-", "+", "1"],
+        );
+        (!v.is_empty()).then_some(())
+    });
+    let blocked = reclaim_info(&mut c, "reads_blocked");
+    let mut seen = std::collections::HashSet::new();
+    let mut calls = 0;
+    while seen.len() < N {
+        let got = readgroup(&mut c, "big", "g", "w", 100, Some(5000));
+        calls += 1;
+        assert!(
+            !got.is_empty(),
+            "call {calls} returned nil after {} entries",
+            seen.len()
+        );
+        for (id, _) in got {
+            assert!(seen.insert(id.clone()), "{id} handed over twice");
+        }
+    }
+    assert_eq!(
+        reclaim_info(&mut c, "reads_blocked"),
+        blocked,
+        "a read waited"
+    );
+    // Every entry is the worker's now, delivered twice.
+    let summary: Vec<Value> = q(&mut c, &["XPENDING", "big", "g"]);
+    assert_eq!(summary[0], Value::Int(N as i64));
+    let twice: Vec<Value> = q(&mut c, &["XPENDING", "big", "g", "-", "+", "10", "w"]);
+    for e in twice {
+        assert_eq!(items(&e)[3], Value::Int(2), "{e:?}");
+    }
 }

@@ -449,6 +449,7 @@ fn import_checks_each_policys_keys_against_the_users_acl() {
                 "nopass",
                 "~orders*",
                 "+reclaim.policy",
+                "+@stream",
             ][..],
         )
         .query(&mut c)
@@ -459,11 +460,11 @@ fn import_checks_each_policys_keys_against_the_users_acl() {
     for (bad, want) in [
         (
             r#"{"key": "payments", "group": "g"}"#,
-            "NOPERM policies[1] (key 'payments', group 'g'), field 'key': this user has no permissions to write the stream key",
+            "NOPERM policies[1] (key 'payments', group 'g'), field 'key': this user has no permissions to run XCLAIM on the stream key",
         ),
         (
             r#"{"key": "orders2", "group": "g", "max-deliveries": 1, "dlq": "dead"}"#,
-            "NOPERM policies[1] (key 'orders2', group 'g'), field 'dlq': this user has no permissions to write the DLQ key",
+            "NOPERM policies[1] (key 'orders2', group 'g'), field 'dlq': this user has no permissions to run XADD on the DLQ key",
         ),
     ] {
         let doc = format!(r#"{{"version": 1, "policies": [{ok}, {bad}]}}"#);

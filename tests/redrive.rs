@@ -577,7 +577,7 @@ fn without_source_the_caller_must_write_every_stream_of_the_dlq() {
             &all[2][0],
         ],
     );
-    let noperm = "NOPERM this user has no permissions to write the streams of the policies that use this DLQ (use SOURCE key group)";
+    let noperm = "NOPERM this user has no permissions to run XCLAIM on the streams of the policies that use this DLQ (use SOURCE key group)";
     for (user, keys) in [
         ("dlqonly", vec!["~dlq*"]),
         ("one", vec!["~dlq*", "~s1"]),
@@ -696,7 +696,7 @@ fn each_step_checks_the_starting_users_permissions() {
     }
     let log = s.log();
     for why in [
-        "RECLAIM.REDRIVE of 'dlq:shared' stopped (denied): user 'ops' may not write the stream 's2' an entry goes back to",
+        "RECLAIM.REDRIVE of 'dlq:shared' stopped (denied): user 'ops' may not run XCLAIM on the stream 's2' an entry goes back to",
         "RECLAIM.REDRIVE of 'dlq:three' stopped (denied): user 'gone' is gone from this server",
         "RECLAIM.REDRIVE of 'dlq:4' stopped (denied): user 'eve' is off",
         "RECLAIM.REDRIVE of 'dlq:5' stopped (denied): user 'eve' may no longer run RECLAIM.REDRIVE on the DLQ",

@@ -15,7 +15,7 @@ const RAISE: &str = include_str!("lua/raise.lua");
 pub const MANY: &str = include_str!("lua/many.lua");
 /// Method (4): one batch of the dead-letter move as a Lua script. KEYS: stream, dlq. ARGV: group,
 /// consumer, min-idle, cursor, count. Returns {next cursor, moved}.
-pub const LUA_DLQ: &str = include_str!("lua/dlq.lua");
+pub const LUA_DLQ: &str = include_str!("lua/dlq_best.lua");
 
 pub fn load_script(con: &mut Connection, body: &str) -> Res<String> {
     Ok(cmd("SCRIPT").arg("LOAD").arg(body).query(con)?)

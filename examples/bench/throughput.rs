@@ -58,10 +58,12 @@ impl Run {
         self.entries as f64 / self.wall.as_secs_f64().max(1e-9)
     }
 
-    /// The figure the comparisons use: server time for (5), wall time otherwise.
+    /// The figure the comparisons use: server time for (4) and (5), wall time otherwise.
     pub fn rate(&self) -> f64 {
         match self.server_us {
-            Some(us) if self.tag.starts_with('5') => self.entries as f64 / (us as f64 / 1e6),
+            Some(us) if self.tag.starts_with('5') || self.tag == "4" => {
+                self.entries as f64 / (us as f64 / 1e6)
+            }
             _ => self.wall_rate(),
         }
     }
@@ -237,35 +239,41 @@ pub fn m3_client_dlq(con: &mut Connection, key: &str, group: &str, dlq: &str) ->
     Ok(r)
 }
 
-/// (4) The dead-letter move server-side in Lua: one EVALSHA per batch of 100.
+/// (4) The dead-letter move server-side in Lua, the best script a client can send
+/// (lua/dlq_best.lua: XPENDING IDLE, one XRANGE over the batch, XADD each, one XACK), one EVALSHA
+/// per batch of 100; its server time from `INFO commandstats`.
 pub fn m4_lua_dlq(con: &mut Connection, key: &str, group: &str, dlq: &str) -> Res<Run> {
     let mut r = Run::new(
         "4",
-        "(4) Lua: one script per batch of 100 (XAUTOCLAIM + XPENDING + XADD + XACK)",
+        "(4) Lua: one script per batch of 100 (XPENDING IDLE + XRANGE + XADD + XACK), server time",
         Kind::DeadLetter,
     );
     let sha = load_script(con, LUA_DLQ)?;
     let t0 = Instant::now();
-    let mut cursor = "0-0".to_string();
-    loop {
-        let (next, moved): (String, i64) = cmd("EVALSHA")
+    let (mut trips, mut moved_all) = (0u64, 0u64);
+    let us = server_time(con, "evalsha", |con| loop {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        let moved: i64 = cmd("EVALSHA")
             .arg(&sha)
             .arg(2)
             .arg(key)
             .arg(dlq)
             .arg(group)
-            .arg(WORKER)
             .arg(CLIENT_MIN_IDLE)
-            .arg(&cursor)
             .arg(100)
+            .arg(now.to_string())
             .query(con)?;
-        r.round_trips += 1;
-        r.entries += moved as u64;
-        cursor = next;
-        if cursor == "0-0" {
-            break;
+        trips += 1;
+        moved_all += moved as u64;
+        if moved == 0 {
+            return Ok(());
         }
-    }
+    })?;
+    r.round_trips = trips;
+    r.entries = moved_all;
+    r.server_us = Some(us);
     r.wall = t0.elapsed();
     Ok(r)
 }

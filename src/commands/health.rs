@@ -10,7 +10,9 @@ use redis_module::{CallReply, CallResult, Context, RedisString};
 
 use crate::engine::pending;
 use crate::ffi;
+use crate::ffi::acl::Caller;
 use crate::ffi::command::{CmdResult, Reply};
+use crate::model::access;
 use crate::model::clock::epoch_ms;
 use crate::model::error::{self, ReclaimError};
 use crate::model::metrics::Stat;
@@ -73,11 +75,15 @@ fn live(ctx: &Context, stream: &[u8], group: &[u8], p: &Policy, now: i64) -> Rep
     ])
 }
 
-/// `XLEN dlq`, nil without a DLQ (or when it is not a stream).
-fn dlq_length(ctx: &Context, dlq: Option<&[u8]>) -> Reply {
+/// `XLEN dlq`, nil without a DLQ, when it is not a stream, or when the caller may not read its
+/// length ([`access::dlq_length`]).
+fn dlq_length(ctx: &Context, caller: &Caller, dlq: Option<&[u8]>) -> Reply {
     let Some(d) = dlq else {
         return Reply::Null;
     };
+    if !caller.may(ctx, &access::dlq_length(d)) {
+        return Reply::Null;
+    }
     let r: CallResult = ctx.call_ext("XLEN", &ffi::read_opts(), &[d][..]);
     match r {
         Ok(CallReply::I64(n)) => Reply::Int(n.to_i64()),
@@ -136,11 +142,14 @@ fn deliveries(rt: &Runtime) -> Reply {
 /// `RECLAIM.HEALTH key group` -> map `now-ms`, `live` (read now), `last-pass` (the PEL at the
 /// end of the last complete pass), `pel-sizes` and `pel-change` (the last passes), `deliveries`
 /// (the histogram of the last full pass or scan), `dead-letters` (counted as they happen).
-/// docs/commands.md has every field. Errors: no policy (as `RECLAIM.STATS`); WRONGTYPE when the
-/// key holds something other than a stream (as `RECLAIM.SIMULATE` and `RECLAIM.SWEEP`: `live`
-/// cannot be read).
+/// docs/commands.md has every field. Errors: NOPERM when the caller may not read the group's PEL
+/// ([`access::read_pel`]); no policy (as `RECLAIM.STATS`); WRONGTYPE when the key holds
+/// something other than a stream (as `RECLAIM.SIMULATE` and `RECLAIM.SWEEP`: `live` cannot be
+/// read).
 pub fn health_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let (stream, group) = (args[1].as_slice(), args[2].as_slice());
+    let caller = Caller::of(ctx);
+    caller.check(ctx, &[access::read_pel(stream, group)])?;
     let p = store::get(ctx, stream, group).ok_or(ReclaimError::Static(error::NO_POLICY))?;
     if crate::engine::guards::is_non_stream(ctx, stream) {
         return Err(error::WRONGTYPE_STREAM.into());
@@ -195,7 +204,7 @@ pub fn health_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
         (
             "dead-letters",
             Reply::Map(vec![
-                ("dlq-length", dlq_length(ctx, p.dlq.as_deref())),
+                ("dlq-length", dlq_length(ctx, &caller, p.dlq.as_deref())),
                 ("last-minute", Reply::Int(recent.last_minute(now) as i64)),
                 ("last-hour", Reply::Int(recent.last_hour(now) as i64)),
                 (

@@ -72,6 +72,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         name: "reclaim.policy",
         func: None,
         flags: "",
+        acl: "",
         first_key: 0,
         arity: -2,
         summary: "Manage reclaim policies",
@@ -85,6 +86,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         name: "set",
         func: Some(c_policy_set),
         flags: "write deny-oom getkeys-api",
+        acl: "write slow",
         first_key: 2,
         arity: -4,
         summary: "Set the reclaim policy of a stream's consumer group",
@@ -101,6 +103,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         name: "get",
         func: Some(c_policy_get),
         flags: "readonly",
+        acl: "read slow",
         first_key: 2,
         arity: 4,
         summary: "Get a reclaim policy",
@@ -114,6 +117,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         name: "del",
         func: Some(c_policy_del),
         flags: "write",
+        acl: "write slow",
         first_key: 2,
         arity: 4,
         summary: "Delete a reclaim policy",
@@ -127,6 +131,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         name: "pause",
         func: Some(c_policy_pause),
         flags: "write fast",
+        acl: "write fast",
         first_key: 2,
         arity: -4,
         summary: "Pause a reclaim policy (or open its STORM breaker)",
@@ -140,6 +145,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         name: "resume",
         func: Some(c_policy_resume),
         flags: "write fast",
+        acl: "write fast",
         first_key: 2,
         arity: 4,
         summary: "Resume a paused reclaim policy, or close its STORM breaker",
@@ -153,6 +159,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         name: "list",
         func: Some(c_policy_list),
         flags: "readonly",
+        acl: "read slow",
         first_key: 0,
         arity: 2,
         summary: "List the reclaim policies of the selected database",
@@ -166,6 +173,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         name: "export",
         func: Some(c_policy_export),
         flags: "readonly",
+        acl: "read slow",
         first_key: 0,
         arity: 2,
         summary: "Export the reclaim policies of the selected database as one JSON document",
@@ -179,6 +187,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         name: "import",
         func: Some(c_policy_import),
         flags: "write deny-oom",
+        acl: "write slow",
         first_key: 0,
         arity: -3,
         summary: "Import reclaim policies from a JSON document (as EXPORT writes it), all or none",
@@ -192,6 +201,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         name: "help",
         func: Some(c_policy_help),
         flags: "readonly fast",
+        acl: "read fast",
         first_key: 0,
         arity: 2,
         summary: "Show helpful text about the different subcommands",
@@ -205,6 +215,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         name: "reclaim.sweep",
         func: Some(c_sweep),
         flags: "write deny-oom",
+        acl: "write slow",
         first_key: 1,
         arity: -3,
         summary: "Run one reclaim pass over a consumer group's PEL now",
@@ -218,6 +229,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         name: "reclaim.stats",
         func: Some(c_stats),
         flags: "readonly",
+        acl: "read slow",
         first_key: 1,
         arity: 3,
         summary: "Counters and status of a reclaim policy",
@@ -231,6 +243,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         name: "reclaim.simulate",
         func: Some(c_simulate),
         flags: "readonly",
+        acl: "read slow",
         first_key: 1,
         arity: -3,
         summary: "Show what one reclaim pass would do now to the first pending entries of a consumer group, entry by entry, under its policy or a proposed one (writes nothing)",
@@ -244,6 +257,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         name: "reclaim.health",
         func: Some(c_health),
         flags: "readonly",
+        acl: "read slow",
         first_key: 1,
         arity: 3,
         summary: "Health signals of a consumer group under a reclaim policy, each with the time it was taken",
@@ -257,6 +271,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         name: "reclaim.readgroup",
         func: Some(c_readgroup),
         flags: "write blocking getkeys-api",
+        acl: "write stream slow blocking",
         first_key: 0,
         arity: -7,
         summary: "Read new and due entries from streams of a consumer group, with redelivery under the policies (a drop-in for XREADGROUP ... >)",
@@ -270,6 +285,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         name: "reclaim.extend",
         func: Some(c_extend),
         flags: "write fast",
+        acl: "write stream fast",
         first_key: 1,
         arity: -5,
         summary: "Renew the lease of a consumer's own pending entries (idle reset, count unchanged)",
@@ -283,6 +299,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         name: "reclaim.nack",
         func: Some(c_nack),
         flags: "write fast",
+        acl: "write stream fast",
         first_key: 1,
         arity: -5,
         summary: "Give a consumer's own pending entries back for redelivery, now or after a delay",
@@ -296,6 +313,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         name: "reclaim.term",
         func: Some(c_term),
         flags: "write deny-oom",
+        acl: "write stream slow",
         first_key: 1,
         arity: -5,
         summary: "Dead-letter a consumer's own pending entries at once (never retried)",
@@ -309,6 +327,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         name: "reclaim.redrive",
         func: Some(c_redrive),
         flags: "may-replicate getkeys-api",
+        acl: "write slow",
         first_key: 1,
         arity: -2,
         summary: "Move a DLQ's entries back to the consumer groups they failed in, as a task (STATUS, CANCEL)",
@@ -319,7 +338,14 @@ pub const COMMANDS: &[CommandSpec] = &[
     },
 ];
 
-/// Registers every command of [`COMMANDS`]. `false` if Redis refused one.
+/// The module's own ACL category (`+@reclaim`), on servers that let a module add one (Redis
+/// 7.4+, Valkey 8): every command is in it.
+pub const CATEGORY: &str = "reclaim";
+
+/// Registers every command of [`COMMANDS`], with its ACL categories where the server takes them
+/// (Redis 7.2+, Valkey 8), and [`CATEGORY`] where the server adds it. `false` if Redis refused a
+/// command.
 pub fn register(ctx: &Context) -> bool {
-    COMMANDS.iter().all(|c| command::register(ctx, c))
+    let own = command::add_acl_category(ctx, CATEGORY).then_some(CATEGORY);
+    COMMANDS.iter().all(|c| command::register(ctx, c, own))
 }

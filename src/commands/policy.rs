@@ -7,7 +7,9 @@ use redis_module::{Context, ContextFlags, RedisString};
 use crate::commands::common::{policy_or_error, slices, INSERT, KEY_RW, UPDATE};
 use crate::engine::guards;
 use crate::ffi;
+use crate::ffi::acl::Caller;
 use crate::ffi::command::{CmdResult, Reply};
+use crate::model::access;
 use crate::model::clock::now_ms;
 use crate::model::error::{self, ReclaimError};
 use crate::model::export;
@@ -50,8 +52,10 @@ pub(super) fn policy_map(p: &Policy) -> Vec<(&'static str, Reply)> {
 /// [COUNT n] [INTERVAL ms] [BACKOFF ...] [LIVENESS ms] [STORM n window-ms] [DLQ-MAXLEN n]
 /// [DLQ-MAXAGE ms] [TOMBSTONES yes|no]` -> `+OK`. Replaces any policy of (key, group) in the selected db and
 /// restarts its pass. Propagated to replicas and the AOF as the same command with every option
-/// explicit. Errors: see [`policy::parse_set_options`], plus WRONGTYPE when the key or the DLQ
-/// exists and is not a stream (not checked when the command comes from the primary or the AOF).
+/// explicit. Errors: see [`policy::parse_set_options`], plus NOPERM when the caller may not do
+/// what the policy will do to its keys ([`access::policy_work`]: the timer acts with the rights of
+/// whoever set the policy), and WRONGTYPE when the key or the DLQ exists and is not a stream
+/// (neither checked when the command comes from the primary or the AOF).
 pub(super) fn policy_set(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let a = slices(args);
     if ffi::command::is_keys_request(ctx) {
@@ -67,6 +71,7 @@ pub(super) fn policy_set(ctx: &Context, args: &[RedisString]) -> CmdResult {
         .get_flags()
         .intersects(ContextFlags::REPLICATED | ContextFlags::LOADING);
     if !from_primary {
+        ffi::acl::check_caller(ctx, &access::policy_work(stream, group, &p))?;
         if guards::is_non_stream(ctx, stream) {
             return Err(error::WRONGTYPE_STREAM.into());
         }
@@ -114,9 +119,11 @@ fn status_field(ctx: &Context, id: &PolicyId, p: &Policy) -> (&'static str, Repl
 }
 
 /// `RECLAIM.POLICY GET key group` -> `status` (checked live, as `RECLAIM.STATS`), then the policy
-/// as a map ([`policy_map`]), or nil.
+/// as a map ([`policy_map`]), or nil. NOPERM when the caller may not see the stream's groups
+/// ([`access::see_policy`]).
 pub(super) fn policy_get(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let a = slices(args);
+    ffi::acl::check_caller(ctx, &[access::see_policy(a[2])])?;
     Ok(match store::get(ctx, a[2], a[3]) {
         Some(p) => {
             let id = PolicyId::new(ffi::selected_db(ctx), a[2], a[3]);
@@ -140,20 +147,32 @@ pub(super) fn policy_del(ctx: &Context, args: &[RedisString]) -> CmdResult {
     Ok(Reply::Int(removed as i64))
 }
 
-/// Every policy of the selected database, ordered by key then group (byte order). O(policies of
-/// all databases).
-fn policies_in_db(ctx: &Context) -> Vec<(PolicyId, Policy)> {
+/// The policies of the selected database that the caller may see ([`access::see_policy`]: it
+/// may read their stream's groups), ordered by key then group (byte order), and how many others
+/// there are. O(policies of all databases).
+fn policies_in_db(ctx: &Context) -> (Vec<(PolicyId, Policy)>, u64) {
     let mut ids = registry::ids_in_db(ffi::selected_db(ctx));
     ids.sort();
-    ids.into_iter()
+    let caller = Caller::of(ctx);
+    let mut left_out = 0;
+    let shown = ids
+        .into_iter()
         .filter_map(|id| store::get(ctx, &id.stream, &id.group).map(|p| (id, p)))
-        .collect()
+        .filter(|(id, _)| {
+            let may = caller.may(ctx, &access::see_policy(&id.stream));
+            left_out += u64::from(!may);
+            may
+        })
+        .collect();
+    (shown, left_out)
 }
 
-/// `RECLAIM.POLICY LIST` -> one map per policy of the selected database (`key`, `group`, then the
-/// fields of GET), ordered by key then group. O(policies of all databases).
+/// `RECLAIM.POLICY LIST` -> one map per policy of the selected database that the caller may see
+/// (`key`, `group`, then the fields of GET), ordered by key then group. O(policies of all
+/// databases).
 pub(super) fn policy_list(ctx: &Context, _args: &[RedisString]) -> CmdResult {
     let out = policies_in_db(ctx)
+        .0
         .into_iter()
         .map(|(id, p)| {
             let status = status_field(ctx, &id, &p);
@@ -169,24 +188,27 @@ pub(super) fn policy_list(ctx: &Context, _args: &[RedisString]) -> CmdResult {
     Ok(Reply::Array(out))
 }
 
-/// `RECLAIM.POLICY EXPORT` -> every policy of the selected database as one JSON document (bulk
-/// string), ordered as LIST, every option explicit ([`export::to_json`]).
+/// `RECLAIM.POLICY EXPORT` -> every policy of the selected database that the caller may see as
+/// one JSON document (bulk string), ordered as LIST, every option explicit, with the number of
+/// policies left out (`left-out`) when there are some ([`export::to_json`]).
 pub(super) fn policy_export(ctx: &Context, _args: &[RedisString]) -> CmdResult {
-    let all = policies_in_db(ctx);
+    let (all, left_out) = policies_in_db(ctx);
     let json = export::to_json(
         all.iter()
             .map(|(id, p)| (id.stream.as_slice(), id.group.as_slice(), p)),
+        left_out,
     )?;
     Ok(Reply::Bytes(json.into_bytes()))
 }
 
-/// Checks one policy of an IMPORT against the keyspace, in this order: the caller's write
-/// permission on the stream and the DLQ (what SET's key specs ask of ACL), in Redis Cluster the
+/// Checks one policy of an IMPORT against the keyspace, in this order: what the caller may do
+/// (as SET checks it: [`access::policy_work`]), in Redis Cluster the
 /// DLQ's slot and whether this node serves the stream's slot (what SET's routing and `CROSSSLOT`
 /// check), the type of the stream and of the DLQ (SET's `WRONGTYPE` checks), the policy key
 /// (SET's [`error::POLICY_KEY_TAKEN`]), then, without `REPLACE`, that (key, group) has no policy.
 fn import_check(
     ctx: &Context,
+    caller: &Caller,
     index: usize,
     p: &export::Imported,
     replace: bool,
@@ -195,11 +217,15 @@ fn import_check(
     let fail = |field: Option<&str>, e: ReclaimError| {
         export::in_policy(index, Some(stream), Some(group), field, e)
     };
-    if !ffi::acl::may_write_key(ctx, stream) {
-        return Err(fail(Some("key"), error::NOPERM_STREAM.into()));
-    }
-    if dlq.is_some_and(|d| !ffi::acl::may_write_key(ctx, d)) {
-        return Err(fail(Some("dlq"), error::NOPERM_DLQ_KEY.into()));
+    for w in access::policy_work(stream, group, &p.policy) {
+        if !caller.may(ctx, &w) {
+            let field = if w.key == error::KEY_DLQ {
+                "dlq"
+            } else {
+                "key"
+            };
+            return Err(fail(Some(field), w.refused()));
+        }
     }
     if ctx.get_flags().contains(ContextFlags::CLUSTER) {
         if dlq.is_some_and(|d| keys::key_slot(d) != keys::key_slot(stream)) {
@@ -247,8 +273,9 @@ pub(super) fn policy_import(ctx: &Context, args: &[RedisString]) -> CmdResult {
     } else {
         (policies.into_iter().enumerate().collect(), Vec::new())
     };
+    let caller = Caller::of(ctx);
     for (i, p) in &mine {
-        import_check(ctx, *i, p, opts.replace)?;
+        import_check(ctx, &caller, *i, p, opts.replace)?;
     }
     let n = mine.len() as i64;
     let mut waiting = vec![];

@@ -20,12 +20,15 @@ use redis_module::{raw, CallReply, CallResult, Context, ContextFlags, KeyType, R
 
 use crate::commands::common::READGROUP_KEY;
 use crate::engine::pending::{self, Failed, Query};
-use crate::engine::readgroup::redeliver;
+use crate::engine::readgroup::{nothing_due, redeliver, Redelivery};
 use crate::ffi::blocked::{self, Waiter};
 use crate::ffi::command::{CmdResult, Reply};
+use crate::ffi::streams::{Fields, StreamId};
 use crate::ffi::{self, cluster, write_opts, RawReply};
+use crate::model::access;
 use crate::model::error::{self, ReclaimError};
 use crate::model::keys;
+use crate::model::metrics;
 use crate::model::policy::Policy;
 use crate::model::readgroup::{key_positions, parse, Request};
 use crate::model::text::printable;
@@ -50,23 +53,21 @@ fn streams<'a>(ctx: &Context, req: &'a Request) -> Vec<Stream<'a>> {
         .collect()
 }
 
-/// What one stream gave a read: the replies whose entries are forwarded.
+/// What one stream gave a read: the redeliveries (with their fields), then the reply of the new
+/// entries' `XREADGROUP`, whose entries are forwarded as Redis wrote them.
 struct StreamRead {
     key: Vec<u8>,
-    /// The `XCLAIM` of the redeliveries: `[entry, ...]`.
-    redelivered: Option<CallResult<'static>>,
+    /// The entries handed over again, oldest first.
+    redelivered: Vec<(StreamId, Fields)>,
     /// The `XREADGROUP` of new entries: nil or `[[key, [entry, ...]]]`.
     new: Option<CallResult<'static>>,
 }
 
 impl StreamRead {
-    /// The entries to forward, redeliveries first: each `[id, [field, value, ...]]` element, as
-    /// a raw call reply (valid while `self` lives).
-    fn entries(&self) -> Vec<*mut raw::RedisModuleCallReply> {
+    /// The new entries to forward: each `[id, [field, value, ...]]` element, as a raw call reply
+    /// (valid while `self` lives).
+    fn new_entries(&self) -> Vec<*mut raw::RedisModuleCallReply> {
         let mut out = Vec::new();
-        if let Some(Ok(r)) = &self.redelivered {
-            out.extend(raw_elements(r));
-        }
         if let Some(Ok(CallReply::Array(streams))) = &self.new {
             for pair in streams.iter() {
                 if let Ok(CallReply::Array(pair)) = pair {
@@ -121,17 +122,28 @@ fn no_group(key: &[u8], group: &[u8]) -> ReclaimError {
     ReclaimError::NoGroup(printable(key), printable(group))
 }
 
-/// Whether the reader may write the policies' DLQs it may dead-letter into; the first key whose
-/// DLQ it may not write fails the read before anything changes.
-fn check_dlq_permissions(ctx: &Context, streams: &[Stream]) -> Result<(), ReclaimError> {
-    for p in streams.iter().filter_map(|s| s.policy.as_ref()) {
-        if let (true, Some(d)) = (p.max_deliveries > 0, &p.dlq) {
-            if !ffi::acl::may_write_key(ctx, d) {
-                return Err(error::NOPERM_DLQ.into());
-            }
-        }
+/// Whether the reader may do what the read does to each stream now, each checked as the Redis
+/// command that would do the same ([`access::read_group`]: `XREADGROUP`, and under a policy its
+/// `XCLAIM`, and the `XACK` and DLQ writes of its dead-letters and tombstones). The first
+/// refused fails the read before anything changes; checked again when a blocked read wakes.
+/// `args`: the command's arguments, whose strings the checks use for the names they hold.
+fn check_access(
+    ctx: &Context,
+    args: &[RedisString],
+    req: &Request,
+    streams: &[Stream],
+) -> Result<(), ReclaimError> {
+    let mut what = Vec::with_capacity(streams.len() * 5);
+    for s in streams {
+        access::read_group(
+            s.key,
+            &req.group,
+            &req.consumer,
+            s.policy.as_ref(),
+            &mut what,
+        );
     }
-    Ok(())
+    ffi::acl::Caller::of(ctx).check_with(ctx, args, &what)
 }
 
 /// XREADGROUP's arguments for the new entries of `key`: `GROUP g consumer [COUNT n] STREAMS key
@@ -145,26 +157,67 @@ fn xreadgroup_args<'a>(req: &'a Request, key: &'a [u8], count: &'a str) -> Vec<&
     args
 }
 
-/// Serves `req` on `streams` (COUNT per stream, as XREADGROUP) and replies; `false` when no
-/// stream gave anything (no reply sent). A read of one stream that hands nothing over again (the
-/// common case) forwards the new entries' `XREADGROUP` reply as Redis wrote it, unparsed, in the
-/// client's protocol: the cost of a plain `XREADGROUP` plus one `RM_Call`.
-fn serve(ctx: &Context, req: &Request, streams: &[Stream]) -> bool {
+/// The client's own arguments after the command name without `BLOCK ms`: XREADGROUP's, as they
+/// are (a one-stream read that hands nothing over passes them on, nothing copied).
+fn xreadgroup_argv(args: &[RedisString]) -> Vec<*mut raw::RedisModuleString> {
+    let mut out = Vec::with_capacity(args.len());
+    let mut i = 1;
+    while i < args.len() {
+        let a = args[i].as_slice();
+        if a.eq_ignore_ascii_case(b"STREAMS") {
+            out.extend(args[i..].iter().map(|s| s.inner));
+            break;
+        }
+        let width = if a.eq_ignore_ascii_case(b"GROUP") {
+            3
+        } else if a.eq_ignore_ascii_case(b"COUNT") || a.eq_ignore_ascii_case(b"BLOCK") {
+            2
+        } else {
+            1
+        };
+        if !a.eq_ignore_ascii_case(b"BLOCK") {
+            out.extend(args[i..(i + width).min(args.len())].iter().map(|s| s.inner));
+        }
+        i += width;
+    }
+    out
+}
+
+/// What [`serve`] did.
+enum Served {
+    /// It replied.
+    Replied,
+    /// Nothing for the reader (no reply sent); `more`: a search for due entries stopped at its
+    /// bound, so entries further in the PEL may be due.
+    Nothing { more: bool },
+}
+
+/// Serves `req` on `streams` (COUNT per stream, as XREADGROUP) and replies, unless no stream gave
+/// anything. A read of one stream that hands nothing over again (the common case) forwards the
+/// new entries' `XREADGROUP` reply as Redis wrote it, unparsed, in the client's protocol: the
+/// cost of a plain `XREADGROUP` plus one `RM_Call`, with the client's own arguments (`argv`,
+/// when called from the command) passed on as they are.
+fn serve(ctx: &Context, req: &Request, streams: &[Stream], argv: Option<&[RedisString]>) -> Served {
     let single = streams.len() == 1;
+    let mut more = false;
     let mut reads = Vec::with_capacity(streams.len());
     for s in streams {
-        let (redelivered, handed) = match &s.policy {
-            Some(p) => {
-                let r = redeliver(ctx, s.key, &req.group, &req.consumer, p, req.count);
-                (r.reply, r.handed as i64)
-            }
-            None => (None, 0),
+        let red = match &s.policy {
+            Some(p) => redeliver(ctx, s.key, &req.group, &req.consumer, p, req.count),
+            None => Redelivery::default(),
         };
+        more |= red.more;
+        let handed = red.entries.len() as i64;
         if single && handed == 0 {
-            let count = req.count.to_string();
-            let r = RawReply::call(ctx, c"XREADGROUP", &xreadgroup_args(req, s.key, &count));
+            let r = match argv {
+                Some(a) => RawReply::call_argv(ctx, c"XREADGROUP", &mut xreadgroup_argv(a)),
+                None => {
+                    let count = req.count.to_string();
+                    RawReply::call(ctx, c"XREADGROUP", &xreadgroup_args(req, s.key, &count))
+                }
+            };
             if r.is_nil() {
-                return false;
+                return Served::Nothing { more };
             }
             // An error goes out as every error of the module does (`reply_error`): XREADGROUP
             // writes the key and group names into its `NOGROUP` as they are.
@@ -172,11 +225,11 @@ fn serve(ctx: &Context, req: &Request, streams: &[Stream]) -> bool {
                 Some(e) => ffi::command::reply_error(ctx, &e),
                 None => r.forward(ctx),
             }
-            return true;
+            return Served::Replied;
         }
         let mut read = StreamRead {
             key: s.key.to_vec(),
-            redelivered,
+            redelivered: red.entries,
             new: None,
         };
         if req.count == 0 || handed < req.count {
@@ -189,20 +242,29 @@ fn serve(ctx: &Context, req: &Request, streams: &[Stream]) -> bool {
             let args = xreadgroup_args(req, s.key, &count);
             read.new = Some(ctx.call_ext("XREADGROUP", &write_opts(), &args[..]));
         }
-        let entries = read.entries();
-        if single || !entries.is_empty() {
-            reads.push((read, entries));
+        let new = read.new_entries();
+        if single || !read.redelivered.is_empty() || !new.is_empty() {
+            reads.push((read, new));
         }
     }
     if reads.is_empty() {
-        return false;
+        return Served::Nothing { more };
     }
-    let keyed: Vec<(&[u8], &[*mut raw::RedisModuleCallReply])> = reads
+    let keyed: Vec<(&[u8], usize)> = reads
         .iter()
-        .map(|(r, entries)| (r.key.as_slice(), entries.as_slice()))
+        .map(|(r, new)| (r.key.as_slice(), r.redelivered.len() + new.len()))
         .collect();
-    ffi::command::reply_keyed_entries(ctx, &keyed);
-    true
+    ffi::command::reply_keyed(ctx, &keyed, |i| {
+        let (r, new) = &reads[i];
+        for (id, fields) in &r.redelivered {
+            ffi::streams::reply_entry(ctx, *id, fields);
+        }
+        for e in new {
+            // SAFETY: the elements of `r.new`, which lives until the reply is written.
+            unsafe { ffi::command::reply_call_reply(ctx, *e) };
+        }
+    });
+    Served::Replied
 }
 
 /// The command handler.
@@ -222,7 +284,20 @@ pub fn readgroup_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     if req.block_ms.is_some() && flags.contains(ContextFlags::LUA) {
         return Err(error::READGROUP_BLOCK_IN_SCRIPT.into());
     }
+    let streams = streams(ctx, &req);
+    check_access(ctx, args, &req, &streams)?;
     if req.keys.len() == 1 {
+        // Nothing can be due (what earlier reads learnt): XREADGROUP's own reply, passed on.
+        // (The caller's rights were checked above, as every command this read may do.)
+        if nothing_due(ctx, &req.keys[0], &req.group, &req.consumer).is_some() {
+            let r = RawReply::call_argv(ctx, c"XREADGROUP", &mut xreadgroup_argv(args));
+            if r.is_nil() {
+                wait_or_nil(ctx, req, flags, false);
+            } else {
+                r.forward(ctx);
+            }
+            return Ok(Reply::Done);
+        }
         // One stream: its own calls meet a missing group first, before any write, and XREADGROUP
         // answers it with its own error.
         check_type(ctx, &req.keys[0])?;
@@ -231,19 +306,28 @@ pub fn readgroup_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
             check_key(ctx, key, &req.group)?;
         }
     }
-    let streams = streams(ctx, &req);
-    check_dlq_permissions(ctx, &streams)?;
-    if serve(ctx, &req, &streams) {
+    let Served::Nothing { more } = serve(ctx, &req, &streams, Some(args)) else {
         return Ok(Reply::Done);
-    }
+    };
     drop(streams);
+    wait_or_nil(ctx, req, flags, more);
+    Ok(Reply::Done)
+}
+
+/// Nothing for the reader: with `BLOCK` (where blocking is allowed) it waits on its streams,
+/// otherwise the reply is nil. `more`: a search for due entries stopped at its bound; it goes
+/// on once the event loop has turned (the timer wakes readers of streams where entries may be
+/// due), which is not counted as a wait.
+fn wait_or_nil(ctx: &Context, req: Request, flags: ContextFlags, more: bool) {
     match req.block_ms {
         Some(ms) if !flags.contains(ContextFlags::DENY_BLOCKING) => {
+            if !more {
+                metrics::READS_BLOCKED.add(1);
+            }
             blocked::block(ctx, BlockedRead(req), ms)
         }
         _ => ffi::command::reply_null_array(ctx),
     }
-    Ok(Reply::Done)
 }
 
 /// A reader blocked on its streams' keys.
@@ -291,13 +375,19 @@ impl Waiter for BlockedRead {
         &self.0.keys
     }
 
-    /// A key was signalled (XADD, XGROUP DESTROY, a move to the inbox): reads again.
+    /// A key was signalled (XADD, XGROUP DESTROY, a move to the inbox): reads again, checked as
+    /// at the call (the policies and the user's ACL may have changed while it waited).
     fn ready(&self, ctx: &Context) -> bool {
         if let Some(e) = self.gone(ctx) {
             ffi::command::reply_error(ctx, &e);
             return true;
         }
-        serve(ctx, &self.0, &streams(ctx, &self.0))
+        let streams = streams(ctx, &self.0);
+        if let Err(e) = check_access(ctx, &[], &self.0, &streams) {
+            ctx.reply_error_string(&e.to_string());
+            return true;
+        }
+        matches!(serve(ctx, &self.0, &streams, None), Served::Replied)
     }
 
     /// The timeout, or a stream was deleted: XREADGROUP's error, or nil.

@@ -7,28 +7,54 @@ use redis_module::{Context, ContextFlags, KeyType, RedisString};
 
 use crate::engine::redrive::dlq_end;
 use crate::ffi;
+use crate::ffi::acl::Caller;
 use crate::ffi::command::{CmdResult, Reply};
+use crate::model::access;
 use crate::model::clock::epoch_ms;
 use crate::model::error::{self, ReclaimError};
 use crate::model::keys;
-use crate::model::redrive::{parse_options, request, Phase, Request, Task};
+use crate::model::redrive::{parse_options, request, Options, Phase, Request, Task};
 use crate::state::redrive::{
     self as tasks, del, del_moved, key_type, moved_key_usable, read_task, write_task,
 };
 use crate::state::{registry, store};
 
-/// The streams of the known policies of the selected database (database `db`) whose DLQ is
-/// `dlq`, deduplicated: the consumer groups a task without `SOURCE` may write. One policy-key
-/// read per stream with a known policy (the registry's policies of `db`), nothing else.
-fn dlq_streams(ctx: &Context, db: i32, dlq: &[u8]) -> Vec<Vec<u8>> {
-    let streams: std::collections::BTreeSet<Vec<u8>> = registry::ids_in_db(db)
+/// The known policies of the selected database (database `db`) whose DLQ is `dlq`: (stream,
+/// group, claimant) each, the consumer groups a task without `SOURCE` may write. One policy-key
+/// read per policy the registry knows in `db`, nothing else.
+fn dlq_policies(ctx: &Context, db: i32, dlq: &[u8]) -> Vec<(Vec<u8>, Vec<u8>, Vec<u8>)> {
+    registry::ids_in_db(db)
         .into_iter()
-        .map(|id| id.stream)
-        .collect();
-    streams
-        .into_iter()
-        .filter(|s| store::uses_dlq(ctx, s, dlq))
+        .filter_map(|id| {
+            let p = store::get(ctx, &id.stream, &id.group)?;
+            (p.dlq.as_deref() == Some(dlq)).then_some((id.stream, id.group, p.claimant))
+        })
         .collect()
+}
+
+/// Whether the caller may start a task on `dlq` with options `o`: what the task does to the DLQ
+/// ([`access::redrive_dlq`]) and to the groups its entries go back to ([`access::redrive_back`]:
+/// `SOURCE`'s, or without it those of every policy whose DLQ is this one, [`dlq_policies`]).
+fn check_start(ctx: &Context, dlq: &[u8], o: &Options) -> Result<(), ReclaimError> {
+    let caller = Caller::of(ctx);
+    caller.check(ctx, &access::redrive_dlq(dlq))?;
+    match &o.source {
+        Some((sk, sg)) => {
+            let claimant = store::get(ctx, sk, sg)
+                .map(|p| p.claimant)
+                .unwrap_or_default();
+            let back = access::redrive_back(sk, sg, &claimant, None).on(error::KEY_SOURCE);
+            caller.check(ctx, &[back])
+        }
+        None => {
+            let policies = dlq_policies(ctx, ffi::selected_db(ctx), dlq);
+            let backs: Vec<access::As> = policies
+                .iter()
+                .map(|(s, g, c)| access::redrive_back(s, g, c, None).on(error::KEY_DLQ_STREAMS))
+                .collect();
+            caller.check(ctx, &backs)
+        }
+    }
 }
 
 /// Redis's error for a write on a replica, when this server is one.
@@ -43,8 +69,9 @@ fn refuse_on_replica(ctx: &Context) -> Result<(), ReclaimError> {
 /// `RECLAIM.REDRIVE dlq [SOURCE key group] [COUNT n] [RATE n] [CANARY k WINDOW ms]` -> the new
 /// task's id (integer). Errors, in this order: the options' ([`parse_options`]); the DLQ or the
 /// SOURCE key in the module's own namespace ([`keys::is_module_key`]); the SOURCE key equal to
-/// the DLQ; READONLY on a replica; NOPERM when the caller may not write the SOURCE key or,
-/// without SOURCE, the stream of every policy whose DLQ is this DLQ ([`dlq_streams`]); no such
+/// the DLQ; READONLY on a replica; NOPERM when the caller may not do what the task does
+/// ([`check_start`]: to the DLQ, and to the SOURCE key or, without SOURCE, to the stream of every
+/// policy whose DLQ is this DLQ); no such
 /// DLQ; WRONGTYPE (the DLQ is not a stream); the DLQ is the stream of a policy (a work stream);
 /// no policy for SOURCE's key and group; the task key taken; a task running; the moved set's key
 /// taken. Writes the task (`DEL` of the old task and moved set, `HSET`) through `!`; the moves
@@ -63,17 +90,7 @@ fn start(ctx: &Context, dlq: &[u8], opts: &[&[u8]]) -> CmdResult {
         }
     }
     refuse_on_replica(ctx)?;
-    if let Some((sk, _)) = &o.source {
-        if !ffi::acl::may_write_key(ctx, sk) {
-            return Err(error::NOPERM_STREAM.into());
-        }
-    } else {
-        let streams = dlq_streams(ctx, ffi::selected_db(ctx), dlq);
-        let keys: Vec<&[u8]> = streams.iter().map(|s| s.as_slice()).collect();
-        if !ffi::acl::may_write_keys(ctx, &keys) {
-            return Err(error::NOPERM_REDRIVE_STREAMS.into());
-        }
-    }
+    check_start(ctx, dlq, &o)?;
     match key_type(ctx, dlq) {
         KeyType::Stream => {}
         KeyType::Empty => return Err(error::REDRIVE_NO_DLQ.into()),

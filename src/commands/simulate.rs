@@ -9,7 +9,9 @@ use crate::commands::policy::policy_map;
 use crate::engine::guards;
 use crate::engine::sweep::{self, Simulation, Target};
 use crate::ffi;
+use crate::ffi::acl::Caller;
 use crate::ffi::command::{CmdResult, Reply};
+use crate::model::access;
 use crate::model::breaker::Breaker;
 use crate::model::clock::{epoch_ms, now_ms};
 use crate::model::error::{self, ReclaimError};
@@ -96,15 +98,20 @@ fn simulated_allowance(id: &PolicyId, p: &Policy, fresh: bool) -> u64 {
 /// policy's `COUNT`. An empty plan while the stream or the group does not exist. Read-only:
 /// writes and propagates nothing, changes no run-time state (sightings and the breaker are
 /// read, not noted), runs on replicas.
-/// Errors: the options' (as SET's, and LIMIT), no policy and no option, the proposed policy's
-/// (as SET's), WRONGTYPE (DLQ, stream).
+/// Errors: the options' (as SET's, and LIMIT), NOPERM when the caller may not read the group's
+/// PEL ([`access::read_pel`]), no policy and no option, the proposed policy's (as SET's), NOPERM
+/// when it may not read the evaluated policy's DLQ ([`access::dlq_length`]: its type is checked),
+/// WRONGTYPE (DLQ, stream).
 pub(super) fn simulate_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let a = slices(args);
     let (stream, group) = (a[1], a[2]);
     let (limit, changes) = policy::parse_simulate_options(&a[3..])?;
+    let caller = Caller::of(ctx);
+    caller.check(ctx, &[access::read_pel(stream, group)])?;
     let fresh_breaker = changes.storm().is_some();
     let p = proposed(ctx, stream, group, changes)?;
     if let Some(d) = &p.dlq {
+        caller.check(ctx, &[access::dlq_length(d)])?;
         if guards::is_non_stream(ctx, d) {
             return Err(error::WRONGTYPE_DLQ.into());
         }

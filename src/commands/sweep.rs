@@ -9,6 +9,7 @@ use crate::engine::sweep::{self, Target};
 use crate::engine::{guards, settle};
 use crate::ffi;
 use crate::ffi::command::{CmdResult, Reply};
+use crate::model::access;
 use crate::model::clock::epoch_ms;
 use crate::model::error::{self, ReclaimError};
 use crate::model::metrics::Stat;
@@ -24,13 +25,15 @@ use crate::state::store;
 /// pass over the group's PEL now, from its head (or over at most n pending entries), with the
 /// policy's rules; the timer's own cursor is not moved. O(PEL) for a complete pass; all its writes
 /// reach replicas and the AOF as one MULTI/EXEC. Zeros while the stream or group does not exist.
-/// Errors: no policy, LIMIT not a positive integer, WRONGTYPE (stream or DLQ), NOPERM when the
-/// caller may not write the DLQ.
+/// Errors: no policy, LIMIT not a positive integer, NOPERM when the caller may not do what the
+/// pass does ([`access::policy_work`], as `RECLAIM.POLICY SET` checks it), WRONGTYPE (stream or
+/// DLQ).
 pub(super) fn sweep_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let a = slices(args);
     let (stream, group) = (a[1], a[2]);
     let limit = policy::parse_sweep_options(&a[3..])?;
     let (id, p) = policy_or_error(ctx, stream, group)?;
+    ffi::acl::check_caller(ctx, &access::policy_work(stream, group, &p))?;
     if let Some(why) = store::fault(stream, &p) {
         return Err(ReclaimError::Invalid(Box::new(why)));
     }
@@ -38,9 +41,6 @@ pub(super) fn sweep_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
         return Err(e.into());
     }
     if let Some(d) = &p.dlq {
-        if !ffi::acl::may_write_key(ctx, d) {
-            return Err(error::NOPERM_DLQ.into());
-        }
         if guards::is_non_stream(ctx, d) {
             return Err(error::WRONGTYPE_DLQ.into());
         }
@@ -102,9 +102,11 @@ pub(super) fn sweep_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
 /// (DLQ records of entries deleted while pending), `inbox`, `stale-not-before`
 /// (ms since the epoch before which no pending entry can be stale, 0 = unknown), `cursor`
 /// (`0-0` at the head of the PEL), `status`.
-/// Counters are since the module was loaded on this server. Errors: no policy.
+/// Counters are since the module was loaded on this server. Errors: NOPERM when the caller may
+/// not read the group's PEL ([`access::read_pel`]), no policy.
 pub(super) fn stats(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let a = slices(args);
+    ffi::acl::check_caller(ctx, &[access::read_pel(a[1], a[2])])?;
     let (id, p) = policy_or_error(ctx, a[1], a[2])?;
     crate::engine::touches::confirm(ctx, &id);
     let rt = registry::get(&id).unwrap_or_default();

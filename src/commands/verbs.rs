@@ -13,6 +13,7 @@ use crate::engine::pending::{self, Failed, Query};
 use crate::engine::settle;
 use crate::ffi;
 use crate::ffi::command::{CmdResult, Reply};
+use crate::model::access::{self, As};
 use crate::model::error::{self, ReclaimError};
 use crate::model::outcome::Outcome;
 use crate::model::planner::{self, Pending};
@@ -65,11 +66,26 @@ fn parse<'a>(a: &[&'a [u8]], word: &'static str) -> Result<Verb<'a>, ReclaimErro
     })
 }
 
+/// What a verb does to its keys, checked as the Redis commands that would do the same.
+type Access = for<'x> fn(&'x Verb<'x>, &'x Policy) -> Vec<As<'x>>;
+
+/// `RECLAIM.EXTEND` and `RECLAIM.NACK`: an `XCLAIM` of the consumer's own entries.
+fn claims<'x>(v: &'x Verb<'x>, _: &'x Policy) -> Vec<As<'x>> {
+    access::own_entries(v.stream, v.group, v.consumer)
+}
+
+/// `RECLAIM.TERM`: the entries read, acknowledged, and appended to the DLQ.
+fn terminates<'x>(v: &'x Verb<'x>, p: &'x Policy) -> Vec<As<'x>> {
+    access::terminate(v.stream, v.group, p)
+}
+
 /// The policy of the verb's (key, group) in the selected database ([`error::NO_POLICY`] when
-/// none, as `RECLAIM.STATS` answers). With `LIVENESS`, notes that the consumer talked to the
-/// module.
-fn policy_of(ctx: &Context, v: &Verb) -> Result<Policy, ReclaimError> {
+/// none, as `RECLAIM.STATS` answers), once the caller is checked for what the verb does
+/// (`access`: NOPERM otherwise, nothing noted). With `LIVENESS`, notes that the consumer talked
+/// to the module.
+fn policy_of(ctx: &Context, v: &Verb, access: Access) -> Result<Policy, ReclaimError> {
     let p = store::get(ctx, v.stream, v.group).ok_or(ReclaimError::Static(error::NO_POLICY))?;
+    ffi::acl::check_caller(ctx, &access(v, &p))?;
     if p.liveness_ms > 0 {
         let id = PolicyId::new(ffi::selected_db(ctx), v.stream, v.group);
         registry::register(id.db, v.stream, v.group);
@@ -144,7 +160,7 @@ fn slices(args: &[RedisString]) -> Vec<&[u8]> {
 pub fn extend_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let a = slices(args);
     let v = parse(&a, "\0")?;
-    policy_of(ctx, &v)?;
+    policy_of(ctx, &v, claims)?;
     let mine: Vec<Pending> = owned(ctx, &v)?;
     let ids: Vec<&[u8]> = mine.iter().map(|e| e.id.as_slice()).collect();
     let renewed = if ids.is_empty() {
@@ -171,7 +187,7 @@ pub fn nack_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
             .filter(|d| *d >= 0)
             .ok_or(error::DELAY_RANGE)?,
     };
-    let p = policy_of(ctx, &v)?;
+    let p = policy_of(ctx, &v, claims)?;
     let mine = owned(ctx, &v)?;
     if let Some(e) = mine.iter().find(|e| delay > p.due_idle(e.deliveries)) {
         return Err(ReclaimError::DelayTooLong(delay, p.due_idle(e.deliveries)));
@@ -214,7 +230,7 @@ pub fn nack_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
 pub fn term_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let a = slices(args);
     let v = parse(&a, "REASON")?;
-    let p = policy_of(ctx, &v)?;
+    let p = policy_of(ctx, &v, terminates)?;
     if let Some(why) = store::fault(v.stream, &p) {
         return Err(ReclaimError::Invalid(Box::new(why)));
     }
@@ -227,9 +243,6 @@ pub fn term_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let Some(dlq) = p.dlq.as_deref() else {
         return Err(error::TERM_NEEDS_DLQ.into());
     };
-    if !ffi::acl::may_write_key(ctx, dlq) {
-        return Err(error::NOPERM_DLQ.into());
-    }
     if crate::engine::guards::is_non_stream(ctx, dlq) {
         return Err(error::WRONGTYPE_DLQ.into());
     }

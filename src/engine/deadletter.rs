@@ -13,12 +13,13 @@
 use std::cell::Cell;
 
 use redis_module::{
-    CallOptions, CallOptionsBuilder, CallReply, CallResult, Context, ContextFlags, RedisString,
+    raw, CallOptions, CallOptionsBuilder, CallReply, CallResult, Context, ContextFlags, RedisString,
 };
 
 use crate::engine::guards::is_non_stream;
 use crate::ffi::cluster::{self, Refusal};
 use crate::ffi::events;
+use crate::ffi::streams::{self, Fields, Key, KeyKind, StreamId};
 use crate::ffi::write_opts;
 use crate::model::outcome::{Outcome, Stop};
 use crate::model::planner::{self, Pending};
@@ -70,6 +71,74 @@ fn other_stop(e: &[u8]) -> Stop {
 fn dlq_min_id(maxage_ms: i64) -> Vec<u8> {
     let oldest = crate::model::clock::epoch_ms().saturating_sub(maxage_ms);
     format!("{}-0", oldest.max(0)).into_bytes()
+}
+
+/// Appends dead letters to a DLQ with `RM_StreamAdd`, each propagated as the `XADD dlq <id>
+/// ...` Redis would propagate (`RM_Replicate`, in the same callback, so with the `XACK` that
+/// follows in one `MULTI`/`EXEC`), and its `xadd` event fired: what `XADD dlq * ...` through
+/// `RM_Call` did, without a command's round trip per entry. The `reclaim-*` names and the values
+/// that are the same for every entry are made once.
+struct Appender<'a> {
+    ctx: &'a Context,
+    dlq: &'a RedisString,
+    /// Opened for writing at the first append (a key opened so and closed counts as modified).
+    key: std::cell::OnceCell<Key>,
+    /// `reclaim-stream <stream> reclaim-group <group> reclaim-id`, then `reclaim-consumer`,
+    /// `reclaim-deliveries`, `reclaim-reason <reason> reclaim-moved-ms <now>`.
+    fixed: Vec<RedisString>,
+}
+
+impl<'a> Appender<'a> {
+    fn new(d: &Dlq<'a>, dlq: &'a RedisString, reason: &[u8]) -> Self {
+        let c = d.ctx.ctx;
+        let s = |b: &[u8]| RedisString::create_from_slice(c, b);
+        let moved = crate::model::clock::epoch_ms().to_string();
+        Appender {
+            ctx: d.ctx,
+            dlq,
+            key: std::cell::OnceCell::new(),
+            fixed: vec![
+                s(b"reclaim-stream"),
+                s(d.stream),
+                s(b"reclaim-group"),
+                s(d.group),
+                s(b"reclaim-id"),
+                s(b"reclaim-consumer"),
+                s(b"reclaim-deliveries"),
+                s(b"reclaim-reason"),
+                s(reason),
+                s(b"reclaim-moved-ms"),
+                s(moved.as_bytes()),
+            ],
+        }
+    }
+
+    /// Appends `e` with `fields` and the `reclaim-*` fields, as the sweep always did.
+    fn append(&self, e: &Pending, fields: &[RedisString]) -> Result<(), Stop> {
+        let key = self.key.get_or_init(|| Key::open(self.ctx, self.dlq, true));
+        match key.kind() {
+            KeyKind::Other => return Err(Stop::WrongTypeDlq),
+            KeyKind::Empty | KeyKind::Stream => {}
+        }
+        let c = self.ctx.ctx;
+        let id = RedisString::create_from_slice(c, &e.id);
+        let consumer = RedisString::create_from_slice(c, &e.consumer);
+        let deliveries =
+            RedisString::create_from_slice(c, (e.deliveries as u64).to_string().as_bytes());
+        let f = &self.fixed;
+        let mut argv: Vec<*mut raw::RedisModuleString> = Vec::with_capacity(fields.len() + 14);
+        argv.extend(fields.iter().map(|x| x.inner));
+        argv.extend([
+            f[0].inner, f[1].inner, f[2].inner, f[3].inner, f[4].inner, id.inner,
+        ]);
+        argv.extend([f[5].inner, consumer.inner, f[6].inner, deliveries.inner]);
+        argv.extend([f[7].inner, f[8].inner, f[9].inner, f[10].inner]);
+        let Some(added) = key.add(&mut argv) else {
+            return Err(Stop::Error("XADD to the DLQ failed".into()));
+        };
+        streams::replicate_xadd(self.ctx, self.dlq, added, &mut argv);
+        Ok(())
+    }
 }
 
 /// The DLQ of a policy as work on one (stream, group) writes to it: the database selected in
@@ -129,11 +198,14 @@ impl<'a> Dlq<'a> {
         let Some(dlq) = self.policy.dlq.as_deref() else {
             return Ok(());
         };
-        let sname = RedisString::create_from_slice(self.ctx.ctx, self.stream);
+        // Every entry's fields, read in one walk of the stream.
+        let bodies = self.read_bodies(entries);
+        let dname = RedisString::create_from_slice(self.ctx.ctx, dlq);
+        let appender = Appender::new(self, &dname, reason);
         let mut moved: Vec<&[u8]> = Vec::with_capacity(entries.len());
         let mut gone: Vec<&Pending> = Vec::new();
         let mut failure = None;
-        for (k, e) in entries.iter().enumerate() {
+        for (k, (e, fields)) in entries.iter().zip(bodies).enumerate() {
             if self.dead_letters.get() == 0 {
                 failure = Some(Stop::Storm);
                 break;
@@ -145,25 +217,24 @@ impl<'a> Dlq<'a> {
                 failure = Some(Stop::Oom);
                 break;
             }
-            let Some(fields) = self.entry_fields(&sname, &e.id) else {
+            let Some(fields) = fields else {
                 gone.push(e);
                 continue;
             };
-            match self.append_dead_letter(dlq, e, &fields, reason) {
+            match appender.append(e, &fields) {
                 Ok(()) => {
                     moved.push(&e.id);
                     self.dead_letters
                         .set(self.dead_letters.get().saturating_sub(1));
                 }
                 Err(f) => {
-                    if f == Stop::Oom {
-                        out.oom_skips += (entries.len() - k) as u64;
-                    }
                     failure = Some(f);
                     break;
                 }
             }
         }
+        // The DLQ key is closed here: readers blocked on it are served after this callback.
+        drop(appender);
         // The appends are done: their acknowledgement follows in the same callback (one
         // MULTI/EXEC). XACK cannot find an entry already acknowledged here (nothing else runs in
         // between); if it ever did, the DLQ entry is kept (at-least-once) and still counted.
@@ -183,6 +254,28 @@ impl<'a> Dlq<'a> {
             (Some(f), _) | (None, Err(f)) => Err(f),
             (None, Ok(())) => Ok(()),
         }
+    }
+
+    /// The fields of each of `entries` (`None`: gone from the stream), in their order, read in
+    /// one walk of the stream ([`Key::read_entries`]).
+    fn read_bodies(&self, entries: &[Pending]) -> Vec<Option<Fields>> {
+        let mut ids: Vec<StreamId> = entries
+            .iter()
+            .filter_map(|e| planner::parse_id(&e.id))
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let sname = RedisString::create_from_slice(self.ctx.ctx, self.stream);
+        let read = Key::open(self.ctx, &sname, false).read_entries(&ids);
+        let mut by_id: std::collections::HashMap<StreamId, Fields> = ids
+            .into_iter()
+            .zip(read)
+            .filter_map(|(i, f)| f.map(|f| (i, f)))
+            .collect();
+        entries
+            .iter()
+            .map(|e| planner::parse_id(&e.id).and_then(|i| by_id.remove(&i)))
+            .collect()
     }
 
     /// With `TOMBSTONES yes`, takes out of `entries` those whose stream entry is gone and gives
@@ -365,7 +458,8 @@ impl<'a> Dlq<'a> {
         Some(f)
     }
 
-    /// Appends entry `e` (with `fields`) to `dlq` with the `reclaim-*` fields (`reason` as
+    /// Appends entry `e` (with `fields`) to `dlq` with the `reclaim-*` fields through `RM_Call`
+    /// (tombstones) (`reason` as
     /// `reclaim-reason`): `Ok` when the append succeeded, the reason it did not otherwise.
     fn append_dead_letter(
         &self,

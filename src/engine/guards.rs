@@ -193,7 +193,7 @@ pub fn check_new_policy(ctx: &Context, id: &PolicyId) -> Option<Stop> {
 /// silence.
 pub fn notice_waiting(ctx: &Context, id: &PolicyId) {
     if let Some(Some(stop)) = registry::update(id, Runtime::waiting_notice) {
-        ctx.log_notice(&waiting_notice(id, &stop));
+        crate::ffi::notice(ctx, &waiting_notice(id, &stop));
     }
 }
 

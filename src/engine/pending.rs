@@ -8,10 +8,11 @@ use std::collections::HashMap;
 
 use redis_module::{CallReply, CallResult, Context};
 
-use crate::ffi::{call_bytes, call_int, read_opts};
+use crate::ffi::{call_bytes, call_int, read_opts, RawReply};
 use crate::model::outcome::Summary;
 use crate::model::planner::{self, Pending};
 use crate::model::policy::Policy;
+use crate::model::resp::{Item, Reader};
 
 /// One `XPENDING key group [IDLE min-idle] start end count [consumer]` query (Redis 6.2+
 /// extended form). With a consumer, only its own PEL is read (Redis keeps one per consumer), at
@@ -57,7 +58,8 @@ pub enum Failed {
     Unexpected(&'static str),
 }
 
-/// Runs `q` on (`stream`, `group`) in the database selected in `ctx`, parsed.
+/// Runs `q` on (`stream`, `group`) in the database selected in `ctx`, parsed (from the reply's
+/// bytes: no reply object per element).
 pub fn read(ctx: &Context, stream: &[u8], group: &[u8], q: &Query) -> Result<Vec<Pending>, Failed> {
     let count = q.count.to_string();
     let idle = q.idle.map(|i| i.to_string());
@@ -70,32 +72,36 @@ pub fn read(ctx: &Context, stream: &[u8], group: &[u8], q: &Query) -> Result<Vec
     if let Some(c) = q.consumer {
         args.push(c);
     }
-    let res: CallResult = ctx.call_ext("XPENDING", &read_opts(), &args[..]);
-    let arr = match res {
-        Ok(CallReply::Array(a)) => a,
-        Err(e) => return Err(Failed::Reply(e.as_bytes().to_vec())),
-        Ok(_) => return Err(Failed::Unexpected("unexpected XPENDING reply")),
+    let reply = RawReply::read(ctx, c"XPENDING", &args);
+    parse_extended(reply.proto())
+}
+
+/// The entries of an extended-form `XPENDING` reply, `*n` of `*4 $id $consumer :idle :count`.
+fn parse_extended(proto: &[u8]) -> Result<Vec<Pending>, Failed> {
+    let mut r = Reader::new(proto);
+    let n = match r.next_item() {
+        Some(Item::Array(n)) => n.max(0) as usize,
+        Some(Item::Error(e)) => return Err(Failed::Reply(e.to_vec())),
+        _ => return Err(Failed::Unexpected("unexpected XPENDING reply")),
     };
-    let bad = Failed::Unexpected("unexpected XPENDING entry");
-    let mut out = Vec::with_capacity(arr.len());
-    for item in arr.iter() {
-        let Ok(CallReply::Array(e)) = item else {
-            return Err(bad);
-        };
-        let (Some(id), Some(consumer), Some(idle_ms), Some(deliveries)) = (
-            e.get(0).as_ref().and_then(call_bytes),
-            e.get(1).as_ref().and_then(call_bytes),
-            e.get(2).as_ref().and_then(call_int),
-            e.get(3).as_ref().and_then(call_int),
-        ) else {
-            return Err(bad);
-        };
-        out.push(Pending {
-            id,
-            consumer,
-            idle_ms,
-            deliveries,
-        });
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let entry = (|| {
+            if r.next_item()? != Item::Array(4) {
+                return None;
+            }
+            let id = r.bulk()?.to_vec();
+            let consumer = r.bulk()?.to_vec();
+            let idle_ms = r.int()?;
+            let deliveries = r.int()?;
+            Some(Pending {
+                id,
+                consumer,
+                idle_ms,
+                deliveries,
+            })
+        })();
+        out.push(entry.ok_or(Failed::Unexpected("unexpected XPENDING entry"))?);
     }
     Ok(out)
 }
@@ -115,46 +121,43 @@ pub fn summary(
     claimant: &[u8],
     mut each: impl FnMut(&[u8], u64),
 ) -> Option<Summary> {
-    let args: [&[u8]; 2] = [stream, group];
-    let r: CallResult = ctx.call_ext("XPENDING", &read_opts(), &args[..]);
-    let Ok(CallReply::Array(a)) = r else {
+    let reply = RawReply::read(ctx, c"XPENDING", &[stream, group]);
+    // *4 :count $lowest $highest *consumers of *2 $name $count (nil IDs and list when empty).
+    let mut r = Reader::new(reply.proto());
+    if r.next_item()? != Item::Array(4) {
         return None;
+    }
+    let pending = r.int()?.max(0) as u64;
+    let lowest_id = match r.next_item()? {
+        Item::Bulk(b) => b.and_then(planner::parse_id),
+        _ => return None,
     };
+    r.next_item()?;
     let mut s = Summary {
         at_ms: crate::model::clock::epoch_ms(),
-        pending: a.get(0).as_ref().and_then(call_int)?.max(0) as u64,
-        oldest_id_ms: a
-            .get(1)
-            .as_ref()
-            .and_then(call_bytes)
-            .and_then(|id| planner::parse_id(&id))
-            .map(|(ms, _)| ms),
+        pending,
+        oldest_id_ms: lowest_id.map(|(ms, _)| ms),
+        lowest_id,
         ..Summary::default()
     };
-    if let Some(Ok(CallReply::Array(consumers))) = a.get(3) {
-        for c in consumers.iter() {
-            let Ok(CallReply::Array(c)) = c else {
-                continue;
-            };
-            let Some(name) = c.get(0).as_ref().and_then(call_bytes) else {
-                continue;
-            };
-            // The count comes as a bulk string.
-            let n = c
-                .get(1)
-                .as_ref()
-                .and_then(call_bytes)
-                .and_then(|b| crate::model::text::parse_i64(&b))
-                .unwrap_or(0)
-                .max(0) as u64;
-            if name == claimant {
-                s.inbox = n;
-            } else {
-                s.consumers += 1;
-                s.max_consumer_pending = s.max_consumer_pending.max(n);
-            }
-            each(&name, n);
+    let consumers = match r.next_item()? {
+        Item::Array(n) => n.max(0),
+        _ => 0,
+    };
+    for _ in 0..consumers {
+        if r.next_item()? != Item::Array(2) {
+            return None;
         }
+        let name = r.bulk()?;
+        // The count comes as a bulk string.
+        let n = crate::model::text::parse_i64(r.bulk()?).unwrap_or(0).max(0) as u64;
+        if name == claimant {
+            s.inbox = n;
+        } else {
+            s.consumers += 1;
+            s.max_consumer_pending = s.max_consumer_pending.max(n);
+        }
+        each(name, n);
     }
     Some(s)
 }
@@ -176,6 +179,14 @@ impl Owners {
                 .idle_ms
                 .get(consumer)
                 .map_or(true, |idle| *idle >= self.liveness_ms)
+    }
+
+    /// In how many ms `consumer` goes quiet at the earliest (0: it is quiet now).
+    pub fn quiet_in(&self, consumer: &[u8]) -> i64 {
+        match self.idle_ms.get(consumer) {
+            Some(idle) if self.liveness_ms > 0 => (self.liveness_ms - idle).max(0),
+            _ => 0,
+        }
     }
 }
 

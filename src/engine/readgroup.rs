@@ -1,36 +1,66 @@
 //! Claim-on-read under a stream's policy, for `RECLAIM.READGROUP`: which pending entries a reader
 //! gets again and the writes that hand them over. For one stream whose group has a policy, up to
 //! the entries wanted, oldest (lowest ID) first: the CLAIMANT's inbox (always due) and other
-//! consumers' stale entries (a page of the PEL per read from a cursor, as XAUTOCLAIM's, only
-//! while what the policy learnt says some may be stale). Each is claimed for the reader with a
-//! plain `XCLAIM` (one delivery added, idle reset, fields returned); one whose next delivery
-//! would pass `MAX-DELIVERIES` is dead-lettered instead ([`Dlq::dead_letter`]); entries deleted
-//! from the stream are purged by that `XCLAIM` (or, with `TOMBSTONES yes`, buried first) and
-//! counted. Every write goes through `RM_Call` with `!`.
+//! consumers' stale entries, found in pages of the PEL read from a cursor (as XAUTOCLAIM's), only
+//! while what the policy learnt says some may be due. Each is claimed for the reader with
+//! `XCLAIM ... RETRYCOUNT <count + 1> JUSTID` (one delivery added, idle reset: what a plain
+//! `XCLAIM` does, propagated the same way), and its fields are read from the stream in one walk
+//! of the module stream API; one whose next delivery would pass `MAX-DELIVERIES` is dead-lettered
+//! instead ([`Dlq::dead_letter`]); entries deleted from the stream are purged by that `XCLAIM`
+//! (or, with `TOMBSTONES yes`, buried first) and counted. Every write goes through `RM_Call`
+//! with `!`.
+//!
+//! A read that can find nothing costs no call into Redis: the policy's run-time state says when
+//! an entry of another consumer can be due at the earliest (what passes and earlier reads
+//! learnt) and whether the inbox may hold anything.
 
-use redis_module::{CallReply, CallResult, Context};
+use std::collections::{BTreeMap, HashSet};
+
+use redis_module::{CallReply, CallResult, Context, RedisString};
 
 use crate::engine::deadletter::{Dlq, REASON_LIMIT};
 use crate::engine::pending::{self, Query};
 use crate::engine::settle;
-use crate::ffi::{self, events, write_opts};
+use crate::ffi::streams::{Fields, Key, StreamId};
+use crate::ffi::{self, call_bytes, events, write_opts};
 use crate::model::clock::epoch_ms;
 use crate::model::outcome::Outcome;
 use crate::model::planner::{self, Pending};
 use crate::model::policy::Policy;
 use crate::state::config;
 use crate::state::registry::{self, PolicyId};
+use crate::state::runtime::{ReadFacts, ReadView};
 
-/// Most entries a read looks at among the oldest pending ones to find other consumers' stale
-/// entries (bounds the cost of a read without COUNT that finds none).
-const STALE_LOOKUP_MAX: i64 = 1000;
+/// Most pending entries one page of the search reads.
+const PAGE_MAX: i64 = 1000;
+
+/// Most pending entries one read examines looking for other consumers' stale entries: bounds the
+/// time of a read over a PEL whose entries are not due (about 1 ms). The next read goes on from
+/// where it stopped ([`Redelivery::more`]).
+const SEARCH_MAX: i64 = 4000;
 
 /// What a read was handed again from the PEL.
+#[derive(Default)]
 pub struct Redelivery {
-    /// The `XCLAIM` that handed the entries over: `[entry, ...]` (`None`: nothing handed over).
-    pub reply: Option<CallResult<'static>>,
-    /// How many entries it handed over.
-    pub handed: u64,
+    /// The entries handed over, oldest first, with their fields.
+    pub entries: Vec<(StreamId, Fields)>,
+    /// The search stopped at its bound ([`SEARCH_MAX`]) before the end of the PEL: entries after
+    /// it may be due.
+    pub more: bool,
+}
+
+/// Whether a read of `key` by `consumer` of `group` (the database selected in `ctx`) can be
+/// answered by new entries alone without reading the policy: what earlier reads kept of it, the
+/// inbox known empty, and no entry of another consumer due before the horizon
+/// ([`registry::quick_read`], which notes the sighting for `LIVENESS`). `Some(dlq)`: so, and the
+/// reader must be allowed to write `dlq`, if any. No call into Redis.
+pub fn nothing_due(
+    ctx: &Context,
+    key: &[u8],
+    group: &[u8],
+    consumer: &[u8],
+) -> Option<Option<Vec<u8>>> {
+    registry::quick_read(ffi::selected_db(ctx), key, group, consumer, epoch_ms())
 }
 
 /// The redeliveries of a read of `key` by `consumer` of `group`, under the stream's policy `p`
@@ -46,136 +76,290 @@ pub fn redeliver(
     p: &Policy,
     want: i64,
 ) -> Redelivery {
-    let mut r = Redelivery {
-        reply: None,
-        handed: 0,
-    };
     let id = PolicyId::new(ffi::selected_db(ctx), key, group);
+    // A client's `XCLAIM ... IDLE` may have made entries stale sooner than the last round
+    // learnt: its touch counts from now on, if it ran (nothing to do, no call, when none waits).
+    crate::engine::touches::confirm(ctx, &id);
+    let facts = ReadFacts {
+        liveness_ms: p.liveness_ms,
+        dlq: p.dlq.clone().filter(|_| p.max_deliveries > 0),
+    };
+    let view = registry::begin_read(&id, consumer, facts).unwrap_or(ReadView {
+        inbox: true,
+        ..ReadView::default()
+    });
+    if p.halted(config::enabled()).is_some() {
+        return Redelivery::default();
+    }
+    let now = epoch_ms();
+    if !view.inbox && now < view.horizon_ms {
+        // Nothing can be due: no call into Redis.
+        return Redelivery::default();
+    }
+    let limit = if want > 0 { want } else { p.count };
     let seen = if p.liveness_ms > 0 {
-        registry::saw(&id, consumer, p.liveness_ms);
         registry::seen(&id)
     } else {
         Vec::new()
     };
-    if p.halted(config::enabled()).is_some() {
-        return r;
-    }
-    // A client's `XCLAIM ... IDLE` may have made entries stale sooner than the last round
-    // learnt: its touch counts from now on, if it ran.
-    crate::engine::touches::confirm(ctx, &id);
-    let limit = if want > 0 { want } else { p.count };
-    let due = due_entries(ctx, &id, p, &seen, limit);
-    if due.is_empty() {
-        return r;
-    }
-    let (dead, give): (Vec<Pending>, Vec<Pending>) = due
-        .into_iter()
-        .partition(|e| planner::delivery_would_pass_limit(e, p));
-    let dlq = Dlq::new(ctx, key, group, p, registry::dead_letter_allowance(&id, p));
+    let found = due_entries(ctx, &id, p, &seen, limit, &view, now);
+    let mut r = Redelivery {
+        entries: Vec::new(),
+        more: found.more,
+    };
     let mut out = Outcome::default();
-    if !dead.is_empty() {
-        if let Err(s) = dlq.dead_letter(&dead, &mut out, REASON_LIMIT) {
-            out.problem = Some(s);
-        }
+    if !found.due.is_empty() {
+        r.entries = hand_over(ctx, &id, consumer, p, found.due, &mut out);
     }
-    // With TOMBSTONES, entries deleted from the stream get their tombstones instead of being
-    // dropped from the PEL by the hand-over's XCLAIM.
-    let give = dlq.bury_deleted(give, &mut out);
-    if !give.is_empty() {
-        let ids: Vec<Vec<u8>> = give.into_iter().map(|e| e.id).collect();
-        let (reply, n) = deliver(ctx, key, group, consumer, &ids);
-        out.deleted += ids.len() as u64 - n;
-        r = Redelivery {
-            reply: Some(reply),
-            handed: n,
-        };
-    }
-    let handed = r.handed;
+    let handed = r.entries.len() as u64;
+    let left_some = out.problem.is_some() || out.oom_skips > 0;
     settle::settle(ctx, &id, p, &out, |rt| {
         rt.count_outcome(&out);
         rt.count_redelivered(handed);
+        if left_some {
+            rt.read_left_some();
+        } else if found.inbox_drained {
+            rt.note_inbox_empty();
+        }
     });
     r
 }
 
+/// Hands `due` (oldest first) to `consumer`, or dead-letters those at their limit; returns the
+/// entries handed over, with their fields.
+fn hand_over(
+    ctx: &Context,
+    id: &PolicyId,
+    consumer: &[u8],
+    p: &Policy,
+    due: Vec<Pending>,
+    out: &mut Outcome,
+) -> Vec<(StreamId, Fields)> {
+    let (key, group) = (id.stream.as_slice(), id.group.as_slice());
+    let (dead, give): (Vec<Pending>, Vec<Pending>) = due
+        .into_iter()
+        .partition(|e| planner::delivery_would_pass_limit(e, p));
+    let dlq = Dlq::new(ctx, key, group, p, registry::dead_letter_allowance(id, p));
+    if !dead.is_empty() {
+        if let Err(s) = dlq.dead_letter(&dead, out, REASON_LIMIT) {
+            out.problem = Some(s);
+        }
+    }
+    if give.is_empty() {
+        return Vec::new();
+    }
+    // The fields, read in one walk of the stream before the hand-over changes anything.
+    let mut give: Vec<(StreamId, Pending)> = give
+        .into_iter()
+        .filter_map(|e| planner::parse_id(&e.id).map(|i| (i, e)))
+        .collect();
+    give.sort_by_key(|(i, _)| *i);
+    let ids: Vec<StreamId> = give.iter().map(|(i, _)| *i).collect();
+    let name = RedisString::create_from_slice(ctx.ctx, key);
+    let bodies = Key::open(ctx, &name, false).read_entries(&ids);
+    let mut present: Vec<(StreamId, Pending, Fields)> = Vec::with_capacity(give.len());
+    let mut gone: Vec<Pending> = Vec::new();
+    for ((i, e), b) in give.into_iter().zip(bodies) {
+        match b {
+            Some(f) => present.push((i, e, f)),
+            None => gone.push(e),
+        }
+    }
+    // With TOMBSTONES, entries deleted from the stream get their tombstones; without, the
+    // hand-over's XCLAIM drops them from the PEL.
+    if dlq.tombstones().is_some() && !gone.is_empty() {
+        let refs: Vec<&Pending> = gone.iter().collect();
+        let (buried, res) = dlq.bury(&refs, out);
+        dlq.trim_dlq(buried, out);
+        if let (Err(s), None) = (res, &out.problem) {
+            out.problem = Some(s);
+        }
+        gone.clear();
+    }
+    let asked: Vec<&Pending> = present
+        .iter()
+        .map(|(_, e, _)| e)
+        .chain(gone.iter())
+        .collect();
+    let claimed = deliver(ctx, key, group, consumer, &asked);
+    out.deleted += (asked.len() - claimed.len().min(asked.len())) as u64;
+    present
+        .into_iter()
+        .filter(|(_, e, _)| claimed.contains(e.id.as_slice()))
+        .map(|(i, _, f)| (i, f))
+        .collect()
+}
+
+/// What [`due_entries`] found.
+struct Found {
+    /// The entries due for redelivery, oldest first.
+    due: Vec<Pending>,
+    /// The inbox was read and held fewer entries than asked for: once these are handled, it is
+    /// empty.
+    inbox_drained: bool,
+    /// The search stopped at its bound before the end of the PEL.
+    more: bool,
+}
+
 /// The entries due for redelivery to a reader of policy `id` (value `p`, sightings `seen`), at
-/// most `limit`, oldest first: the CLAIMANT's inbox, then other consumers' stale entries in one
-/// page of the PEL (twice as many entries as are still wanted) from the policy's read cursor,
-/// looked for only when neither the policy's last pass nor the last round of reads says none can
-/// be stale yet. Errors read as nothing.
+/// most `limit`, oldest first: the CLAIMANT's inbox (unless the policy knows it empty), then
+/// other consumers' stale entries, searched for in pages of the PEL from the policy's read
+/// cursor (only when what passes and reads learnt says one may be due at `now`), until `limit`
+/// are found, the end of the PEL, or [`SEARCH_MAX`] entries examined. The cursor stops at the
+/// last entry examined, so no due entry is ever passed over. Errors read as nothing.
 fn due_entries(
     ctx: &Context,
     id: &PolicyId,
     p: &Policy,
     seen: &[(Vec<u8>, u64)],
     limit: i64,
-) -> Vec<Pending> {
+    view: &ReadView,
+    now: i64,
+) -> Found {
     let (stream, group) = (id.stream.as_slice(), id.group.as_slice());
-    let inbox = Query::range(b"-", b"+", limit).of(Some(&p.claimant));
-    let mut due = pending::read(ctx, stream, group, &inbox).unwrap_or_default();
-    let wanted = limit - due.len() as i64;
-    let now = epoch_ms();
-    let (horizon, cursor) =
-        registry::read(id, |rt| (rt.read_horizon(), rt.read_cursor())).unwrap_or((0, None));
-    if wanted <= 0 || now < horizon {
-        return due;
-    }
-    // One page of the PEL after the read cursor, as XAUTOCLAIM's cursor goes.
-    let size = wanted.saturating_mul(2).min(STALE_LOOKUP_MAX);
-    let start = match cursor {
-        Some(c) => [b"(", c.as_slice()].concat(),
-        None => b"-".to_vec(),
+    let mut found = Found {
+        due: Vec::new(),
+        inbox_drained: false,
+        more: false,
     };
-    let q = Query::range(&start, b"+", size);
-    let page = pending::read(ctx, stream, group, &q).unwrap_or_default();
-    let owners = pending::owners(ctx, stream, group, p, seen, &page);
-    let others = || page.iter().filter(|e| !planner::in_inbox(e, p));
-    let (stale, later): (Vec<&Pending>, Vec<&Pending>) = others()
-        .partition(|e| planner::is_stale(e, p) && !planner::held(e, p, owners.quiet(&e.consumer)));
-    // The least time one of the others needs: until due, or 0 when held by a live owner.
-    let remaining = later
-        .iter()
-        .map(|e| (p.due_idle(e.deliveries) - e.idle_ms).max(0))
-        .min();
-    let last = (page.len() as i64 == size)
-        .then(|| page.last().map(|e| e.id.clone()))
-        .flatten();
-    // A round over the whole PEL that found nothing due: none can be before the least time it
-    // saw (idle times only grow; a client's XCLAIM IDLE/TIME, which can set an older one, clears
-    // this, as it clears the passes' horizon).
-    let found = !stale.is_empty();
-    registry::update(id, |rt| {
-        rt.note_read_page(last, found, remaining, now, p.min_idle_ms)
-    });
-    due.extend(stale.into_iter().cloned());
-    due.sort_by_key(|e| planner::parse_id(&e.id));
-    due.dedup_by(|a, b| a.id == b.id);
-    due.truncate(limit.max(0) as usize);
-    due
+    if view.inbox {
+        let inbox = Query::range(b"-", b"+", limit).of(Some(&p.claimant));
+        if let Ok(v) = pending::read(ctx, stream, group, &inbox) {
+            found.inbox_drained = (v.len() as i64) < limit;
+            found.due = v;
+        }
+    }
+    let wanted = limit - found.due.len() as i64;
+    if wanted <= 0 || now < view.horizon_ms {
+        return found;
+    }
+    let (stale, more) = search(ctx, id, p, seen, wanted, view.cursor.clone(), now);
+    found.more = more;
+    found.due.extend(stale);
+    found.due.sort_by_key(|e| planner::parse_id(&e.id));
+    found.due.dedup_by(|a, b| a.id == b.id);
+    found.due.truncate(limit.max(0) as usize);
+    found
 }
 
-/// Claims `ids` for `consumer` with a plain `XCLAIM key group consumer 0 id...`: one delivery
-/// added, idle reset, the entries returned with their fields; entries gone from the stream are
-/// dropped from the PEL and left out. Returns the reply and how many came back.
+/// Looks for `wanted` stale entries of other consumers in pages of the PEL from `cursor` (the
+/// policy's read cursor), until found, the end of the PEL, or [`SEARCH_MAX`] entries examined,
+/// and notes in the policy's run-time state where it stopped and what it learnt (at the end of
+/// a round over the PEL: when the next entry can be due at the earliest). Returns the entries
+/// found, oldest first, and whether it stopped at its bound (more may be due).
+fn search(
+    ctx: &Context,
+    id: &PolicyId,
+    p: &Policy,
+    seen: &[(Vec<u8>, u64)],
+    mut wanted: i64,
+    mut cursor: Option<Vec<u8>>,
+    now: i64,
+) -> (Vec<Pending>, bool) {
+    let (stream, group) = (id.stream.as_slice(), id.group.as_slice());
+    let mut examined = 0i64;
+    let mut min_due: Option<i64> = None;
+    let mut stale = Vec::new();
+    let mut more = false;
+    let end_of_pel = loop {
+        let size = wanted
+            .saturating_mul(2)
+            .clamp(100, PAGE_MAX)
+            .min(SEARCH_MAX - examined);
+        let start = match &cursor {
+            Some(c) => [b"(", c.as_slice()].concat(),
+            None => b"-".to_vec(),
+        };
+        let Ok(page) = pending::read(ctx, stream, group, &Query::range(&start, b"+", size)) else {
+            // An error (no group...): nothing learnt.
+            return (stale, false);
+        };
+        let owners = pending::owners(ctx, stream, group, p, seen, &page);
+        let mut full = false;
+        for e in &page {
+            if planner::in_inbox(e, p) {
+                // Taken by the inbox read (or, when that was skipped, by the next one).
+            } else if planner::is_stale(e, p) && !planner::held(e, p, owners.quiet(&e.consumer)) {
+                if wanted == 0 {
+                    full = true;
+                    break;
+                }
+                stale.push(e.clone());
+                wanted -= 1;
+            } else {
+                // Not due yet: when it can be at the earliest (when its owner goes quiet, while
+                // it holds it).
+                let left = if planner::is_stale(e, p) {
+                    owners.quiet_in(&e.consumer)
+                } else {
+                    (p.due_idle(e.deliveries) - e.idle_ms).max(0)
+                };
+                let at = now.saturating_add(left);
+                min_due = Some(min_due.map_or(at, |m| m.min(at)));
+            }
+            cursor = Some(e.id.clone());
+            examined += 1;
+        }
+        if full {
+            break false;
+        }
+        if (page.len() as i64) < size {
+            break true;
+        }
+        if wanted == 0 || examined >= SEARCH_MAX {
+            more = wanted > 0;
+            break false;
+        }
+    };
+    let last = if end_of_pel { None } else { cursor };
+    registry::update(id, |rt| {
+        rt.note_read_page(last, min_due, now, p.min_idle_ms)
+    });
+    (stale, more)
+}
+
+/// Claims `entries` for `consumer` as deliveries: `XCLAIM key group consumer 0 id... RETRYCOUNT
+/// <count + 1> JUSTID`, one per distinct delivery count (what a plain `XCLAIM` does: one
+/// delivery added, idle reset, propagated with its count; the fields are read apart). Entries
+/// gone from the stream are dropped from the PEL and left out. Returns the IDs claimed.
 fn deliver(
     ctx: &Context,
     key: &[u8],
     group: &[u8],
     consumer: &[u8],
-    ids: &[Vec<u8>],
-) -> (CallResult<'static>, u64) {
-    let mut args: Vec<&[u8]> = vec![key, group, consumer, b"0"];
-    args.extend(ids.iter().map(Vec::as_slice));
-    let r: CallResult = ctx.call_ext("XCLAIM", &write_opts(), &args[..]);
-    let n = match &r {
-        Ok(CallReply::Array(a)) => a.len() as u64,
-        _ => 0,
-    };
-    if n > 0 {
+    entries: &[&Pending],
+) -> HashSet<Vec<u8>> {
+    let mut by_count: BTreeMap<i64, Vec<&[u8]>> = BTreeMap::new();
+    for e in entries {
+        by_count.entry(e.deliveries).or_default().push(&e.id);
+    }
+    let mut claimed = HashSet::with_capacity(entries.len());
+    for (count, ids) in by_count {
+        // A count that reads negative (above 2^63 - 1) stays at the largest one RETRYCOUNT takes.
+        let next = if count < 0 {
+            i64::MAX
+        } else {
+            count.saturating_add(1)
+        }
+        .to_string();
+        let mut args: Vec<&[u8]> = Vec::with_capacity(ids.len() + 7);
+        args.extend_from_slice(&[key, group, consumer, b"0"]);
+        args.extend(ids.iter().copied());
+        args.extend_from_slice(&[b"RETRYCOUNT", next.as_bytes(), b"JUSTID"]);
+        let r: CallResult = ctx.call_ext("XCLAIM", &write_opts(), &args[..]);
+        if let Ok(CallReply::Array(a)) = &r {
+            for x in a.iter() {
+                if let Some(b) = call_bytes(&x) {
+                    claimed.insert(b);
+                }
+            }
+        }
+    }
+    if !claimed.is_empty() {
         events::notify(ctx, key, events::DELIVER);
     }
-    if (ids.len() as u64) > n && r.is_ok() {
+    if entries.len() > claimed.len() {
         events::notify(ctx, key, events::PURGE);
     }
-    (r, n)
+    claimed
 }

@@ -46,6 +46,7 @@ use redis_module::{CallReply, CallResult, Context, KeyType, RedisString};
 
 use crate::engine::pending::{self, Query};
 use crate::ffi::{self, call_bytes, read_opts, write_opts};
+use crate::model::access;
 use crate::model::clock::{epoch_ms, now_ms};
 use crate::model::keys;
 use crate::model::redrive::{origin, Bucket, Origin, Phase, Task, STEP_CHECKS, STEP_READS};
@@ -243,7 +244,7 @@ impl Stepping<'_> {
                 Moved::Denied => {
                     let stream = origin(fields).map(|o| o.stream).unwrap_or_default();
                     let why = format!(
-                        "may not write the stream '{}' an entry goes back to",
+                        "may not run XCLAIM on the stream '{}' an entry goes back to",
                         printable(&stream)
                     );
                     log_denied(self.dlq, t.user.as_deref().unwrap_or_default(), &why);
@@ -313,8 +314,9 @@ impl Stepping<'_> {
             return Moved::Skipped;
         }
         // The start checked the user's permissions; a stream of a policy given this DLQ since, or
-        // an ACL changed since, is checked here.
-        if user.is_some_and(|u| !u.may_write(ctx, &o.stream)) {
+        // an ACL changed since, is checked here, as the XCLAIM that moves the entry back.
+        let back = access::redrive_back(&o.stream, &o.group, &policy.claimant, Some(&o.id));
+        if user.is_some_and(|u| !u.may(ctx, &back)) {
             return Moved::Denied;
         }
         if !claim_back(ctx, &o, &policy.claimant) {
@@ -328,10 +330,14 @@ impl Stepping<'_> {
         if r.is_err() {
             // The step checked the moved set's type first, so this is not expected; the entry is
             // back in its group all the same, only its `failed-again` check is lost.
-            ctx.log_warning(
+            crate::ffi::warn(
+                ctx,
                 "reclaim: RECLAIM.REDRIVE could not add a moved entry to its moved set",
             );
         }
+        // Back in the inbox: the next read looks there.
+        let id = registry::PolicyId::new(self.db, &o.stream, &o.group);
+        registry::update(&id, |rt| rt.inbox_filled());
         crate::ffi::blocked::signal_if_waiting(ctx, self.db, &o.stream);
         Moved::Back
     }
@@ -491,9 +497,10 @@ fn check_failed_again(ctx: &Context, dlq: &[u8], moved_key: &[u8], t: &mut Task)
     }
 }
 
-/// The task's user `name` for a step, when it may still act: known to this server and, when
-/// `full`, `on` and allowed to run `RECLAIM.REDRIVE` on `dlq` (its commands and its keys) and to
-/// write it. Otherwise why not, for the log.
+/// The task's user `name` for a step, when it may still act: known to this server, allowed to
+/// run `RECLAIM.REDRIVE` on `dlq` (its commands and its keys) and to do what the task does to the
+/// DLQ ([`access::redrive_dlq`]: read it, delete what moved back), and, when `full`, `on`.
+/// Otherwise why not, for the log.
 fn user_for_step(
     ctx: &Context,
     name: &[u8],
@@ -501,14 +508,14 @@ fn user_for_step(
     full: bool,
 ) -> Result<ffi::acl::AclUser, &'static str> {
     let u = ffi::acl::AclUser::lookup(ctx, name).ok_or("is gone from this server")?;
-    if !full {
-        return Ok(u);
-    }
-    if !ffi::acl::AclUser::is_on(ctx, name) {
-        return Err("is off");
-    }
-    if !u.may_run(ctx, &[b"RECLAIM.REDRIVE", dlq]) || !u.may_write(ctx, dlq) {
+    if !u.may_run(ctx, &[b"RECLAIM.REDRIVE", dlq]) {
         return Err("may no longer run RECLAIM.REDRIVE on the DLQ");
+    }
+    if u.check(ctx, &access::redrive_dlq(dlq)).is_err() {
+        return Err("may no longer read the DLQ (XRANGE) or delete from it (XDEL)");
+    }
+    if full && !ffi::acl::AclUser::is_on(ctx, name) {
+        return Err("is off");
     }
     Ok(u)
 }

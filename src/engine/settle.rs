@@ -32,6 +32,10 @@ pub fn settle(
 ) {
     let now = now_ms();
     let known = registry::update(id, |rt| {
+        if out.claimed > 0 {
+            // Moved into the inbox: the next read looks there.
+            rt.inbox_filled();
+        }
         account(rt);
         rt.note_dead_letters(p.storm, now, out.dead_lettered);
     });
@@ -53,7 +57,8 @@ pub fn after_step(
 ) {
     settle(ctx, id, p, out, fold);
     if out.pass_done {
-        if let Some(s) = pending::summary(ctx, &id.stream, &id.group, &p.claimant, |_, _| {}) {
+        let read = || pending::summary(ctx, &id.stream, &id.group, &p.claimant, |_, _| {});
+        if let Some(s) = out.summary.clone().or_else(read) {
             registry::update(id, |rt| rt.note_summary(s));
         }
     }
@@ -78,7 +83,7 @@ pub fn open_breaker(ctx: &Context, stream: &[u8], group: &[u8]) -> bool {
         let r: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
         ctx.replicate("RECLAIM.POLICY", &r[..]);
     }
-    ctx.log_notice(&format!(
+    crate::ffi::notice(ctx, &format!(
         "reclaim: STORM breaker opened for stream '{}' group '{}': no dead-letters until RECLAIM.POLICY RESUME",
         crate::model::text::printable(stream),
         crate::model::text::printable(group)

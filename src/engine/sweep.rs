@@ -32,7 +32,8 @@ use crate::engine::deadletter::{error_stop, Dlq, REASON_LIMIT};
 use crate::engine::guards::check_stream;
 use crate::engine::pending::{self, Failed, Owners, Query};
 use crate::ffi::events;
-use crate::ffi::{call_bytes, read_opts, write_opts};
+use crate::ffi::streams::{Key, StreamId};
+use crate::ffi::write_opts;
 use crate::model::outcome::{Outcome, Stop};
 use crate::model::planner::{self, Action, Batch, Pending, Rule};
 use crate::model::policy::Policy;
@@ -137,32 +138,24 @@ impl Target<'_> {
         res
     }
 
-    /// The ID of the stream's first entry (`XRANGE key - + COUNT 1`), `None` when it is empty.
+    /// The ID of the stream's first entry, `None` when it is empty (the module stream API: no
+    /// call).
     fn first_id(&self) -> Result<Option<(u64, u64)>, Stop> {
-        self.edge_id("XRANGE", b"-", b"+")
+        Ok(self.edge_ids().0)
     }
 
-    /// The ID of the stream's last entry (`XREVRANGE key + - COUNT 1`), `None` when it is empty.
-    fn last_id(&self) -> Result<Option<(u64, u64)>, Stop> {
-        self.edge_id("XREVRANGE", b"+", b"-")
+    /// The IDs of the stream's first and last entries, `None` when it is empty (the module
+    /// stream API, as `XRANGE key - + COUNT 1` and `XREVRANGE key + - COUNT 1` without a call).
+    fn edge_ids(&self) -> (Option<StreamId>, Option<StreamId>) {
+        let name = RedisString::create_from_slice(self.ctx.ctx, self.stream);
+        let key = Key::open(self.ctx, &name, false);
+        (key.edge_id(false), key.edge_id(true))
     }
 
-    fn edge_id(&self, cmd: &str, from: &[u8], to: &[u8]) -> Result<Option<(u64, u64)>, Stop> {
-        let args: [&[u8]; 5] = [self.stream, from, to, b"COUNT", b"1"];
-        let res: CallResult = self.ctx.call_ext(cmd, &read_opts(), &args[..]);
-        let bad = || Stop::Error("unexpected XRANGE entry".into());
-        match res {
-            Ok(CallReply::Array(a)) => match a.get(0) {
-                None => Ok(None),
-                Some(Ok(CallReply::Array(e))) => match e.get(0).as_ref().and_then(call_bytes) {
-                    Some(id) => Ok(planner::parse_id(&id)),
-                    None => Err(bad()),
-                },
-                Some(_) => Err(bad()),
-            },
-            Err(e) => Err(error_stop(e.as_bytes())),
-            Ok(_) => Err(Stop::Error("unexpected XRANGE reply".into())),
-        }
+    /// The ID of the stream's first entry alone ([`Target::edge_ids`]).
+    fn first_only(&self) -> Option<(u64, u64)> {
+        let name = RedisString::create_from_slice(self.ctx.ctx, self.stream);
+        Key::open(self.ctx, &name, false).edge_id(false)
     }
 
     /// Removes trimmed entries from the PEL with one XACK (propagated as is), counted as
@@ -416,7 +409,17 @@ pub fn step_scan(t: &Target, w: Window, max: i64, deadline: impl Into<Option<Ins
         if let Some(s) = check_stream(t.ctx, t.stream) {
             return Err(s);
         }
-        let (first, last) = (t.first_id()?, t.last_id()?);
+        let (first, last) = if w.trim_only {
+            (t.first_only(), None)
+        } else {
+            t.edge_ids()
+        };
+        if w.trim_only && nothing_trimmed(t, first, out) {
+            // The one call of a pass over a PEL where nothing can be stale yet.
+            out.pass_done = true;
+            out.cursor = None;
+            return Ok(());
+        }
         if purge_trimmed(t, first, max, out)? {
             return Ok(());
         }
@@ -427,6 +430,26 @@ pub fn step_scan(t: &Target, w: Window, max: i64, deadline: impl Into<Option<Ins
         }
         scan_window(t, &w, first, last, max, deadline, out)
     })
+}
+
+/// Whether the PEL holds no entry trimmed from the stream, by its summary (`XPENDING key group`,
+/// O(consumers): the lowest pending ID against the stream's first entry `first`), kept in `out`
+/// for the end of the pass. `false` when it holds some, or the summary could not be read (the
+/// paged read that follows reports why).
+fn nothing_trimmed(t: &Target, first: Option<(u64, u64)>, out: &mut Outcome) -> bool {
+    let claimant = &t.policy.claimant;
+    let Some(s) = pending::summary(t.ctx, t.stream, t.group, claimant, |_, _| {}) else {
+        return false;
+    };
+    let none = match (s.lowest_id, first) {
+        (None, _) => true,
+        (Some(low), Some(first)) => low >= first,
+        (Some(_), None) => false,
+    };
+    if none {
+        out.summary = Some(s);
+    }
+    none
 }
 
 /// Step 1 of [`step_scan`]: purges up to `max` entries trimmed from the stream (below `first`,

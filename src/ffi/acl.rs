@@ -1,19 +1,99 @@
-//! ACL checks the module makes itself: the caller's key permissions (`RM_ACLCheckKeyPermissions`
-//! with `RM_GetModuleUserFromUserName`, Redis 7.0), and a user looked up by name ([`AclUser`]) for
-//! checks while no client of its runs (a redrive step on the timer).
+//! ACL checks the module makes itself, as the Redis command that would do the same
+//! ([`crate::model::access::As`]): `RM_ACLCheckCommandPermissions` (Redis 7.0) checks the command
+//! and its keys together, selector by selector, for the user running the command ([`Caller`]) or
+//! for a user looked up by name ([`AclUser`]: a redrive step on the timer, where no client of its
+//! runs). Never `RM_ACLCheckKeyPermissions` alone: it passes when any selector's pattern matches
+//! the key, whatever commands that selector allows.
 
-use std::os::raw::c_int;
+use std::os::raw::{c_char, c_int};
+use std::sync::atomic::{AtomicPtr, Ordering};
 
-use redis_module::{raw, CallReply, CallResult, Context, RedisString};
+use redis_module::{raw, CallReply, CallResult, Context, ContextFlags, RedisString};
 
 use crate::ffi::{bytes_of, read_opts};
+use crate::model::access::{Arg, As, Word, MAX_ARGS};
+use crate::model::error::ReclaimError;
+
+/// The words of the checks' commands ([`Word`]) as module strings, each created once (without a
+/// context) and kept for the server's life: the same in every check, so a check creates only the
+/// strings of its names.
+static WORDS: [AtomicPtr<raw::RedisModuleString>; Word::COUNT] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; Word::COUNT];
+
+/// The kept module string of `word`.
+fn word(word: Word) -> *mut raw::RedisModuleString {
+    let slot = &WORDS[word as usize];
+    let kept = slot.load(Ordering::Relaxed);
+    if !kept.is_null() {
+        return kept;
+    }
+    let text = word.text();
+    let s = unsafe {
+        raw::RedisModule_CreateString.unwrap()(
+            std::ptr::null_mut(),
+            text.as_ptr().cast::<c_char>(),
+            text.len(),
+        )
+    };
+    slot.store(s, Ordering::Relaxed);
+    s
+}
+
+/// The module strings of the names of one round of checks, each looked up once: the command's
+/// own argument when one holds the name (`seeds`), else a string made for the round.
+struct Names<'a> {
+    ctx: &'a Context,
+    /// The seeds' bytes and strings, then each name made for the round.
+    known: Vec<(&'a [u8], *mut raw::RedisModuleString)>,
+    /// The strings made for the round (freed with it).
+    made: Vec<RedisString>,
+}
+
+impl<'a> Names<'a> {
+    fn new(ctx: &'a Context, seeds: &'a [RedisString]) -> Self {
+        let mut known = Vec::with_capacity(seeds.len() + 4);
+        known.extend(seeds.iter().map(|s| (s.as_slice(), s.inner)));
+        Names {
+            ctx,
+            known,
+            made: Vec::new(),
+        }
+    }
+
+    /// The module string of `name`: a seed's, or made once for the round.
+    fn name(&mut self, name: &'a [u8]) -> *mut raw::RedisModuleString {
+        if let Some((_, p)) = self.known.iter().find(|(b, _)| *b == name) {
+            return *p;
+        }
+        let s = RedisString::create_from_slice(self.ctx.ctx, name);
+        let p = s.inner;
+        self.made.push(s);
+        self.known.push((name, p));
+        p
+    }
+
+    /// Whether `user` may do `what`: its argument vector (words kept, names made once per
+    /// round), checked by `RM_ACLCheckCommandPermissions`.
+    fn allowed(&mut self, user: &AclUser, what: &As<'a>) -> bool {
+        let mut argv = [std::ptr::null_mut(); MAX_ARGS];
+        for (slot, a) in argv.iter_mut().zip(what.argv()) {
+            *slot = match *a {
+                Arg::Word(w) => word(w),
+                Arg::Name(n) => self.name(n),
+            };
+        }
+        user.allows(&mut argv[..what.argv().len()])
+    }
+}
 
 /// The name of the user running the command in `ctx` (`RM_GetCurrentUserName`, Redis 7.0);
-/// `None` when the server has no such API or the context has no user.
+/// `None` for a command Redis runs without a user (from the primary, or the AOF at load).
 pub fn current_user_name(ctx: &Context) -> Option<Vec<u8>> {
+    if unchecked(ctx) {
+        return None;
+    }
     unsafe {
-        let cur = raw::RedisModule_GetCurrentUserName?;
-        let name = cur(ctx.ctx);
+        let name = raw::RedisModule_GetCurrentUserName.unwrap()(ctx.ctx);
         if name.is_null() {
             return None;
         }
@@ -23,40 +103,106 @@ pub fn current_user_name(ctx: &Context) -> Option<Vec<u8>> {
     }
 }
 
-/// An ACL user looked up by name (`RM_GetModuleUserFromUserName`, Redis 7.0), to check what it
-/// may write while no client of its runs (a redrive step on the timer). Freed on drop.
+/// Whether the command in `ctx` runs without ACL, as Redis runs it: it came from the primary or
+/// from the AOF at load, or its client is no connection (a script's, or another module's
+/// `RM_Call`) and has no user (Redis runs it as the superuser then). `RM_GetCurrentUserName` must
+/// not be asked about a client without a user. A connection always has one, as do scripts run by
+/// one and a module's `RM_Call` with `C`: those are checked.
+fn unchecked(ctx: &Context) -> bool {
+    let flags = ctx.get_flags();
+    if flags.intersects(ContextFlags::REPLICATED | ContextFlags::LOADING) {
+        return true;
+    }
+    let linked = unsafe {
+        let id = raw::RedisModule_GetClientId.unwrap()(ctx.ctx);
+        raw::RedisModule_GetClientInfoById.unwrap()(std::ptr::null_mut(), id)
+            == raw::REDISMODULE_OK as c_int
+    };
+    !linked && !has_user(ctx)
+}
+
+/// Whether the client of `ctx` has an ACL user: `RM_Call` with `C` answers `ENOTSUP` for a client
+/// without one before it looks the command up (`ENOENT` for this command, which does not exist).
+/// An `RM_Call`: only for clients that are no connection (scripts, other modules' calls).
+fn has_user(ctx: &Context) -> bool {
+    unsafe {
+        let r = raw::RedisModule_Call.unwrap()(
+            ctx.ctx,
+            c"reclaim.no-such-command".as_ptr(),
+            c"C".as_ptr(),
+        );
+        let errno = std::io::Error::last_os_error().raw_os_error();
+        if !r.is_null() {
+            raw::RedisModule_FreeCallReply.unwrap()(r);
+            return true;
+        }
+        errno != Some(libc::ENOTSUP)
+    }
+}
+
+/// An ACL user (`RM_GetModuleUserFromUserName`, Redis 7.0), to check what it may do now. Freed
+/// on drop.
 pub struct AclUser(*mut raw::RedisModuleUser);
 
 impl AclUser {
-    /// The user named `name` now. `None` when the server knows no such user (deleted, or never
-    /// created on this server); a handle that allows everything when the server has no ACL API.
+    /// The user named `name` now; `None` when the server knows no such user (deleted, or never
+    /// created on this server).
     pub fn lookup(ctx: &Context, name: &[u8]) -> Option<AclUser> {
-        unsafe {
-            let Some(getu) = raw::RedisModule_GetModuleUserFromUserName else {
-                return Some(AclUser(std::ptr::null_mut()));
-            };
-            let n = RedisString::create_from_slice(ctx.ctx, name);
-            let user = getu(n.inner);
-            (!user.is_null()).then_some(AclUser(user))
+        let n = RedisString::create_from_slice(ctx.ctx, name);
+        Self::from_name(n.inner)
+    }
+
+    fn from_name(name: *mut raw::RedisModuleString) -> Option<AclUser> {
+        let user = unsafe { raw::RedisModule_GetModuleUserFromUserName.unwrap()(name) };
+        if user.is_null() {
+            return None;
         }
+        Some(AclUser(user))
     }
 
     /// Whether the user may run the command `argv` (name and arguments) now
-    /// (`RM_ACLCheckCommandPermissions`: its commands and categories, and its keys).
+    /// (`RM_ACLCheckCommandPermissions`: its commands and categories, and its keys, in one
+    /// selector).
     pub fn may_run(&self, ctx: &Context, argv: &[&[u8]]) -> bool {
-        if self.0.is_null() {
-            return true;
-        }
+        let args: Vec<RedisString> = argv
+            .iter()
+            .map(|a| RedisString::create_from_slice(ctx.ctx, a))
+            .collect();
+        let mut ptrs: Vec<*mut raw::RedisModuleString> = args.iter().map(|a| a.inner).collect();
+        self.allows(&mut ptrs)
+    }
+
+    /// `RM_ACLCheckCommandPermissions` of the command `argv`.
+    fn allows(&self, argv: &mut [*mut raw::RedisModuleString]) -> bool {
+        let check = unsafe { raw::RedisModule_ACLCheckCommandPermissions.unwrap() };
         unsafe {
-            let Some(check) = raw::RedisModule_ACLCheckCommandPermissions else {
-                return true;
-            };
-            let args: Vec<RedisString> = argv
-                .iter()
-                .map(|a| RedisString::create_from_slice(ctx.ctx, a))
-                .collect();
-            let mut ptrs: Vec<*mut raw::RedisModuleString> = args.iter().map(|a| a.inner).collect();
-            check(self.0, ptrs.as_mut_ptr(), ptrs.len() as c_int) == raw::REDISMODULE_OK as c_int
+            check(self.0, argv.as_mut_ptr(), argv.len() as c_int) == raw::REDISMODULE_OK as c_int
+        }
+    }
+
+    /// Whether the user may do `what` now.
+    pub fn may<'a>(&self, ctx: &'a Context, what: &As<'a>) -> bool {
+        Names::new(ctx, &[]).allowed(self, what)
+    }
+
+    /// `Ok` when the user may do all of `what` now, else the error of the first it may not
+    /// (each name's string made once for all of them).
+    pub fn check<'a>(&self, ctx: &'a Context, what: &[As<'a>]) -> Result<(), ReclaimError> {
+        self.check_with(ctx, &[], what)
+    }
+
+    /// [`AclUser::check`], the names taken from `seeds` (the command's own arguments) where they
+    /// hold them.
+    fn check_with<'a>(
+        &self,
+        ctx: &'a Context,
+        seeds: &'a [RedisString],
+        what: &[As<'a>],
+    ) -> Result<(), ReclaimError> {
+        let mut names = Names::new(ctx, seeds);
+        match what.iter().find(|w| !names.allowed(self, w)) {
+            Some(w) => Err(w.refused()),
+            None => Ok(()),
         }
     }
 
@@ -83,75 +229,79 @@ impl AclUser {
         }
         true
     }
-
-    /// Whether the user may write (insert into) `key` now (`RM_ACLCheckKeyPermissions`).
-    pub fn may_write(&self, ctx: &Context, key: &[u8]) -> bool {
-        if self.0.is_null() {
-            return true;
-        }
-        unsafe {
-            let Some(check) = raw::RedisModule_ACLCheckKeyPermissions else {
-                return true;
-            };
-            let k = RedisString::create_from_slice(ctx.ctx, key);
-            check(self.0, k.inner, raw::REDISMODULE_CMD_KEY_INSERT as c_int)
-                == raw::REDISMODULE_OK as c_int
-        }
-    }
 }
 
 impl Drop for AclUser {
     fn drop(&mut self) {
-        if self.0.is_null() {
-            return;
+        if !self.0.is_null() {
+            unsafe { raw::RedisModule_FreeModuleUser.unwrap()(self.0) };
+        }
+    }
+}
+
+/// Who a command works for, as its checks see it (looked up once per command call).
+pub enum Caller {
+    /// The command came from the primary or the AOF: Redis runs it without ACL, so does the module.
+    Unchecked,
+    /// The user running the command.
+    User(AclUser),
+    /// The client's user is not known to the server (cannot happen for a connected client:
+    /// `ACL DELUSER` disconnects them): everything is refused.
+    Gone,
+}
+
+impl Caller {
+    /// The caller of the command running in `ctx`.
+    pub fn of(ctx: &Context) -> Caller {
+        if unchecked(ctx) {
+            return Caller::Unchecked;
         }
         unsafe {
-            if let Some(freeu) = raw::RedisModule_FreeModuleUser {
-                freeu(self.0);
+            let name = raw::RedisModule_GetCurrentUserName.unwrap()(ctx.ctx);
+            if name.is_null() {
+                return Caller::Gone;
             }
+            let user = AclUser::from_name(name);
+            raw::RedisModule_FreeString.unwrap()(ctx.ctx, name);
+            user.map_or(Caller::Gone, Caller::User)
+        }
+    }
+
+    /// Whether the caller may do `what` now.
+    pub fn may<'a>(&self, ctx: &'a Context, what: &As<'a>) -> bool {
+        match self {
+            Caller::Unchecked => true,
+            Caller::User(u) => u.may(ctx, what),
+            Caller::Gone => false,
+        }
+    }
+
+    /// `Ok` when the caller may do all of `what` now, else the error of the first it may not.
+    pub fn check<'a>(&self, ctx: &'a Context, what: &[As<'a>]) -> Result<(), ReclaimError> {
+        self.check_with(ctx, &[], what)
+    }
+
+    /// [`Caller::check`], the names taken from `seeds` (the command's own arguments: no string is
+    /// made for them) where they hold them.
+    pub fn check_with<'a>(
+        &self,
+        ctx: &'a Context,
+        seeds: &'a [RedisString],
+        what: &[As<'a>],
+    ) -> Result<(), ReclaimError> {
+        match self {
+            Caller::Unchecked => Ok(()),
+            Caller::User(u) => u.check_with(ctx, seeds, what),
+            Caller::Gone => what.first().map_or(Ok(()), |w| Err(w.refused())),
         }
     }
 }
 
-/// Checks that the user running the command in `ctx` may write `key` (Redis 7.0
-/// `RM_ACLCheckKeyPermissions` with `RM_GetModuleUserFromUserName`). `true` when allowed or when
-/// the server has no such API.
-pub fn may_write_key(ctx: &Context, key: &[u8]) -> bool {
-    may_write_keys(ctx, &[key])
-}
-
-/// Checks that the user running the command in `ctx` may write every key of `keys` (one user
-/// lookup for all of them, then `RM_ACLCheckKeyPermissions` per key, stopping at the first
-/// refused). `true` when all are allowed, when `keys` is empty, or when the server has no such
-/// API.
-pub fn may_write_keys(ctx: &Context, keys: &[&[u8]]) -> bool {
-    if keys.is_empty() {
-        return true;
+/// `Ok` when the user running the command in `ctx` may do all of `what` now (each checked as
+/// its Redis command), else the error of the first it may not.
+pub fn check_caller<'a>(ctx: &'a Context, what: &[As<'a>]) -> Result<(), ReclaimError> {
+    if what.is_empty() {
+        return Ok(());
     }
-    unsafe {
-        let (Some(cur), Some(getu), Some(check), Some(freeu)) = (
-            raw::RedisModule_GetCurrentUserName,
-            raw::RedisModule_GetModuleUserFromUserName,
-            raw::RedisModule_ACLCheckKeyPermissions,
-            raw::RedisModule_FreeModuleUser,
-        ) else {
-            return true;
-        };
-        let name = cur(ctx.ctx);
-        if name.is_null() {
-            return true;
-        }
-        let user = getu(name);
-        raw::RedisModule_FreeString.unwrap()(ctx.ctx, name);
-        if user.is_null() {
-            return true;
-        }
-        let ok = keys.iter().all(|key| {
-            let k = RedisString::create_from_slice(ctx.ctx, key);
-            check(user, k.inner, raw::REDISMODULE_CMD_KEY_INSERT as c_int)
-                == raw::REDISMODULE_OK as c_int
-        });
-        freeu(user);
-        ok
-    }
+    Caller::of(ctx).check(ctx, what)
 }

@@ -165,6 +165,11 @@ pub fn signal_if_waiting(ctx: &Context, db: i32, key: &[u8]) {
     }
 }
 
+/// The keys clients are blocked on now, as (db, key): at most one per blocked client and key.
+pub fn waiting_keys() -> Vec<(i32, Vec<u8>)> {
+    waiting().keys().cloned().collect()
+}
+
 /// The key (db, `key`) was deleted (or renamed away, expired, evicted): the clients blocked on it
 /// end their wait (`RM_UnblockClient` runs their timeout callback, [`Waiter::timeout`]).
 pub fn unblock_deleted(db: i32, key: &[u8]) {

@@ -141,6 +141,10 @@ pub struct CommandSpec {
     pub func: raw::RedisModuleCmdFunc,
     /// Command flags (`write deny-oom`, `readonly`...).
     pub flags: &'static str,
+    /// ACL categories (`write stream slow`...: Redis 7.2+ `RM_SetCommandACLCategories`; a module
+    /// command is in no category otherwise, not even those its flags would give a Redis command).
+    /// Empty for a container command.
+    pub acl: &'static str,
     /// argv index of the first key (0: no key; then first = last, step 1).
     pub first_key: i32,
     /// Arity as Redis counts it (negative: at least that many).
@@ -261,9 +265,54 @@ fn keyword_cstr(word: &str) -> *const std::os::raw::c_char {
     p
 }
 
-/// Registers the command of `c` with its flags, arity, summary, version, key specs and
-/// arguments. Returns `false` (after logging) when Redis refuses it.
-pub fn register(ctx: &Context, c: &CommandSpec) -> bool {
+/// Adds the ACL category `name` (Redis 7.4+ and Valkey 8 `RM_AddACLCategory`, during
+/// `RedisModule_OnLoad` only). `false` when the server has no such API or refuses it (logged).
+pub fn add_acl_category(ctx: &Context, name: &str) -> bool {
+    let Some(add) = (unsafe { raw::RedisModule_AddACLCategory }) else {
+        return false;
+    };
+    let Ok(cname) = CString::new(name) else {
+        return false;
+    };
+    let ok = unsafe { add(ctx.ctx, cname.as_ptr()) } == raw::REDISMODULE_OK as c_int;
+    if !ok {
+        log_warning(&format!(
+            "reclaim: cannot add the ACL category @{name}; the commands are not in it"
+        ));
+    }
+    ok
+}
+
+/// Puts `cmd` in the ACL categories of `c` and in `own` (the module's category, when the server
+/// added it), on servers with `RM_SetCommandACLCategories` (Redis 7.2+, Valkey 8; during
+/// `RedisModule_OnLoad` only). On a server without it, or when it refuses them (logged), the
+/// command stays in no category: ACL rules name it (docs/security.md).
+unsafe fn set_categories(cmd: *mut raw::RedisModuleCommand, c: &CommandSpec, own: Option<&str>) {
+    let Some(set) = raw::RedisModule_SetCommandACLCategories else {
+        return;
+    };
+    if c.acl.is_empty() {
+        return;
+    }
+    let all = match own {
+        Some(o) => format!("{} {o}", c.acl),
+        None => c.acl.to_string(),
+    };
+    let Ok(call) = CString::new(all) else {
+        return;
+    };
+    if set(cmd, call.as_ptr()) != raw::REDISMODULE_OK as c_int {
+        log_warning(&format!(
+            "reclaim: cannot put command {} in its ACL categories ({})",
+            c.name, c.acl
+        ));
+    }
+}
+
+/// Registers the command of `c` with its flags, arity, summary, version, key specs, arguments
+/// and ACL categories (with `own`, the module's category when the server added it). Returns
+/// `false` (after logging) when Redis refuses the command.
+pub fn register(ctx: &Context, c: &CommandSpec, own: Option<&str>) -> bool {
     let (Ok(summary), Ok(complexity), Ok(since)) = (
         CString::new(c.summary),
         CString::new(c.complexity),
@@ -304,6 +353,7 @@ pub fn register(ctx: &Context, c: &CommandSpec) -> bool {
             log_warning(&format!("reclaim: cannot set command info of {}", c.name));
             return false;
         }
+        set_categories(cmd, c, own);
     }
     true
 }
@@ -332,10 +382,10 @@ pub fn reply_null_array(ctx: &Context) {
     }
 }
 
-/// Replies `keyed` in XREADGROUP's shape for the client's protocol: per key, its name and its
-/// entries as the call replies they came in (forwarded as Redis wrote them), an array of `[key,
-/// entries]` pairs in RESP2, a map in RESP3. The call replies must live until it returns.
-pub fn reply_keyed_entries(ctx: &Context, keyed: &[(&[u8], &[*mut raw::RedisModuleCallReply])]) {
+/// Replies in XREADGROUP's shape for the client's protocol: per key of `keyed`, its name and an
+/// array of its number of entries, which `entries(i)` writes for the `i`-th key; an array of
+/// `[key, entries]` pairs in RESP2, a map in RESP3.
+pub fn reply_keyed(ctx: &Context, keyed: &[(&[u8], usize)], mut entries: impl FnMut(usize)) {
     let resp3 = ctx
         .get_flags()
         .contains(redis_module::ContextFlags::FLAGS_RESP3);
@@ -345,15 +395,23 @@ pub fn reply_keyed_entries(ctx: &Context, keyed: &[(&[u8], &[*mut raw::RedisModu
         } else {
             raw::RedisModule_ReplyWithArray.unwrap()(ctx.ctx, keyed.len() as _);
         }
-        for (key, entries) in keyed {
+        for (i, (key, n)) in keyed.iter().enumerate() {
             if !resp3 {
                 raw::RedisModule_ReplyWithArray.unwrap()(ctx.ctx, 2);
             }
             reply(ctx, &Reply::Bytes(key.to_vec()));
-            raw::RedisModule_ReplyWithArray.unwrap()(ctx.ctx, entries.len() as _);
-            for e in *entries {
-                raw::RedisModule_ReplyWithCallReply.unwrap()(ctx.ctx, *e);
-            }
+            raw::RedisModule_ReplyWithArray.unwrap()(ctx.ctx, *n as _);
+            entries(i);
         }
+    }
+}
+
+/// Forwards one element of a call reply as Redis wrote it.
+///
+/// # Safety
+/// `r` is a live call reply (it must live until this returns).
+pub unsafe fn reply_call_reply(ctx: &Context, r: *mut raw::RedisModuleCallReply) {
+    unsafe {
+        raw::RedisModule_ReplyWithCallReply.unwrap()(ctx.ctx, r);
     }
 }

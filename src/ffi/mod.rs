@@ -13,6 +13,7 @@ pub mod blocked;
 pub mod cluster;
 pub mod command;
 pub mod events;
+pub mod streams;
 
 use std::os::raw::{c_char, c_int};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -29,6 +30,7 @@ pub fn missing_api() -> Option<&'static str> {
         };
     }
     need!(
+        RedisModule_ACLCheckCommandPermissions,
         RedisModule_CommandFilterArgGet,
         RedisModule_CommandFilterArgsCount,
         RedisModule_CreateCommand,
@@ -38,8 +40,13 @@ pub fn missing_api() -> Option<&'static str> {
         RedisModule_DigestAddStringBuffer,
         RedisModule_DigestEndSequence,
         RedisModule_EmitAOF,
+        RedisModule_FreeModuleUser,
         RedisModule_FreeString,
+        RedisModule_GetClientId,
+        RedisModule_GetClientInfoById,
         RedisModule_GetCommand,
+        RedisModule_GetCurrentUserName,
+        RedisModule_GetModuleUserFromUserName,
         RedisModule_GetSelectedDb,
         RedisModule_InfoAddFieldCString,
         RedisModule_InfoAddFieldULongLong,
@@ -70,6 +77,16 @@ pub fn missing_api() -> Option<&'static str> {
         RedisModule_SubscribeToKeyspaceEvents,
         RedisModule_SubscribeToServerEvent,
         RedisModule_UnblockClient,
+        RedisModule_OpenKey,
+        RedisModule_CloseKey,
+        RedisModule_KeyType,
+        RedisModule_StreamAdd,
+        RedisModule_StreamIteratorStart,
+        RedisModule_StreamIteratorStop,
+        RedisModule_StreamIteratorNextID,
+        RedisModule_StreamIteratorNextField,
+        RedisModule_Replicate,
+        RedisModule_ReplyWithString,
     );
     None
 }
@@ -92,9 +109,39 @@ pub fn guard<T>(what: &str, f: impl FnOnce() -> T) -> Option<T> {
     }
 }
 
+/// Logs `msg` at `level` (`warning`, `notice`) through `RM_Log`, with `ctx` (its module's name
+/// in front) or without (null). The text is the argument of a `%s`, never the format: the crate's
+/// own log functions pass it as the format, so a `%` in a key name a client chose (`%s%n`) made
+/// the server read arguments that are not there and crash. NUL, CR and LF are escaped as in
+/// error replies ([`crate::model::error::wire`]).
+fn log_at(ctx: *mut raw::RedisModuleCtx, level: &std::ffi::CStr, msg: &str) {
+    let mut text = crate::model::error::wire(msg);
+    text.push(0);
+    unsafe {
+        if let Some(f) = raw::RedisModule_Log {
+            f(
+                ctx,
+                level.as_ptr(),
+                c"%s".as_ptr(),
+                text.as_ptr().cast::<c_char>(),
+            );
+        }
+    }
+}
+
 /// Logs at warning level without a context (safe from any callback on the main thread).
 pub fn log_warning(msg: &str) {
-    redis_module::logging::log_warning(msg);
+    log_at(std::ptr::null_mut(), c"warning", msg);
+}
+
+/// Logs at warning level with `ctx` (the module's name in front).
+pub fn warn(ctx: &Context, msg: &str) {
+    log_at(ctx.ctx, c"warning", msg);
+}
+
+/// Logs at notice level with `ctx` (the module's name in front).
+pub fn notice(ctx: &Context, msg: &str) {
+    log_at(ctx.ctx, c"notice", msg);
 }
 
 /// Selects database `db` in `ctx` (Redis `RM_SelectDb`).
@@ -240,8 +287,51 @@ impl RawReply {
         RawReply(r)
     }
 
+    /// `cmd argv...` as [`RawReply::call`] runs it, with arguments that are module strings
+    /// already (a client's own arguments: nothing copied).
+    pub fn call_argv(
+        ctx: &Context,
+        cmd: &std::ffi::CStr,
+        argv: &mut [*mut raw::RedisModuleString],
+    ) -> RawReply {
+        let resp3 = ctx
+            .get_flags()
+            .contains(redis_module::ContextFlags::FLAGS_RESP3);
+        let fmt = if resp3 { c"!Ev3" } else { c"!Ev" };
+        let r = unsafe {
+            raw::RedisModule_Call.unwrap()(
+                ctx.ctx,
+                cmd.as_ptr(),
+                fmt.as_ptr(),
+                argv.as_mut_ptr(),
+                argv.len(),
+            )
+        };
+        RawReply(r)
+    }
+
+    /// `cmd args...` through `RM_Call` with `E` (errors as replies) only: a read, not
+    /// propagated, its reply in RESP2 whatever the client speaks (for the module to read).
+    pub fn read(ctx: &Context, cmd: &std::ffi::CStr, args: &[&[u8]]) -> RawReply {
+        let args: Vec<RedisString> = args
+            .iter()
+            .map(|w| RedisString::create_from_slice(ctx.ctx, w))
+            .collect();
+        let mut argv: Vec<*mut raw::RedisModuleString> = args.iter().map(|a| a.inner).collect();
+        let r = unsafe {
+            raw::RedisModule_Call.unwrap()(
+                ctx.ctx,
+                cmd.as_ptr(),
+                c"Ev".as_ptr(),
+                argv.as_mut_ptr(),
+                argv.len(),
+            )
+        };
+        RawReply(r)
+    }
+
     /// The reply's RESP bytes.
-    fn proto(&self) -> &[u8] {
+    pub fn proto(&self) -> &[u8] {
         if self.0.is_null() {
             return b"";
         }

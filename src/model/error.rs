@@ -38,8 +38,6 @@ pub const REDRIVE_DLQ_IS_SOURCE: &str = "ERR the DLQ key must differ from the SO
 /// `RECLAIM.REDRIVE dlq` where `dlq` is the stream of a reclaim policy (a work stream, not a DLQ).
 pub const REDRIVE_DLQ_IS_WORK_STREAM: &str =
     "ERR the DLQ key is the stream of a reclaim policy (a work stream, not a DLQ)";
-/// `RECLAIM.SWEEP` by a user whose ACL does not allow writing the policy's DLQ key.
-pub const NOPERM_DLQ: &str = "NOPERM this user has no permissions to write the policy's DLQ key";
 /// The policy key of the stream exists but holds something else (written by hand).
 pub const POLICY_KEY_TAKEN: &str =
     "ERR the policy key of this stream holds a value that is not a reclaim policy";
@@ -104,12 +102,17 @@ pub const IMPORT_CROSSSLOT: &str =
 /// serve (or while the cluster is down).
 pub const IMPORT_NOT_SERVED: &str =
     "ERR this node does not serve the stream key's hash slot (import each node's own policies there)";
+/// The key a refused check names ([`ReclaimError::NoPerm`]): the stream of a policy (or of a read).
+pub const KEY_STREAM: &str = "the stream key";
+/// ... the DLQ of a policy (or of `RECLAIM.REDRIVE`).
+pub const KEY_DLQ: &str = "the DLQ key";
+/// ... the `SOURCE` stream of `RECLAIM.REDRIVE`.
+pub const KEY_SOURCE: &str = "the SOURCE key";
+/// ... the streams of the policies whose DLQ a `RECLAIM.REDRIVE` without `SOURCE` moves back to.
+pub const KEY_DLQ_STREAMS: &str =
+    "the streams of the policies that use this DLQ (use SOURCE key group)";
 /// `RECLAIM.POLICY IMPORT ... LOCAL` while the Redis Cluster is down (the server's own text).
 pub const CLUSTERDOWN: &str = "CLUSTERDOWN The cluster is down";
-/// `RECLAIM.POLICY IMPORT` by a user whose ACL does not allow writing a policy's stream key.
-pub const NOPERM_STREAM: &str = "NOPERM this user has no permissions to write the stream key";
-/// `RECLAIM.POLICY IMPORT` by a user whose ACL does not allow writing a policy's DLQ key.
-pub const NOPERM_DLQ_KEY: &str = "NOPERM this user has no permissions to write the DLQ key";
 /// A command that would move or dead-letter under a policy that `RECLAIM.POLICY PAUSE` paused.
 pub const POLICY_PAUSED: &str =
     "ERR the policy of this key and group is paused (RECLAIM.POLICY RESUME resumes it)";
@@ -121,10 +124,6 @@ pub const DISABLED: &str =
     "ERR reclaim is disabled on this server (CONFIG SET reclaim.enabled yes enables it)";
 /// `RECLAIM.POLICY PAUSE key group <word>` with a word other than `STORM`.
 pub const PAUSE_SYNTAX: &str = "ERR syntax error: RECLAIM.POLICY PAUSE key group [STORM]";
-/// `RECLAIM.REDRIVE dlq` without `SOURCE` by a user whose ACL does not allow writing the stream of
-/// every policy whose DLQ is this DLQ (the task would write their consumer groups' PELs).
-pub const NOPERM_REDRIVE_STREAMS: &str =
-    "NOPERM this user has no permissions to write the streams of the policies that use this DLQ (use SOURCE key group)";
 /// `RECLAIM.REDRIVE dlq` while a redrive of that DLQ runs (one task per DLQ at a time).
 pub const REDRIVE_RUNNING: &str =
     "ERR a redrive of this DLQ is running already (RECLAIM.REDRIVE CANCEL dlq cancels it)";
@@ -179,6 +178,10 @@ pub enum ReclaimError {
     Duplicate(usize),
     /// An error of one policy of a `RECLAIM.POLICY IMPORT` document, naming it.
     InPolicy(Box<InPolicy>),
+    /// The caller's ACL does not allow what the module would do for it, checked as the Redis
+    /// command that would do the same ([`crate::model::access`]): (that command, the key it acts
+    /// on: [`KEY_STREAM`], [`KEY_DLQ`], [`KEY_SOURCE`], [`KEY_DLQ_STREAMS`]).
+    NoPerm(&'static str, &'static str),
     /// A command that would act under a stored policy that cannot run where it is: carries why
     /// (the error `RECLAIM.POLICY SET` would answer for its options there, see
     /// `Policy::fault_at`).
@@ -296,6 +299,10 @@ impl fmt::Display for ReclaimError {
                 "ERR the document has a policy for this key and group already, at policies[{first}]"
             ),
             ReclaimError::InPolicy(p) => p.fmt(f),
+            ReclaimError::NoPerm(command, key) => write!(
+                f,
+                "NOPERM this user has no permissions to run {command} on {key}"
+            ),
             ReclaimError::Invalid(why) => write!(
                 f,
                 "ERR the policy of this key and group is invalid where it is ({}): RECLAIM.POLICY SET replaces it",
@@ -333,6 +340,10 @@ mod tests {
         assert_eq!(
             ReclaimError::BadNumber("COUNT", "an integer from 1 to 10000").to_string(),
             "ERR COUNT must be an integer from 1 to 10000"
+        );
+        assert_eq!(
+            ReclaimError::NoPerm("XADD", KEY_DLQ).to_string(),
+            "NOPERM this user has no permissions to run XADD on the DLQ key"
         );
     }
 

@@ -356,6 +356,8 @@ pub static REDRIVE_OVER_BUDGET: Counter = Counter::new();
 pub static TRACKING_OVERFLOWS: Counter = Counter::new();
 /// Panics caught at the FFI boundary (should stay 0; each one is logged).
 pub static PANICS: Counter = Counter::new();
+/// `RECLAIM.READGROUP ... BLOCK` calls that found nothing for the reader and waited.
+pub static READS_BLOCKED: Counter = Counter::new();
 
 /// Name/value pairs of the `INFO reclaim` section, in order; `state` are the figures about the
 /// module's state now (policies, memory), which come first.
@@ -371,6 +373,7 @@ pub fn fields(state: &[(&'static str, u64)]) -> Vec<(&'static str, u64)> {
         ("ticks_skipped_oom", SKIPPED_OOM.get()),
         ("ticks_skipped_cluster_down", SKIPPED_CLUSTER_DOWN.get()),
         ("steps", STEPS.get()),
+        ("reads_blocked", READS_BLOCKED.get()),
     ]);
     f.extend(Stat::ALL.iter().map(|s| (s.info_name(), total(*s))));
     f.extend([

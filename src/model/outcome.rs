@@ -137,6 +137,9 @@ pub struct Outcome {
     /// A problem that skipped some dead-letter moves without stopping the step (DLQ of the wrong
     /// type, out of memory): those entries stay pending and are retried on the next pass.
     pub problem: Option<Stop>,
+    /// The PEL's summary, when the step read it (a trim-only pass reads nothing else): the end
+    /// of the pass need not read it again.
+    pub summary: Option<Summary>,
 }
 
 /// A group's PEL as the summary form `XPENDING key group` reports it (O(consumers) in Redis),
@@ -155,6 +158,8 @@ pub struct Summary {
     pub max_consumer_pending: u64,
     /// The ms part of the lowest pending ID (when the oldest pending entry was added), if any.
     pub oldest_id_ms: Option<u64>,
+    /// The lowest pending ID, if any.
+    pub lowest_id: Option<(u64, u64)>,
 }
 
 impl Summary {

@@ -91,6 +91,7 @@ fn adopt_policy_key(ctx: &Context, db: i32, name: &[u8], stream: Vec<u8>, ev: &[
             }
             registry::register_held(db, &set.stream, g, p.state, fault);
         }
+        registry::forget_read_facts(db, &set.stream);
     }
 }
 

@@ -73,6 +73,27 @@ extern "C" fn on_tick(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
     arm(ctx);
 }
 
+/// Wakes the readers blocked on streams where an entry may now be due for them (it turned due
+/// while they waited, or their search stopped at its bound and goes on): `RECLAIM.READGROUP
+/// ... BLOCK` never waits while an entry is due. O(keys readers are blocked on).
+/// Not while sweeping is off on this server (a replica, loading, writes paused, out of memory, the
+/// cluster down): the server ends those waits itself where it must (CLUSTERDOWN, as for a
+/// blocked XREADGROUP).
+fn wake_readers(ctx: &Context) {
+    let keys = crate::ffi::blocked::waiting_keys();
+    if keys.is_empty() || blocked(ctx).is_some() {
+        return;
+    }
+    let now = epoch_ms();
+    let before = ffi::selected_db(ctx);
+    for (db, key) in keys {
+        if registry::readers_may_find(db, &key, now) && ffi::select_db(ctx, db) {
+            crate::ffi::blocked::signal_if_waiting(ctx, db, &key);
+        }
+    }
+    ffi::select_db(ctx, before);
+}
+
 /// Whether the event-loop hook is subscribed (it is, while a backlog exists).
 static DRAINING: AtomicBool = AtomicBool::new(false);
 /// Whether a tick found this server a replica since it last swept as a primary.
@@ -114,6 +135,7 @@ fn tick(ctx: &Context) {
         registry::len() > 0 && run_slice(ctx, true)
     };
     BACKLOG.store(backlog, Ordering::Relaxed);
+    wake_readers(ctx);
     // Subscribe or unsubscribe the event-loop hook from here, never from inside the hook itself
     // (the server is iterating its listeners while it fires the event).
     if backlog != DRAINING.load(Ordering::Relaxed) {

@@ -24,7 +24,7 @@ use lazy_static::lazy_static;
 
 use crate::model::clock::now_ms;
 use crate::model::error::ReclaimError;
-use crate::state::runtime::Runtime;
+use crate::state::runtime::{ReadFacts, ReadView, Runtime};
 
 /// A policy's identity: database, stream, consumer group.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -378,6 +378,72 @@ pub fn saw(id: &PolicyId, consumer: &[u8], liveness_ms: i64) {
     }
 }
 
+/// A read by `consumer` of policy `id` begins ([`Runtime::begin_read`]: the sighting noted with
+/// `LIVENESS`): what the reader needs to know first, `None` when the policy is not known.
+pub fn begin_read(id: &PolicyId, consumer: &[u8], facts: ReadFacts) -> Option<ReadView> {
+    let now = now_ms();
+    let liveness = facts.liveness_ms > 0;
+    let mut r = lock();
+    let view = r.runtimes.get_mut(id)?.begin_read(consumer, facts, now);
+    if liveness && !r.remembering.contains(id) {
+        r.remembering.insert(id.clone());
+    }
+    Some(view)
+}
+
+/// A read by `consumer` of policy (`db`, `stream`, `group`) at wall-clock `wall` that needs
+/// neither the policy's value nor a look at the PEL ([`Runtime::quick_read`]): the DLQ the
+/// reader must be allowed to write, if any. `None`: read the policy and look.
+pub fn quick_read(
+    db: i32,
+    stream: &[u8],
+    group: &[u8],
+    consumer: &[u8],
+    wall: i64,
+) -> Option<Option<Vec<u8>>> {
+    let now = now_ms();
+    let mut r = lock();
+    let Registry {
+        runtimes,
+        by_stream,
+        remembering,
+        ..
+    } = &mut *r;
+    let id = by_stream
+        .get(stream)?
+        .iter()
+        .find(|i| i.db == db && i.group == group)?;
+    let rt = runtimes.get_mut(id)?;
+    let dlq = rt.quick_read(consumer, wall, now)?;
+    if rt.remembers() && !remembering.contains(id) {
+        remembering.insert(id.clone());
+    }
+    Some(dlq)
+}
+
+/// The policies of (db, `stream`) may have new values under the same names (their policy key
+/// arrived by RENAME, RESTORE, COPY or MOVE): reads read them again.
+pub fn forget_read_facts(db: i32, stream: &[u8]) {
+    let mut r = lock();
+    for id in r.ids_of(Some(db), stream, None) {
+        if let Some(rt) = r.runtimes.get_mut(&id) {
+            rt.forget_read_facts();
+        }
+    }
+}
+
+/// Whether a reader of (db, `stream`) may find an entry due at wall-clock ms `now` under one of
+/// its policies ([`Runtime::readers_may_find`]).
+pub fn readers_may_find(db: i32, stream: &[u8], now: i64) -> bool {
+    let r = lock();
+    r.by_stream.get(stream).into_iter().flatten().any(|id| {
+        id.db == db
+            && r.runtimes
+                .get(id)
+                .is_some_and(|rt| rt.readers_may_find(now))
+    })
+}
+
 /// When the consumers of policy `id` last talked to the module, as ages (ms) by consumer.
 pub fn seen(id: &PolicyId) -> Vec<(Vec<u8>, u64)> {
     let now = now_ms();
@@ -647,7 +713,7 @@ mod tests {
         let id = PolicyId::new(0, b"s-reg", b"g");
         update(&id, |rt| {
             rt.set_due(u64::MAX - 1);
-            rt.note_read_page(Some(b"5-0".to_vec()), false, None, 0, 1000);
+            rt.note_read_page(Some(b"5-0".to_vec()), None, 0, 1000);
         });
         assert_eq!(
             get(&id).unwrap().read_cursor().as_deref(),

@@ -290,6 +290,12 @@ pub struct Runtime {
     /// `RENAME`/`COPY`/`MOVE`/`RESTORE`, at every visit): `invalid` comes first in
     /// [`Runtime::state`]. `None`: it can.
     fault: Option<ReclaimError>,
+    /// A read found the claimant's inbox empty, and nothing the module knows of filled it since
+    /// (its moves, `RECLAIM.NACK`, a client's touch, a pass that saw entries there): reads skip
+    /// their look at the inbox.
+    inbox_empty: bool,
+    /// What the last read kept of the policy's value (`None`: read it).
+    read_facts: Option<Box<ReadFacts>>,
 }
 
 /// When consumers last talked to the module (`RECLAIM.READGROUP`, `EXTEND`, `NACK`, `TERM`),
@@ -371,34 +377,38 @@ impl Seen {
     }
 }
 
-/// `RECLAIM.READGROUP`'s rounds over the PEL looking for stale entries of other consumers, a page
-/// per read (as `XAUTOCLAIM`'s cursor goes): where the next page starts, and what the round saw.
+/// `RECLAIM.READGROUP`'s rounds over the PEL looking for stale entries of other consumers, pages
+/// read from a cursor (as `XAUTOCLAIM`'s cursor goes): where the next page starts, and what the
+/// round learnt so far about when entries it passed turn due.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReadScan {
-    /// Last ID of the last page (`None`: the next page starts at the head of the PEL).
+    /// Last ID examined (`None`: the next page starts at the head of the PEL). Every entry up to
+    /// it was either handed over or seen not due yet.
     pub cursor: Option<Vec<u8>>,
-    /// A stale entry was found in this round.
-    pub found: bool,
-    /// The least time (ms) an entry of this round needs to be due (`None`: none seen).
-    pub min_remaining_ms: Option<i64>,
+    /// Wall-clock ms when this round started (0: no round under way).
+    pub round_start_ms: i64,
+    /// The earliest wall-clock ms at which an entry this round saw not due yet turns due
+    /// (`None`: none seen).
+    pub min_due_ms: Option<i64>,
 }
 
 impl ReadScan {
-    /// Notes one page read from the cursor: `last` its last ID (`None`: the page ended the round,
-    /// at the end of the PEL), `stale` whether it held due entries, `remaining` the least time one
-    /// of the others needs to be due. At the end of a round that found nothing, returns when the
-    /// next due entry can appear at the earliest (`now` + that time; `now` + `min_idle` when the
-    /// round saw no entry).
+    /// Notes pages read from the cursor at wall-clock `now`: `last` the last ID examined (`None`:
+    /// the pages reached the end of the PEL, ending the round), `due` the earliest wall-clock ms
+    /// at which an entry they saw not due yet turns due. At the end of a round, returns when the
+    /// next due entry can appear at the earliest: what the round saw, and at most `min_idle` after
+    /// the round started (entries it handed over, or delivered since, need that much idle time).
     pub fn page(
         &mut self,
         last: Option<Vec<u8>>,
-        stale: bool,
-        remaining: Option<i64>,
+        due: Option<i64>,
         now: i64,
         min_idle: i64,
     ) -> Option<i64> {
-        self.found |= stale;
-        self.min_remaining_ms = match (self.min_remaining_ms, remaining) {
+        if self.round_start_ms == 0 {
+            self.round_start_ms = now;
+        }
+        self.min_due_ms = match (self.min_due_ms, due) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
@@ -406,11 +416,37 @@ impl ReadScan {
         if self.cursor.is_some() {
             return None;
         }
-        let wait = self.min_remaining_ms.unwrap_or(min_idle).max(0);
-        let quiet = (!self.found).then(|| now.saturating_add(wait));
+        let quiet = self
+            .round_start_ms
+            .saturating_add(min_idle.max(0))
+            .min(self.min_due_ms.unwrap_or(i64::MAX));
         *self = ReadScan::default();
-        quiet
+        Some(quiet)
     }
+}
+
+/// What a read needs of a policy's value when nothing can be due ([`Runtime::quick_read`]): kept
+/// from the last read that read the value, forgotten whenever the value may have changed
+/// (`RECLAIM.POLICY SET`, a policy key arriving, a new PEL, a promotion).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReadFacts {
+    /// The policy's `LIVENESS` (a sighting is noted above 0).
+    pub liveness_ms: i64,
+    /// The DLQ a reader must be allowed to write (`MAX-DELIVERIES` above 0 with a `DLQ`).
+    pub dlq: Option<Vec<u8>>,
+}
+
+/// What `RECLAIM.READGROUP` needs to know of a policy before it reads anything
+/// ([`Runtime::begin_read`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReadView {
+    /// Wall-clock ms before which no pending entry of another consumer can be due (0: unknown).
+    pub horizon_ms: i64,
+    /// Where the next page of the PEL starts (`None`: the head).
+    pub cursor: Option<Vec<u8>>,
+    /// Whether the claimant's inbox may hold entries (`false`: a read found it empty, and
+    /// nothing the module knows of has filled it since).
+    pub inbox: bool,
 }
 
 /// What the next step of a policy's pass reads and how much ([`Runtime::plan_step`]): the
@@ -556,19 +592,82 @@ impl Runtime {
         self.read_scan.cursor.clone()
     }
 
-    /// `RECLAIM.READGROUP` read a page of the PEL from its cursor ([`ReadScan::page`]): a round
-    /// over the whole PEL that found nothing due says when to look again at the earliest.
+    /// Whether a reader may find an entry due under this policy at wall-clock `now`: it is not
+    /// paused or held by its `STORM` breaker, and its inbox may hold entries or what passes and
+    /// reads learnt says an entry of another consumer may be due.
+    pub fn readers_may_find(&self, now: i64) -> bool {
+        self.held == State::Active && (!self.inbox_empty || self.read_horizon() <= now)
+    }
+
+    /// A read by `consumer` begins at monotonic ms `now`: notes the sighting (`LIVENESS`
+    /// policies: `liveness_ms` above 0) and says what the reader needs to know first.
+    pub fn begin_read(&mut self, consumer: &[u8], facts: ReadFacts, now: u64) -> ReadView {
+        if facts.liveness_ms > 0 {
+            self.saw(consumer, now, facts.liveness_ms as u64);
+        }
+        if self.read_facts.as_deref() != Some(&facts) {
+            self.read_facts = Some(Box::new(facts));
+        }
+        ReadView {
+            horizon_ms: self.read_horizon(),
+            cursor: self.read_scan.cursor.clone(),
+            inbox: !self.inbox_empty,
+        }
+    }
+
+    /// A read by `consumer` at wall-clock `wall` (monotonic `now`) that can be answered without
+    /// the policy's value: a read before learnt what it needs of it, the inbox is known empty
+    /// and no entry of another consumer can be due before the horizon. Notes the sighting then
+    /// (`LIVENESS`), and returns the DLQ the reader must be allowed to write, if any (`Some(None)`:
+    /// none). `None`: read the policy and look.
+    pub fn quick_read(&mut self, consumer: &[u8], wall: i64, now: u64) -> Option<Option<Vec<u8>>> {
+        if self.inbox_empty && wall < self.read_horizon() {
+            let facts = self.read_facts.as_deref()?;
+            let (liveness, dlq) = (facts.liveness_ms, facts.dlq.clone());
+            if liveness > 0 {
+                self.saw(consumer, now, liveness as u64);
+            }
+            return Some(dlq);
+        }
+        None
+    }
+
+    /// The policy's value may have changed under the same name (a policy key arriving by
+    /// `RENAME`, `RESTORE`, `COPY`, `MOVE`): reads read it again.
+    pub fn forget_read_facts(&mut self) {
+        self.read_facts = None;
+    }
+
+    /// `RECLAIM.READGROUP` read pages of the PEL from its cursor ([`ReadScan::page`]): a round
+    /// over the whole PEL says when to look again at the earliest.
     pub fn note_read_page(
         &mut self,
         last: Option<Vec<u8>>,
-        stale: bool,
-        remaining: Option<i64>,
+        due: Option<i64>,
         now: i64,
         min_idle: i64,
     ) {
-        if let Some(quiet) = self.read_scan.page(last, stale, remaining, now, min_idle) {
+        if let Some(quiet) = self.read_scan.page(last, due, now, min_idle) {
             self.read_not_before_ms = quiet;
         }
+    }
+
+    /// A read left entries it found due where they were (a dead-letter that could not be made):
+    /// what reads learnt no longer holds.
+    pub fn read_left_some(&mut self) {
+        self.read_not_before_ms = 0;
+        self.read_scan = ReadScan::default();
+        self.inbox_empty = false;
+    }
+
+    /// A read found the claimant's inbox empty (it handled every entry there).
+    pub fn note_inbox_empty(&mut self) {
+        self.inbox_empty = true;
+    }
+
+    /// Entries may have been moved into the claimant's inbox.
+    pub fn inbox_filled(&mut self) {
+        self.inbox_empty = false;
     }
 
     /// Notes the state the policy is stored in ([`Runtime::state`] shows `paused` and `storm`).
@@ -779,6 +878,8 @@ impl Runtime {
     /// set older idle times: the next pass checks that consumer's entries first (with
     /// `MAX-DELIVERIES`), and with `sets_idle` scans without skipping.
     fn touch(&mut self, consumer: &[u8], sets_idle: bool) {
+        // The touched consumer may be the claimant (a client's XCLAIM into the inbox).
+        self.inbox_empty = false;
         if let Unchecked::Consumers(set) = &mut self.unchecked {
             if !set.insert(consumer) {
                 self.unchecked = Unchecked::All;
@@ -816,6 +917,10 @@ impl Runtime {
             h.sizes.pop_front();
         }
         h.sizes.push_back((s.at_ms, s.pending));
+        if s.inbox > 0 {
+            // Entries may have reached the inbox some other way (a client reading as the claimant).
+            self.inbox_empty = false;
+        }
         self.summary = s;
     }
 
@@ -916,6 +1021,8 @@ impl Runtime {
         self.stale_not_before_ms = 0;
         self.read_not_before_ms = 0;
         self.read_scan = ReadScan::default();
+        self.inbox_empty = false;
+        self.read_facts = None;
     }
 
     /// Forgets what passes learnt (checked delivery counts, when entries can be stale): the PEL
@@ -1179,18 +1286,54 @@ mod tests {
     #[test]
     fn readers_rounds_learn_when_to_look_again() {
         let mut r = ReadScan::default();
-        // A round of two pages, nothing stale, an entry due in 300 ms at the least: look again
-        // then.
-        let first = r.page(Some(b"5-0".to_vec()), false, Some(700), 10_000, 1000);
-        assert_eq!(first, None);
+        // A round of two pages: an entry due at 10,350 at the earliest; MIN-IDLE 1000 after the
+        // round's start would be later.
+        assert_eq!(
+            r.page(Some(b"5-0".to_vec()), Some(10_700), 10_000, 1000),
+            None
+        );
         assert_eq!(r.cursor.as_deref(), Some(&b"5-0"[..]));
-        assert_eq!(r.page(None, false, Some(300), 10_050, 1000), Some(10_350));
+        assert_eq!(r.page(None, Some(10_350), 10_050, 1000), Some(10_350));
         assert_eq!(r, ReadScan::default());
-        // A round that found a stale entry: look again at once.
-        assert_eq!(r.page(Some(b"1-0".to_vec()), true, None, 0, 1000), None);
-        assert_eq!(r.page(None, false, Some(990), 0, 1000), None);
-        // An empty PEL: nothing before MIN-IDLE from now.
-        assert_eq!(r.page(None, false, None, 500, 1000), Some(1500));
+        // Nothing seen but entries handed over: MIN-IDLE after the round started.
+        assert_eq!(r.page(Some(b"1-0".to_vec()), None, 500, 1000), None);
+        assert_eq!(r.page(None, None, 900, 1000), Some(1500));
+        // A held entry (due 0 from now) makes the next read look again at once.
+        assert_eq!(r.page(None, Some(2000), 2000, 1000), Some(2000));
+    }
+
+    #[test]
+    fn the_inbox_is_known_empty_until_something_may_fill_it() {
+        let mut rt = Runtime::new(0);
+        let facts = ReadFacts::default();
+        assert!(rt.begin_read(b"c", facts.clone(), 0).inbox);
+        rt.note_inbox_empty();
+        assert!(!rt.begin_read(b"c", facts.clone(), 0).inbox);
+        rt.touch(b"reclaim", false, false, 1);
+        assert!(rt.begin_read(b"c", facts.clone(), 0).inbox);
+        rt.note_inbox_empty();
+        rt.idle_set_older();
+        assert!(rt.begin_read(b"c", facts, 0).inbox);
+    }
+
+    #[test]
+    fn a_read_is_answered_from_what_reads_learnt_until_something_changes() {
+        let mut rt = Runtime::new(0);
+        let facts = ReadFacts {
+            liveness_ms: 0,
+            dlq: Some(b"d".to_vec()),
+        };
+        // Nothing learnt yet.
+        assert_eq!(rt.quick_read(b"c", 0, 0), None);
+        rt.begin_read(b"c", facts.clone(), 0);
+        rt.note_inbox_empty();
+        rt.note_read_page(None, None, 1_000, 500);
+        // Before the horizon (1,500): no look, the DLQ to check.
+        assert_eq!(rt.quick_read(b"c", 1_400, 0), Some(Some(b"d".to_vec())));
+        assert_eq!(rt.quick_read(b"c", 1_500, 0), None);
+        // A SET forgets it all.
+        rt.reset(0);
+        assert_eq!(rt.quick_read(b"c", 1_400, 0), None);
     }
 
     #[test]

@@ -121,20 +121,6 @@ pub fn get(ctx: &Context, stream: &[u8], group: &[u8]) -> Option<Policy> {
     }
 }
 
-/// Whether a policy of `stream` in the selected database dead-letters into `dlq` (one key read,
-/// nothing copied); `false` without a policy value at the stream's policy key.
-pub fn uses_dlq(ctx: &Context, stream: &[u8], dlq: &[u8]) -> bool {
-    let name = RedisString::create_from_slice(ctx.ctx, &keys::policy_key(stream));
-    let key = ctx.open_key(&name);
-    if key.key_type() != KeyType::Module {
-        return false;
-    }
-    match key.get_value::<PolicySet>(&POLICY_TYPE) {
-        Ok(Some(v)) => v.groups.values().any(|p| p.dlq.as_deref() == Some(dlq)),
-        _ => false,
-    }
-}
-
 /// Whether (stream, group) has a policy in the selected database, without copying it. Errs with
 /// [`crate::model::error::POLICY_KEY_TAKEN`] when the policy key holds something else (where
 /// [`put`] would fail).

@@ -16,8 +16,8 @@ pub const DLQ_IS_MODULE_KEY: &str = "ERR the DLQ key is a key the module keeps f
 /// The stream's policy key holds a value that is not a policy.
 pub const POLICY_KEY_TAKEN: &str =
     "ERR the policy key of this stream holds a value that is not a reclaim policy";
-/// A sweep (or read) whose user may not write the policy's DLQ.
-pub const NOPERM_DLQ: &str = "NOPERM this user has no permissions to write the policy's DLQ key";
+/// A sweep (or read, or TERM) whose user may not append to the policy's DLQ (`XADD`).
+pub const NOPERM_DLQ: &str = "NOPERM this user has no permissions to run XADD on the DLQ key";
 /// A policy stopped by `RECLAIM.POLICY PAUSE`.
 pub const PAUSED: &str =
     "ERR the policy of this key and group is paused (RECLAIM.POLICY RESUME resumes it)";

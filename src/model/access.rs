@@ -1,0 +1,499 @@
+//! What the module's work on a key is checked as, for the client it works for: the Redis command
+//! that would do the same ([`As`]: its arguments, and the key named when it is refused). ACL then
+//! checks it as it checks that command (`RM_ACLCheckCommandPermissions`: the command and its keys
+//! together, selector by selector, with `%R~`/`%W~` as the command's key specs ask), so the module
+//! never lets a user do to a key what the user could not do with Redis's own stream commands.
+//!
+//! Pure: the argument lists only (IDs, fields and counts are placeholders: ACL looks at the
+//! command, its subcommand and its keys). Nothing is allocated: a check is on the hot path of
+//! `RECLAIM.READGROUP`. docs/security.md has the table of every command.
+
+use crate::model::error::{self, ReclaimError};
+use crate::model::policy::Policy;
+
+/// The words of the checks' commands (their names, keywords and placeholders): the same in every
+/// check, so the ACL layer keeps their strings, one per word ([`Word::COUNT`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Word {
+    Xreadgroup,
+    Xclaim,
+    Xack,
+    Xadd,
+    Xtrim,
+    Xrange,
+    Xpending,
+    Xinfo,
+    Xlen,
+    Xdel,
+    Group,
+    Streams,
+    New,
+    Zero,
+    Id,
+    Justid,
+    Auto,
+    Field,
+    Value,
+    Maxlen,
+    About,
+    Min,
+    Max,
+    Count,
+    One,
+    Groups,
+    Force,
+    Retrycount,
+}
+
+impl Word {
+    /// How many words there are (their indexes are `0..COUNT`).
+    pub const COUNT: usize = 28;
+
+    /// The word's text.
+    pub fn text(self) -> &'static str {
+        match self {
+            Word::Xreadgroup => "XREADGROUP",
+            Word::Xclaim => "XCLAIM",
+            Word::Xack => "XACK",
+            Word::Xadd => "XADD",
+            Word::Xtrim => "XTRIM",
+            Word::Xrange => "XRANGE",
+            Word::Xpending => "XPENDING",
+            Word::Xinfo => "XINFO",
+            Word::Xlen => "XLEN",
+            Word::Xdel => "XDEL",
+            Word::Group => "GROUP",
+            Word::Streams => "STREAMS",
+            Word::New => ">",
+            Word::Zero => "0",
+            Word::Id => "0-0",
+            Word::Justid => "JUSTID",
+            Word::Auto => "*",
+            Word::Field => "f",
+            Word::Value => "v",
+            Word::Maxlen => "MAXLEN",
+            Word::About => "~",
+            Word::Min => "-",
+            Word::Max => "+",
+            Word::Count => "COUNT",
+            Word::One => "1",
+            Word::Groups => "GROUPS",
+            Word::Force => "FORCE",
+            Word::Retrycount => "RETRYCOUNT",
+        }
+    }
+}
+
+/// A placeholder entry ID (ACL never looks at it).
+const ID: Arg<'static> = Arg::Word(Word::Id);
+
+/// One argument of an [`As`]: a word of the command itself, or a name from the work (a key, a
+/// group, a consumer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arg<'a> {
+    Word(Word),
+    Name(&'a [u8]),
+}
+
+impl<'a> Arg<'a> {
+    /// The argument's bytes.
+    pub fn bytes(&self) -> &'a [u8] {
+        match self {
+            Arg::Word(w) => w.text().as_bytes(),
+            Arg::Name(n) => n,
+        }
+    }
+}
+
+/// A name from the work.
+fn n(name: &[u8]) -> Arg<'_> {
+    Arg::Name(name)
+}
+
+/// A word of the command.
+fn w(word: Word) -> Arg<'static> {
+    Arg::Word(word)
+}
+
+/// Most arguments of an [`As`] (its name included).
+pub const MAX_ARGS: usize = 10;
+
+/// One Redis command the module's work is checked as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct As<'a> {
+    /// The command's name, as a refusal names it.
+    pub command: &'static str,
+    /// The command's arguments, its name first: the first `len`.
+    args: [Arg<'a>; MAX_ARGS],
+    len: usize,
+    /// The key it acts on, as a refusal names it ([`error::KEY_STREAM`], ...).
+    pub key: &'static str,
+}
+
+impl<'a> As<'a> {
+    fn new(command: Word, key: &'static str, rest: &[Arg<'a>]) -> As<'a> {
+        let mut args = [Arg::Word(command); MAX_ARGS];
+        args[1..=rest.len()].copy_from_slice(rest);
+        As {
+            command: command.text(),
+            args,
+            len: rest.len() + 1,
+            key,
+        }
+    }
+
+    /// The command's arguments, its name first.
+    pub fn argv(&self) -> &[Arg<'a>] {
+        &self.args[..self.len]
+    }
+
+    /// The error of a client refused this.
+    pub fn refused(&self) -> ReclaimError {
+        ReclaimError::NoPerm(self.command, self.key)
+    }
+
+    /// The same command on a key of another role (as the error names it).
+    pub fn on(mut self, key: &'static str) -> As<'a> {
+        self.key = key;
+        self
+    }
+}
+
+/// Whether a `RECLAIM.READGROUP` under `p` may write its DLQ: it dead-letters entries at their
+/// limit (`MAX-DELIVERIES` above 0) and records deleted ones (`TOMBSTONES yes`).
+fn dlq_on_read(p: &Policy) -> bool {
+    p.dlq.is_some() && (p.max_deliveries > 0 || p.tombstones)
+}
+
+/// The writes of `p` into its DLQ: `XADD dlq * ...` (dead-letters, tombstones) and, with
+/// `DLQ-MAXLEN` or `DLQ-MAXAGE`, `XTRIM dlq ...` (retention), added to `out`. Nothing without a
+/// DLQ.
+pub fn dlq_writes<'a>(p: &'a Policy, out: &mut Vec<As<'a>>) {
+    let Some(dlq) = p.dlq.as_deref() else {
+        return;
+    };
+    out.push(As::new(
+        Word::Xadd,
+        error::KEY_DLQ,
+        &[n(dlq), w(Word::Auto), w(Word::Field), w(Word::Value)],
+    ));
+    if p.trims_dlq() {
+        out.push(As::new(
+            Word::Xtrim,
+            error::KEY_DLQ,
+            &[n(dlq), w(Word::Maxlen), w(Word::About), w(Word::Zero)],
+        ));
+    }
+}
+
+/// What policy `p` of (`stream`, `group`) does to its keys, checked for whoever sets it
+/// (`RECLAIM.POLICY SET`, `IMPORT`: the timer then acts with these rights) and for
+/// `RECLAIM.SWEEP`: `XCLAIM` (moves to the claimant) and `XACK` (dead-letters, purges) on the
+/// stream; with a DLQ, `XRANGE` on the stream (a dead-letter copies the entry) and the DLQ's
+/// writes ([`dlq_writes`]).
+pub fn policy_work<'a>(stream: &'a [u8], group: &'a [u8], p: &'a Policy) -> Vec<As<'a>> {
+    let mut out = vec![
+        As::new(
+            Word::Xclaim,
+            error::KEY_STREAM,
+            &[
+                n(stream),
+                n(group),
+                n(&p.claimant),
+                w(Word::Zero),
+                ID,
+                w(Word::Justid),
+            ],
+        ),
+        As::new(Word::Xack, error::KEY_STREAM, &[n(stream), n(group), ID]),
+    ];
+    if p.dlq.is_some() {
+        out.push(As::new(
+            Word::Xrange,
+            error::KEY_STREAM,
+            &[
+                n(stream),
+                w(Word::Min),
+                w(Word::Max),
+                w(Word::Count),
+                w(Word::One),
+            ],
+        ));
+    }
+    dlq_writes(p, &mut out);
+    out
+}
+
+/// What `RECLAIM.READGROUP` does to one stream for `consumer` of `group`: `XREADGROUP GROUP g c
+/// STREAMS key >` (new entries); under a policy `p`, `XCLAIM` (redeliveries) and, when it may
+/// write the DLQ on a read ([`dlq_on_read`]), `XACK` on the stream and the DLQ's writes
+/// ([`dlq_writes`]). Whatever the policy's state (a paused policy may resume at any time).
+pub fn read_group<'a>(
+    stream: &'a [u8],
+    group: &'a [u8],
+    consumer: &'a [u8],
+    p: Option<&'a Policy>,
+    out: &mut Vec<As<'a>>,
+) {
+    out.push(As::new(
+        Word::Xreadgroup,
+        error::KEY_STREAM,
+        &[
+            w(Word::Group),
+            n(group),
+            n(consumer),
+            w(Word::Streams),
+            n(stream),
+            w(Word::New),
+        ],
+    ));
+    let Some(p) = p else {
+        return;
+    };
+    out.push(As::new(
+        Word::Xclaim,
+        error::KEY_STREAM,
+        &[n(stream), n(group), n(consumer), w(Word::Zero), ID],
+    ));
+    if dlq_on_read(p) {
+        out.push(As::new(
+            Word::Xack,
+            error::KEY_STREAM,
+            &[n(stream), n(group), ID],
+        ));
+        dlq_writes(p, out);
+    }
+}
+
+/// What `RECLAIM.EXTEND` and `RECLAIM.NACK` do: `XCLAIM key group consumer 0 id JUSTID` (to the
+/// consumer itself, the claimant or `<claimant>:delayed`).
+pub fn own_entries<'a>(stream: &'a [u8], group: &'a [u8], consumer: &'a [u8]) -> Vec<As<'a>> {
+    vec![As::new(
+        Word::Xclaim,
+        error::KEY_STREAM,
+        &[
+            n(stream),
+            n(group),
+            n(consumer),
+            w(Word::Zero),
+            ID,
+            w(Word::Justid),
+        ],
+    )]
+}
+
+/// What `RECLAIM.TERM` does: reads the entries (`XRANGE`: their fields are copied), `XACK`s
+/// them, and the DLQ's writes of `p` ([`dlq_writes`]).
+pub fn terminate<'a>(stream: &'a [u8], group: &'a [u8], p: &'a Policy) -> Vec<As<'a>> {
+    let mut out = vec![
+        As::new(
+            Word::Xrange,
+            error::KEY_STREAM,
+            &[
+                n(stream),
+                w(Word::Min),
+                w(Word::Max),
+                w(Word::Count),
+                w(Word::One),
+            ],
+        ),
+        As::new(Word::Xack, error::KEY_STREAM, &[n(stream), n(group), ID]),
+    ];
+    dlq_writes(p, &mut out);
+    out
+}
+
+/// A read of the group's PEL that the reply shows (`RECLAIM.STATS`, `HEALTH`, `SIMULATE`):
+/// `XPENDING key group`.
+pub fn read_pel<'a>(stream: &'a [u8], group: &'a [u8]) -> As<'a> {
+    As::new(Word::Xpending, error::KEY_STREAM, &[n(stream), n(group)])
+}
+
+/// Showing a policy (`RECLAIM.POLICY GET`, `LIST`, `EXPORT`): its group, DLQ and options are
+/// what a stream's groups are, `XINFO GROUPS key`.
+pub fn see_policy(stream: &[u8]) -> As<'_> {
+    As::new(
+        Word::Xinfo,
+        error::KEY_STREAM,
+        &[w(Word::Groups), n(stream)],
+    )
+}
+
+/// Showing a DLQ's length or type (`RECLAIM.HEALTH`, `RECLAIM.SIMULATE`): `XLEN dlq`.
+pub fn dlq_length(dlq: &[u8]) -> As<'_> {
+    As::new(Word::Xlen, error::KEY_DLQ, &[n(dlq)])
+}
+
+/// What a `RECLAIM.REDRIVE` task does to its DLQ, checked when it starts and at its steps: reads
+/// it (`XRANGE`) and deletes what it moved back (`XDEL`).
+pub fn redrive_dlq(dlq: &[u8]) -> Vec<As<'_>> {
+    vec![
+        As::new(
+            Word::Xrange,
+            error::KEY_DLQ,
+            &[
+                n(dlq),
+                w(Word::Min),
+                w(Word::Max),
+                w(Word::Count),
+                w(Word::One),
+            ],
+        ),
+        As::new(Word::Xdel, error::KEY_DLQ, &[n(dlq), ID]),
+    ]
+}
+
+/// What a `RECLAIM.REDRIVE` task does to the group an entry goes back to: `XCLAIM stream group
+/// claimant 0 id FORCE RETRYCOUNT 0 JUSTID` (`id`: the entry's, or a placeholder when the start
+/// checks a stream before any entry).
+pub fn redrive_back<'a>(
+    stream: &'a [u8],
+    group: &'a [u8],
+    claimant: &'a [u8],
+    id: Option<&'a [u8]>,
+) -> As<'a> {
+    As::new(
+        Word::Xclaim,
+        error::KEY_STREAM,
+        &[
+            n(stream),
+            n(group),
+            n(claimant),
+            w(Word::Zero),
+            id.map_or(ID, Arg::Name),
+            w(Word::Force),
+            w(Word::Retrycount),
+            w(Word::Zero),
+            w(Word::Justid),
+        ],
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(v: &[As]) -> Vec<String> {
+        v.iter()
+            .map(|a| {
+                let words: Vec<String> = a
+                    .argv()
+                    .iter()
+                    .map(|w| String::from_utf8_lossy(w.bytes()).into_owned())
+                    .collect();
+                words.join(" ")
+            })
+            .collect()
+    }
+
+    fn policy(dlq: Option<&str>, max: i64, tombstones: bool, maxlen: i64) -> Policy {
+        Policy {
+            dlq: dlq.map(|d| d.as_bytes().to_vec()),
+            max_deliveries: max,
+            tombstones,
+            dlq_maxlen: maxlen,
+            ..Policy::default()
+        }
+    }
+
+    #[test]
+    fn a_read_without_policy_is_xreadgroup() {
+        let mut v = Vec::new();
+        read_group(b"s", b"g", b"c", None, &mut v);
+        assert_eq!(names(&v), ["XREADGROUP GROUP g c STREAMS s >"]);
+        assert_eq!(
+            v[0].refused().to_string(),
+            "NOPERM this user has no permissions to run XREADGROUP on the stream key"
+        );
+    }
+
+    #[test]
+    fn a_read_writes_the_dlq_when_it_may_dead_letter_or_bury() {
+        let mut v = Vec::new();
+        let p = policy(Some("d"), 0, false, 0);
+        read_group(b"s", b"g", b"c", Some(&p), &mut v);
+        assert_eq!(
+            names(&v),
+            ["XREADGROUP GROUP g c STREAMS s >", "XCLAIM s g c 0 0-0"]
+        );
+        // TOMBSTONES with MAX-DELIVERIES 0 appends to the DLQ all the same.
+        for p in [
+            policy(Some("d"), 0, true, 5),
+            policy(Some("d"), 3, false, 5),
+        ] {
+            let mut v = Vec::new();
+            read_group(b"s", b"g", b"c", Some(&p), &mut v);
+            assert_eq!(
+                names(&v),
+                [
+                    "XREADGROUP GROUP g c STREAMS s >",
+                    "XCLAIM s g c 0 0-0",
+                    "XACK s g 0-0",
+                    "XADD d * f v",
+                    "XTRIM d MAXLEN ~ 0"
+                ]
+            );
+            assert_eq!(
+                v[3].refused().to_string(),
+                "NOPERM this user has no permissions to run XADD on the DLQ key"
+            );
+        }
+    }
+
+    #[test]
+    fn a_policy_is_checked_as_what_the_timer_does() {
+        let p = Policy::default();
+        assert_eq!(
+            names(&policy_work(b"s", b"g", &p)),
+            ["XCLAIM s g reclaim 0 0-0 JUSTID", "XACK s g 0-0"]
+        );
+        let p = policy(Some("d"), 3, false, 0);
+        assert_eq!(
+            names(&policy_work(b"s", b"g", &p)),
+            [
+                "XCLAIM s g reclaim 0 0-0 JUSTID",
+                "XACK s g 0-0",
+                "XRANGE s - + COUNT 1",
+                "XADD d * f v"
+            ]
+        );
+        let p = Policy {
+            dlq_maxage_ms: 1000,
+            ..policy(Some("d"), 0, false, 0)
+        };
+        assert_eq!(
+            names(&terminate(b"s", b"g", &p)),
+            [
+                "XRANGE s - + COUNT 1",
+                "XACK s g 0-0",
+                "XADD d * f v",
+                "XTRIM d MAXLEN ~ 0"
+            ]
+        );
+    }
+
+    #[test]
+    fn reads_and_redrives() {
+        assert_eq!(names(&[read_pel(b"s", b"g")]), ["XPENDING s g"]);
+        assert_eq!(names(&[see_policy(b"s")]), ["XINFO GROUPS s"]);
+        assert_eq!(names(&[dlq_length(b"d")]), ["XLEN d"]);
+        assert_eq!(
+            names(&redrive_dlq(b"d")),
+            ["XRANGE d - + COUNT 1", "XDEL d 0-0"]
+        );
+        let back = redrive_back(b"s", b"g", b"c", Some(b"5-1")).on(error::KEY_SOURCE);
+        assert_eq!(
+            names(std::slice::from_ref(&back)),
+            ["XCLAIM s g c 0 5-1 FORCE RETRYCOUNT 0 JUSTID"]
+        );
+        assert_eq!(
+            back.refused().to_string(),
+            "NOPERM this user has no permissions to run XCLAIM on the SOURCE key"
+        );
+        assert_eq!(
+            names(&own_entries(b"s", b"g", b"c")),
+            ["XCLAIM s g c 0 0-0 JUSTID"]
+        );
+    }
+}
