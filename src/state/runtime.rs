@@ -1309,7 +1309,7 @@ mod tests {
         assert!(rt.begin_read(b"c", facts.clone(), 0).inbox);
         rt.note_inbox_empty();
         assert!(!rt.begin_read(b"c", facts.clone(), 0).inbox);
-        rt.touch(b"reclaim", false, false, 1);
+        rt.touch(b"reclaim", false);
         assert!(rt.begin_read(b"c", facts.clone(), 0).inbox);
         rt.note_inbox_empty();
         rt.idle_set_older();
