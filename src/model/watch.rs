@@ -15,12 +15,6 @@
 //! when it is queued, not when `EXEC` runs it: every `EXEC` makes the recent touches again
 //! ([`is_exec`], [`crate::state::registry::touch_on_exec`]).
 
-/// Whether a command named `name` (any case) is `MOVE` or `COPY`, whose keyspace events name another
-/// database than the caller's (see `server::filter::restore_caller_db`).
-pub fn names_another_db(name: &[u8]) -> bool {
-    name.eq_ignore_ascii_case(b"move") || name.eq_ignore_ascii_case(b"copy")
-}
-
 /// Whether a command named `name` (any case) is `EXEC`: the commands it runs were seen when they
 /// were queued, so the recent touches are made again (`registry::touch_on_exec`).
 pub fn is_exec(name: &[u8]) -> bool {
@@ -146,9 +140,6 @@ mod tests {
             assert!(!may_touch(n.as_bytes()), "{n}");
         }
         assert!(is_exec(b"exec") && is_exec(b"EXEC") && !is_exec(b"EXECS"));
-        assert!(
-            names_another_db(b"MOVE") && names_another_db(b"copy") && !names_another_db(b"MOV")
-        );
     }
 
     #[test]

@@ -11,7 +11,7 @@ use redis_module::{raw, Context, RedisString};
 use crate::engine::pending::{self, Query};
 use crate::ffi::{self, bytes_of};
 use crate::model::keys;
-use crate::server::filter;
+use crate::server::caller_db;
 use crate::state::registry;
 use crate::state::store::{self, POLICY_TYPE};
 
@@ -26,9 +26,10 @@ pub unsafe extern "C" fn on_keyspace_event(
     ffi::guard("keyspace event", || {
         let ev = unsafe { std::ffi::CStr::from_ptr(event) }.to_bytes();
         let context = Context::new(ctx);
-        on_key_event(&context, ev, unsafe { bytes_of(key) });
-        if matches!(ev, b"move_to" | b"copy_to") {
-            filter::restore_caller_db(&context);
+        let name = unsafe { bytes_of(key) };
+        on_key_event(&context, ev, name);
+        if matches!(ev, b"move_from" | b"move_to" | b"copy_to") {
+            caller_db::keep(&context, ev, name);
         }
     });
     raw::REDISMODULE_OK as c_int

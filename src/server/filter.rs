@@ -1,23 +1,24 @@
 //! The command filter: every command of clients, scripts and other modules passes here (not the
 //! module's own). It counts them (a drain knows whether it shares the server), notes whose
-//! delivery counts or idle times a command may change ([`crate::model::watch`]), and keeps the
-//! caller's database across `MOVE` and `COPY` for the keyspace events.
+//! delivery counts or idle times a command may change ([`crate::model::watch`]), and notes what
+//! the keyspace events need to keep a client in its database around `MOVE` and `COPY ... DB`
+//! ([`caller_db`]).
 
+use redis_module::raw;
 use std::os::raw::c_int;
-use std::sync::atomic::{AtomicU64, Ordering};
-
-use redis_module::{raw, Context};
 
 use crate::ffi::{self, bytes_of};
 use crate::model::watch;
+use crate::server::caller_db;
 use crate::server::scheduler;
 use crate::state::registry;
 
 /// Command filter (Redis `RM_RegisterCommandFilter`, with `NOSELF`; it sees every command of
 /// clients, Lua scripts, functions and other modules, not the module's own): counts them, so a
 /// drain knows whether it shares the server, and notes whose delivery counts or idle times a
-/// command may change ([`crate::model::watch`], [`registry::touch`]). For any other command it costs
-/// an atomic increment, one argument read and a length compare.
+/// command may change ([`crate::model::watch`], [`registry::touch`]); `MULTI`, `EXEC`, `DISCARD`,
+/// `SELECT`, `COPY` and scripts go to [`caller_db::note`]. For any other command it costs an
+/// atomic increment and an atomic load, one argument read and a few length compares.
 pub unsafe extern "C" fn on_client_command(f: *mut raw::RedisModuleCommandFilterCtx) {
     scheduler::client_command();
     ffi::guard("command filter", || {
@@ -34,9 +35,9 @@ pub unsafe extern "C" fn on_client_command(f: *mut raw::RedisModuleCommandFilter
             return;
         }
         let name = arg(0);
-        if watch::names_another_db(name) {
-            remember_caller_db(f);
-            return;
+        if caller_db::filter_wants(name) {
+            let argv: Vec<&[u8]> = (0..argc.min(8)).map(arg).collect();
+            caller_db::note(f, &argv);
         }
         if watch::is_exec(name) {
             registry::touch_on_exec(ffi::server_ms());
@@ -54,42 +55,4 @@ pub unsafe extern "C" fn on_client_command(f: *mut raw::RedisModuleCommandFilter
             registry::touch(t.stream, t.group, t.consumer, t.sets_idle, at);
         }
     });
-}
-
-/// The database (+ 1; 0 = none) of the client running the current `MOVE` or `COPY`, for
-/// [`restore_caller_db`].
-static CALLER_DB: AtomicU64 = AtomicU64::new(0);
-
-/// Notes the caller's database before a `MOVE` or `COPY` runs (Redis 7.2+ / Valkey
-/// `RM_CommandFilterGetClientId` and `RM_GetClientInfoById`; nothing on 7.0, which does not need
-/// it).
-unsafe fn remember_caller_db(f: *mut raw::RedisModuleCommandFilterCtx) {
-    CALLER_DB.store(0, Ordering::Relaxed);
-    let (Some(get_id), Some(get_info)) = (
-        raw::RedisModule_CommandFilterGetClientId,
-        raw::RedisModule_GetClientInfoById,
-    ) else {
-        return;
-    };
-    let id = get_id(f);
-    let mut info: raw::RedisModuleClientInfo = std::mem::zeroed();
-    info.version = 1;
-    if get_info((&mut info as *mut raw::RedisModuleClientInfo).cast(), id)
-        == raw::REDISMODULE_OK as c_int
-    {
-        CALLER_DB.store(info.db as u64 + 1, Ordering::Relaxed);
-    }
-}
-
-/// Called at the end of the `move_to` and `copy_to` keyspace events: selects the caller's database
-/// again. Valkey 8.1 runs module keyspace callbacks on the client that ran the command and selects
-/// the event's database on it without restoring it (valkey-io/valkey#1819, fixed by #4024), so
-/// after `MOVE key 1` or `COPY a b DB 1` that client was left in database 1 whenever a module
-/// subscribed to generic events. On Redis the callback's client is a temporary one, and this
-/// changes nothing.
-pub fn restore_caller_db(ctx: &Context) {
-    let db = CALLER_DB.swap(0, Ordering::Relaxed);
-    if db > 0 {
-        ffi::select_db(ctx, (db - 1) as i32);
-    }
 }

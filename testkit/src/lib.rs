@@ -18,6 +18,7 @@
 //! | [`sweeper`] | the sweeper's progress: `RECLAIM.STATS` fields, waits for steps, passes, skips; `RECLAIM.SWEEP` |
 //! | [`dlq`] | the dead-letter invariant ([`assert_partition`]) |
 //! | [`dump`] | `DUMP` payloads crafted for `RESTORE` ([`patch_dump`]: content replaced, CRC-64 again) |
+//! | [`dataset`] | a server's whole dataset key by key, and the differences between two ([`dataset::snapshot`], [`dataset::diff`]) |
 //! | [`docs`] | the fenced blocks of README.md and docs/*.md, run and compared (tests/docs.rs) |
 //!
 //! Tests and examples `use reclaim_testkit::*;`.
@@ -25,6 +26,7 @@
 pub mod acl;
 pub mod aof;
 pub mod cluster;
+pub mod dataset;
 pub mod dlq;
 pub mod docs;
 pub mod dump;
