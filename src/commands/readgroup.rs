@@ -20,12 +20,12 @@ use redis_module::{raw, CallReply, CallResult, Context, ContextFlags, KeyType, R
 
 use crate::commands::common::READGROUP_KEY;
 use crate::engine::pending::{self, Failed, Query};
-use crate::engine::readgroup::{nothing_due, redeliver, Redelivery};
+use crate::engine::readgroup::{note_reader, nothing_due, redeliver, Redelivery};
 use crate::ffi::blocked::{self, Waiter};
 use crate::ffi::command::{CmdResult, Reply};
 use crate::ffi::streams::{Fields, StreamId};
 use crate::ffi::{self, cluster, write_opts, RawReply};
-use crate::model::access;
+use crate::model::access::{self, ReadWrites};
 use crate::model::error::{self, ReclaimError};
 use crate::model::keys;
 use crate::model::metrics;
@@ -34,19 +34,25 @@ use crate::model::readgroup::{key_positions, parse, Request};
 use crate::model::text::printable;
 use crate::state::store;
 
-/// One stream of a read, with its group's policy (read once per serve).
+/// One stream of a read, with its group's policy (read once per serve) and what a read under it
+/// may write.
 struct Stream<'a> {
     key: &'a [u8],
     policy: Option<Policy>,
+    writes: Option<ReadWrites>,
 }
 
 /// The streams of `req` with their group's policies: one policy read per key.
 fn streams<'a>(ctx: &Context, req: &'a Request) -> Vec<Stream<'a>> {
     req.keys
         .iter()
-        .map(|key| Stream {
-            key,
-            policy: store::get(ctx, key, &req.group),
+        .map(|key| {
+            let policy = store::get(ctx, key, &req.group);
+            Stream {
+                key,
+                writes: policy.as_ref().map(ReadWrites::of),
+                policy,
+            }
         })
         .collect()
 }
@@ -137,7 +143,7 @@ fn check_access(
             s.key,
             &req.group,
             &req.consumer,
-            s.policy.as_ref(),
+            s.writes.as_ref(),
             &mut what,
         );
     }
@@ -277,12 +283,19 @@ pub fn readgroup_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     if req.block_ms.is_some() && flags.contains(ContextFlags::LUA) {
         return Err(error::READGROUP_BLOCK_IN_SCRIPT.into());
     }
-    let streams = streams(ctx, &req);
-    check_access(ctx, args, &req, &streams)?;
     if req.keys.len() == 1 {
-        // Nothing can be due (what earlier reads learnt): XREADGROUP's own reply, passed on.
-        // (The caller's rights were checked above, as every command this read may do.)
-        if nothing_due(ctx, &req.keys[0], &req.group, &req.consumer).is_some() {
+        // Nothing can be due (what earlier reads learnt): XREADGROUP's own reply, passed on,
+        // once the caller may do every command a read under the policy may do (what an earlier
+        // read kept of it: the policy is not read).
+        let key = &req.keys[0];
+        if let Some(facts) = nothing_due(ctx, key, &req.group) {
+            let stream = Stream {
+                key,
+                policy: None,
+                writes: Some(facts.writes),
+            };
+            check_access(ctx, args, &req, std::slice::from_ref(&stream))?;
+            note_reader(ctx, key, &req.group, &req.consumer, facts.liveness_ms);
             let r = RawReply::call_argv(ctx, c"XREADGROUP", &mut xreadgroup_argv(args));
             if r.is_nil() {
                 wait_or_nil(ctx, req, flags, false);
@@ -291,6 +304,10 @@ pub fn readgroup_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
             }
             return Ok(Reply::Done);
         }
+    }
+    let streams = streams(ctx, &req);
+    check_access(ctx, args, &req, &streams)?;
+    if req.keys.len() == 1 {
         // One stream: its own calls meet a missing group first, before any write, and XREADGROUP
         // answers it with its own error.
         check_type(ctx, &req.keys[0])?;

@@ -23,6 +23,7 @@ use crate::engine::pending::{self, Query};
 use crate::engine::settle;
 use crate::ffi::streams::{Fields, Key, StreamId};
 use crate::ffi::{self, call_bytes, events, write_opts};
+use crate::model::access::ReadWrites;
 use crate::model::clock::epoch_ms;
 use crate::model::outcome::Outcome;
 use crate::model::planner::{self, Pending};
@@ -49,18 +50,23 @@ pub struct Redelivery {
     pub more: bool,
 }
 
-/// Whether a read of `key` by `consumer` of `group` (the database selected in `ctx`) can be
+/// Whether a read of `key` by a consumer of `group` (the database selected in `ctx`) can be
 /// answered by new entries alone without reading the policy: what earlier reads kept of it, the
 /// inbox known empty, and no entry of another consumer due before the horizon
-/// ([`registry::quick_read`], which notes the sighting for `LIVENESS`). `Some(dlq)`: so, and the
-/// reader must be allowed to write `dlq`, if any. No call into Redis.
-pub fn nothing_due(
-    ctx: &Context,
-    key: &[u8],
-    group: &[u8],
-    consumer: &[u8],
-) -> Option<Option<Vec<u8>>> {
-    registry::quick_read(ffi::selected_db(ctx), key, group, consumer, epoch_ms())
+/// ([`registry::quick_read`]). `Some(facts)`: so, and what that read kept of the policy (what
+/// the reader must be allowed to write, `LIVENESS`: [`note_reader`] once it is allowed). No call
+/// into Redis.
+pub fn nothing_due(ctx: &Context, key: &[u8], group: &[u8]) -> Option<ReadFacts> {
+    registry::quick_read(ffi::selected_db(ctx), key, group, epoch_ms())
+}
+
+/// Notes that `consumer` read `key` under its group's policy with `LIVENESS` `liveness_ms` (a
+/// read answered by [`nothing_due`]; [`redeliver`] notes its own).
+pub fn note_reader(ctx: &Context, key: &[u8], group: &[u8], consumer: &[u8], liveness_ms: i64) {
+    if liveness_ms > 0 {
+        let id = PolicyId::new(ffi::selected_db(ctx), key, group);
+        registry::saw(&id, consumer, liveness_ms);
+    }
 }
 
 /// The redeliveries of a read of `key` by `consumer` of `group`, under the stream's policy `p`
@@ -79,7 +85,7 @@ pub fn redeliver(
     let id = PolicyId::new(ffi::selected_db(ctx), key, group);
     let facts = ReadFacts {
         liveness_ms: p.liveness_ms,
-        dlq: p.dlq.clone().filter(|_| p.max_deliveries > 0),
+        writes: ReadWrites::of(p),
     };
     let view = registry::begin_read(&id, consumer, facts).unwrap_or(ReadView {
         inbox: true,

@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+use crate::model::access::ReadWrites;
 use crate::model::breaker::Breaker;
 use crate::model::metrics::{self, Counters, Stat};
 use crate::model::outcome::{Outcome, Stop, Summary};
@@ -397,8 +398,8 @@ impl ReadScan {
 pub struct ReadFacts {
     /// The policy's `LIVENESS` (a sighting is noted above 0).
     pub liveness_ms: i64,
-    /// The DLQ a reader must be allowed to write (`MAX-DELIVERIES` above 0 with a `DLQ`).
-    pub dlq: Option<Vec<u8>>,
+    /// What a read may write besides `XREADGROUP` and `XCLAIM` (its ACL checks).
+    pub writes: ReadWrites,
 }
 
 /// What `RECLAIM.READGROUP` needs to know of a policy before it reads anything
@@ -580,19 +581,13 @@ impl Runtime {
         }
     }
 
-    /// A read by `consumer` at wall-clock `wall` (monotonic `now`) that can be answered without
-    /// the policy's value: a read before learnt what it needs of it, the inbox is known empty
-    /// and no entry of another consumer can be due before the horizon. Notes the sighting then
-    /// (`LIVENESS`), and returns the DLQ the reader must be allowed to write, if any (`Some(None)`:
-    /// none). `None`: read the policy and look.
-    pub fn quick_read(&mut self, consumer: &[u8], wall: i64, now: u64) -> Option<Option<Vec<u8>>> {
+    /// A read at wall-clock `wall` that can be answered without the policy's value: a read
+    /// before learnt what it needs of it, the inbox is known empty and no entry of another
+    /// consumer can be due before the horizon. Returns what that read kept of the value (what a
+    /// reader must be allowed to write, `LIVENESS`); `None`: read the policy and look.
+    pub fn quick_read(&self, wall: i64) -> Option<&ReadFacts> {
         if self.inbox_empty && wall < self.read_horizon() {
-            let facts = self.read_facts.as_deref()?;
-            let (liveness, dlq) = (facts.liveness_ms, facts.dlq.clone());
-            if liveness > 0 {
-                self.saw(consumer, now, liveness as u64);
-            }
-            return Some(dlq);
+            return self.read_facts.as_deref();
         }
         None
     }
@@ -1212,19 +1207,22 @@ mod tests {
         let mut rt = Runtime::new(0);
         let facts = ReadFacts {
             liveness_ms: 0,
-            dlq: Some(b"d".to_vec()),
+            writes: ReadWrites {
+                dlq: Some(b"d".to_vec()),
+                trims: true,
+            },
         };
         // Nothing learnt yet.
-        assert_eq!(rt.quick_read(b"c", 0, 0), None);
+        assert_eq!(rt.quick_read(0), None);
         rt.begin_read(b"c", facts.clone(), 0);
         rt.note_inbox_empty();
         rt.note_read_page(None, None, 1_000, 500);
-        // Before the horizon (1,500): no look, the DLQ to check.
-        assert_eq!(rt.quick_read(b"c", 1_400, 0), Some(Some(b"d".to_vec())));
-        assert_eq!(rt.quick_read(b"c", 1_500, 0), None);
+        // Before the horizon (1,500): no look, the DLQ writes to check.
+        assert_eq!(rt.quick_read(1_400), Some(&facts));
+        assert_eq!(rt.quick_read(1_500), None);
         // A SET forgets it all.
         rt.reset(0);
-        assert_eq!(rt.quick_read(b"c", 1_400, 0), None);
+        assert_eq!(rt.quick_read(1_400), None);
     }
 
     #[test]
