@@ -323,15 +323,28 @@ fn visit(ctx: &Context, id: &PolicyId, now: u64, deadline: Instant) -> bool {
     };
     let mut out = step(ctx, id, &policy, &plan, deadline);
     let took = t0.elapsed();
-    registry::update(id, |rt| {
-        rt.finish_step(&plan, &mut out, took, &policy, now, epoch_ms())
+    let checked = Runtime::narrow_outcome(&plan, &mut out);
+    // One spell under the lock: the step counted (`Runtime::apply`), settled, and what to tell
+    // after it; when the breaker opens, what to tell is read after it did.
+    let opens = settle::must_open(&policy, &out);
+    let wall = epoch_ms();
+    let notes = settle::after_step(ctx, id, &policy, &out, |rt| {
+        rt.finish_step(checked, &out, took, &policy, now, wall);
+        (!opens).then(|| rt.after_step_notes())
     });
-    // Counted by `finish_step` (`Runtime::apply`).
-    settle::after_step(ctx, id, &policy, &out, |_| {});
-    if let Some(Some(state)) = registry::update(id, Runtime::announce) {
-        events::notify_state(ctx, &id.stream, state);
+    let notes = match notes {
+        Some(Some(n)) => Some(n),
+        Some(None) => registry::update(id, Runtime::after_step_notes),
+        None => None,
+    };
+    if let Some((state, waiting)) = notes {
+        if let Some(state) = state {
+            events::notify_state(ctx, &id.stream, state);
+        }
+        if let Some(stop) = waiting {
+            ctx.log_notice(&guards::waiting_notice(id, &stop));
+        }
     }
-    guards::notice_waiting(ctx, id);
     if out.claimed > 0 {
         // Moved into the inbox: readers waiting on the stream take them.
         crate::ffi::blocked::signal_if_waiting(ctx, id.db, &id.stream);

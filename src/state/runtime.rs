@@ -711,32 +711,45 @@ impl Runtime {
         })
     }
 
-    /// Folds the step of `plan` that reported `out` and took `took` into the state
-    /// ([`Runtime::apply`]). A consumer check teaches the pass nothing about when entries go
-    /// stale (it sees one consumer), nor what the PEL looks like: `out` loses those, and its end
-    /// moves on to the next check.
+    /// What the step of `plan` reported, as the pass sees it: a consumer check teaches the pass
+    /// nothing about when entries go stale (it sees one consumer), nor what the PEL looks like,
+    /// so `out` loses those, and the end of the consumer's PEL is not the end of the pass.
+    /// Returns whether the check is done (for [`Runtime::finish_step`]).
+    pub fn narrow_outcome(plan: &StepPlan, out: &mut Outcome) -> bool {
+        if plan.consumer.is_none() {
+            return false;
+        }
+        out.fresh = Default::default();
+        out.tally = Default::default();
+        std::mem::take(&mut out.pass_done)
+    }
+
+    /// Folds the step of `plan` that reported `out` ([`Runtime::narrow_outcome`]: `checked`, a
+    /// consumer check is done and the next one comes) and took `took` into the state
+    /// ([`Runtime::apply`]).
     pub fn finish_step(
         &mut self,
-        plan: &StepPlan,
-        out: &mut Outcome,
+        checked: bool,
+        out: &Outcome,
         took: Duration,
         policy: &Policy,
         now: u64,
         wall: i64,
     ) {
-        if plan.consumer.is_some() {
-            out.fresh = Default::default();
-            out.tally = Default::default();
-            if out.pass_done {
-                out.pass_done = false;
-                self.consumer_checked();
-            }
+        if checked {
+            self.consumer_checked();
         }
         if out.examined > 0 {
             self.entry_ns =
                 planner::next_entry_ns(self.entry_ns, took.as_nanos() as u64, out.examined);
         }
         self.apply(out, took.as_micros() as i64, policy, now, wall);
+    }
+
+    /// After a step: the state to announce (`reclaim-<state>`, [`Runtime::announce`]) and what
+    /// the policy now waits for, if it is news ([`Runtime::waiting_notice`]).
+    pub fn after_step_notes(&mut self) -> (Option<&'static str>, Option<Stop>) {
+        (self.announce(), self.waiting_notice())
     }
 
     /// The state to announce after a step (`reclaim-<state>`), if it changed; notes it as
