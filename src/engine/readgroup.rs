@@ -264,11 +264,12 @@ fn search(
     let mut min_due: Option<i64> = None;
     let mut stale = Vec::new();
     let mut more = false;
+    // The first page holds as many entries as are wanted (a backlog of due entries is read once),
+    // each next one 4 times more (a PEL where few are due is read in fewer calls).
+    let mut page_size = 0i64;
     let end_of_pel = loop {
-        let size = wanted
-            .saturating_mul(2)
-            .clamp(100, PAGE_MAX)
-            .min(SEARCH_MAX - examined);
+        page_size = wanted.max(page_size.saturating_mul(4));
+        let size = page_size.clamp(1, PAGE_MAX).min(SEARCH_MAX - examined);
         let start = match &cursor {
             Some(c) => [b"(", c.as_slice()].concat(),
             None => b"-".to_vec(),
