@@ -129,10 +129,11 @@ SOAK_SECS ?= 300
 soak: build ## Memory soak: SOAK_SECS (300) of consumer/stream/policy churn with workers, with and without the module
 	SOAK_SECS=$(SOAK_SECS) $(CARGO_CMD) test --release --test memory -- --ignored --nocapture soak
 
-bench: build ## Benchmark vs client loops and Lua: docs/performance.md, docs/bench-latency.png (BENCH_N=10000,100000; BENCH_FULL=1 adds 1000000)
+bench: build ## Benchmark vs client loops and Lua: docs/performance.md, docs/bench-*.png (BENCH_N=10000,100000; BENCH_FULL=1 adds 1000000)
 	@test -d $(PY_DEPS)/matplotlib || $(PIP_INSTALL) matplotlib
 	$(CARGO_CMD) run --release --quiet --example bench
 	@case ",$$BENCH_SECTIONS," in ,, | *,latency,*) PYTHONPATH=$(PY_DEPS) python3 bench/plot.py target/bench/latency.csv docs/bench-latency.png ;; esac
+	PYTHONPATH=$(PY_DEPS) python3 bench/plot_scaling.py target/bench docs
 
 fmt: ## Format the code
 	cargo fmt
