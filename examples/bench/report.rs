@@ -195,6 +195,9 @@ fn gaps(
     if missed.contains(&"info") {
         policies::info_gap(o, &res.policies);
     }
+    if missed.contains(&"readgroup-new") {
+        readgroup::gap(o);
+    }
 }
 
 /// The errors of the sections that failed.
