@@ -524,7 +524,7 @@ pub fn report(o: &mut String, r: &ReadResult) {
 }
 
 /// The "readgroup-new" paragraph of "What would close the gaps".
-pub fn gap(o: &mut String) {
+pub fn count1_gap(o: &mut String) {
     let _ = writeln!(
         o,
         "- **`RECLAIM.READGROUP` at `COUNT 1`.** With nothing due it adds a fixed cost per call, \

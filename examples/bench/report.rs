@@ -196,7 +196,7 @@ fn gaps(
         policies::info_gap(o, &res.policies);
     }
     if missed.contains(&"readgroup-new") {
-        readgroup::gap(o);
+        readgroup::count1_gap(o);
     }
 }
 
