@@ -530,19 +530,19 @@ pub fn count1_gap(o: &mut String) {
         "- **`RECLAIM.READGROUP` at `COUNT 1`.** With nothing due it adds a fixed cost per call, \
          which `COUNT 10` and `COUNT 100` hide in the entries' own work. Under callgrind \
          ([bench/cg_readgroup.py](../bench/cg_readgroup.py) `MODULE 20000 1`: instructions per \
-         call, 20,000 pending, Redis 7.0.15) a plain `XREADGROUP` took 50.2k instructions and \
-         `RECLAIM.READGROUP` 63.9k (1.27x): the `XREADGROUP` it runs 48.6k; `RM_Call`'s own \
+         call, 20,000 pending, Redis 7.0.15) a plain `XREADGROUP` took 50.0k instructions and \
+         `RECLAIM.READGROUP` 62.3k (1.25x): the `XREADGROUP` it runs 48.4k; `RM_Call`'s own \
          work 5.0k (the argument vector 1.2k, copying the reply out of the call's client 1.6k, \
          releasing that client 0.7k, the command lookup and the rest); the caller's ACL checks \
-         3.7k (the user looked up once, then `XREADGROUP` and `XCLAIM` checked as commands: \
-         0.85k in `RM_ACLCheckCommandPermissions`, the rest their argument vectors); parsing \
-         the arguments, the registry's look-up of what reads learnt, the arguments passed on \
-         and the module API's command dispatch about 4k. 1.1x would leave 5k for all of it: \
-         not reachable while the read goes through `RM_Call` and is checked as the commands it \
-         may run. Rewriting the command into a plain `XREADGROUP` in the command filter when \
-         nothing is due would skip `RM_Call`, but also the module's `BLOCK` (a reader waiting \
-         in a plain `XREADGROUP` is not woken when an entry turns due, the stall of issue 22), \
-         the check of what the read may do under the policy, the liveness sighting and the \
-         module's counters: not done.\n"
+         3.0k (the user looked up once, then `XREADGROUP` and `XCLAIM` checked as commands: \
+         0.84k in `RM_ACLCheckCommandPermissions`, the rest their argument vectors and the user \
+         look-up); the module API's dispatch and argument strings, the parsing, the look-up of \
+         what reads learnt and the arguments passed on about 4k. 1.1x would leave 5k for all \
+         of it: not reachable while the read goes through `RM_Call` and is checked as the \
+         commands it may run. Rewriting the command into a plain `XREADGROUP` in the command \
+         filter when nothing is due would skip `RM_Call`, but also the module's `BLOCK` (a \
+         reader waiting in a plain `XREADGROUP` is not woken when an entry turns due: the stall \
+         of issue 22), the check of what the read may do under the policy, the liveness \
+         sighting and the module's counters: not done.\n"
     );
 }
