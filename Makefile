@@ -154,10 +154,11 @@ soak-fuzz: build servers ## The fuzzer for SOAK_SECS (300) on each server of the
 	  REDIS_SERVER=$$s $(MAKE) --no-print-directory fuzz FUZZ_SECS=$(SOAK_SECS) || exit 1; \
 	done
 
-bench: build ## Benchmark vs client loops and Lua: docs/performance.md, docs/bench-latency.png (BENCH_N=10000,100000; BENCH_FULL=1 adds 1000000)
+bench: build ## Benchmark vs client loops and Lua: docs/performance.md, docs/bench-*.png (BENCH_N=10000,100000; BENCH_FULL=1 adds 1000000)
 	@test -d $(PY_DEPS)/matplotlib || $(PIP_INSTALL) matplotlib
 	$(CARGO_CMD) run --release --quiet --example bench
 	@case ",$$BENCH_SECTIONS," in ,, | *,latency,*) PYTHONPATH=$(PY_DEPS) python3 bench/plot.py target/bench/latency.csv docs/bench-latency.png ;; esac
+	PYTHONPATH=$(PY_DEPS) python3 bench/plot_scaling.py target/bench docs
 
 fmt: ## Format the code
 	cargo fmt

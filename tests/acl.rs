@@ -583,6 +583,62 @@ fn a_woken_read_checks_again_the_user_changed() {
     }
 }
 
+/// A read answered from what earlier reads learnt (nothing due: no redelivery can happen, the
+/// policy is not read) checks the same commands as any read under the policy: the reader may not
+/// skip the checks of the XCLAIM, XACK and DLQ writes a read may do, and a refused read delivers
+/// nothing.
+#[test]
+fn a_read_with_nothing_due_is_checked_as_any_read() {
+    let s = Server::new();
+    let mut c = s.conn();
+    setup(&mut c);
+    policy_ok(
+        &mut c,
+        &[
+            &["SET", "s", "g"][..],
+            &POLICY.split(' ').collect::<Vec<_>>(),
+            &["DLQ-MAXLEN", "100"],
+        ]
+        .concat(),
+    );
+    // The default user reads what is new (3-1, 4-1), then finds nothing: by then reads know
+    // that nothing can be due for an hour (1-1 and 2-1 are fresh at `c`).
+    for _ in 0..3 {
+        readgroup(&mut c, "s", "g", "r", 1, None);
+    }
+    run(&mut c, &["XADD", "s", "5-1", "f", "5-1"]);
+    for (revoke, want) in [
+        ("-xtrim", ours("XTRIM", DLQ)),
+        ("-xadd", ours("XADD", DLQ)),
+        ("-xack", ours("XACK", STREAM)),
+        ("-xclaim", ours("XCLAIM", STREAM)),
+        ("-xreadgroup", ours("XREADGROUP", STREAM)),
+    ] {
+        acl_setuser(
+            &mut c,
+            &[
+                "w", "reset", "on", "nopass", "~s", "~s:dlq", "+@all", revoke,
+            ],
+        );
+        let mut w = s.conn_as("w");
+        let before = snapshot(&mut c);
+        assert_eq!(
+            error_of(&mut w, &readgroup_cmd("s", "g", "w", 10, None)),
+            want,
+            "{revoke}"
+        );
+        assert_eq!(snapshot(&mut c), before, "{revoke}");
+    }
+    // Allowed all: the new entry is delivered.
+    acl_setuser(&mut c, &["w", "+@all"]);
+    let mut w = s.conn_as("w");
+    let got = readgroup(&mut w, "s", "g", "w", 10, None);
+    assert_eq!(
+        got.iter().map(|e| e.0.as_str()).collect::<Vec<_>>(),
+        ["5-1"]
+    );
+}
+
 /// The issue's reproduction: TOMBSTONES write into the DLQ whatever MAX-DELIVERIES is (here 0),
 /// and DLQ-MAXLEN then trims it: a reader that may not write the DLQ is refused, and someone
 /// else's stream stays as it was.

@@ -86,3 +86,32 @@ pub fn loadavg() -> String {
         .collect::<Vec<_>>()
         .join(" ")
 }
+
+/// What the machine adds to a thread's CPU time: a busy loop reads its own thread's CPU clock
+/// (`CLOCK_THREAD_CPUTIME_ID`, the clock of `reclaim_max_tick_cpu_us`) for `d` and keeps the
+/// gaps between two reads, time charged to the thread while it ran nothing of its own
+/// (interrupts, a virtual CPU descheduled by its host). Returns (longest gap µs, gaps of 100 µs
+/// or more, gaps of 200 µs or more).
+pub fn cpu_clock_gaps(d: Duration) -> (u64, u64, u64) {
+    let cpu = || {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime only writes the timespec it is given.
+        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000
+    };
+    let start = Instant::now();
+    let mut prev = cpu();
+    let (mut max, mut o100, mut o200) = (0u64, 0u64, 0u64);
+    while start.elapsed() < d {
+        let now = cpu();
+        let gap = now.saturating_sub(prev);
+        max = max.max(gap);
+        o100 += u64::from(gap >= 100);
+        o200 += u64::from(gap >= 200);
+        prev = now;
+    }
+    (max, o100, o200)
+}

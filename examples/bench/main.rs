@@ -22,9 +22,13 @@
 //!   `BENCH_CPU_WINDOW_S`: its measuring window in seconds (default 10).
 //! - `REDIS_SERVER` (default `redis-server`), `RECLAIM_MODULE` (default
 //!   `target/release/libredis_reclaim.so` under the crate directory), as for the tests.
-//! - `BENCH_READ_N`: entries of the `RECLAIM.READGROUP` section (default 100000).
+//! - `BENCH_READ_PEL`: PEL sizes of the `RECLAIM.READGROUP` per-call comparison (default
+//!   `0,20000,200000`; `BENCH_FULL=1` adds `1000000`); `BENCH_READ_BACKLOG`: the backlogs of
+//!   its redelivery comparison (default `20000,200000`).
+//! - `BENCH_MANY`: policy counts of the many-policies section, each `count` or `count@interval_ms`
+//!   (default `1000@1000,5000@1000,50000@10000`).
 //! - `BENCH_SECTIONS`: which sections to run, comma separated (default all: `throughput`,
-//!   `latency`, `fresh`, `policies`, `readgroup`); a partial run writes a partial report.
+//!   `latency`, `fresh`, `policies`, `readgroup`, `many`); a partial run writes a partial report.
 //! - `BENCH_OUT` (default `docs/performance.md`), `BENCH_DATA` (default `target/bench`).
 
 mod common;
@@ -32,6 +36,7 @@ mod fixtures;
 mod fresh;
 mod latency;
 mod machine;
+mod many;
 mod policies;
 mod readgroup;
 mod report;
@@ -75,6 +80,7 @@ use fixtures::*;
 use fresh::*;
 use latency::*;
 use machine::*;
+use many::ManyRow;
 use policies::*;
 use readgroup::*;
 use report::*;
@@ -118,7 +124,9 @@ fn repro_command() -> String {
         "BENCH_POLICIES",
         "BENCH_CPU_WINDOW_S",
         "BENCH_REPS",
-        "BENCH_READ_N",
+        "BENCH_READ_PEL",
+        "BENCH_READ_BACKLOG",
+        "BENCH_MANY",
         "BENCH_SECTIONS",
         "REDIS_SERVER",
         "RECLAIM_MODULE",
@@ -144,12 +152,36 @@ fn repro_command() -> String {
 
 // ---------------------------------------------------------------------------------------------
 
+/// `BENCH_MANY`: `count` or `count@interval_ms`, comma separated.
+fn many_from_env() -> Vec<(usize, u64)> {
+    let default = vec![(1_000, 1_000), (5_000, 1_000), (50_000, 10_000)];
+    let Some(v) = env_set("BENCH_MANY") else {
+        return default;
+    };
+    let parsed: Vec<(usize, u64)> = v
+        .split(',')
+        .filter_map(|x| {
+            let mut it = x.trim().splitn(2, '@');
+            let n = it.next()?.replace('_', "").parse().ok()?;
+            let iv = it.next().map_or(Some(1_000), |i| i.parse().ok())?;
+            Some((n, iv))
+        })
+        .collect();
+    if parsed.is_empty() {
+        default
+    } else {
+        parsed
+    }
+}
+
 /// What the environment asks for (see the module docs).
 struct Settings {
     sizes: Vec<usize>,
     fresh_sizes: Vec<usize>,
     policy_counts: Vec<usize>,
-    read_n: usize,
+    read_pels: Vec<usize>,
+    read_backlogs: Vec<usize>,
+    many: Vec<(usize, u64)>,
     reps: usize,
     window_s: u64,
     out: PathBuf,
@@ -163,14 +195,26 @@ impl Settings {
         if env_set("BENCH_FULL").as_deref() == Some("1") && !sizes.contains(&1_000_000) {
             sizes.push(1_000_000);
         }
+        let full = env_set("BENCH_FULL").as_deref() == Some("1");
+        let mut read_pels = sizes_from("BENCH_READ_PEL", &[0, 20_000, 200_000]);
+        if full && env_set("BENCH_READ_PEL").is_none() {
+            read_pels.push(1_000_000);
+        }
+        // 0 (an empty PEL) is a size of its own, which `sizes_from` leaves out.
+        let zero = env_set("BENCH_READ_PEL").map_or(true, |v| {
+            v.split(|c: char| c == ',' || c.is_whitespace())
+                .any(|x| x == "0")
+        });
+        if zero && !read_pels.contains(&0) {
+            read_pels.insert(0, 0);
+        }
         Settings {
             sizes,
             fresh_sizes: sizes_from("BENCH_FRESH_N", &[100_000, 1_000_000]),
             policy_counts: sizes_from("BENCH_POLICIES", &[1, 100, 10_000]),
-            read_n: sizes_from("BENCH_READ_N", &[100_000])
-                .into_iter()
-                .max()
-                .unwrap_or(100_000),
+            read_pels,
+            read_backlogs: sizes_from("BENCH_READ_BACKLOG", &[20_000, 200_000]),
+            many: many_from_env(),
             reps: env_set("BENCH_REPS")
                 .and_then(|s| s.parse().ok())
                 .filter(|&r| r > 0)
@@ -217,6 +261,8 @@ fn run_sections(set: &Settings) -> Results {
         fresh_window: None,
         policies: Vec::new(),
         read: None,
+        many: Vec::new(),
+        cpu_gaps: Vec::new(),
         window_s: set.window_s,
         reps: set.reps,
         errors: Vec::new(),
@@ -250,9 +296,17 @@ fn run_sections(set: &Settings) -> Results {
         }
     }
     if set.runs("readgroup") {
-        match section(|| readgroup_section(set.read_n, set.reps)) {
+        match section(|| readgroup_section(&set.read_pels, &set.read_backlogs, set.reps, &set.data))
+        {
             Ok(r) => res.read = Some(r),
             Err(e) => res.errors.push(format!("RECLAIM.READGROUP: {e}")),
+        }
+    }
+    if set.runs("many") {
+        let window = Duration::from_secs(set.window_s);
+        match section(|| many::many_policies(&set.many, window, &set.data)) {
+            Ok(r) => res.many = r,
+            Err(e) => res.errors.push(format!("many policies: {e}")),
         }
     }
     res
@@ -263,6 +317,8 @@ fn main() {
     let load0 = loadavg();
     eprintln!("bench: measuring scheduling jitter (5 s)");
     let jitter0 = intrinsic_latency(Duration::from_secs(5));
+    eprintln!("bench: measuring what the machine adds to a thread's CPU clock (10 s)");
+    let gaps0 = cpu_clock_gaps(Duration::from_secs(10));
     let set = Settings::from_env();
     // The test kit's module_path() stops the bench here, saying how to build the module, when
     // it is missing.
@@ -272,10 +328,12 @@ fn main() {
         "bench: sizes {:?}, fresh {:?}, policies {:?}",
         set.sizes, set.fresh_sizes, set.policy_counts
     );
-    let res = run_sections(&set);
+    let mut res = run_sections(&set);
     let load1 = loadavg();
     eprintln!("bench: measuring scheduling jitter (5 s)");
     let jitter1 = intrinsic_latency(Duration::from_secs(5));
+    let gaps1 = cpu_clock_gaps(Duration::from_secs(10));
+    res.cpu_gaps = vec![gaps0, gaps1];
     let text = report::report(
         &m,
         &res,

@@ -1,134 +1,223 @@
-//! Section 5, `RECLAIM.READGROUP`: the server time per new entry against `XREADGROUP ... >` on the
-//! same stream, and the server time per redelivery against a worker's `XAUTOCLAIM` loop on the
-//! same PEL; its targets and paragraph in the report.
+//! Section 5, `RECLAIM.READGROUP`: its server time per call against `XREADGROUP ... >` on the same
+//! stream by PEL size and `COUNT`, its redeliveries against a worker's `XAUTOCLAIM` loop, and the
+//! longest call of a worker draining a backlog with `BLOCK`; its targets and paragraph in the
+//! report, and `target/bench/readgroup.csv` for the plot.
 
 use super::*;
 
 // ---------------------------------------------------------------------------------------------
 // Measurement
 
-/// Server µs per entry of one drain, for each method, in the order run.
-pub struct ReadRow {
+/// One PEL size and `COUNT`: (XREADGROUP, RECLAIM.READGROUP) server µs per call, one pair per rep.
+pub struct CallRow {
+    pub pel: usize,
     pub count: usize,
-    /// (XREADGROUP, RECLAIM.READGROUP) µs of server CPU per new entry, one pair per rep.
-    pub new: Vec<(f64, f64)>,
+    pub pairs: Vec<(f64, f64)>,
+}
+
+/// Redeliveries of a backlog of `m`: (XAUTOCLAIM loop, RECLAIM.READGROUP) server µs per entry,
+/// and the entries the sweep moved into the inbox meanwhile, per rep.
+pub struct RedeliverRow {
+    pub m: usize,
+    pub min_idle: u64,
+    pub runs: Vec<(f64, f64, i64)>,
+}
+
+/// A worker draining `n` stale entries with `COUNT 100 BLOCK 5000`.
+pub struct Stall {
+    pub n: usize,
+    pub calls: usize,
+    /// Calls that returned nil (none should: an entry was due at every call).
+    pub empty: usize,
+    pub longest_ms: f64,
+    pub total_ms: f64,
 }
 
 pub struct ReadResult {
-    pub n: usize,
-    pub rows: Vec<ReadRow>,
-    /// (XAUTOCLAIM loop, RECLAIM.READGROUP) µs of server CPU per redelivered entry, and the
-    /// entries the sweep moved into the inbox meanwhile, per rep.
-    pub redeliver: Vec<(f64, f64, i64)>,
+    pub calls: Vec<CallRow>,
+    pub redeliver: Vec<RedeliverRow>,
+    pub stall: Option<Stall>,
 }
 
-/// How many calls of `COUNT count` go in one pipeline.
-const PIPE: usize = 50;
-
-/// Drains group `group` of stream `s` with `cmd_name GROUP group c COUNT count STREAMS s >` in
-/// pipelines; returns the server CPU seconds spent and the entries read.
-fn drain(con: &mut Connection, cmd_name: &str, group: &str, count: usize) -> Res<(f64, usize)> {
-    let c0 = server_cpu(con)?;
-    let mut read = 0;
-    loop {
-        let mut p = redis::pipe();
-        for _ in 0..PIPE {
-            p.cmd(cmd_name)
-                .arg(&["GROUP", group, "c", "COUNT"])
-                .arg(count)
-                .arg(&["STREAMS", "s", ">"]);
-        }
-        let replies: Vec<Value> = p.query(con)?;
-        let got: usize = replies.iter().map(entries_in).sum();
-        read += got;
-        if got < PIPE * count {
-            return Ok((server_cpu(con)? - c0, read));
-        }
+/// Calls per measured window, by `COUNT`.
+fn calls_for(count: usize) -> usize {
+    match count {
+        1 => 2000,
+        10 => 1000,
+        _ => 300,
     }
 }
 
-/// Entries in an `XREADGROUP`-shaped reply of one stream.
-fn entries_in(v: &Value) -> usize {
-    match v {
-        Value::Array(streams) => streams
-            .iter()
-            .map(|s| items(s).get(1).map(|e| items(e).len()).unwrap_or(0))
-            .sum(),
-        _ => 0,
-    }
+/// Calls per pipeline.
+const PIPE: usize = 100;
+/// The `COUNT`s of the per-call comparison.
+pub const COUNTS: [usize; 3] = [1, 10, 100];
+/// MIN-IDLE of the policy of the per-call comparison: nothing pending turns due while it runs.
+const HELD_MIN_IDLE: &str = "600000";
+
+/// `calls` calls of `name GROUP group reader COUNT count STREAMS s >` in pipelines after
+/// `CONFIG RESETSTAT`: the server's µs per call (`INFO commandstats` of `stat`) and the IDs read.
+fn window(
+    con: &mut Connection,
+    name: &str,
+    stat: &str,
+    group: &str,
+    count: usize,
+    calls: usize,
+) -> Res<(f64, Vec<String>)> {
+    let mut ids = Vec::with_capacity(calls * count);
+    let us = throughput::server_time(con, stat, |con| {
+        let mut left = calls;
+        while left > 0 {
+            let k = left.min(PIPE);
+            let mut p = redis::pipe();
+            for _ in 0..k {
+                p.cmd(name)
+                    .arg(&["GROUP", group, "reader", "COUNT"])
+                    .arg(count)
+                    .arg(&["STREAMS", "s", ">"]);
+            }
+            let replies: Vec<Value> = p.query(con)?;
+            for v in &replies {
+                ids.extend(entry_ids(v));
+            }
+            left -= k;
+        }
+        Ok(())
+    })?;
+    Ok((us as f64 / calls as f64, ids))
 }
 
-/// New entries: `n` entries read once by a plain group and once by a group with a policy, per
-/// `COUNT`, `reps` times, interleaved.
-fn new_entries(con: &mut Connection, n: usize, reps: usize) -> Res<Vec<ReadRow>> {
+/// The IDs in an `XREADGROUP`-shaped reply (RESP2) of one stream.
+fn entry_ids(v: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for s in items(v) {
+        if let Some(entries) = items(s).get(1) {
+            for e in items(entries) {
+                if let Some(id) = items(e).first().and_then(text) {
+                    out.push(id);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Acknowledges `ids` in `group` (so the PEL keeps its size).
+fn ack(con: &mut Connection, group: &str, ids: &[String]) -> Res<()> {
+    for chunk in ids.chunks(1000) {
+        let _: i64 = cmd("XACK").arg("s").arg(group).arg(chunk).query(con)?;
+    }
+    Ok(())
+}
+
+/// Per call, at PEL size `pel`: two groups of stream `s` with the same `pel` entries pending at a
+/// consumer that holds them (the policy of `gr`, `MIN-IDLE 600000`, finds nothing due, and its
+/// first pass has run); for each `COUNT`, `reps` rounds, each appending the entries of one window
+/// and reading them with `XREADGROUP` (group `gx`) and with `RECLAIM.READGROUP` (group `gr`), in
+/// alternating order; what each read is acknowledged.
+fn per_call(pel: usize, reps: usize) -> Res<Vec<CallRow>> {
+    eprintln!("   per call, PEL {pel}");
+    let srv = start_server()?;
+    let mut con = bench_conn(&srv)?;
+    if pel > 0 {
+        build_stream(&mut con, "s", pel)?;
+        for g in ["gx", "gr"] {
+            build_pel(&mut con, "s", g)?;
+        }
+    } else {
+        build_stream(&mut con, "s", 1)?;
+        for g in ["gx", "gr"] {
+            let _: () = cmd("XGROUP")
+                .arg(&["CREATE", "s", g, "$"])
+                .query(&mut con)?;
+        }
+    }
+    let _: () = cmd("RECLAIM.POLICY")
+        .arg(&["SET", "s", "gr", "MIN-IDLE", HELD_MIN_IDLE])
+        .query(&mut con)?;
+    let t = Instant::now();
+    while stats_fields(&mut con, "s", "gr").map_or(0, |f| field_int(&f, "passes")) < 1 {
+        if t.elapsed() > TIMEOUT {
+            return Err("the policy's first pass did not end".into());
+        }
+        thread::sleep(POLL);
+    }
     let mut rows = Vec::new();
-    for count in [10, 100] {
-        let mut row = ReadRow {
+    for count in COUNTS {
+        let calls = calls_for(count);
+        let mut row = CallRow {
+            pel,
             count,
-            new: Vec::new(),
+            pairs: Vec::new(),
         };
         for rep in 0..reps {
-            let (x, r) = (format!("x{count}-{rep}"), format!("r{count}-{rep}"));
-            for g in [&x, &r] {
-                let _: () = cmd("XGROUP").arg(&["CREATE", "s", g, "0"]).query(con)?;
+            build_stream(&mut con, "s", calls * count)?;
+            let mut order = [
+                ("XREADGROUP", "xreadgroup", "gx"),
+                ("RECLAIM.READGROUP", "reclaim.readgroup", "gr"),
+            ];
+            if rep % 2 == 1 {
+                order.reverse();
             }
-            let _: () = cmd("RECLAIM.POLICY")
-                .arg(&[
-                    "SET",
-                    "s",
-                    &r,
-                    "MIN-IDLE",
-                    "3600000",
-                    "INTERVAL",
-                    LONG_INTERVAL,
-                ])
-                .query(con)?;
-            let (cx, nx) = drain(con, "XREADGROUP", &x, count)?;
-            let (cr, nr) = drain(con, "RECLAIM.READGROUP", &r, count)?;
-            if nx != n || nr != n {
-                return Err(format!("read {nx} and {nr} of {n} entries").into());
+            let (mut x, mut r) = (0.0, 0.0);
+            for (name, stat, g) in order {
+                let (us, ids) = window(&mut con, name, stat, g, count, calls)?;
+                if ids.len() != calls * count {
+                    return Err(format!("{name} read {} of {}", ids.len(), calls * count).into());
+                }
+                ack(&mut con, g, &ids)?;
+                if g == "gx" {
+                    x = us;
+                } else {
+                    r = us;
+                }
             }
-            row.new.push((cx * 1e6 / n as f64, cr * 1e6 / n as f64));
-            for g in [&x, &r] {
-                let _: () = cmd("XGROUP").arg(&["DESTROY", "s", g]).query(con)?;
-            }
+            row.pairs.push((x, r));
         }
-        eprintln!("   COUNT {count}: {:?}", row.new);
+        eprintln!("     COUNT {count}: {:?}", row.pairs);
         rows.push(row);
+    }
+    let redelivered = stats_fields(&mut con, "s", "gr").map_or(0, |f| field_int(&f, "redelivered"));
+    if redelivered != 0 {
+        return Err(format!("{redelivered} entries were redelivered (none was due)").into());
     }
     Ok(rows)
 }
 
-/// MIN-IDLE of the redelivery measurement (ms): longer than a drain takes, so that no entry's
-/// new lease runs out during it.
-const REDELIVER_MIN_IDLE: u64 = 2000;
-
-/// Redeliveries, as a pool meets them: a policy (default `INTERVAL`) is in place when a consumer
-/// takes `m` entries and dies; once they are stale, a worker's `XAUTOCLAIM ... COUNT 100` loop
-/// takes all of one group's, and `RECLAIM.READGROUP COUNT 100` all of another's, under the
-/// policy. Returns (XAUTOCLAIM, RECLAIM.READGROUP) µs per redelivery, and the entries the sweep
-/// moved into the inbox meanwhile, per rep.
-fn redeliveries(con: &mut Connection, m: usize, reps: usize) -> Res<Vec<(f64, f64, i64)>> {
-    let mut out = Vec::new();
+/// Redeliveries, as a pool meets them: a policy (`MIN-IDLE min_idle`, default `INTERVAL`) is in
+/// place when a consumer takes `m` entries and dies; once they are stale, a worker's `XAUTOCLAIM
+/// ... COUNT 100` loop takes all of one group's, and `RECLAIM.READGROUP COUNT 100` all of
+/// another's, under the policy; the server's CPU time of each (`INFO cpu`).
+fn redeliveries(m: usize, min_idle: u64, reps: usize) -> Res<RedeliverRow> {
+    eprintln!("   redeliveries of {m}");
+    let srv = start_server()?;
+    let mut con = bench_conn(&srv)?;
+    build_stream(&mut con, "s", m)?;
+    let mut row = RedeliverRow {
+        m,
+        min_idle,
+        runs: Vec::new(),
+    };
     for rep in 0..reps {
         let (a, b) = (format!("a{rep}"), format!("b{rep}"));
         let _: () = cmd("RECLAIM.POLICY")
             .arg(&["SET", "s", &b, "MIN-IDLE"])
-            .arg(REDELIVER_MIN_IDLE)
-            .query(con)?;
-        build_pel(con, "s", &a)?;
-        build_pel(con, "s", &b)?;
-        thread::sleep(Duration::from_millis(REDELIVER_MIN_IDLE + 100));
-        let c0 = server_cpu(con)?;
+            .arg(min_idle)
+            .query(&mut con)?;
+        build_pel(&mut con, "s", &a)?;
+        build_pel(&mut con, "s", &b)?;
+        thread::sleep(Duration::from_millis(min_idle + 100));
+        let c0 = server_cpu(&mut con)?;
         let mut cursor = "0-0".to_string();
         let mut claimed = 0;
         loop {
             let v: Value = cmd("XAUTOCLAIM")
                 .arg(&["s", &a, WORKER])
-                .arg(REDELIVER_MIN_IDLE)
+                .arg(min_idle)
                 .arg(&cursor)
                 .arg(&["COUNT", "100"])
-                .query(con)?;
+                .query(&mut con)?;
             let parts = items(&v);
             cursor = parts.first().and_then(text).unwrap_or_default();
             claimed += parts.get(1).map(|e| items(e).len()).unwrap_or(0);
@@ -136,7 +225,7 @@ fn redeliveries(con: &mut Connection, m: usize, reps: usize) -> Res<Vec<(f64, f6
                 break;
             }
         }
-        let c1 = server_cpu(con)?;
+        let c1 = server_cpu(&mut con)?;
         // Until every entry was handed over once; an early one whose new lease ran out meanwhile
         // may come again, and counts as one more redelivery.
         let (mut handed, mut seen) = (0, std::collections::HashSet::new());
@@ -144,47 +233,110 @@ fn redeliveries(con: &mut Connection, m: usize, reps: usize) -> Res<Vec<(f64, f6
         while seen.len() < m && t.elapsed() < TIMEOUT {
             let v: Value = cmd("RECLAIM.READGROUP")
                 .arg(&["GROUP", &b, WORKER, "COUNT", "100", "STREAMS", "s", ">"])
-                .query(con)?;
-            for s in items(&v) {
-                for e in items(s)
-                    .get(1)
-                    .map(|e| items(e).to_vec())
-                    .unwrap_or_default()
-                {
-                    handed += 1;
-                    seen.insert(items(&e).first().and_then(text).unwrap_or_default());
-                }
+                .query(&mut con)?;
+            for id in entry_ids(&v) {
+                handed += 1;
+                seen.insert(id);
             }
         }
-        let c2 = server_cpu(con)?;
+        let c2 = server_cpu(&mut con)?;
         if claimed != m || seen.len() != m {
             let n = seen.len();
             return Err(format!("XAUTOCLAIM took {claimed}, RECLAIM.READGROUP {n} of {m}").into());
         }
-        let moved = stats_fields(con, "s", &b).map_or(0, |f| field_int(&f, "claimed"));
-        out.push((
+        let moved = stats_fields(&mut con, "s", &b).map_or(0, |f| field_int(&f, "claimed"));
+        row.runs.push((
             (c1 - c0) * 1e6 / m as f64,
             (c2 - c1) * 1e6 / handed as f64,
             moved,
         ));
-        let _: i64 = cmd("RECLAIM.POLICY").arg(&["DEL", "s", &b]).query(con)?;
+        let _: i64 = cmd("RECLAIM.POLICY")
+            .arg(&["DEL", "s", &b])
+            .query(&mut con)?;
         for g in [&a, &b] {
-            let _: () = cmd("XGROUP").arg(&["DESTROY", "s", g]).query(con)?;
+            let _: () = cmd("XGROUP").arg(&["DESTROY", "s", g]).query(&mut con)?;
         }
     }
-    eprintln!("   redeliveries: {out:?}");
-    Ok(out)
+    eprintln!("     {:?}", row.runs);
+    Ok(row)
 }
 
-/// Section 5: `n` new entries, and `n` redeliveries.
-pub fn readgroup_section(n: usize, reps: usize) -> Res<ReadResult> {
-    eprintln!("== RECLAIM.READGROUP: {n} new entries, {n} redeliveries");
+/// The stall test: `n` entries of a dead consumer, stale under a policy (`MIN-IDLE 1000`); one
+/// worker calls `RECLAIM.READGROUP ... COUNT 100 BLOCK 5000` until it has had every one.
+fn stall(n: usize) -> Res<Stall> {
+    eprintln!("   a worker drains {n} stale entries with BLOCK");
     let srv = start_server()?;
     let mut con = bench_conn(&srv)?;
     build_stream(&mut con, "s", n)?;
-    let rows = new_entries(&mut con, n, reps)?;
-    let redeliver = redeliveries(&mut con, n, reps)?;
-    Ok(ReadResult { n, rows, redeliver })
+    build_pel(&mut con, "s", "g")?;
+    let _: () = cmd("RECLAIM.POLICY")
+        .arg(&["SET", "s", "g", "MIN-IDLE", "1000"])
+        .query(&mut con)?;
+    thread::sleep(Duration::from_millis(1200));
+    let mut seen = std::collections::HashSet::new();
+    let (mut calls, mut empty, mut longest) = (0, 0, Duration::ZERO);
+    let t = Instant::now();
+    while seen.len() < n && t.elapsed() < TIMEOUT {
+        let c = Instant::now();
+        let v: Value = cmd("RECLAIM.READGROUP")
+            .arg(&["GROUP", "g", WORKER, "COUNT", "100", "BLOCK", "5000"])
+            .arg(&["STREAMS", "s", ">"])
+            .query(&mut con)?;
+        longest = longest.max(c.elapsed());
+        calls += 1;
+        let ids = entry_ids(&v);
+        if ids.is_empty() {
+            empty += 1;
+        }
+        seen.extend(ids);
+    }
+    Ok(Stall {
+        n,
+        calls,
+        empty,
+        longest_ms: longest.as_secs_f64() * 1e3,
+        total_ms: t.elapsed().as_secs_f64() * 1e3,
+    })
+}
+
+/// Section 5: per call at each PEL size of `pels`, redeliveries of each backlog of `backlogs`,
+/// and the stall test; writes `readgroup.csv` into `data` for the plot.
+pub fn readgroup_section(
+    pels: &[usize],
+    backlogs: &[usize],
+    reps: usize,
+    data: &Path,
+) -> Res<ReadResult> {
+    eprintln!("== RECLAIM.READGROUP: PEL sizes {pels:?}, backlogs {backlogs:?}");
+    let mut calls = Vec::new();
+    for &p in pels {
+        calls.extend(per_call(p, reps)?);
+    }
+    let mut redeliver = Vec::new();
+    for &m in backlogs {
+        // A lease longer than the drain takes (about 10 µs per entry and more).
+        let min_idle = (m as u64 / 20).max(2000);
+        redeliver.push(redeliveries(m, min_idle, reps)?);
+    }
+    let stall = Some(stall(50_000)?);
+    let res = ReadResult {
+        calls,
+        redeliver,
+        stall,
+    };
+    write_csv(&res, data)?;
+    Ok(res)
+}
+
+/// `readgroup.csv`: pel,count,ratio (the median of the reps), for bench/plot.py.
+fn write_csv(r: &ReadResult, data: &Path) -> Res<()> {
+    std::fs::create_dir_all(data)?;
+    let mut s = String::from("pel,count,ratio\n");
+    for row in &r.calls {
+        let _ = writeln!(s, "{},{},{:.4}", row.pel, row.count, ratio(&row.pairs));
+    }
+    std::fs::write(data.join("readgroup.csv"), s)?;
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -205,33 +357,54 @@ fn pairs(rows: &[(f64, f64, i64)]) -> Vec<(f64, f64)> {
 }
 
 /// Median ratio (module / plain) of the pairs.
-fn ratio(pairs: &[(f64, f64)]) -> f64 {
+pub fn ratio(pairs: &[(f64, f64)]) -> f64 {
     median(pairs.iter().map(|(p, r)| r / p).collect())
 }
 
 /// The section's rows in the targets table.
 pub fn targets(o: &mut String, r: &ReadResult, missed: &mut Vec<&'static str>) {
-    if let Some(row) = r.rows.iter().max_by_key(|x| x.count) {
-        let q = ratio(&row.new);
-        let _ = writeln!(
-            o,
-            "| `RECLAIM.READGROUP` server time per new entry vs `XREADGROUP` (COUNT {}): at most 1.2x | {q:.2}x (median of {}) | {} |",
-            row.count,
-            row.new.len(),
-            if q <= 1.2 { "met" } else { "missed" }
-        );
-        if q > 1.2 {
-            missed.push("readgroup-new");
+    if !r.calls.is_empty() {
+        let worst = r
+            .calls
+            .iter()
+            .map(|c| (ratio(&c.pairs), c))
+            .max_by(|a, b| a.0.total_cmp(&b.0));
+        if let Some((q, c)) = worst {
+            let met = q <= 1.1;
+            let _ = writeln!(
+                o,
+                "| `RECLAIM.READGROUP` server time per call within 1.1x of `XREADGROUP` at every PEL size and COUNT (nothing due) | worst {q:.2}x (PEL {}, COUNT {}); see section 5 | {} |",
+                thousands(c.pel as f64),
+                c.count,
+                if met { "met" } else { "missed" }
+            );
+            if !met {
+                missed.push("readgroup-new");
+            }
         }
     }
-    let speed = 1.0 / ratio(&pairs(&r.redeliver));
-    let _ = writeln!(
-        o,
-        "| `RECLAIM.READGROUP` redeliveries per second of server time vs a worker's `XAUTOCLAIM` loop: at least 1x | {speed:.2}x | {} |",
-        if speed >= 1.0 { "met" } else { "missed" }
-    );
-    if speed < 1.0 {
-        missed.push("readgroup-redeliver");
+    for row in &r.redeliver {
+        let speed = 1.0 / ratio(&pairs(&row.runs));
+        let _ = writeln!(
+            o,
+            "| `RECLAIM.READGROUP` redeliveries per second of server time at least a worker's `XAUTOCLAIM` loop's ({} stale) | {speed:.2}x | {} |",
+            thousands(row.m as f64),
+            if speed >= 1.0 { "met" } else { "missed" }
+        );
+        if speed < 1.0 {
+            missed.push("readgroup-redeliver");
+        }
+    }
+    if let Some(s) = &r.stall {
+        let _ = writeln!(
+            o,
+            "| no stall: a worker draining {} stale entries with `BLOCK 5000` never gets an empty reply | {} calls, {} empty, longest {:.1} ms | {} |",
+            thousands(s.n as f64),
+            s.calls,
+            s.empty,
+            s.longest_ms,
+            if s.empty == 0 { "met" } else { "missed" }
+        );
     }
 }
 
@@ -243,21 +416,23 @@ pub fn report(o: &mut String, r: &ReadResult) {
     );
     let _ = writeln!(
         o,
-        "A stream of {} entries. **New entries:** for each `COUNT`, one group reads it all with \
-         `XREADGROUP GROUP g c COUNT n STREAMS s >` and another, with a policy that finds \
-         nothing due (`MIN-IDLE 3600000`), with `RECLAIM.READGROUP`, in pipelines of {PIPE} \
-         calls, one right after the other; the server's CPU time (`INFO cpu`) per entry read. \
-         **Redeliveries:** as a pool meets them: a policy (`MIN-IDLE {REDELIVER_MIN_IDLE}`, default \
-         `INTERVAL`) is in place when a consumer takes {} entries and dies; once they are stale, \
-         a worker's `XAUTOCLAIM s g worker {REDELIVER_MIN_IDLE} <cursor> COUNT 100` loop takes all \
-         of one group's and `RECLAIM.READGROUP ... COUNT 100` all of another's; the server's CPU \
-         time per entry handed over (the sweep's work in that time included). Each pair is one rep; the ratio is the median.\n",
-        thousands(r.n as f64),
-        thousands(r.n as f64)
+        "**Per call, by PEL size and COUNT.** A stream whose two groups hold the same PEL of the \
+         given size, pending at a consumer that is alive as far as the policy can tell \
+         (`MIN-IDLE {HELD_MIN_IDLE}` on group `gr`: nothing is due; its first pass has run). For \
+         each `COUNT`, each round appends the entries of one window and reads them, in pipelines \
+         of {PIPE}, with `XREADGROUP GROUP gx reader COUNT n STREAMS s >` ({} calls at COUNT 1, \
+         {} at 10, {} at 100) and with `RECLAIM.READGROUP GROUP gr ...`, in alternating order; \
+         after `CONFIG RESETSTAT`, the server's time per call is `INFO commandstats`' usec of \
+         `xreadgroup`, or of `reclaim.readgroup` (which holds the time of the `XREADGROUP` it \
+         runs inside). What each read is acknowledged, so the PEL keeps its size. The ratio is \
+         the median of the rounds (every round listed).\n",
+        calls_for(1),
+        calls_for(10),
+        calls_for(100)
     );
     let _ = writeln!(
         o,
-        "| what | XREADGROUP / XAUTOCLAIM µs per entry | RECLAIM.READGROUP µs per entry | ratio (median) |\n|---|---|---|---:|"
+        "| pending | COUNT | XREADGROUP µs per call | RECLAIM.READGROUP µs per call | ratio (median) |\n|---:|---:|---|---|---:|"
     );
     let cells = |pairs: &[(f64, f64)], i: usize| -> String {
         pairs
@@ -266,36 +441,108 @@ pub fn report(o: &mut String, r: &ReadResult) {
             .collect::<Vec<_>>()
             .join(", ")
     };
-    for row in &r.rows {
+    for row in &r.calls {
         let _ = writeln!(
             o,
-            "| new entries, COUNT {} | {} | {} | {:.2}x |",
+            "| {} | {} | {} | {} | **{:.2}x** |",
+            thousands(row.pel as f64),
             row.count,
-            cells(&row.new, 0),
-            cells(&row.new, 1),
-            ratio(&row.new)
+            cells(&row.pairs, 0),
+            cells(&row.pairs, 1),
+            ratio(&row.pairs)
         );
     }
-    let red = pairs(&r.redeliver);
-    let moved: Vec<String> = r.redeliver.iter().map(|x| x.2.to_string()).collect();
+    if !r.calls.is_empty() {
+        let _ = writeln!(
+            o,
+            "\n![RECLAIM.READGROUP's server time per call over XREADGROUP's](bench-readgroup.png)\n"
+        );
+        let _ = writeln!(
+            o,
+            "With nothing due, a one-stream read is answered from what the policy's passes and \
+             earlier reads learnt, kept in the policy's run-time state (no policy key read, no \
+             PEL page): the caller's ACL checks (as `XREADGROUP`, `XCLAIM`, and the DLQ's \
+             writes where the policy may dead-letter on a read), then one `XREADGROUP` through \
+             `RM_Call` whose reply is forwarded unparsed. What it adds does not grow with the \
+             PEL; it is a fixed cost per call, so it weighs most at `COUNT 1` (see \"What would \
+             close the gaps\").\n"
+        );
+    }
+    if !r.redeliver.is_empty() {
+        let _ = writeln!(
+            o,
+            "**Redeliveries**, as a pool meets them: a policy (default `INTERVAL`) is in place \
+             when a consumer takes the backlog and dies; once it is stale, a worker's \
+             `XAUTOCLAIM s a worker <min-idle> <cursor> COUNT 100` loop takes all of one group's \
+             and `RECLAIM.READGROUP ... COUNT 100` all of another's; the server's CPU time \
+             (`INFO cpu`) per entry handed over (the sweep's work in that time included). Each \
+             pair is one round; the ratio is the median.\n"
+        );
+        let _ = writeln!(
+            o,
+            "| stale entries | MIN-IDLE | XAUTOCLAIM µs per entry | RECLAIM.READGROUP µs per entry | READGROUP's rate / XAUTOCLAIM's | moved into the inbox by the sweep meanwhile |\n|---:|---:|---|---|---:|---|"
+        );
+        for row in &r.redeliver {
+            let red = pairs(&row.runs);
+            let moved: Vec<String> = row.runs.iter().map(|x| x.2.to_string()).collect();
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {} | **{:.2}x** | {} |",
+                thousands(row.m as f64),
+                row.min_idle,
+                cells(&red, 0),
+                cells(&red, 1),
+                1.0 / ratio(&red),
+                moved.join(", ")
+            );
+        }
+        let _ = writeln!(
+            o,
+            "\nBoth spend most of their time in the server's check that each claimed entry still \
+             exists in the stream (`XCLAIM` and `XAUTOCLAIM` seek it from its listpack's first \
+             entry). A redelivery is a page of the PEL read from the policy's read cursor (as \
+             many entries as are wanted), the fields read in one walk of the stream through the \
+             module API, and one `XCLAIM ... JUSTID` per batch.\n"
+        );
+    }
+    if let Some(s) = &r.stall {
+        let _ = writeln!(
+            o,
+            "**No stall.** {} entries pending at a dead consumer, stale under a policy \
+             (`MIN-IDLE 1000`); one worker calls `RECLAIM.READGROUP GROUP g worker COUNT 100 \
+             BLOCK 5000 STREAMS s >` until it has had every one: **{} calls, {} of them empty, \
+             the longest {:.1} ms**, {:.0} ms in all. A call that finds nothing due within its \
+             search bound (4,000 pending entries examined) goes on from there on the next turn \
+             of the event loop instead of waiting its `BLOCK` time.\n",
+            thousands(s.n as f64),
+            s.calls,
+            s.empty,
+            s.longest_ms,
+            s.total_ms
+        );
+    }
+}
+
+/// The "readgroup-new" paragraph of "What would close the gaps".
+pub fn count1_gap(o: &mut String) {
     let _ = writeln!(
         o,
-        "| redeliveries, COUNT 100 | {} | {} | {:.2}x |\n",
-        cells(&red, 0),
-        cells(&red, 1),
-        ratio(&red)
-    );
-    let _ = writeln!(
-        o,
-        "Entries the sweep moved into the inbox during the redelivery runs (the rest were taken \
-         straight from the dead consumer): {}.\n",
-        moved.join(", ")
-    );
-    let _ = writeln!(
-        o,
-        "With nothing due, a one-stream `RECLAIM.READGROUP` costs its policy lookup, one \
-         `XPENDING` of the claimant's own PEL (O(log N)), and an `XREADGROUP` through `RM_Call` \
-         whose reply is forwarded unparsed; it pages no PEL. A redelivery is one `XCLAIM` per \
-         batch that returns the entries with their fields, where `XAUTOCLAIM` also scans.\n"
+        "- **`RECLAIM.READGROUP` at `COUNT 1`.** With nothing due it adds a fixed cost per call, \
+         which `COUNT 10` and `COUNT 100` hide in the entries' own work. Under callgrind \
+         ([bench/cg_readgroup.py](../bench/cg_readgroup.py) `MODULE 20000 1`: instructions per \
+         call, 20,000 pending, Redis 7.0.15) a plain `XREADGROUP` took 50.0k instructions and \
+         `RECLAIM.READGROUP` 62.3k (1.25x): the `XREADGROUP` it runs 48.4k; `RM_Call`'s own \
+         work 5.0k (the argument vector 1.2k, copying the reply out of the call's client 1.6k, \
+         releasing that client 0.7k, the command lookup and the rest); the caller's ACL checks \
+         3.0k (the user looked up once, then `XREADGROUP` and `XCLAIM` checked as commands: \
+         0.84k in `RM_ACLCheckCommandPermissions`, the rest their argument vectors and the user \
+         look-up); the module API's dispatch and argument strings, the parsing, the look-up of \
+         what reads learnt and the arguments passed on about 4k. 1.1x would leave 5k for all \
+         of it: not reachable while the read goes through `RM_Call` and is checked as the \
+         commands it may run. Rewriting the command into a plain `XREADGROUP` in the command \
+         filter when nothing is due would skip `RM_Call`, but also the module's `BLOCK` (a \
+         reader waiting in a plain `XREADGROUP` is not woken when an entry turns due: the stall \
+         of issue 22), the check of what the read may do under the policy, the liveness \
+         sighting and the module's counters: not done.\n"
     );
 }

@@ -10,6 +10,10 @@ pub struct Results {
     pub fresh_window: Option<FreshWindow>,
     pub policies: Vec<PolicyRow>,
     pub read: Option<ReadResult>,
+    pub many: Vec<ManyRow>,
+    /// What the machine added to a thread's CPU clock, at the start and at the end
+    /// ([`cpu_clock_gaps`]).
+    pub cpu_gaps: Vec<(u64, u64, u64)>,
     pub window_s: u64,
     pub reps: usize,
     pub errors: Vec<String>,
@@ -39,6 +43,10 @@ pub fn report(
     }
     if let Some(r) = &res.read {
         readgroup::report(&mut o, r);
+    }
+    if !res.many.is_empty() {
+        let budget = res.lat.as_ref().map_or(500, |l| l.budget_us);
+        many::report(&mut o, &res.many, budget);
     }
     observations(&mut o, res, largest);
     gaps(&mut o, res, largest, jitter, &missed);
@@ -104,6 +112,19 @@ fn header(
         "| scheduling jitter (a busy loop reading the clock for 5 s, like `redis-cli --intrinsic-latency 5`) | start: longest gap {} µs, {} gaps >= 1 ms; end: longest gap {} µs, {} gaps >= 1 ms |",
         jitter.0 .0, jitter.0 .1, jitter.1 .0, jitter.1 .1
     );
+    if !res.cpu_gaps.is_empty() {
+        let g: Vec<String> = res
+            .cpu_gaps
+            .iter()
+            .map(|(max, a, b)| format!("longest {max} µs, {a} >= 100 µs, {b} >= 200 µs"))
+            .collect();
+        let _ = writeln!(
+            o,
+            "| what the machine adds to a thread's CPU clock (a busy loop reading `CLOCK_THREAD_CPUTIME_ID` for 10 s: gaps charged to it while it ran nothing of its own) | start: {}; end: {} |",
+            g[0],
+            g.last().map_or("", |s| s.as_str())
+        );
+    }
     let _ = writeln!(o, "| date | {} |\n", m.date);
 }
 
@@ -125,6 +146,7 @@ fn targets(o: &mut String, res: &Results, largest: Option<&SizeResult>) -> Vec<&
     if let Some(r) = &res.read {
         readgroup::targets(o, r, &mut missed);
     }
+    many::targets(o, &res.many, &mut missed);
     let _ = writeln!(o);
     missed
 }
@@ -172,6 +194,9 @@ fn gaps(
     }
     if missed.contains(&"info") {
         policies::info_gap(o, &res.policies);
+    }
+    if missed.contains(&"readgroup-new") {
+        readgroup::count1_gap(o);
     }
 }
 

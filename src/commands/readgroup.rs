@@ -20,24 +20,27 @@ use redis_module::{raw, CallReply, CallResult, Context, ContextFlags, KeyType, R
 
 use crate::commands::common::READGROUP_KEY;
 use crate::engine::pending::{self, Failed, Query};
-use crate::engine::readgroup::{nothing_due, redeliver, Redelivery};
+use crate::engine::readgroup::{note_reader, nothing_due, redeliver, Redelivery};
+use crate::ffi::acl::{seeds, Caller, Seed};
 use crate::ffi::blocked::{self, Waiter};
 use crate::ffi::command::{CmdResult, Reply};
 use crate::ffi::streams::{Fields, StreamId};
 use crate::ffi::{self, cluster, write_opts, RawReply};
-use crate::model::access;
+use crate::model::access::{self, ReadWrites};
 use crate::model::error::{self, ReclaimError};
 use crate::model::keys;
 use crate::model::metrics;
 use crate::model::policy::Policy;
-use crate::model::readgroup::{key_positions, parse, Request};
+use crate::model::readgroup::{key_positions, parse_args, Request};
 use crate::model::text::printable;
 use crate::state::store;
 
-/// One stream of a read, with its group's policy (read once per serve).
+/// One stream of a read, with its group's policy (read once per serve) and what a read under it
+/// may write.
 struct Stream<'a> {
     key: &'a [u8],
     policy: Option<Policy>,
+    writes: Option<ReadWrites>,
 }
 
 /// The streams of `req` with their group's policies: one policy read per key. A policy that is
@@ -46,9 +49,14 @@ struct Stream<'a> {
 fn streams<'a>(ctx: &Context, req: &'a Request) -> Vec<Stream<'a>> {
     req.keys
         .iter()
-        .map(|key| Stream {
-            key,
-            policy: store::get(ctx, key, &req.group).filter(|p| store::fault(key, p).is_none()),
+        .map(|key| {
+            let policy =
+                store::get(ctx, key, &req.group).filter(|p| store::fault(key, p).is_none());
+            Stream {
+                key,
+                writes: policy.as_ref().map(ReadWrites::of),
+                policy,
+            }
         })
         .collect()
 }
@@ -126,24 +134,20 @@ fn no_group(key: &[u8], group: &[u8]) -> ReclaimError {
 /// command that would do the same ([`access::read_group`]: `XREADGROUP`, and under a policy its
 /// `XCLAIM`, and the `XACK` and DLQ writes of its dead-letters and tombstones). The first
 /// refused fails the read before anything changes; checked again when a blocked read wakes.
-/// `args`: the command's arguments, whose strings the checks use for the names they hold.
-fn check_access(
-    ctx: &Context,
-    args: &[RedisString],
-    req: &Request,
-    streams: &[Stream],
+/// `seeds`: the command's arguments, whose strings the checks use for the names they hold
+/// ([`ffi::acl::seeds`]); `flags`: `ctx`'s.
+fn check_access<'a>(
+    ctx: &'a Context,
+    seeds: Vec<Seed<'a>>,
+    (group, consumer): (&'a [u8], &'a [u8]),
+    streams: &[Stream<'a>],
+    flags: &ContextFlags,
 ) -> Result<(), ReclaimError> {
     let mut what = Vec::with_capacity(streams.len() * 5);
     for s in streams {
-        access::read_group(
-            s.key,
-            &req.group,
-            &req.consumer,
-            s.policy.as_ref(),
-            &mut what,
-        );
+        access::read_group(s.key, group, consumer, s.writes.as_ref(), &mut what);
     }
-    ffi::acl::Caller::of(ctx).check_with(ctx, args, &what)
+    Caller::of_flags(ctx, flags).check_with(ctx, seeds, &what)
 }
 
 /// XREADGROUP's arguments for the new entries of `key`: `GROUP g consumer [COUNT n] STREAMS key
@@ -158,12 +162,13 @@ fn xreadgroup_args<'a>(req: &'a Request, key: &'a [u8], count: &'a str) -> Vec<&
 }
 
 /// The client's own arguments after the command name without `BLOCK ms`: XREADGROUP's, as they
-/// are (a one-stream read that hands nothing over passes them on, nothing copied).
-fn xreadgroup_argv(args: &[RedisString]) -> Vec<*mut raw::RedisModuleString> {
+/// are (a one-stream read that hands nothing over passes them on, nothing copied). `bytes`: the
+/// bytes of `args` after the command name.
+fn xreadgroup_argv(args: &[RedisString], bytes: &[&[u8]]) -> Vec<*mut raw::RedisModuleString> {
     let mut out = Vec::with_capacity(args.len());
     let mut i = 1;
     while i < args.len() {
-        let a = args[i].as_slice();
+        let a = bytes[i - 1];
         if a.eq_ignore_ascii_case(b"STREAMS") {
             out.extend(args[i..].iter().map(|s| s.inner));
             break;
@@ -210,7 +215,10 @@ fn serve(ctx: &Context, req: &Request, streams: &[Stream], argv: Option<&[RedisS
         let handed = red.entries.len() as i64;
         if single && handed == 0 {
             let r = match argv {
-                Some(a) => RawReply::call_argv(ctx, c"XREADGROUP", &mut xreadgroup_argv(a)),
+                Some(a) => {
+                    let bytes: Vec<&[u8]> = a.iter().skip(1).map(|s| s.as_slice()).collect();
+                    RawReply::call_argv(ctx, c"XREADGROUP", &mut xreadgroup_argv(a, &bytes))
+                }
                 None => {
                     let count = req.count.to_string();
                     RawReply::call(ctx, c"XREADGROUP", &xreadgroup_args(req, s.key, &count))
@@ -279,25 +287,44 @@ pub fn readgroup_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
         return Ok(Reply::Done);
     }
     let a: Vec<&[u8]> = args.iter().skip(1).map(|s| s.as_slice()).collect();
-    let req = parse(&a)?;
+    let r = parse_args(&a)?;
     let flags = ctx.get_flags();
-    if req.block_ms.is_some() && flags.contains(ContextFlags::LUA) {
+    if r.block_ms.is_some() && flags.contains(ContextFlags::LUA) {
         return Err(error::READGROUP_BLOCK_IN_SCRIPT.into());
     }
-    let streams = streams(ctx, &req);
-    check_access(ctx, args, &req, &streams)?;
-    if req.keys.len() == 1 {
-        // Nothing can be due (what earlier reads learnt): XREADGROUP's own reply, passed on.
-        // (The caller's rights were checked above, as every command this read may do.)
-        if nothing_due(ctx, &req.keys[0], &req.group, &req.consumer).is_some() {
-            let r = RawReply::call_argv(ctx, c"XREADGROUP", &mut xreadgroup_argv(args));
-            if r.is_nil() {
-                wait_or_nil(ctx, req, flags, false);
+    if let [key] = r.keys[..] {
+        // Nothing can be due (what earlier reads learnt): XREADGROUP's own reply, passed on,
+        // once the caller may do every command a read under the policy may do (what an earlier
+        // read kept of it: the policy is not read).
+        if let Some(facts) = nothing_due(ctx, key, r.group) {
+            let stream = Stream {
+                key,
+                policy: None,
+                writes: Some(facts.writes),
+            };
+            let who = (r.group, r.consumer);
+            check_access(
+                ctx,
+                seeds(args, &a),
+                who,
+                std::slice::from_ref(&stream),
+                &flags,
+            )?;
+            note_reader(ctx, key, r.group, r.consumer, facts.liveness_ms);
+            let reply = RawReply::call_argv(ctx, c"XREADGROUP", &mut xreadgroup_argv(args, &a));
+            if reply.is_nil() {
+                wait_or_nil(ctx, r.to_request(), flags, false);
             } else {
-                r.forward(ctx);
+                reply.forward(ctx);
             }
             return Ok(Reply::Done);
         }
+    }
+    let req = r.to_request();
+    let streams = streams(ctx, &req);
+    let who = (req.group.as_slice(), req.consumer.as_slice());
+    check_access(ctx, seeds(args, &a), who, &streams, &flags)?;
+    if req.keys.len() == 1 {
         // One stream: its own calls meet a missing group first, before any write, and XREADGROUP
         // answers it with its own error.
         check_type(ctx, &req.keys[0])?;
@@ -383,7 +410,8 @@ impl Waiter for BlockedRead {
             return true;
         }
         let streams = streams(ctx, &self.0);
-        if let Err(e) = check_access(ctx, &[], &self.0, &streams) {
+        let who = (self.0.group.as_slice(), self.0.consumer.as_slice());
+        if let Err(e) = check_access(ctx, Vec::new(), who, &streams, &ctx.get_flags()) {
             ctx.reply_error_string(&e.to_string());
             return true;
         }

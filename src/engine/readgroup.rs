@@ -23,6 +23,7 @@ use crate::engine::pending::{self, Query};
 use crate::engine::settle;
 use crate::ffi::streams::{Fields, Key, StreamId};
 use crate::ffi::{self, call_bytes, events, write_opts};
+use crate::model::access::ReadWrites;
 use crate::model::clock::epoch_ms;
 use crate::model::outcome::Outcome;
 use crate::model::planner::{self, Pending};
@@ -49,18 +50,23 @@ pub struct Redelivery {
     pub more: bool,
 }
 
-/// Whether a read of `key` by `consumer` of `group` (the database selected in `ctx`) can be
+/// Whether a read of `key` by a consumer of `group` (the database selected in `ctx`) can be
 /// answered by new entries alone without reading the policy: what earlier reads kept of it, the
 /// inbox known empty, and no entry of another consumer due before the horizon
-/// ([`registry::quick_read`], which notes the sighting for `LIVENESS`). `Some(dlq)`: so, and the
-/// reader must be allowed to write `dlq`, if any. No call into Redis.
-pub fn nothing_due(
-    ctx: &Context,
-    key: &[u8],
-    group: &[u8],
-    consumer: &[u8],
-) -> Option<Option<Vec<u8>>> {
-    registry::quick_read(ffi::selected_db(ctx), key, group, consumer, epoch_ms())
+/// ([`registry::quick_read`]). `Some(facts)`: so, and what that read kept of the policy (what
+/// the reader must be allowed to write, `LIVENESS`: [`note_reader`] once it is allowed). No call
+/// into Redis.
+pub fn nothing_due(ctx: &Context, key: &[u8], group: &[u8]) -> Option<ReadFacts> {
+    registry::quick_read(ffi::selected_db(ctx), key, group, epoch_ms())
+}
+
+/// Notes that `consumer` read `key` under its group's policy with `LIVENESS` `liveness_ms` (a
+/// read answered by [`nothing_due`]; [`redeliver`] notes its own).
+pub fn note_reader(ctx: &Context, key: &[u8], group: &[u8], consumer: &[u8], liveness_ms: i64) {
+    if liveness_ms > 0 {
+        let id = PolicyId::new(ffi::selected_db(ctx), key, group);
+        registry::saw(&id, consumer, liveness_ms);
+    }
 }
 
 /// The redeliveries of a read of `key` by `consumer` of `group`, under the stream's policy `p`
@@ -82,7 +88,7 @@ pub fn redeliver(
     crate::engine::touches::confirm(ctx, &id);
     let facts = ReadFacts {
         liveness_ms: p.liveness_ms,
-        dlq: p.dlq.clone().filter(|_| p.max_deliveries > 0),
+        writes: ReadWrites::of(p),
     };
     let view = registry::begin_read(&id, consumer, facts).unwrap_or(ReadView {
         inbox: true,
@@ -261,11 +267,12 @@ fn search(
     let mut min_due: Option<i64> = None;
     let mut stale = Vec::new();
     let mut more = false;
+    // The first page holds as many entries as are wanted (a backlog of due entries is read once),
+    // each next one 4 times more (a PEL where few are due is read in fewer calls).
+    let mut page_size = 0i64;
     let end_of_pel = loop {
-        let size = wanted
-            .saturating_mul(2)
-            .clamp(100, PAGE_MAX)
-            .min(SEARCH_MAX - examined);
+        page_size = wanted.max(page_size.saturating_mul(4));
+        let size = page_size.clamp(1, PAGE_MAX).min(SEARCH_MAX - examined);
         let start = match &cursor {
             Some(c) => [b"(", c.as_slice()].concat(),
             None => b"-".to_vec(),

@@ -23,45 +23,56 @@ use crate::state::store;
 /// dead-letters go into the `STORM` window; then, with the lock released, the breaker opens when
 /// the work stopped at it ([`must_open`], [`open_breaker`]). Nothing for a policy the registry
 /// does not know.
-pub fn settle(
+pub fn settle<R>(
     ctx: &Context,
     id: &PolicyId,
     p: &Policy,
     out: &Outcome,
-    account: impl FnOnce(&mut Runtime),
-) {
+    account: impl FnOnce(&mut Runtime) -> R,
+) -> Option<R> {
     let now = now_ms();
     let known = registry::update(id, |rt| {
         if out.claimed > 0 {
             // Moved into the inbox: the next read looks there.
             rt.inbox_filled();
         }
-        account(rt);
+        let r = account(rt);
         rt.note_dead_letters(p.storm, now, out.dead_lettered);
+        r
     });
     if known.is_some() && must_open(p, out) && open_breaker(ctx, &id.stream, &id.group) {
         registry::update(id, Runtime::storm_opened);
     }
+    known
 }
 
 /// The bookkeeping after every step of a pass (the timer's, [`crate::server::scheduler`], and
 /// `RECLAIM.SWEEP`'s): `fold` counts the step in the policy's run-time state (under the lock), its
-/// dead-letters are settled ([`settle`]), and a step that ended the pass reads the PEL's summary
-/// (`XPENDING key group`, with no lock held) for `RECLAIM.HEALTH` and `INFO reclaim`.
-pub fn after_step(
+/// dead-letters are settled ([`settle`]), and a step that ended the pass notes the PEL's summary
+/// for `RECLAIM.HEALTH` and `INFO reclaim`: the one the step read, in the same spell under the
+/// lock, else read now (`XPENDING key group`, with no lock held). Returns `fold`'s result
+/// (`None`: the policy is not known).
+pub fn after_step<R>(
     ctx: &Context,
     id: &PolicyId,
     p: &Policy,
     out: &Outcome,
-    fold: impl FnOnce(&mut Runtime),
-) {
-    settle(ctx, id, p, out, fold);
-    if out.pass_done {
-        let read = || pending::summary(ctx, &id.stream, &id.group, &p.claimant, |_, _| {});
-        if let Some(s) = out.summary.clone().or_else(read) {
+    fold: impl FnOnce(&mut Runtime) -> R,
+) -> Option<R> {
+    let kept = out.summary.clone().filter(|_| out.pass_done);
+    let r = settle(ctx, id, p, out, |rt| {
+        let r = fold(rt);
+        if let Some(s) = kept {
+            rt.note_summary(s);
+        }
+        r
+    });
+    if out.pass_done && out.summary.is_none() {
+        if let Some(s) = pending::summary(ctx, &id.stream, &id.group, &p.claimant, |_, _| {}) {
             registry::update(id, |rt| rt.note_summary(s));
         }
     }
+    r
 }
 
 /// Whether work that reported `out` under policy `p` opens the `STORM` breaker: it stopped at the

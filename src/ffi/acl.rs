@@ -39,6 +39,23 @@ fn word(word: Word) -> *mut raw::RedisModuleString {
     s
 }
 
+/// A command argument the checks may use for a name it holds: its bytes and its module string.
+pub type Seed<'a> = (&'a [u8], *mut raw::RedisModuleString);
+
+/// The seeds of `args` (a command's arguments), with their bytes `bytes` (the same strings'; may
+/// leave out the first arguments: the seeds are the last `bytes.len()` of `args`).
+pub fn seeds<'a>(args: &'a [RedisString], bytes: &[&'a [u8]]) -> Vec<Seed<'a>> {
+    let skip = args.len().saturating_sub(bytes.len());
+    let mut out = Vec::with_capacity(bytes.len() + 4);
+    out.extend(
+        bytes
+            .iter()
+            .copied()
+            .zip(args[skip..].iter().map(|s| s.inner)),
+    );
+    out
+}
+
 /// The module strings of the names of one round of checks, each looked up once: the command's
 /// own argument when one holds the name (`seeds`), else a string made for the round.
 struct Names<'a> {
@@ -50,19 +67,21 @@ struct Names<'a> {
 }
 
 impl<'a> Names<'a> {
-    fn new(ctx: &'a Context, seeds: &'a [RedisString]) -> Self {
-        let mut known = Vec::with_capacity(seeds.len() + 4);
-        known.extend(seeds.iter().map(|s| (s.as_slice(), s.inner)));
+    fn new(ctx: &'a Context, seeds: Vec<Seed<'a>>) -> Self {
         Names {
             ctx,
-            known,
+            known: seeds,
             made: Vec::new(),
         }
     }
 
-    /// The module string of `name`: a seed's, or made once for the round.
+    /// The module string of `name`: a seed's (the same bytes, most often the very same slice),
+    /// or made once for the round.
     fn name(&mut self, name: &'a [u8]) -> *mut raw::RedisModuleString {
-        if let Some((_, p)) = self.known.iter().find(|(b, _)| *b == name) {
+        let same = |b: &[u8]| {
+            (std::ptr::eq(b.as_ptr(), name.as_ptr()) && b.len() == name.len()) || b == name
+        };
+        if let Some((_, p)) = self.known.iter().find(|(b, _)| same(b)) {
             return *p;
         }
         let s = RedisString::create_from_slice(self.ctx.ctx, name);
@@ -109,7 +128,11 @@ pub fn current_user_name(ctx: &Context) -> Option<Vec<u8>> {
 /// not be asked about a client without a user. A connection always has one, as do scripts run by
 /// one and a module's `RM_Call` with `C`: those are checked.
 fn unchecked(ctx: &Context) -> bool {
-    let flags = ctx.get_flags();
+    unchecked_flags(ctx, &ctx.get_flags())
+}
+
+/// [`unchecked`], `flags` being `ctx`'s.
+fn unchecked_flags(ctx: &Context, flags: &ContextFlags) -> bool {
     if flags.intersects(ContextFlags::REPLICATED | ContextFlags::LOADING) {
         return true;
     }
@@ -182,13 +205,13 @@ impl AclUser {
 
     /// Whether the user may do `what` now.
     pub fn may<'a>(&self, ctx: &'a Context, what: &As<'a>) -> bool {
-        Names::new(ctx, &[]).allowed(self, what)
+        Names::new(ctx, Vec::new()).allowed(self, what)
     }
 
     /// `Ok` when the user may do all of `what` now, else the error of the first it may not
     /// (each name's string made once for all of them).
     pub fn check<'a>(&self, ctx: &'a Context, what: &[As<'a>]) -> Result<(), ReclaimError> {
-        self.check_with(ctx, &[], what)
+        self.check_with(ctx, Vec::new(), what)
     }
 
     /// [`AclUser::check`], the names taken from `seeds` (the command's own arguments) where they
@@ -196,7 +219,7 @@ impl AclUser {
     fn check_with<'a>(
         &self,
         ctx: &'a Context,
-        seeds: &'a [RedisString],
+        seeds: Vec<Seed<'a>>,
         what: &[As<'a>],
     ) -> Result<(), ReclaimError> {
         let mut names = Names::new(ctx, seeds);
@@ -253,7 +276,12 @@ pub enum Caller {
 impl Caller {
     /// The caller of the command running in `ctx`.
     pub fn of(ctx: &Context) -> Caller {
-        if unchecked(ctx) {
+        Caller::of_flags(ctx, &ctx.get_flags())
+    }
+
+    /// [`Caller::of`], `flags` being `ctx`'s (`RM_GetContextFlags`, read already).
+    pub fn of_flags(ctx: &Context, flags: &ContextFlags) -> Caller {
+        if unchecked_flags(ctx, flags) {
             return Caller::Unchecked;
         }
         unsafe {
@@ -278,15 +306,15 @@ impl Caller {
 
     /// `Ok` when the caller may do all of `what` now, else the error of the first it may not.
     pub fn check<'a>(&self, ctx: &'a Context, what: &[As<'a>]) -> Result<(), ReclaimError> {
-        self.check_with(ctx, &[], what)
+        self.check_with(ctx, Vec::new(), what)
     }
 
     /// [`Caller::check`], the names taken from `seeds` (the command's own arguments: no string is
-    /// made for them) where they hold them.
+    /// made for them, [`seeds`]) where they hold them.
     pub fn check_with<'a>(
         &self,
         ctx: &'a Context,
-        seeds: &'a [RedisString],
+        seeds: Vec<Seed<'a>>,
         what: &[As<'a>],
     ) -> Result<(), ReclaimError> {
         match self {

@@ -160,25 +160,49 @@ impl<'a> As<'a> {
     }
 }
 
-/// Whether a `RECLAIM.READGROUP` under `p` may write its DLQ: it dead-letters entries at their
-/// limit (`MAX-DELIVERIES` above 0) and records deleted ones (`TOMBSTONES yes`).
-fn dlq_on_read(p: &Policy) -> bool {
-    p.dlq.is_some() && (p.max_deliveries > 0 || p.tombstones)
+/// What a `RECLAIM.READGROUP` under a policy may write besides its `XREADGROUP` and `XCLAIM`
+/// ([`read_group`] checks them), as far as the policy's value says: the one place that decides
+/// it. Kept by the policy's run-time state, so a read answered without reading the policy checks
+/// exactly what a read that reads it checks.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReadWrites {
+    /// The DLQ a read may append to (`None`: none): it dead-letters entries at their limit
+    /// (`MAX-DELIVERIES` above 0) or records deleted ones (`TOMBSTONES yes`), into a `DLQ`.
+    pub dlq: Option<Vec<u8>>,
+    /// Whether those appends trim the DLQ (`DLQ-MAXLEN`, `DLQ-MAXAGE`).
+    pub trims: bool,
 }
 
-/// The writes of `p` into its DLQ: `XADD dlq * ...` (dead-letters, tombstones) and, with
-/// `DLQ-MAXLEN` or `DLQ-MAXAGE`, `XTRIM dlq ...` (retention), added to `out`. Nothing without a
-/// DLQ.
+impl ReadWrites {
+    /// What a read under `p` may write.
+    pub fn of(p: &Policy) -> ReadWrites {
+        let dlq = p
+            .dlq
+            .clone()
+            .filter(|_| p.max_deliveries > 0 || p.tombstones);
+        ReadWrites {
+            trims: dlq.is_some() && p.trims_dlq(),
+            dlq,
+        }
+    }
+}
+
+/// The writes of `p` into its DLQ ([`dlq_writes_to`]), added to `out`. Nothing without a DLQ.
 pub fn dlq_writes<'a>(p: &'a Policy, out: &mut Vec<As<'a>>) {
-    let Some(dlq) = p.dlq.as_deref() else {
-        return;
-    };
+    if let Some(dlq) = p.dlq.as_deref() {
+        dlq_writes_to(dlq, p.trims_dlq(), out);
+    }
+}
+
+/// The writes into DLQ `dlq`: `XADD dlq * ...` (dead-letters, tombstones) and, with `trims`
+/// (`DLQ-MAXLEN` or `DLQ-MAXAGE`), `XTRIM dlq ...` (retention), added to `out`.
+fn dlq_writes_to<'a>(dlq: &'a [u8], trims: bool, out: &mut Vec<As<'a>>) {
     out.push(As::new(
         Word::Xadd,
         error::KEY_DLQ,
         &[n(dlq), w(Word::Auto), w(Word::Field), w(Word::Value)],
     ));
-    if p.trims_dlq() {
+    if trims {
         out.push(As::new(
             Word::Xtrim,
             error::KEY_DLQ,
@@ -226,14 +250,15 @@ pub fn policy_work<'a>(stream: &'a [u8], group: &'a [u8], p: &'a Policy) -> Vec<
 }
 
 /// What `RECLAIM.READGROUP` does to one stream for `consumer` of `group`: `XREADGROUP GROUP g c
-/// STREAMS key >` (new entries); under a policy `p`, `XCLAIM` (redeliveries) and, when it may
-/// write the DLQ on a read ([`dlq_on_read`]), `XACK` on the stream and the DLQ's writes
-/// ([`dlq_writes`]). Whatever the policy's state (a paused policy may resume at any time).
+/// STREAMS key >` (new entries); under a policy (`p`: what a read under it may write,
+/// [`ReadWrites::of`] its value), `XCLAIM` (redeliveries) and, when it may write a DLQ, `XACK` on
+/// the stream and the DLQ's writes. Whatever the policy's state (a paused policy may resume at
+/// any time).
 pub fn read_group<'a>(
     stream: &'a [u8],
     group: &'a [u8],
     consumer: &'a [u8],
-    p: Option<&'a Policy>,
+    p: Option<&'a ReadWrites>,
     out: &mut Vec<As<'a>>,
 ) {
     out.push(As::new(
@@ -256,13 +281,13 @@ pub fn read_group<'a>(
         error::KEY_STREAM,
         &[n(stream), n(group), n(consumer), w(Word::Zero), ID],
     ));
-    if dlq_on_read(p) {
+    if let Some(dlq) = p.dlq.as_deref() {
         out.push(As::new(
             Word::Xack,
             error::KEY_STREAM,
             &[n(stream), n(group), ID],
         ));
-        dlq_writes(p, out);
+        dlq_writes_to(dlq, p.trims, out);
     }
 }
 
@@ -411,7 +436,8 @@ mod tests {
     #[test]
     fn a_read_writes_the_dlq_when_it_may_dead_letter_or_bury() {
         let mut v = Vec::new();
-        let p = policy(Some("d"), 0, false, 0);
+        let p = ReadWrites::of(&policy(Some("d"), 0, false, 5));
+        assert_eq!(p, ReadWrites::default());
         read_group(b"s", b"g", b"c", Some(&p), &mut v);
         assert_eq!(
             names(&v),
@@ -423,6 +449,7 @@ mod tests {
             policy(Some("d"), 3, false, 5),
         ] {
             let mut v = Vec::new();
+            let p = ReadWrites::of(&p);
             read_group(b"s", b"g", b"c", Some(&p), &mut v);
             assert_eq!(
                 names(&v),
@@ -439,6 +466,11 @@ mod tests {
                 "NOPERM this user has no permissions to run XADD on the DLQ key"
             );
         }
+        // Without retention, no XTRIM.
+        let p = ReadWrites::of(&policy(Some("d"), 3, false, 0));
+        let mut v = Vec::new();
+        read_group(b"s", b"g", b"c", Some(&p), &mut v);
+        assert_eq!(names(&v)[2..], ["XACK s g 0-0", "XADD d * f v"]);
     }
 
     #[test]

@@ -22,10 +22,11 @@ pub struct Request {
 
 /// Parses the arguments after the command name, as XREADGROUP does (options in any order before
 /// `STREAMS`, then keys and as many IDs), accepting only the ID `>`.
-pub fn parse(args: &[&[u8]]) -> Result<Request, ReclaimError> {
-    let mut req = Request {
-        group: Vec::new(),
-        consumer: Vec::new(),
+/// The request borrows the arguments ([`Args::to_request`] makes an owned [`Request`]).
+pub fn parse_args<'a>(args: &[&'a [u8]]) -> Result<Args<'a>, ReclaimError> {
+    let mut req = Args {
+        group: b"",
+        consumer: b"",
         count: 0,
         block_ms: None,
         keys: Vec::new(),
@@ -47,8 +48,8 @@ pub fn parse(args: &[&[u8]]) -> Result<Request, ReclaimError> {
             req.count = n.max(0);
             i += 2;
         } else if o.eq_ignore_ascii_case(b"GROUP") && more >= 2 {
-            req.group = args[i + 1].to_vec();
-            req.consumer = args[i + 2].to_vec();
+            req.group = args[i + 1];
+            req.consumer = args[i + 2];
             group_given = true;
             i += 3;
         } else if o.eq_ignore_ascii_case(b"NOACK") {
@@ -62,7 +63,7 @@ pub fn parse(args: &[&[u8]]) -> Result<Request, ReclaimError> {
             if ids.iter().any(|id| *id != b">") {
                 return Err(error::READGROUP_ONLY_NEW.into());
             }
-            req.keys = keys.iter().map(|k| k.to_vec()).collect();
+            req.keys = keys.to_vec();
             break;
         } else {
             return Err(error::SYNTAX.into());
@@ -75,6 +76,34 @@ pub fn parse(args: &[&[u8]]) -> Result<Request, ReclaimError> {
         return Err(error::READGROUP_NO_GROUP.into());
     }
     Ok(req)
+}
+
+/// [`parse_args`], owned.
+pub fn parse(args: &[&[u8]]) -> Result<Request, ReclaimError> {
+    parse_args(args).map(|a| a.to_request())
+}
+
+/// A parsed `RECLAIM.READGROUP` borrowing the command's arguments ([`Request`]'s fields).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Args<'a> {
+    pub group: &'a [u8],
+    pub consumer: &'a [u8],
+    pub count: i64,
+    pub block_ms: Option<i64>,
+    pub keys: Vec<&'a [u8]>,
+}
+
+impl Args<'_> {
+    /// The owned request.
+    pub fn to_request(&self) -> Request {
+        Request {
+            group: self.group.to_vec(),
+            consumer: self.consumer.to_vec(),
+            count: self.count,
+            block_ms: self.block_ms,
+            keys: self.keys.iter().map(|k| k.to_vec()).collect(),
+        }
+    }
 }
 
 /// The argv positions of the stream keys of `argv` (the command name first), found as

@@ -391,34 +391,18 @@ pub fn begin_read(id: &PolicyId, consumer: &[u8], facts: ReadFacts) -> Option<Re
     Some(view)
 }
 
-/// A read by `consumer` of policy (`db`, `stream`, `group`) at wall-clock `wall` that needs
-/// neither the policy's value nor a look at the PEL ([`Runtime::quick_read`]): the DLQ the
-/// reader must be allowed to write, if any. `None`: read the policy and look.
-pub fn quick_read(
-    db: i32,
-    stream: &[u8],
-    group: &[u8],
-    consumer: &[u8],
-    wall: i64,
-) -> Option<Option<Vec<u8>>> {
-    let now = now_ms();
-    let mut r = lock();
-    let Registry {
-        runtimes,
-        by_stream,
-        remembering,
-        ..
-    } = &mut *r;
-    let id = by_stream
+/// A read of policy (`db`, `stream`, `group`) at wall-clock `wall` that needs neither the
+/// policy's value nor a look at the PEL ([`Runtime::quick_read`]): what an earlier read kept of
+/// the value (what the reader must be allowed to write, `LIVENESS`). `None`: read the policy and
+/// look. Changes nothing (the sighting is the caller's to note, once the read is allowed).
+pub fn quick_read(db: i32, stream: &[u8], group: &[u8], wall: i64) -> Option<ReadFacts> {
+    let r = lock();
+    let id = r
+        .by_stream
         .get(stream)?
         .iter()
         .find(|i| i.db == db && i.group == group)?;
-    let rt = runtimes.get_mut(id)?;
-    let dlq = rt.quick_read(consumer, wall, now)?;
-    if rt.remembers() && !remembering.contains(id) {
-        remembering.insert(id.clone());
-    }
-    Some(dlq)
+    r.runtimes.get(id)?.quick_read(wall).cloned()
 }
 
 /// The policies of (db, `stream`) may have new values under the same names (their policy key

@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+use crate::model::access::ReadWrites;
 use crate::model::breaker::Breaker;
 use crate::model::error::ReclaimError;
 use crate::model::metrics::{self, Counters, Stat};
@@ -436,8 +437,8 @@ impl ReadScan {
 pub struct ReadFacts {
     /// The policy's `LIVENESS` (a sighting is noted above 0).
     pub liveness_ms: i64,
-    /// The DLQ a reader must be allowed to write (`MAX-DELIVERIES` above 0 with a `DLQ`).
-    pub dlq: Option<Vec<u8>>,
+    /// What a read may write besides `XREADGROUP` and `XCLAIM` (its ACL checks).
+    pub writes: ReadWrites,
 }
 
 /// What `RECLAIM.READGROUP` needs to know of a policy before it reads anything
@@ -619,19 +620,14 @@ impl Runtime {
         }
     }
 
-    /// A read by `consumer` at wall-clock `wall` (monotonic `now`) that can be answered without
-    /// the policy's value: a read before learnt what it needs of it, the inbox is known empty
-    /// and no entry of another consumer can be due before the horizon. Notes the sighting then
-    /// (`LIVENESS`), and returns the DLQ the reader must be allowed to write, if any (`Some(None)`:
-    /// none). `None`: read the policy and look.
-    pub fn quick_read(&mut self, consumer: &[u8], wall: i64, now: u64) -> Option<Option<Vec<u8>>> {
-        if self.inbox_empty && wall < self.read_horizon() {
-            let facts = self.read_facts.as_deref()?;
-            let (liveness, dlq) = (facts.liveness_ms, facts.dlq.clone());
-            if liveness > 0 {
-                self.saw(consumer, now, liveness as u64);
-            }
-            return Some(dlq);
+    /// A read at wall-clock `wall` that can be answered without the policy's value: a read
+    /// before learnt what it needs of it, the inbox is known empty and no entry of another
+    /// consumer can be due before the horizon. Returns what that read kept of the value (what a
+    /// reader must be allowed to write, `LIVENESS`); `None`: read the policy and look (also while
+    /// a client's touch waits for [`Runtime::confirm`]: it may have made entries due).
+    pub fn quick_read(&self, wall: i64) -> Option<&ReadFacts> {
+        if self.inbox_empty && wall < self.read_horizon() && !self.wants_confirmation() {
+            return self.read_facts.as_deref();
         }
         None
     }
@@ -768,32 +764,45 @@ impl Runtime {
         })
     }
 
-    /// Folds the step of `plan` that reported `out` and took `took` into the state
-    /// ([`Runtime::apply`]). A consumer check teaches the pass nothing about when entries go
-    /// stale (it sees one consumer), nor what the PEL looks like: `out` loses those, and its end
-    /// moves on to the next check.
+    /// What the step of `plan` reported, as the pass sees it: a consumer check teaches the pass
+    /// nothing about when entries go stale (it sees one consumer), nor what the PEL looks like,
+    /// so `out` loses those, and the end of the consumer's PEL is not the end of the pass.
+    /// Returns whether the check is done (for [`Runtime::finish_step`]).
+    pub fn narrow_outcome(plan: &StepPlan, out: &mut Outcome) -> bool {
+        if plan.consumer.is_none() {
+            return false;
+        }
+        out.fresh = Default::default();
+        out.tally = Default::default();
+        std::mem::take(&mut out.pass_done)
+    }
+
+    /// Folds the step of `plan` that reported `out` ([`Runtime::narrow_outcome`]: `checked`, a
+    /// consumer check is done and the next one comes) and took `took` into the state
+    /// ([`Runtime::apply`]).
     pub fn finish_step(
         &mut self,
-        plan: &StepPlan,
-        out: &mut Outcome,
+        checked: bool,
+        out: &Outcome,
         took: Duration,
         policy: &Policy,
         now: u64,
         wall: i64,
     ) {
-        if plan.consumer.is_some() {
-            out.fresh = Default::default();
-            out.tally = Default::default();
-            if out.pass_done {
-                out.pass_done = false;
-                self.consumer_checked();
-            }
+        if checked {
+            self.consumer_checked();
         }
         if out.examined > 0 {
             self.entry_ns =
                 planner::next_entry_ns(self.entry_ns, took.as_nanos() as u64, out.examined);
         }
         self.apply(out, took.as_micros() as i64, policy, now, wall);
+    }
+
+    /// After a step: the state to announce (`reclaim-<state>`, [`Runtime::announce`]) and what
+    /// the policy now waits for, if it is news ([`Runtime::waiting_notice`]).
+    pub fn after_step_notes(&mut self) -> (Option<&'static str>, Option<Stop>) {
+        (self.announce(), self.waiting_notice())
     }
 
     /// The state to announce after a step (`reclaim-<state>`), if it changed; notes it as
@@ -1357,19 +1366,31 @@ mod tests {
         let mut rt = Runtime::new(0);
         let facts = ReadFacts {
             liveness_ms: 0,
-            dlq: Some(b"d".to_vec()),
+            writes: ReadWrites {
+                dlq: Some(b"d".to_vec()),
+                trims: true,
+            },
         };
         // Nothing learnt yet.
-        assert_eq!(rt.quick_read(b"c", 0, 0), None);
+        assert_eq!(rt.quick_read(0), None);
         rt.begin_read(b"c", facts.clone(), 0);
         rt.note_inbox_empty();
         rt.note_read_page(None, None, 1_000, 500);
-        // Before the horizon (1,500): no look, the DLQ to check.
-        assert_eq!(rt.quick_read(b"c", 1_400, 0), Some(Some(b"d".to_vec())));
-        assert_eq!(rt.quick_read(b"c", 1_500, 0), None);
+        // Before the horizon (1,500): no look, the DLQ writes to check.
+        assert_eq!(rt.quick_read(1_400), Some(&facts));
+        assert_eq!(rt.quick_read(1_500), None);
+        // A client's touch (XCLAIM ... IDLE) waits for its confirmation: the read looks.
+        rt.note_touch(b"c", true, 5);
+        assert_eq!(rt.quick_read(1_400), None);
+        rt.confirm(&[(b"other".to_vec(), 9)].into());
+        assert_eq!(
+            rt.quick_read(1_400),
+            Some(&facts),
+            "it did not run: nothing changed"
+        );
         // A SET forgets it all.
         rt.reset(0);
-        assert_eq!(rt.quick_read(b"c", 1_400, 0), None);
+        assert_eq!(rt.quick_read(1_400), None);
     }
 
     #[test]
