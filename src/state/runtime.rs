@@ -1321,7 +1321,7 @@ mod tests {
         assert_eq!(rt.unchecked, Unchecked::Consumers(Names::default()));
         // Touches expire.
         assert!(!rt.prune(0, 20_000));
-        assert_eq!(rt.recent.is_empty(), true);
+        assert!(rt.recent.is_empty());
     }
 
     #[test]
