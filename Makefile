@@ -126,8 +126,9 @@ demo: build ## The crash scenario: producer, workers on RECLAIM.READGROUP, a SIG
 	$(WITH_FIRST_PORT)$(CARGO_CMD) run --release --quiet --example demo
 
 SOAK_SECS ?= 300
-soak: build ## Memory soak: SOAK_SECS (300) of consumer/stream/policy churn with workers, with and without the module
+soak: build ## Memory soak: SOAK_SECS (300) of consumer/stream/policy churn with workers, with and without the module; then soak-fuzz
 	SOAK_SECS=$(SOAK_SECS) $(CARGO_CMD) test --release --test memory -- --ignored --nocapture soak
+	$(MAKE) --no-print-directory soak-fuzz SOAK_SECS=$(SOAK_SECS)
 
 # The differential fuzzer (examples/fuzz/): random sequences of module, stream, keyspace and admin
 # commands against a primary and its replica, with the module and without it, compared key by key
