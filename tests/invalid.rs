@@ -312,7 +312,11 @@ fn check_inert(s: &Server) {
     let new: String = q(&mut c, &["XADD", "orders:dlq", "*", "f", "new"]);
     let got = readgroup(&mut c, "orders:dlq", "workers", "w2", 10, None);
     let ids: Vec<String> = got.into_iter().map(|e| e.0).collect();
-    assert_eq!(ids, std::slice::from_ref(&new), "new entries only, no redelivery");
+    assert_eq!(
+        ids,
+        std::slice::from_ref(&new),
+        "new entries only, no redelivery"
+    );
     run(&mut c, &["XACK", "orders:dlq", "workers", &new]);
     run(&mut c, &["XDEL", "orders:dlq", &new]);
 }

@@ -381,26 +381,7 @@ fn memory_running_out_during_a_sweep_stops_moves_cleanly() {
     let used = info_int(&mut c, "memory", "used_memory");
     let limit = (used + 1536 * 1024).to_string();
     let _: () = q(&mut c, &["CONFIG", "SET", "maxmemory", &limit]);
-    let (sweep,): (Value,) = redis::pipe()
-        .atomic()
-        .cmd("RECLAIM.POLICY")
-        .arg("SET")
-        .arg("big")
-        .arg("g")
-        .arg("MIN-IDLE")
-        .arg(100)
-        .arg("MAX-DELIVERIES")
-        .arg(3)
-        .arg("DLQ")
-        .arg("big:dlq")
-        .arg("INTERVAL")
-        .arg(20)
-        .ignore()
-        .cmd("RECLAIM.SWEEP")
-        .arg("big")
-        .arg("g")
-        .query(&mut c)
-        .expect("MULTI RECLAIM.POLICY SET, RECLAIM.SWEEP");
+    let sweep = set_and_sweep_big(&mut c);
     let moved = int_field(&sweep, "dead-lettered");
     assert!(0 < moved && moved < N, "stopped part-way: {sweep:?}");
     assert_eq!(int_field(&sweep, "claimed"), 0);
@@ -486,26 +467,7 @@ fn dead_letter_moves_stop_where_xadd_would_refuse_them() {
         - info_int(&mut c, "memory", "mem_not_counted_for_evict");
     let limit = counted + 768 * 1024;
     let _: () = q(&mut c, &["CONFIG", "SET", "maxmemory", &limit.to_string()]);
-    let (sweep,): (Value,) = redis::pipe()
-        .atomic()
-        .cmd("RECLAIM.POLICY")
-        .arg("SET")
-        .arg("big")
-        .arg("g")
-        .arg("MIN-IDLE")
-        .arg(100)
-        .arg("MAX-DELIVERIES")
-        .arg(3)
-        .arg("DLQ")
-        .arg("big:dlq")
-        .arg("INTERVAL")
-        .arg(20)
-        .ignore()
-        .cmd("RECLAIM.SWEEP")
-        .arg("big")
-        .arg("g")
-        .query(&mut c)
-        .expect("MULTI RECLAIM.POLICY SET, RECLAIM.SWEEP");
+    let sweep = set_and_sweep_big(&mut c);
     let moved = int_field(&sweep, "dead-lettered");
     // A move takes about 160 KB until the command ends (the DLQ entry, and the body kept for
     // propagation): 768 KB hold 4 to 6. A check that counted the module's copies of a whole
@@ -1217,4 +1179,30 @@ fn a_million_pending_entries_are_all_claimed() {
         max_ping.as_millis()
     );
     healthy(&mut s, &mut c);
+}
+
+/// In one transaction, the dead-letter policy of stream `big` (group `g`: `MIN-IDLE 100
+/// MAX-DELIVERIES 3 DLQ big:dlq INTERVAL 20`) and a `RECLAIM.SWEEP` of it: the sweep's reply.
+fn set_and_sweep_big(c: &mut Connection) -> Value {
+    let (sweep,): (Value,) = redis::pipe()
+        .atomic()
+        .cmd("RECLAIM.POLICY")
+        .arg("SET")
+        .arg("big")
+        .arg("g")
+        .arg("MIN-IDLE")
+        .arg(100)
+        .arg("MAX-DELIVERIES")
+        .arg(3)
+        .arg("DLQ")
+        .arg("big:dlq")
+        .arg("INTERVAL")
+        .arg(20)
+        .ignore()
+        .cmd("RECLAIM.SWEEP")
+        .arg("big")
+        .arg("g")
+        .query(c)
+        .expect("MULTI RECLAIM.POLICY SET, RECLAIM.SWEEP");
+    sweep
 }

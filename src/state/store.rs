@@ -681,21 +681,10 @@ fn module_type_id(name: &[u8; 9], encver: i32) -> u64 {
     (id << 10) | (encver as u64 & 1023)
 }
 
-/// CRC-64 as Redis checks `DUMP` payloads with (Jones polynomial, reflected, initial value 0).
+/// CRC-64 as Redis checks `DUMP` payloads with (Jones, the `crc` crate's `CRC_64_REDIS`).
 fn crc64(data: &[u8]) -> u64 {
-    const POLY: u64 = 0x95AC_9329_AC4B_C9B5; // 0xad93d23594c935a9, reflected
-    let mut crc = 0u64;
-    for &b in data {
-        crc ^= u64::from(b);
-        for _ in 0..8 {
-            crc = if crc & 1 == 1 {
-                (crc >> 1) ^ POLY
-            } else {
-                crc >> 1
-            };
-        }
-    }
-    crc
+    const JONES: crc::Crc<u64> = crc::Crc::<u64>::new(&crc::CRC_64_REDIS);
+    JONES.checksum(data)
 }
 
 /// Writes `<cmd> <args...>` (format `v`) into the AOF being rewritten.

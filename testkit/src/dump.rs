@@ -3,21 +3,10 @@
 //! `verifyDumpPayload`: the body, the RDB version in 2 bytes, the CRC-64 Jones of both in 8 bytes,
 //! little endian).
 
-/// CRC-64 as Redis checks `DUMP` payloads with (Jones polynomial, reflected, initial value 0).
+/// CRC-64 as Redis checks `DUMP` payloads with (Jones, the `crc` crate's `CRC_64_REDIS`).
 pub fn crc64(data: &[u8]) -> u64 {
-    const POLY: u64 = 0x95AC_9329_AC4B_C9B5;
-    let mut crc = 0u64;
-    for &b in data {
-        crc ^= u64::from(b);
-        for _ in 0..8 {
-            crc = if crc & 1 == 1 {
-                (crc >> 1) ^ POLY
-            } else {
-                crc >> 1
-            };
-        }
-    }
-    crc
+    const JONES: crc::Crc<u64> = crc::Crc::<u64>::new(&crc::CRC_64_REDIS);
+    JONES.checksum(data)
 }
 
 /// `payload` with the first occurrence of `from` in its body replaced by `to` (panics when
