@@ -257,6 +257,20 @@ fn policy_help_lists_the_subcommands() {
             "{sub} missing from {lines:?}"
         );
     }
+    // What GET and LIST reply, and IMPORT's LOCAL, are named.
+    assert!(
+        lines.contains(
+            &"    Return the policy as field/value pairs, its live status first, or nil."
+                .to_string()
+        ),
+        "{lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("IMPORT <json> [REPLACE] [LOCAL]")),
+        "{lines:?}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
