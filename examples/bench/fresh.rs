@@ -336,8 +336,8 @@ pub fn report(o: &mut String, res: &Results) {
          due when it can first be stale, so a PEL with always some entry within one INTERVAL \
          of going stale is scanned at every INTERVAL (the *if every pass* column). With \
          `MAX-DELIVERIES` above 0 the same holds once a full pass has checked the delivery \
-         counts; a consumer that re-reads its history (`XREADGROUP ... 0`, like the README's \
-         recovery worker) adds a page through its own entries to the next pass.\n"
+         counts; a consumer that re-reads its history (`XREADGROUP ... 0`, like the \
+         recovery worker of docs/delivery.md) adds a page through its own entries to the next pass.\n"
         );
     }
 }

@@ -1,5 +1,5 @@
 //! The test kit of redis-reclaim: what the integration tests (`tests/*.rs`, listed by feature in
-//! tests/README.md) and the examples (`examples/bench/`, `examples/demo/`) share. Dev-only
+//! tests/README.md) and the examples (`examples/bench/`, `examples/demo/`, `examples/fuzz/`) share. Dev-only
 //! (`publish = false`): a dev-dependency of the module's crate, never linked into the module.
 //!
 //! | module | owns |
