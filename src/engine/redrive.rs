@@ -292,7 +292,7 @@ impl Stepping<'_> {
             return Moved::Skipped;
         };
         // Without SOURCE, the caller's ACL was checked against the streams of the policies whose DLQ
-        // is this one ([`dlq_streams`]): an entry naming a policy with another DLQ (its DLQ changed
+        // is this one (`commands::redrive`'s `dlq_policies`): an entry naming a policy with another DLQ (its DLQ changed
         // since, or the entry was written by hand) is left alone.
         if t.opts.source.is_none() && policy.dlq.as_deref() != Some(dlq) {
             return Moved::Skipped;
