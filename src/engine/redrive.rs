@@ -291,9 +291,9 @@ impl Stepping<'_> {
         let Some(policy) = store::get(ctx, &o.stream, &o.group) else {
             return Moved::Skipped;
         };
-        // Without SOURCE, the caller's ACL was checked against the streams of the policies whose DLQ
-        // is this one (`commands::redrive`'s `dlq_policies`): an entry naming a policy with another DLQ (its DLQ changed
-        // since, or the entry was written by hand) is left alone.
+        // Without SOURCE, the caller's ACL was checked against the streams of the policies whose
+        // DLQ is this one (`commands::redrive`'s `dlq_policies`): an entry naming a policy with
+        // another DLQ (its DLQ changed since, or the entry was written by hand) is left alone.
         if t.opts.source.is_none() && policy.dlq.as_deref() != Some(dlq) {
             return Moved::Skipped;
         }
