@@ -192,6 +192,13 @@ class Cluster:
         """Moves ``key``'s slot, with its keys, from node ``src`` to node ``to`` (as ``redis-cli
         --cluster reshard`` does), telling every node; no client is told."""
         slot = key_slot(key.encode())
+        # The new owner's config epoch must come out above every other, or the old owner's
+        # gossip (a slot claimed at a higher epoch) takes the slot back from it between the
+        # SETSLOTs, and two nodes send clients to each other: first every node knows the last
+        # epoch bump (an earlier move's).
+        wait_for("the nodes to agree on the current epoch", lambda: len({
+            n.client(decode_responses=True).cluster("info")["cluster_current_epoch"]
+            for n in self.nodes}) == 1)
         a, b = src.client(decode_responses=True), to.client(decode_responses=True)
         ida, idb = a.execute_command("CLUSTER", "MYID"), b.execute_command("CLUSTER", "MYID")
         b.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", ida)
@@ -199,12 +206,28 @@ class Cluster:
         keys = a.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 1000)
         if keys:
             a.execute_command("MIGRATE", "127.0.0.1", to.port, "", 0, 5000, "KEYS", *keys)
-        for n in self.nodes:
+        # The new owner first (it bumps its config epoch), then the old one, then the rest, as
+        # Redis's cluster tutorial orders them: the old owner's gossip cannot win the slot back.
+        for n in [to, src] + [n for n in self.nodes if n is not to and n is not src]:
             n.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", idb)
+        # Until every node names the new owner, a client may be sent back and forth.
+        for n in self.nodes:
+            c = n.client(decode_responses=True)
+            wait_for(f"node {n.port} to see slot {slot} at {to.port}",
+                     lambda: slot_owner(c, slot) == to.port)
 
     def stop(self) -> None:
         for n in self.nodes:
             n.stop()
+
+
+def slot_owner(c: redis.Redis, slot: int) -> Optional[int]:
+    """The port of the node that ``c``'s node says serves ``slot`` (``CLUSTER SLOTS``)."""
+    slots: list[Any] = c.execute_command("CLUSTER", "SLOTS")  # type: ignore[no-untyped-call]
+    for lo, hi, primary, *_ in slots:
+        if int(lo) <= slot <= int(hi):
+            return int(primary[1])
+    return None
 
 
 @pytest.fixture(scope="session")
