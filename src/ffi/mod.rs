@@ -64,6 +64,7 @@ pub fn missing_api() -> Option<&'static str> {
         RedisModule_RegisterInfoFunc,
         RedisModule_ReplyWithArray,
         RedisModule_ReplyWithCallReply,
+        RedisModule_ReplyWithError,
         RedisModule_ReplyWithLongLong,
         RedisModule_ReplyWithMap,
         RedisModule_ReplyWithNull,
