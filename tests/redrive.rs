@@ -491,8 +491,12 @@ fn a_promoted_replica_continues_the_task() {
     let r = p.replica(&[]);
     let ids = start_slow_task(&mut p.conn());
     let mut rc = r.conn();
-    // The replica reports on the task, and never moves anything itself.
-    assert_eq!(str_field(&status_of(&mut rc, "p:dlq"), "state"), "running");
+    // The replica reports on the task once the start reached it, and never moves anything itself.
+    let st = wait_for(20, "the task on the replica", || {
+        let v = status_of(&mut rc, "p:dlq");
+        (v != Value::Nil).then_some(v)
+    });
+    assert_eq!(str_field(&st, "state"), "running");
     assert_eq!(
         error_of(&mut rc, cmd("RECLAIM.REDRIVE").arg("p:dlq")),
         READONLY
