@@ -37,3 +37,26 @@ pub fn replica_acked(con: &mut redis::Connection) {
     let n: i64 = redis::cmd("WAIT").arg(1).arg(ms).query(con).expect("WAIT");
     assert_eq!(n, 1, "WAIT 1 {ms}: the replica did not acknowledge");
 }
+
+/// Reads `read` on the primary `c` and, once its replica acknowledged, on the replica `rc`, and
+/// asserts that both hold the same; returns it. A timer pass may change the primary after its
+/// first read: the three reads are taken again until the primary held still across them, so
+/// only a replica that really differs fails.
+pub fn replica_agrees<T: PartialEq + std::fmt::Debug>(
+    c: &mut redis::Connection,
+    rc: &mut redis::Connection,
+    mut read: impl FnMut(&mut redis::Connection) -> T,
+) -> T {
+    let (primary, replica) = wait_for(
+        10,
+        "the primary to hold still while its replica is read",
+        || {
+            let before = read(c);
+            replica_acked(c);
+            let replica = read(rc);
+            (read(c) == before).then_some((before, replica))
+        },
+    );
+    assert_eq!(replica, primary, "the replica differs from its primary");
+    primary
+}
