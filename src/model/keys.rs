@@ -15,20 +15,10 @@
 /// Prefix of every policy key.
 pub const POLICY_KEY_PREFIX: &[u8] = b"reclaim:policy:";
 
-/// CRC16-CCITT (XMODEM), the checksum Redis Cluster uses for key slots.
+/// CRC16-CCITT (XMODEM), the checksum Redis Cluster uses for key slots (the `crc` crate's table).
 fn crc16(data: &[u8]) -> u16 {
-    let mut crc: u16 = 0;
-    for &b in data {
-        crc ^= (b as u16) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc
+    const XMODEM: crc::Crc<u16> = crc::Crc::<u16>::new(&crc::CRC_16_XMODEM);
+    XMODEM.checksum(data)
 }
 
 /// The hash tag of a key as Redis Cluster defines it: the bytes between the first `{` and the

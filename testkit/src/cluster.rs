@@ -19,20 +19,11 @@ use crate::wait::{slowdown, wait_for};
 /// Hash slots of Redis Cluster.
 pub const SLOTS: u16 = 16384;
 
-/// CRC16 (XMODEM: polynomial 0x1021, initial value 0), the checksum Redis Cluster hashes keys with.
+/// CRC16 (XMODEM: polynomial 0x1021, initial value 0), the checksum Redis Cluster hashes keys
+/// with (the `crc` crate's).
 fn crc16(data: &[u8]) -> u16 {
-    let mut crc: u16 = 0;
-    for &b in data {
-        crc ^= (b as u16) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc
+    const XMODEM: crc::Crc<u16> = crc::Crc::<u16>::new(&crc::CRC_16_XMODEM);
+    XMODEM.checksum(data)
 }
 
 /// The hash slot of `key`, as `CLUSTER KEYSLOT` computes it: the CRC16 of its hash tag (the bytes
