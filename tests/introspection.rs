@@ -170,7 +170,7 @@ fn command_info_and_docs() {
             ("reclaim.policy|get".to_string(), 4),
             ("reclaim.policy|help".to_string(), 2),
             ("reclaim.policy|import".to_string(), -3),
-            ("reclaim.policy|list".to_string(), 2),
+            ("reclaim.policy|list".to_string(), -2),
             ("reclaim.policy|pause".to_string(), -4),
             ("reclaim.policy|resume".to_string(), 4),
             ("reclaim.policy|set".to_string(), -4),
@@ -329,7 +329,10 @@ fn wrong_arity_and_unknown_subcommand() {
         (policy_cmd(&words("GET s g x")), wrong("reclaim.policy|get")),
         (policy_cmd(&words("DEL s")), wrong("reclaim.policy|del")),
         (policy_cmd(&words("DEL s g x")), wrong("reclaim.policy|del")),
-        (policy_cmd(&words("LIST x")), wrong("reclaim.policy|list")),
+        (
+            policy_cmd(&words("LIST x")),
+            "ERR unknown option 'x'".into(),
+        ),
         (
             policy_cmd(&words("EXPORT x")),
             wrong("reclaim.policy|export"),

@@ -122,6 +122,110 @@ fn policy_replies_resp2() {
     );
 }
 
+/// (stream, group) of `RECLAIM.POLICY LIST <options>`, in reply order.
+fn listed(c: &mut Connection, options: &[&[u8]]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    list_policies_with(c, options)
+        .into_iter()
+        .map(|(k, g, _)| (k, g))
+        .collect()
+}
+
+/// Every page of `LIST COUNT n`, each from the last (key, group) of the one before, until a page
+/// holds fewer than n: what a client's loop collects.
+fn all_pages(c: &mut Connection, n: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let count = n.to_string();
+    let mut all: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    loop {
+        let page = match all.last().cloned() {
+            None => listed(c, &[b"COUNT", count.as_bytes()]),
+            Some((k, g)) => listed(c, &[b"AFTER", &k, &g, b"COUNT", count.as_bytes()]),
+        };
+        let last_page = page.len() < n;
+        all.extend(page);
+        if last_page {
+            return all;
+        }
+    }
+}
+
+#[test]
+fn list_pages_by_key_then_group() {
+    let s = Server::new();
+    let mut c = s.conn();
+    let names: [(&[u8], &[u8]); 7] = [
+        (b"a", b"b"),
+        (b"a", b"z"),
+        (b"s", b"g"),
+        (b"s", b"g2"),
+        (b"s\x00\xff", b"g"),
+        (b"t", b"x"),
+        (b"t", b"\xff"),
+    ];
+    for (k, g) in names.iter().rev() {
+        set_policy_args(&mut c, k, g, &[]);
+    }
+    let mut c1 = s.conn_db(1);
+    set_policy_args(&mut c1, b"a", b"a", &[]);
+    let want: Vec<(Vec<u8>, Vec<u8>)> = names
+        .iter()
+        .map(|(k, g)| (k.to_vec(), g.to_vec()))
+        .collect();
+    assert_eq!(listed(&mut c, &[]), want);
+    assert_eq!(listed(&mut c, &[b"COUNT", b"2"]), want[..2]);
+    assert_eq!(
+        listed(&mut c, &[b"count", b"3", b"after", b"a", b"z"]),
+        want[2..5]
+    );
+    // AFTER is exclusive and need not name a policy; without COUNT, the rest.
+    assert_eq!(listed(&mut c, &[b"AFTER", b"s", b"g1"]), want[3..]);
+    assert_eq!(
+        listed(&mut c, &[b"AFTER", b"a", b"", b"COUNT", b"1"]),
+        want[..1]
+    );
+    assert_eq!(
+        listed(&mut c, &[b"AFTER", b"t", b"x", b"COUNT", b"5"]),
+        want[6..]
+    );
+    assert!(listed(&mut c, &[b"AFTER", b"t", b"\xff", b"COUNT", b"5"]).is_empty());
+    assert_eq!(listed(&mut c, &[b"COUNT", b"1000000"]), want);
+    for n in [1, 2, 3, 7, 8] {
+        assert_eq!(all_pages(&mut c, n), want, "pages of {n}");
+    }
+    // Database 1 pages its own.
+    assert_eq!(
+        listed(&mut c1, &[b"COUNT", b"5"]),
+        vec![(b"a".to_vec(), b"a".to_vec())]
+    );
+
+    // Policies the caller may not see never shorten a page: it is filled from those after them.
+    acl_setuser(&mut c, &["pager", "on", "nopass", "~a", "~t", "+@all"]);
+    let mut pager = s.conn_as("pager");
+    let seen: Vec<(Vec<u8>, Vec<u8>)> = [&want[..2], &want[5..]].concat();
+    assert_eq!(
+        listed(&mut pager, &[b"AFTER", b"a", b"z", b"COUNT", b"1"]),
+        want[5..6]
+    );
+    for n in [1, 2, 3, 4, 5] {
+        assert_eq!(all_pages(&mut pager, n), seen, "the pager's pages of {n}");
+    }
+
+    // Bad options: the exact errors.
+    for (args, err) in [
+        (&["COUNT", "0"][..], "ERR COUNT must be a positive integer"),
+        (&["COUNT", "-2"], "ERR COUNT must be a positive integer"),
+        (&["COUNT"], "ERR option COUNT needs a value"),
+        (&["AFTER", "a"], "ERR option AFTER needs a value"),
+        (
+            &["COUNT", "1", "COUNT", "1"],
+            "ERR option COUNT given more than once",
+        ),
+        (&["FROM", "a"], "ERR unknown option 'FROM'"),
+    ] {
+        let list = cmd("RECLAIM.POLICY").arg("LIST").arg(args).clone();
+        assert_eq!(error_of(&mut c, &list), err, "{args:?}");
+    }
+}
+
 #[test]
 fn list_only_shows_the_selected_database() {
     let s = Server::new();

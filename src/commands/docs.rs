@@ -46,6 +46,11 @@ pub const POLICY_GET: &[Arg] = KEY_GROUP;
 pub const POLICY_DEL: &[Arg] = KEY_GROUP;
 pub const POLICY_PAUSE: &[Arg] = &[key("key", 0), string("group"), word("STORM").optional()];
 pub const POLICY_RESUME: &[Arg] = KEY_GROUP;
+const AFTER: &[Arg] = &[string("stream"), string("group")];
+pub const POLICY_LIST: &[Arg] = &[
+    block("after", AFTER).token("AFTER").optional().since(V020),
+    int("n").token("COUNT").optional().since(V020),
+];
 /// The options may come before the document too (docs/commands.md says so); the hint shows one order.
 pub const POLICY_IMPORT: &[Arg] = &[
     string("json"),

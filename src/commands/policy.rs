@@ -15,7 +15,7 @@ use crate::model::error::{self, ReclaimError};
 use crate::model::export;
 use crate::model::keys;
 use crate::model::outcome::Stop;
-use crate::model::policy::{self, Policy, State};
+use crate::model::policy::{self, ListPage, Policy, State};
 use crate::state::registry::{self, PolicyId};
 use crate::state::store;
 
@@ -167,12 +167,56 @@ fn policies_in_db(ctx: &Context) -> (Vec<(PolicyId, Policy)>, u64) {
     (shown, left_out)
 }
 
-/// `RECLAIM.POLICY LIST` -> one map per policy of the selected database that the caller may see
-/// (`key`, `group`, then the fields of GET), ordered by key then group. O(policies of all
-/// databases).
-pub(super) fn policy_list(ctx: &Context, _args: &[RedisString]) -> CmdResult {
-    let out = policies_in_db(ctx)
-        .0
+/// The page of `RECLAIM.POLICY LIST` that `page` asks for: the first `count` policies after
+/// `after` that the caller may see (all of them without `COUNT`), by key then group, so the
+/// policies the caller may not see never shorten it: fewer than `count` means the listing ended.
+/// The registry is read in chunks in order, `count` then twice as many each time: the ones the
+/// caller may not see cost O(P log P) at most, as a LIST of everything does.
+fn list_page(ctx: &Context, page: &ListPage) -> Vec<(PolicyId, Policy)> {
+    let Some(count) = page.count else {
+        let (all, _) = policies_in_db(ctx);
+        return all
+            .into_iter()
+            .filter(|(id, _)| {
+                page.after
+                    .map_or(true, |a| (id.stream.as_slice(), id.group.as_slice()) > a)
+            })
+            .collect();
+    };
+    let (db, caller) = (ffi::selected_db(ctx), Caller::of(ctx));
+    let mut cursor = page.after.map(|(k, g)| (k.to_vec(), g.to_vec()));
+    let mut shown = Vec::new();
+    let mut size = count;
+    loop {
+        let after = cursor.as_ref().map(|(k, g)| (k.as_slice(), g.as_slice()));
+        let ids = registry::page_in_db(db, after, size);
+        let end = ids.len() < size;
+        cursor = ids.last().map(|id| (id.stream.clone(), id.group.clone()));
+        for id in ids {
+            let Some(p) = store::get(ctx, &id.stream, &id.group) else {
+                continue;
+            };
+            if caller.may(ctx, &access::see_policy(&id.stream)) {
+                shown.push((id, p));
+                if shown.len() == count {
+                    return shown;
+                }
+            }
+        }
+        if end {
+            return shown;
+        }
+        size = size.saturating_mul(2);
+    }
+}
+
+/// `RECLAIM.POLICY LIST [AFTER stream group] [COUNT n]` -> one map per policy of the selected
+/// database that the caller may see (`key`, `group`, then the fields of GET), ordered by key then
+/// group: all of them, or the first n after (stream, group). O(policies of all databases).
+pub(super) fn policy_list(ctx: &Context, args: &[RedisString]) -> CmdResult {
+    let a = slices(args);
+    let page = policy::parse_list_options(&a[2..])?;
+    let out = list_page(ctx, &page)
         .into_iter()
         .map(|(id, p)| {
             let status = status_field(ctx, &id, &p);
@@ -381,8 +425,8 @@ pub(super) fn policy_help(_ctx: &Context, _args: &[RedisString]) -> CmdResult {
         "    Return the policy as field/value pairs, its live status first, or nil.",
         "DEL <key> <group>",
         "    Delete the policy (1 if it existed, else 0).",
-        "LIST",
-        "    Return every policy of the selected database, each with its live status.",
+        "LIST [AFTER <stream> <group>] [COUNT <n>]",
+        "    Return the policies of the selected database (all, or the first n after stream and group), each with its live status.",
         "EXPORT",
         "    Return every policy of the selected database as one JSON document.",
         "IMPORT <json> [REPLACE] [LOCAL]",

@@ -166,6 +166,27 @@ impl Registry {
         shrink(&mut self.by_stream);
     }
 
+    /// Sorts the policies again ([`Sorted`]) unless they are sorted already: O(P log P).
+    fn sort(&mut self) {
+        if self.sorted.order.len() == self.runtimes.len() {
+            return;
+        }
+        let keys: Vec<&PolicyId> = self.runtimes.keys().collect();
+        let mut order: Vec<u32> = (0..keys.len() as u32).collect();
+        order.sort_unstable_by_key(|i| keys.get(*i as usize).copied());
+        let mut labels = Vec::new();
+        let mut ends = Vec::with_capacity(order.len());
+        for id in order.iter().filter_map(|i| keys.get(*i as usize)) {
+            id.write_label(&mut labels);
+            ends.push(labels.len());
+        }
+        self.sorted = Sorted {
+            order,
+            labels,
+            ends,
+        };
+    }
+
     fn reschedule(&mut self, id: &PolicyId, due: u64) {
         if let Some(rt) = self.runtimes.get_mut(id) {
             self.queue.remove(&(rt.due_ms(), id.clone()));
@@ -509,6 +530,33 @@ pub fn ids_in_db(db: i32) -> Vec<PolicyId> {
         .collect()
 }
 
+/// The first `n` known policies of database `db` after (`stream`, `group`) (`None`: from the
+/// first), in the order of key then group; may include ones whose key is gone. O(P) pointers
+/// plus O(log P + n) in the sorted order [`with_sorted`] keeps (sorted again, O(P log P), the
+/// first time after policies came or went).
+pub fn page_in_db(db: i32, after: Option<(&[u8], &[u8])>, n: usize) -> Vec<PolicyId> {
+    let mut r = lock();
+    r.sort();
+    let keys: Vec<&PolicyId> = r.runtimes.keys().collect();
+    let order = &r.sorted.order;
+    let at = |i: &u32| keys.get(*i as usize).copied();
+    let start = order.partition_point(|i| {
+        at(i).is_some_and(|id| match after {
+            Some((s, g)) => (id.db, id.stream.as_slice(), id.group.as_slice()) <= (db, s, g),
+            None => id.db < db,
+        })
+    });
+    order
+        .get(start..)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(at)
+        .take_while(|id| id.db == db)
+        .take(n)
+        .cloned()
+        .collect()
+}
+
 /// Every known policy of every database (unsorted; may include ones whose key is gone).
 pub fn all_ids() -> Vec<PolicyId> {
     lock().runtimes.keys().cloned().collect()
@@ -532,22 +580,7 @@ pub fn forget_db(db: i32) {
 /// in key order would jump around it.
 pub fn with_sorted<R>(f: impl FnOnce(&[(&PolicyId, &Runtime)], &[(u32, &[u8])]) -> R) -> R {
     let mut r = lock();
-    if r.sorted.order.len() != r.runtimes.len() {
-        let keys: Vec<&PolicyId> = r.runtimes.keys().collect();
-        let mut order: Vec<u32> = (0..keys.len() as u32).collect();
-        order.sort_unstable_by_key(|i| keys.get(*i as usize).copied());
-        let mut labels = Vec::new();
-        let mut ends = Vec::with_capacity(order.len());
-        for id in order.iter().filter_map(|i| keys.get(*i as usize)) {
-            id.write_label(&mut labels);
-            ends.push(labels.len());
-        }
-        r.sorted = Sorted {
-            order,
-            labels,
-            ends,
-        };
-    }
+    r.sort();
     let all: Vec<(&PolicyId, &Runtime)> = r.runtimes.iter().collect();
     let s = &r.sorted;
     let mut start = 0;

@@ -371,8 +371,18 @@ pub fn del_policy(con: &mut Connection, stream: &[u8], group: &[u8]) -> i64 {
 
 /// `RECLAIM.POLICY LIST` as (stream, group, policy), in reply order.
 pub fn list_policies(con: &mut Connection) -> Vec<(Vec<u8>, Vec<u8>, PolicyView)> {
+    list_policies_with(con, &[])
+}
+
+/// `RECLAIM.POLICY LIST <options>` (`AFTER key group`, `COUNT n`) as (stream, group, policy),
+/// in reply order.
+pub fn list_policies_with(
+    con: &mut Connection,
+    options: &[&[u8]],
+) -> Vec<(Vec<u8>, Vec<u8>, PolicyView)> {
     let v: Value = cmd("RECLAIM.POLICY")
         .arg("LIST")
+        .arg(options)
         .query(con)
         .expect("RECLAIM.POLICY LIST");
     let Value::Array(items) = v else {

@@ -58,6 +58,10 @@ def test_keyed_commands_go_to_the_streams_node(cluster: Cluster, rc: RedisCluste
                 with pytest.raises(redis.ResponseError, match=r"^(MOVED )?\d+ 127\.0\.0\.1:"):
                     n.client().execute_command("RECLAIM.POLICY", "GET", s, "workers")
     assert [p.stream for p in reclaim.policy_list()] == sorted(STREAMS)
+    # A page spans the nodes: each answers its first n after the same place, merged.
+    first, *rest = sorted(STREAMS)
+    assert [p.stream for p in reclaim.policy_list(count=1)] == [first]
+    assert [p.stream for p in reclaim.policy_list(after=(first, "workers"), count=5)] == rest
     for s in STREAMS:
         e = rc.xadd(s, {"n": "1"})
         got = reclaim.read_entries("workers", "w", s, count=10)

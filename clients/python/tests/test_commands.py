@@ -116,6 +116,13 @@ def test_policy_list_export_import(r: redis.Redis) -> None:
     listed = reclaim.policy_list()
     assert [(p.stream, p.group) for p in listed] == [("orders", "workers"), ("payments", "billing")]
     assert listed[1] == reclaim.policy_get("payments", "billing")
+    # Pages: at most count, after (stream, group); a shorter page is the last.
+    assert reclaim.policy_list(count=1) == listed[:1]
+    assert reclaim.policy_list(after=("orders", "workers"), count=1) == listed[1:]
+    assert reclaim.policy_list(after=("payments", "billing"), count=1) == []
+    assert reclaim.policy_list(after=("orders", "")) == listed
+    with pytest.raises(redis.ResponseError, match="^COUNT must be a positive integer$"):
+        reclaim.policy_list(count=0)
 
     doc = reclaim.policy_export()
     parsed = json.loads(doc)

@@ -27,9 +27,10 @@ def _raw(name: Any) -> bytes:
     return name if isinstance(name, bytes) else str(name).encode("utf-8")
 
 
-def merge_lists(replies: list[Any]) -> list[Any]:
+def merge_lists(replies: list[Any], args: tuple[Any, ...] = ()) -> list[Any]:
     """The LIST replies of every primary as one list (each node lists its own streams), sorted
-    as LIST sorts: by key, then group, in byte order."""
+    as LIST sorts: by key, then group, in byte order. With ``COUNT n`` in ``args`` (each node
+    answered its first n after the same place), the first n of them: the cluster's page."""
     out: list[Any] = []
     for r in replies:
         out.extend(r or [])
@@ -38,7 +39,11 @@ def merge_lists(replies: list[Any]) -> list[Any]:
         f = fields_of(policy)
         return _raw(f["key"]), _raw(f["group"])
 
-    return sorted(out, key=order)
+    out.sort(key=order)
+    # As policy_list builds them: LIST [AFTER stream group] [COUNT n] (4 or 7 words with COUNT).
+    if len(args) in (4, 7):
+        return out[: int(args[-1])]
+    return out
 
 
 def merge_exports(replies: list[Any]) -> str:

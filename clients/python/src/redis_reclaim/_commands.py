@@ -322,9 +322,19 @@ def _parse_list(reply: Any) -> list[Policy]:
     return [parse_policy(p) for p in reply or []]
 
 
-def policy_list() -> Command[list[Policy]]:
-    """``RECLAIM.POLICY LIST``: the policies of the selected database, by key then group."""
-    return Command(("RECLAIM.POLICY", "LIST"), None, _parse_list)
+def policy_list(
+    *, after: tuple[Name, Name] | None = None, count: int | None = None
+) -> Command[list[Policy]]:
+    """``RECLAIM.POLICY LIST [AFTER stream group] [COUNT n]``: the policies of the selected
+    database, by stream then group; with ``count``, at most that many after ``after`` (the
+    ``(p.stream, p.group)`` of the last one of the page before). A page shorter than ``count``
+    is the last one."""
+    args: tuple[Any, ...] = ("RECLAIM.POLICY", "LIST")
+    if after is not None:
+        args += ("AFTER", after[0], after[1])
+    if count is not None:
+        args += ("COUNT", count)
+    return Command(args, None, _parse_list)
 
 
 def policy_export() -> Command[str]:

@@ -127,7 +127,7 @@ class Reclaim:
             client.execute_command(*args, target_nodes=node) for node in client.get_primaries()
         ]
         if sub == "LIST":
-            return _cluster.merge_lists(replies)
+            return _cluster.merge_lists(replies, args)
         if sub == "EXPORT":
             return _cluster.merge_exports(replies)
         return replies[0] if replies else None
