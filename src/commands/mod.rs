@@ -163,7 +163,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         first_key: 0,
         arity: -2,
         summary: "List the reclaim policies of the selected database, all or a page",
-        complexity: "O(P + N) with P the policies of all databases and N those listed",
+        complexity: "O(P) with P the policies of all databases; with COUNT, O(log P + N) with N those passed over",
         since: V010,
         args: d::POLICY_LIST,
         keys: &[],

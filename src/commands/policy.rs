@@ -170,8 +170,9 @@ fn policies_in_db(ctx: &Context) -> (Vec<(PolicyId, Policy)>, u64) {
 /// The page of `RECLAIM.POLICY LIST` that `page` asks for: the first `count` policies after
 /// `after` that the caller may see (all of them without `COUNT`), by key then group, so the
 /// policies the caller may not see never shorten it: fewer than `count` means the listing ended.
-/// The registry is read in chunks in order, `count` then twice as many each time: the ones the
-/// caller may not see cost O(P log P) at most, as a LIST of everything does.
+/// The registry's ordered index is read in chunks, `count` then twice as many each time: the
+/// ones the caller may not see cost O(log P) per chunk plus one policy read each, at most what a
+/// LIST of everything costs.
 fn list_page(ctx: &Context, page: &ListPage) -> Vec<(PolicyId, Policy)> {
     let Some(count) = page.count else {
         let (all, _) = policies_in_db(ctx);
@@ -212,7 +213,8 @@ fn list_page(ctx: &Context, page: &ListPage) -> Vec<(PolicyId, Policy)> {
 
 /// `RECLAIM.POLICY LIST [AFTER stream group] [COUNT n]` -> one map per policy of the selected
 /// database that the caller may see (`key`, `group`, then the fields of GET), ordered by key then
-/// group: all of them, or the first n after (stream, group). O(policies of all databases).
+/// group: all of them (O(policies of all databases)), or the first n after (stream, group)
+/// (O(log P + the policies passed over)).
 pub(super) fn policy_list(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let a = slices(args);
     let page = policy::parse_list_options(&a[2..])?;

@@ -93,6 +93,8 @@ struct Registry {
     runtimes: HashMap<PolicyId, Runtime>,
     /// Stream name -> its policies (in any database), for touches and keyspace events.
     by_stream: HashMap<Vec<u8>, Vec<PolicyId>>,
+    /// Every known policy, ordered by database, stream, group: `LIST`'s pages.
+    ordered: BTreeSet<PolicyId>,
     /// (due_ms, id): the visiting order. Stale pairs (due not equal to the runtime's) are skipped.
     queue: BTreeSet<(u64, PolicyId)>,
     /// Policies that remember recent touches ([`Runtime::recent`]), for `EXEC` and the pruning.
@@ -127,6 +129,7 @@ impl Registry {
             self.sorted = Sorted::default();
             self.queue.remove(&(rt.due_ms(), id.clone()));
             self.remembering.remove(id);
+            self.ordered.remove(id);
             if let Some(ids) = self.by_stream.get_mut(&id.stream) {
                 ids.retain(|i| i != id);
                 if ids.is_empty() {
@@ -154,6 +157,7 @@ impl Registry {
     fn reindex(&mut self) {
         self.sorted = Sorted::default();
         self.by_stream.clear();
+        self.ordered = self.runtimes.keys().cloned().collect();
         for id in self.runtimes.keys() {
             self.by_stream
                 .entry(id.stream.clone())
@@ -209,6 +213,7 @@ pub fn register(db: i32, stream: &[u8], group: &[u8]) {
         .entry(id.stream.clone())
         .or_default()
         .push(id.clone());
+    r.ordered.insert(id.clone());
     r.runtimes.insert(id, Runtime::new(due));
     r.sorted = Sorted::default();
 }
@@ -531,26 +536,16 @@ pub fn ids_in_db(db: i32) -> Vec<PolicyId> {
 }
 
 /// The first `n` known policies of database `db` after (`stream`, `group`) (`None`: from the
-/// first), in the order of key then group; may include ones whose key is gone. O(P) pointers
-/// plus O(log P + n) in the sorted order [`with_sorted`] keeps (sorted again, O(P log P), the
-/// first time after policies came or went).
+/// first), in the order of key then group; may include ones whose key is gone. O(log P + n).
 pub fn page_in_db(db: i32, after: Option<(&[u8], &[u8])>, n: usize) -> Vec<PolicyId> {
-    let mut r = lock();
-    r.sort();
-    let keys: Vec<&PolicyId> = r.runtimes.keys().collect();
-    let order = &r.sorted.order;
-    let at = |i: &u32| keys.get(*i as usize).copied();
-    let start = order.partition_point(|i| {
-        at(i).is_some_and(|id| match after {
-            Some((s, g)) => (id.db, id.stream.as_slice(), id.group.as_slice()) <= (db, s, g),
-            None => id.db < db,
-        })
-    });
-    order
-        .get(start..)
-        .unwrap_or_default()
-        .iter()
-        .filter_map(at)
+    use std::ops::Bound;
+    let r = lock();
+    let start = match after {
+        Some((stream, group)) => Bound::Excluded(PolicyId::new(db, stream, group)),
+        None => Bound::Included(PolicyId::new(db, b"", b"")),
+    };
+    r.ordered
+        .range((start, Bound::Unbounded))
         .take_while(|id| id.db == db)
         .take(n)
         .cloned()
@@ -747,6 +742,44 @@ mod tests {
         assert_eq!(get(&moved).unwrap().read_cursor(), None);
         remove(&moved);
         assert!(get(&moved).is_none());
+    }
+
+    #[test]
+    fn pages_follow_key_then_group_through_changes() {
+        let names = |v: Vec<PolicyId>| -> Vec<(Vec<u8>, Vec<u8>)> {
+            v.into_iter().map(|id| (id.stream, id.group)).collect()
+        };
+        let pair = |s: &[u8], g: &[u8]| (s.to_vec(), g.to_vec());
+        for (s, g) in [
+            (&b"b"[..], &b"g"[..]),
+            (b"a", b"z"),
+            (b"a", b"b"),
+            (b"b\xff", b""),
+        ] {
+            register(21, s, g);
+        }
+        register(22, b"a", b"a");
+        let all = [
+            pair(b"a", b"b"),
+            pair(b"a", b"z"),
+            pair(b"b", b"g"),
+            pair(b"b\xff", b""),
+        ];
+        assert_eq!(names(page_in_db(21, None, 10)), all);
+        assert_eq!(names(page_in_db(21, None, 2)), all[..2]);
+        assert_eq!(names(page_in_db(21, Some((b"a", b"z")), 1)), all[2..3]);
+        assert_eq!(names(page_in_db(21, Some((b"a", b"y")), 1)), all[1..2]);
+        assert!(page_in_db(21, Some((b"b\xff", b"")), 5).is_empty());
+        assert!(page_in_db(21, None, 0).is_empty());
+        assert_eq!(names(page_in_db(22, None, 10)), [pair(b"a", b"a")]);
+        remove(&PolicyId::new(21, b"a", b"z"));
+        assert_eq!(names(page_in_db(21, Some((b"a", b"b")), 1)), all[2..3]);
+        swap_db(21, 22);
+        assert_eq!(names(page_in_db(21, None, 10)), [pair(b"a", b"a")]);
+        assert_eq!(names(page_in_db(22, None, 10)).len(), 3);
+        forget_db(22);
+        assert!(page_in_db(22, None, 10).is_empty());
+        forget_db(21);
     }
 
     #[test]
