@@ -11,16 +11,12 @@ Needs valgrind (callgrind_control, callgrind_annotate). Not run by `make bench`:
 breakdown where server time is noisy.
 """
 
-import os
 import re
-import shutil
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 
-import redis
+import probe
 
 SO = sys.argv[1] if len(sys.argv) > 1 else "target/release/libredis_reclaim.so"
 PEL = int(sys.argv[2]) if len(sys.argv) > 2 else 20000
@@ -33,14 +29,6 @@ PARTS = [
     "moduleCreateArgvFromUserFormat", "moduleReleaseTempClient", "sdscatlen",
     "RM_ReplyWithCallReply",
 ]
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def per_call(path):
@@ -59,23 +47,8 @@ def per_call(path):
 
 
 def main():
-    d = tempfile.mkdtemp(prefix="cg-readgroup-")
-    port = free_port()
-    out = os.path.join(d, "cg.out")
-    srv = subprocess.Popen(
-        ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--compress-strings=no",
-         f"--callgrind-out-file={out}", os.environ.get("REDIS_SERVER", "redis-server"),
-         "--port", str(port), "--save", "", "--dir", d, "--appendonly", "no",
-         "--loadmodule", os.path.abspath(SO)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        r = redis.Redis(port=port, socket_timeout=600)
-        for _ in range(600):
-            try:
-                r.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.1)
+    with probe.server(SO, callgrind=True, prefix="cg-readgroup-") as srv:
+        r = srv.r
         fill = "for i=1,tonumber(ARGV[1]) do redis.call('XADD',KEYS[1],'*','n',i) end"
         left = PEL + 1 + 2 * CALLS * COUNT
         while left > 0:
@@ -96,13 +69,9 @@ def main():
             p = r.pipeline(transaction=False)
             for _ in range(CALLS):
                 p.execute_command(cmd, "GROUP", g, "reader", "COUNT", COUNT, "STREAMS", "s", ">")
-            subprocess.run(["callgrind_control", "-z", str(srv.pid)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            subprocess.run(["callgrind_control", "-i", "on", str(srv.pid)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            p.execute()
-            subprocess.run(["callgrind_control", "-d", cmd, str(srv.pid)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            subprocess.run(["callgrind_control", "-i", "off", str(srv.pid)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            dumps = sorted((os.path.join(d, f) for f in os.listdir(d) if f.startswith("cg.out")), key=os.path.getmtime)
-            res[cmd] = per_call(dumps[-1])
+            with srv.counting(cmd) as dump:
+                p.execute()
+            res[cmd] = per_call(dump.path)
         x, m = res["XREADGROUP"], res["RECLAIM.READGROUP"]
         print(f"PEL {PEL}, COUNT {COUNT}: instructions per call (inclusive)")
         print(f"  XREADGROUP          call {x.get('call', 0):8.0f}")
@@ -110,10 +79,6 @@ def main():
         for p in PARTS[1:]:
             if p in m:
                 print(f"    {p:34} {m[p]:8.0f}")
-    finally:
-        srv.kill()
-        srv.wait()
-        shutil.rmtree(d, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -13,33 +13,16 @@ each (the whole server: command, network, event loop) and their ratio. Needs val
 server time is noisy.
 """
 
-import os
 import re
-import shutil
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 
-import redis
+import probe
 
 SO = sys.argv[1] if len(sys.argv) > 1 else "target/release/libredis_reclaim.so"
 N = int(sys.argv[2]) if len(sys.argv) > 2 else 20000
 BODY = "x" * 64
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
-def ctl(pid, *args):
-    subprocess.run(["callgrind_control", *args, str(pid)], check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def total(path):
@@ -57,23 +40,31 @@ def entries(reply):
     return sum(len(s[1]) for s in reply)
 
 
+def autoclaim_all(r):
+    """A worker's XAUTOCLAIM loop over group ga, to the end of its PEL; how many it took."""
+    cursor, n = "0-0", 0
+    while True:
+        rep = r.execute_command("XAUTOCLAIM", "s", "ga", "worker", 100, cursor, "COUNT", 100)
+        cursor, n = rep[0], n + len(rep[1])
+        if cursor in (b"0-0", "0-0"):
+            return n
+
+
+def readgroup_all(r):
+    """RECLAIM.READGROUP calls on group gr until all N are taken (or one finds none)."""
+    n = 0
+    while n < N:
+        k = entries(r.execute_command("RECLAIM.READGROUP", "GROUP", "gr", "worker", "COUNT", 100,
+                                      "STREAMS", "s", ">"))
+        if k == 0:
+            break
+        n += k
+    return n
+
+
 def main():
-    d = tempfile.mkdtemp(prefix="cg-redeliver-")
-    port = free_port()
-    out = os.path.join(d, "cg.out")
-    srv = subprocess.Popen(
-        ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
-         os.environ.get("REDIS_SERVER", "redis-server"), "--port", str(port), "--save", "",
-         "--dir", d, "--appendonly", "no", "--loadmodule", os.path.abspath(SO)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        r = redis.Redis(port=port, socket_timeout=600)
-        for _ in range(600):
-            try:
-                r.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.1)
+    with probe.server(SO, callgrind=True, prefix="cg-redeliver-") as srv:
+        r = srv.r
         fill = "for i=1,tonumber(ARGV[1]) do redis.call('XADD',KEYS[1],'*','n',i,'body',ARGV[2]) end"
         for start in range(0, N, 10000):
             r.eval(fill, 1, "s", min(10000, N - start), BODY)
@@ -83,38 +74,15 @@ def main():
         r.execute_command("RECLAIM.POLICY", "SET", "s", "gr", "MIN-IDLE", 100, "INTERVAL", 3600000)
         time.sleep(1.0)
         got = {}
-        for name in ("XAUTOCLAIM", "RECLAIM.READGROUP"):
-            ctl(srv.pid, "-z")
-            ctl(srv.pid, "-i", "on")
-            n = 0
-            if name == "XAUTOCLAIM":
-                cursor = "0-0"
-                while True:
-                    rep = r.execute_command("XAUTOCLAIM", "s", "ga", "worker", 100, cursor, "COUNT", 100)
-                    cursor, n = rep[0], n + len(rep[1])
-                    if cursor in (b"0-0", "0-0"):
-                        break
-            else:
-                while n < N:
-                    k = entries(r.execute_command("RECLAIM.READGROUP", "GROUP", "gr", "worker",
-                                                  "COUNT", 100, "STREAMS", "s", ">"))
-                    if k == 0:
-                        break
-                    n += k
-            ctl(srv.pid, "-d", name)
-            ctl(srv.pid, "-i", "off")
-            dumps = sorted((os.path.join(d, f) for f in os.listdir(d) if f.startswith("cg.out")),
-                           key=os.path.getmtime)
-            got[name] = (n, total(dumps[-1]))
+        for name, take_all in (("XAUTOCLAIM", autoclaim_all), ("RECLAIM.READGROUP", readgroup_all)):
+            with srv.counting(name) as dump:
+                n = take_all(r)
+            got[name] = (n, total(dump.path))
         (xn, xi), (mn, mi) = got["XAUTOCLAIM"], got["RECLAIM.READGROUP"]
         print(f"{N} stale entries: instructions of the whole server")
         print(f"  XAUTOCLAIM loop     {xi:>14,} for {xn} entries ({xi / max(xn, 1):,.0f} each)")
         print(f"  RECLAIM.READGROUP   {mi:>14,} for {mn} entries ({mi / max(mn, 1):,.0f} each)")
         print(f"  READGROUP's rate / XAUTOCLAIM's: {(xi / max(xn, 1)) / max(mi / max(mn, 1), 1):.3f}x")
-    finally:
-        srv.kill()
-        srv.wait()
-        shutil.rmtree(d, ignore_errors=True)
 
 
 if __name__ == "__main__":

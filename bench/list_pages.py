@@ -10,49 +10,27 @@ and LIST of all for a user whose keys match no stream. Not run by `make bench`.
 """
 
 import os
-import shutil
-import socket
-import subprocess
 import sys
-import tempfile
-import time
 
 import redis
+
+import probe
 
 SO = sys.argv[1] if len(sys.argv) > 1 else "target/release/libredis_reclaim.so"
 N = int(os.environ.get("N", "20000"))
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
 def main():
-    d = tempfile.mkdtemp(prefix="list-pages-")
-    port = free_port()
-    srv = subprocess.Popen(
-        [os.environ.get("REDIS_SERVER", "redis-server"), "--port", str(port), "--save", "",
-         "--dir", d, "--loadmodule", os.path.abspath(SO)],
-        stdout=subprocess.DEVNULL)
-    try:
-        r = redis.Redis(port=port)
-        for _ in range(200):
-            try:
-                r.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.05)
+    with probe.server(SO, prefix="list-pages-") as srv:
+        r = srv.r
         for start in range(0, N, 1000):
             p = r.pipeline(transaction=False)
             for i in range(start, min(start + 1000, N)):
                 p.execute_command("RECLAIM.POLICY", "SET", f"s:{i:06d}", "g", "INTERVAL", 3600000)
             p.execute()
         r.execute_command("ACL", "SETUSER", "hidden", "on", "nopass", "~nothing", "+@all")
-        hidden = redis.Redis(port=port, username="hidden", password="x")
+        hidden = redis.Redis(port=r.connection_pool.connection_kwargs["port"], username="hidden",
+                             password="x")
 
         def usec(conn, *args):
             r.config_resetstat()
@@ -66,10 +44,6 @@ def main():
         print(f"  a page of 100, next                 {usec(r, *middle):>9}")
         print(f"  COUNT 1, a user who sees none       {usec(hidden, 'COUNT', 1):>9}")
         print(f"  LIST of all, a user who sees none   {usec(hidden):>9}")
-    finally:
-        srv.kill()
-        srv.wait()
-        shutil.rmtree(d, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -151,8 +151,7 @@ pub(super) fn policy_del(ctx: &Context, args: &[RedisString]) -> CmdResult {
 /// may read their stream's groups), ordered by key then group (byte order), and how many others
 /// there are. O(policies of all databases).
 fn policies_in_db(ctx: &Context) -> (Vec<(PolicyId, Policy)>, u64) {
-    let mut ids = registry::ids_in_db(ffi::selected_db(ctx));
-    ids.sort();
+    let ids = registry::page_in_db(ffi::selected_db(ctx), None, usize::MAX);
     let caller = Caller::of(ctx);
     let mut left_out = 0;
     let shown = ids
@@ -174,16 +173,7 @@ fn policies_in_db(ctx: &Context) -> (Vec<(PolicyId, Policy)>, u64) {
 /// ones the caller may not see cost O(log P) per chunk plus one policy read each, at most what a
 /// LIST of everything costs.
 fn list_page(ctx: &Context, page: &ListPage) -> Vec<(PolicyId, Policy)> {
-    let Some(count) = page.count else {
-        let (all, _) = policies_in_db(ctx);
-        return all
-            .into_iter()
-            .filter(|(id, _)| {
-                page.after
-                    .map_or(true, |a| (id.stream.as_slice(), id.group.as_slice()) > a)
-            })
-            .collect();
-    };
+    let count = page.count.unwrap_or(usize::MAX);
     let (db, caller) = (ffi::selected_db(ctx), Caller::of(ctx));
     let mut cursor = page.after.map(|(k, g)| (k.to_vec(), g.to_vec()));
     let mut shown = Vec::new();

@@ -170,27 +170,6 @@ impl Registry {
         shrink(&mut self.by_stream);
     }
 
-    /// Sorts the policies again ([`Sorted`]) unless they are sorted already: O(P log P).
-    fn sort(&mut self) {
-        if self.sorted.order.len() == self.runtimes.len() {
-            return;
-        }
-        let keys: Vec<&PolicyId> = self.runtimes.keys().collect();
-        let mut order: Vec<u32> = (0..keys.len() as u32).collect();
-        order.sort_unstable_by_key(|i| keys.get(*i as usize).copied());
-        let mut labels = Vec::new();
-        let mut ends = Vec::with_capacity(order.len());
-        for id in order.iter().filter_map(|i| keys.get(*i as usize)) {
-            id.write_label(&mut labels);
-            ends.push(labels.len());
-        }
-        self.sorted = Sorted {
-            order,
-            labels,
-            ends,
-        };
-    }
-
     fn reschedule(&mut self, id: &PolicyId, due: u64) {
         if let Some(rt) = self.runtimes.get_mut(id) {
             self.queue.remove(&(rt.due_ms(), id.clone()));
@@ -575,7 +554,22 @@ pub fn forget_db(db: i32) {
 /// in key order would jump around it.
 pub fn with_sorted<R>(f: impl FnOnce(&[(&PolicyId, &Runtime)], &[(u32, &[u8])]) -> R) -> R {
     let mut r = lock();
-    r.sort();
+    if r.sorted.order.len() != r.runtimes.len() {
+        let keys: Vec<&PolicyId> = r.runtimes.keys().collect();
+        let mut order: Vec<u32> = (0..keys.len() as u32).collect();
+        order.sort_unstable_by_key(|i| keys.get(*i as usize).copied());
+        let mut labels = Vec::new();
+        let mut ends = Vec::with_capacity(order.len());
+        for id in order.iter().filter_map(|i| keys.get(*i as usize)) {
+            id.write_label(&mut labels);
+            ends.push(labels.len());
+        }
+        r.sorted = Sorted {
+            order,
+            labels,
+            ends,
+        };
+    }
     let all: Vec<(&PolicyId, &Runtime)> = r.runtimes.iter().collect();
     let s = &r.sorted;
     let mut start = 0;
