@@ -163,7 +163,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         first_key: 0,
         arity: -2,
         summary: "List the reclaim policies of the selected database, all or a page",
-        complexity: "O(P) with P the policies of all databases; with COUNT, O(log P + N) with N those passed over",
+        complexity: "O(log M + P) with M the policies of all databases and P those of the selected one; with COUNT, O(log M + N) with N those passed over",
         since: V010,
         args: d::POLICY_LIST,
         keys: &[],

@@ -149,7 +149,7 @@ pub(super) fn policy_del(ctx: &Context, args: &[RedisString]) -> CmdResult {
 
 /// The policies of the selected database that the caller may see ([`access::see_policy`]: it
 /// may read their stream's groups), ordered by key then group (byte order), and how many others
-/// there are. O(policies of all databases).
+/// there are. O(log M + P), M the policies of all databases, P those of the selected one.
 fn policies_in_db(ctx: &Context) -> (Vec<(PolicyId, Policy)>, u64) {
     let ids = registry::page_in_db(ffi::selected_db(ctx), None, usize::MAX);
     let caller = Caller::of(ctx);
@@ -203,8 +203,8 @@ fn list_page(ctx: &Context, page: &ListPage) -> Vec<(PolicyId, Policy)> {
 
 /// `RECLAIM.POLICY LIST [AFTER stream group] [COUNT n]` -> one map per policy of the selected
 /// database that the caller may see (`key`, `group`, then the fields of GET), ordered by key then
-/// group: all of them (O(policies of all databases)), or the first n after (stream, group)
-/// (O(log P + the policies passed over)).
+/// group: all of them (O(log M + P), M the policies of all databases, P those of the selected
+/// one), or the first n after (stream, group) (O(log M + the policies passed over)).
 pub(super) fn policy_list(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let a = slices(args);
     let page = policy::parse_list_options(&a[2..])?;
