@@ -16,12 +16,14 @@
 //! by the sweep or a destroyed group wakes the reader; a deleted stream ends the wait with
 //! XREADGROUP's error.
 
+use smallvec::SmallVec;
+
 use redis_module::{raw, CallReply, CallResult, Context, ContextFlags, KeyType, RedisString};
 
 use crate::commands::common::READGROUP_KEY;
 use crate::engine::pending::{self, Failed, Query};
 use crate::engine::readgroup::{note_reader, nothing_due, redeliver, Redelivery};
-use crate::ffi::acl::{seeds, Caller, Seed};
+use crate::ffi::acl::{seeds, Caller, Seeds};
 use crate::ffi::blocked::{self, Waiter};
 use crate::ffi::command::{CmdResult, Reply};
 use crate::ffi::streams::{Fields, StreamId};
@@ -34,6 +36,9 @@ use crate::model::policy::Policy;
 use crate::model::readgroup::{key_positions, parse_args, Request};
 use crate::model::text::printable;
 use crate::state::store;
+
+/// The bytes of a command's arguments, on the stack while they are few.
+type Bytes<'a> = SmallVec<[&'a [u8]; 12]>;
 
 /// One stream of a read, with its group's policy (read once per serve) and what a read under it
 /// may write.
@@ -138,12 +143,12 @@ fn no_group(key: &[u8], group: &[u8]) -> ReclaimError {
 /// ([`ffi::acl::seeds`]); `flags`: `ctx`'s.
 fn check_access<'a>(
     ctx: &'a Context,
-    seeds: Vec<Seed<'a>>,
+    seeds: Seeds<'a>,
     (group, consumer): (&'a [u8], &'a [u8]),
-    streams: &[Stream<'a>],
+    streams: &'a [Stream<'_>],
     flags: &ContextFlags,
 ) -> Result<(), ReclaimError> {
-    let mut what = Vec::with_capacity(streams.len() * 5);
+    let mut what = access::AsList::new();
     for s in streams {
         access::read_group(s.key, group, consumer, s.writes.as_ref(), &mut what);
     }
@@ -164,8 +169,8 @@ fn xreadgroup_args<'a>(req: &'a Request, key: &'a [u8], count: &'a str) -> Vec<&
 /// The client's own arguments after the command name without `BLOCK ms`: XREADGROUP's, as they
 /// are (a one-stream read that hands nothing over passes them on, nothing copied). `bytes`: the
 /// bytes of `args` after the command name.
-fn xreadgroup_argv(args: &[RedisString], bytes: &[&[u8]]) -> Vec<*mut raw::RedisModuleString> {
-    let mut out = Vec::with_capacity(args.len());
+fn xreadgroup_argv(args: &[RedisString], bytes: &[&[u8]]) -> Argv {
+    let mut out = Argv::new();
     let mut i = 1;
     while i < args.len() {
         let a = bytes[i - 1];
@@ -187,6 +192,9 @@ fn xreadgroup_argv(args: &[RedisString], bytes: &[&[u8]]) -> Vec<*mut raw::Redis
     }
     out
 }
+
+/// A command's argument vector for `RM_Call`, on the stack while it is short.
+type Argv = SmallVec<[*mut raw::RedisModuleString; 12]>;
 
 /// What [`serve`] did.
 enum Served {
@@ -216,7 +224,7 @@ fn serve(ctx: &Context, req: &Request, streams: &[Stream], argv: Option<&[RedisS
         if single && handed == 0 {
             let r = match argv {
                 Some(a) => {
-                    let bytes: Vec<&[u8]> = a.iter().skip(1).map(|s| s.as_slice()).collect();
+                    let bytes: Bytes = a.iter().skip(1).map(|s| s.as_slice()).collect();
                     RawReply::call_argv(ctx, c"XREADGROUP", &mut xreadgroup_argv(a, &bytes))
                 }
                 None => {
@@ -286,7 +294,7 @@ pub fn readgroup_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
         }
         return Ok(Reply::Done);
     }
-    let a: Vec<&[u8]> = args.iter().skip(1).map(|s| s.as_slice()).collect();
+    let a: Bytes = args.iter().skip(1).map(|s| s.as_slice()).collect();
     let r = parse_args(&a)?;
     let flags = ctx.get_flags();
     if r.block_ms.is_some() && flags.contains(ContextFlags::LUA) {
@@ -411,7 +419,7 @@ impl Waiter for BlockedRead {
         }
         let streams = streams(ctx, &self.0);
         let who = (self.0.group.as_slice(), self.0.consumer.as_slice());
-        if let Err(e) = check_access(ctx, Vec::new(), who, &streams, &ctx.get_flags()) {
+        if let Err(e) = check_access(ctx, Seeds::new(), who, &streams, &ctx.get_flags()) {
             ctx.reply_error_string(&e.to_string());
             return true;
         }

@@ -13,7 +13,7 @@ use crate::engine::pending::{self, Failed, Query};
 use crate::engine::settle;
 use crate::ffi;
 use crate::ffi::command::{CmdResult, Reply};
-use crate::model::access::{self, As};
+use crate::model::access;
 use crate::model::error::{self, ReclaimError};
 use crate::model::outcome::Outcome;
 use crate::model::planner::{self, Pending};
@@ -67,15 +67,15 @@ fn parse<'a>(a: &[&'a [u8]], word: &'static str) -> Result<Verb<'a>, ReclaimErro
 }
 
 /// What a verb does to its keys, checked as the Redis commands that would do the same.
-type Access = for<'x> fn(&'x Verb<'x>, &'x Policy) -> Vec<As<'x>>;
+type Access = for<'x> fn(&'x Verb<'x>, &'x Policy) -> access::AsList<'x>;
 
 /// `RECLAIM.EXTEND` and `RECLAIM.NACK`: an `XCLAIM` of the consumer's own entries.
-fn claims<'x>(v: &'x Verb<'x>, _: &'x Policy) -> Vec<As<'x>> {
+fn claims<'x>(v: &'x Verb<'x>, _: &'x Policy) -> access::AsList<'x> {
     access::own_entries(v.stream, v.group, v.consumer)
 }
 
 /// `RECLAIM.TERM`: the entries read, acknowledged, and appended to the DLQ.
-fn terminates<'x>(v: &'x Verb<'x>, p: &'x Policy) -> Vec<As<'x>> {
+fn terminates<'x>(v: &'x Verb<'x>, p: &'x Policy) -> access::AsList<'x> {
     access::terminate(v.stream, v.group, p)
 }
 

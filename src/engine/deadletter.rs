@@ -15,7 +15,8 @@
 //! the next entries' fields held ([`Bodies`]). What work did is settled afterwards
 //! ([`crate::engine::settle`]).
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::sync::atomic::AtomicPtr;
 
 use redis_module::{
     raw, CallOptions, CallOptionsBuilder, CallReply, CallResult, Context, ContextFlags, RedisString,
@@ -78,43 +79,89 @@ fn dlq_min_id(maxage_ms: i64) -> Vec<u8> {
     format!("{}-0", oldest.max(0)).into_bytes()
 }
 
+/// The names of the `reclaim-*` fields of a dead letter, in the order they are appended.
+const NAMES: [&[u8]; 7] = [
+    b"reclaim-stream",
+    b"reclaim-group",
+    b"reclaim-id",
+    b"reclaim-consumer",
+    b"reclaim-deliveries",
+    b"reclaim-reason",
+    b"reclaim-moved-ms",
+];
+
+/// [`NAMES`] as module strings, each made once for the server's life ([`crate::ffi::kept`]).
+static KEPT_NAMES: [AtomicPtr<raw::RedisModuleString>; 7] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; 7];
+
+/// The module strings of [`NAMES`].
+fn names() -> [*mut raw::RedisModuleString; 7] {
+    std::array::from_fn(|i| crate::ffi::kept(&KEPT_NAMES[i], NAMES[i]))
+}
+
+/// A module string made for one value and kept while the next values are the same (an entry's
+/// consumer and delivery count are most often the previous entry's).
+struct Last<'a> {
+    ctx: &'a Context,
+    last: RefCell<Option<(Vec<u8>, RedisString)>>,
+}
+
+impl<'a> Last<'a> {
+    fn new(ctx: &'a Context) -> Self {
+        Last {
+            ctx,
+            last: RefCell::new(None),
+        }
+    }
+
+    /// The module string of `value`: the last one when it holds the same bytes.
+    fn of(&self, value: &[u8]) -> *mut raw::RedisModuleString {
+        let mut last = self.last.borrow_mut();
+        match &*last {
+            Some((v, s)) if v.as_slice() == value => s.inner,
+            _ => {
+                let s = RedisString::create_from_slice(self.ctx.ctx, value);
+                let p = s.inner;
+                *last = Some((value.to_vec(), s));
+                p
+            }
+        }
+    }
+}
+
 /// Appends dead letters to a DLQ with `RM_StreamAdd`, each propagated as the `XADD dlq <id>
 /// ...` Redis would propagate (`RM_Replicate`, in the same callback, so with the `XACK` that
 /// follows in one `MULTI`/`EXEC`), and its `xadd` event fired: what `XADD dlq * ...` through
-/// `RM_Call` did, without a command's round trip per entry. The `reclaim-*` names and the values
-/// that are the same for every entry are made once.
+/// `RM_Call` did, without a command's round trip per entry. The `reclaim-*` names are kept for
+/// the server's life, the values that are the same for every entry made once per batch, and a
+/// consumer's name or a delivery count once per run of entries that share it.
 struct Appender<'a> {
     ctx: &'a Context,
     dlq: &'a RedisString,
     /// Opened for writing at the first append (a key opened so and closed counts as modified).
     key: std::cell::OnceCell<Key>,
-    /// `reclaim-stream <stream> reclaim-group <group> reclaim-id`, then `reclaim-consumer`,
-    /// `reclaim-deliveries`, `reclaim-reason <reason> reclaim-moved-ms <now>`.
-    fixed: Vec<RedisString>,
+    /// [`NAMES`]' strings.
+    names: [*mut raw::RedisModuleString; 7],
+    /// The stream, the group, the reason and the time of the moves (`reclaim-moved-ms`).
+    fixed: [RedisString; 4],
+    consumer: Last<'a>,
+    deliveries: Last<'a>,
 }
 
 impl<'a> Appender<'a> {
     fn new(d: &Dlq<'a>, dlq: &'a RedisString, reason: &[u8]) -> Self {
         let c = d.ctx.ctx;
         let s = |b: &[u8]| RedisString::create_from_slice(c, b);
-        let moved = crate::model::clock::epoch_ms().to_string();
+        let mut moved = itoa::Buffer::new();
+        let moved = moved.format(crate::model::clock::epoch_ms());
         Appender {
             ctx: d.ctx,
             dlq,
             key: std::cell::OnceCell::new(),
-            fixed: vec![
-                s(b"reclaim-stream"),
-                s(d.stream),
-                s(b"reclaim-group"),
-                s(d.group),
-                s(b"reclaim-id"),
-                s(b"reclaim-consumer"),
-                s(b"reclaim-deliveries"),
-                s(b"reclaim-reason"),
-                s(reason),
-                s(b"reclaim-moved-ms"),
-                s(moved.as_bytes()),
-            ],
+            names: names(),
+            fixed: [s(d.stream), s(d.group), s(reason), s(moved.as_bytes())],
+            consumer: Last::new(d.ctx),
+            deliveries: Last::new(d.ctx),
         }
     }
 
@@ -125,19 +172,19 @@ impl<'a> Appender<'a> {
             KeyKind::Other => return Err(Stop::WrongTypeDlq),
             KeyKind::Empty | KeyKind::Stream => {}
         }
-        let c = self.ctx.ctx;
-        let id = RedisString::create_from_slice(c, &e.id);
-        let consumer = RedisString::create_from_slice(c, &e.consumer);
-        let deliveries =
-            RedisString::create_from_slice(c, (e.deliveries as u64).to_string().as_bytes());
-        let f = &self.fixed;
+        let id = RedisString::create_from_slice(self.ctx.ctx, &e.id);
+        let mut count = itoa::Buffer::new();
+        let deliveries = self
+            .deliveries
+            .of(count.format(e.deliveries as u64).as_bytes());
+        let consumer = self.consumer.of(&e.consumer);
+        let [stream, group, reason, moved] = &self.fixed;
+        let n = &self.names;
         let mut argv: Vec<*mut raw::RedisModuleString> = Vec::with_capacity(fields.len() + 14);
         argv.extend(fields.iter().map(|x| x.inner));
-        argv.extend([
-            f[0].inner, f[1].inner, f[2].inner, f[3].inner, f[4].inner, id.inner,
-        ]);
-        argv.extend([f[5].inner, consumer.inner, f[6].inner, deliveries.inner]);
-        argv.extend([f[7].inner, f[8].inner, f[9].inner, f[10].inner]);
+        argv.extend([n[0], stream.inner, n[1], group.inner, n[2], id.inner]);
+        argv.extend([n[3], consumer, n[4], deliveries]);
+        argv.extend([n[5], reason.inner, n[6], moved.inner]);
         let Some(added) = key.add(&mut argv) else {
             return Err(Stop::Error("XADD to the DLQ failed".into()));
         };

@@ -5,8 +5,8 @@
 //! runs). Never `RM_ACLCheckKeyPermissions` alone: it passes when any selector's pattern matches
 //! the key, whatever commands that selector allows.
 
-use std::os::raw::{c_char, c_int};
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::os::raw::c_int;
+use std::sync::atomic::AtomicPtr;
 
 use redis_module::{raw, CallReply, CallResult, Context, ContextFlags, RedisString};
 
@@ -20,33 +20,23 @@ use crate::model::error::ReclaimError;
 static WORDS: [AtomicPtr<raw::RedisModuleString>; Word::COUNT] =
     [const { AtomicPtr::new(std::ptr::null_mut()) }; Word::COUNT];
 
-/// The kept module string of `word`.
+/// The kept module string of `word` ([`crate::ffi::kept`]).
 fn word(word: Word) -> *mut raw::RedisModuleString {
-    let slot = &WORDS[word as usize];
-    let kept = slot.load(Ordering::Relaxed);
-    if !kept.is_null() {
-        return kept;
-    }
-    let text = word.text();
-    let s = unsafe {
-        raw::RedisModule_CreateString.unwrap()(
-            std::ptr::null_mut(),
-            text.as_ptr().cast::<c_char>(),
-            text.len(),
-        )
-    };
-    slot.store(s, Ordering::Relaxed);
-    s
+    crate::ffi::kept(&WORDS[word as usize], word.text().as_bytes())
 }
 
 /// A command argument the checks may use for a name it holds: its bytes and its module string.
 pub type Seed<'a> = (&'a [u8], *mut raw::RedisModuleString);
 
+/// Seeds, on the stack while they are few (a command's arguments, then the names made for a
+/// round of checks).
+pub type Seeds<'a> = smallvec::SmallVec<[Seed<'a>; 16]>;
+
 /// The seeds of `args` (a command's arguments), with their bytes `bytes` (the same strings'; may
 /// leave out the first arguments: the seeds are the last `bytes.len()` of `args`).
-pub fn seeds<'a>(args: &'a [RedisString], bytes: &[&'a [u8]]) -> Vec<Seed<'a>> {
+pub fn seeds<'a>(args: &'a [RedisString], bytes: &[&'a [u8]]) -> Seeds<'a> {
     let skip = args.len().saturating_sub(bytes.len());
-    let mut out = Vec::with_capacity(bytes.len() + 4);
+    let mut out = Seeds::new();
     out.extend(
         bytes
             .iter()
@@ -61,13 +51,13 @@ pub fn seeds<'a>(args: &'a [RedisString], bytes: &[&'a [u8]]) -> Vec<Seed<'a>> {
 struct Names<'a> {
     ctx: &'a Context,
     /// The seeds' bytes and strings, then each name made for the round.
-    known: Vec<(&'a [u8], *mut raw::RedisModuleString)>,
+    known: Seeds<'a>,
     /// The strings made for the round (freed with it).
     made: Vec<RedisString>,
 }
 
 impl<'a> Names<'a> {
-    fn new(ctx: &'a Context, seeds: Vec<Seed<'a>>) -> Self {
+    fn new(ctx: &'a Context, seeds: Seeds<'a>) -> Self {
         Names {
             ctx,
             known: seeds,
@@ -205,13 +195,13 @@ impl AclUser {
 
     /// Whether the user may do `what` now.
     pub fn may<'a>(&self, ctx: &'a Context, what: &As<'a>) -> bool {
-        Names::new(ctx, Vec::new()).allowed(self, what)
+        Names::new(ctx, Seeds::new()).allowed(self, what)
     }
 
     /// `Ok` when the user may do all of `what` now, else the error of the first it may not
     /// (each name's string made once for all of them).
     pub fn check<'a>(&self, ctx: &'a Context, what: &[As<'a>]) -> Result<(), ReclaimError> {
-        self.check_with(ctx, Vec::new(), what)
+        self.check_with(ctx, Seeds::new(), what)
     }
 
     /// [`AclUser::check`], the names taken from `seeds` (the command's own arguments) where they
@@ -219,7 +209,7 @@ impl AclUser {
     fn check_with<'a>(
         &self,
         ctx: &'a Context,
-        seeds: Vec<Seed<'a>>,
+        seeds: Seeds<'a>,
         what: &[As<'a>],
     ) -> Result<(), ReclaimError> {
         let mut names = Names::new(ctx, seeds);
@@ -306,7 +296,7 @@ impl Caller {
 
     /// `Ok` when the caller may do all of `what` now, else the error of the first it may not.
     pub fn check<'a>(&self, ctx: &'a Context, what: &[As<'a>]) -> Result<(), ReclaimError> {
-        self.check_with(ctx, Vec::new(), what)
+        self.check_with(ctx, Seeds::new(), what)
     }
 
     /// [`Caller::check`], the names taken from `seeds` (the command's own arguments: no string is
@@ -314,7 +304,7 @@ impl Caller {
     pub fn check_with<'a>(
         &self,
         ctx: &'a Context,
-        seeds: Vec<Seed<'a>>,
+        seeds: Seeds<'a>,
         what: &[As<'a>],
     ) -> Result<(), ReclaimError> {
         match self {

@@ -94,9 +94,43 @@ pub type CmdResult = Result<Reply, ReclaimError>;
 /// A command handler: the arguments (the command name first) in, a reply or an error out.
 pub type Handler = fn(&Context, &[RedisString]) -> CmdResult;
 
-/// The body of every registered command: decodes argv, runs `handler` under [`guard`] and
-/// replies (an error with its exact wire text). A panic replies [`error::INTERNAL`] and leaves
-/// the server running.
+/// The command's arguments as the crate's strings, borrowed from the client that sent them: not
+/// retained and never freed here (dropping this forgets them, also when a panic unwinds through
+/// the handler). They live until the command returns, which is as long as a handler holds them
+/// (handlers copy what they keep: a blocked read its keys, a policy its names). Saves a retain
+/// and a free per argument on every call.
+struct Borrowed(smallvec::SmallVec<[RedisString; 12]>);
+
+impl Borrowed {
+    fn of(
+        ctx: *mut raw::RedisModuleCtx,
+        argv: *mut *mut raw::RedisModuleString,
+        argc: c_int,
+    ) -> Self {
+        if argv.is_null() || argc <= 0 {
+            return Borrowed(smallvec::SmallVec::new());
+        }
+        // SAFETY: the server passes `argc` valid strings in `argv` for the command's duration.
+        let raw = unsafe { std::slice::from_raw_parts(argv, argc as usize) };
+        Borrowed(
+            raw.iter()
+                .map(|&s| RedisString::from_redis_module_string(ctx, s))
+                .collect(),
+        )
+    }
+}
+
+impl Drop for Borrowed {
+    fn drop(&mut self) {
+        for s in self.0.drain(..) {
+            std::mem::forget(s);
+        }
+    }
+}
+
+/// The body of every registered command: borrows argv ([`Borrowed`]), runs `handler` under
+/// [`guard`] and replies (an error with its exact wire text). A panic replies
+/// [`error::INTERNAL`] and leaves the server running.
 pub fn run_command(
     ctx: *mut raw::RedisModuleCtx,
     argv: *mut *mut raw::RedisModuleString,
@@ -106,8 +140,8 @@ pub fn run_command(
 ) -> c_int {
     let context = Context::new(ctx);
     let out = guard(name, || {
-        let args = redis_module::decode_args(ctx, argv, argc);
-        match handler(&context, &args) {
+        let args = Borrowed::of(ctx, argv, argc);
+        match handler(&context, &args.0) {
             Ok(v) => reply(&context, &v),
             Err(e) => reply_error(&context, &e.to_string()),
         }

@@ -92,6 +92,29 @@ pub fn missing_api() -> Option<&'static str> {
     None
 }
 
+/// A module string of `text`, made once (without a context) and kept in `slot` for the server's
+/// life: the words every call of a kind passes (command names, field names), so a call creates
+/// only the strings of what varies. Main thread only, as every module API call.
+pub fn kept(
+    slot: &std::sync::atomic::AtomicPtr<raw::RedisModuleString>,
+    text: &[u8],
+) -> *mut raw::RedisModuleString {
+    use std::sync::atomic::Ordering;
+    let kept = slot.load(Ordering::Relaxed);
+    if !kept.is_null() {
+        return kept;
+    }
+    let s = unsafe {
+        raw::RedisModule_CreateString.unwrap()(
+            std::ptr::null_mut(),
+            text.as_ptr().cast::<c_char>(),
+            text.len(),
+        )
+    };
+    slot.store(s, Ordering::Relaxed);
+    s
+}
+
 /// Runs `f`, turning a panic into `None` and a line in the server log, so that no Rust panic ever
 /// unwinds into redis-server (which would abort it).
 pub fn guard<T>(what: &str, f: impl FnOnce() -> T) -> Option<T> {

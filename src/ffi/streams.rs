@@ -18,6 +18,36 @@ pub type StreamId = (u64, u64);
 /// An entry's fields and values, in order: `field, value, field, value...`.
 pub type Fields = Vec<RedisString>;
 
+/// The text of a stream ID, `<ms>-<seq>`, in a buffer of its own (no allocation: an ID goes out
+/// with every dead letter's propagation and every redelivered entry's reply).
+pub struct IdText {
+    buf: [u8; 41],
+    len: usize,
+}
+
+impl IdText {
+    pub fn of(id: StreamId) -> Self {
+        let mut out = IdText {
+            buf: [0; 41],
+            len: 0,
+        };
+        let mut b = itoa::Buffer::new();
+        out.push(b.format(id.0).as_bytes());
+        out.push(b"-");
+        out.push(b.format(id.1).as_bytes());
+        out
+    }
+
+    fn push(&mut self, part: &[u8]) {
+        self.buf[self.len..self.len + part.len()].copy_from_slice(part);
+        self.len += part.len();
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
 /// At most this many entries are stepped over, in one walk of [`Key::read_entries`], between two
 /// entries asked for; past it the walk starts again at the next one (a seek in the stream's
 /// index instead of a walk through entries nobody asked for).
@@ -273,7 +303,8 @@ pub fn replicate_xadd(
     id: StreamId,
     argv: &mut [*mut raw::RedisModuleString],
 ) {
-    let id = format!("{}-{}", id.0, id.1);
+    let id = IdText::of(id);
+    let id = id.as_bytes();
     unsafe {
         raw::RedisModule_Replicate.unwrap()(
             ctx.ctx,
@@ -296,13 +327,33 @@ pub fn replicate_xadd(
 
 /// Replies one entry as XREADGROUP does, `[id, [field, value, ...]]`.
 pub fn reply_entry(ctx: &Context, id: StreamId, fields: &[RedisString]) {
-    let id = format!("{}-{}", id.0, id.1);
+    let id = IdText::of(id);
+    let id = id.as_bytes();
     unsafe {
         raw::RedisModule_ReplyWithArray.unwrap()(ctx.ctx, 2);
         raw::RedisModule_ReplyWithStringBuffer.unwrap()(ctx.ctx, id.as_ptr().cast(), id.len());
         raw::RedisModule_ReplyWithArray.unwrap()(ctx.ctx, fields.len() as c_long);
         for f in fields {
             raw::RedisModule_ReplyWithString.unwrap()(ctx.ctx, f.inner);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::IdText;
+
+    #[test]
+    fn id_text_is_ms_dash_seq_at_every_width() {
+        for (id, text) in [
+            ((0, 0), "0-0"),
+            ((1526919030474, 55), "1526919030474-55"),
+            (
+                (u64::MAX, u64::MAX),
+                "18446744073709551615-18446744073709551615",
+            ),
+        ] {
+            assert_eq!(IdText::of(id).as_bytes(), text.as_bytes());
         }
     }
 }

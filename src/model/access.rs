@@ -8,6 +8,8 @@
 //! command, its subcommand and its keys). Nothing is allocated: a check is on the hot path of
 //! `RECLAIM.READGROUP`. docs/security.md has the table of every command.
 
+use smallvec::{smallvec, SmallVec};
+
 use crate::model::error::{self, ReclaimError};
 use crate::model::policy::Policy;
 
@@ -119,6 +121,10 @@ fn w(word: Word) -> Arg<'static> {
 /// Most arguments of an [`As`] (its name included).
 pub const MAX_ARGS: usize = 10;
 
+/// The commands one action is checked as: a handful (a read under a policy with a trimmed DLQ
+/// is the most, five), kept on the stack.
+pub type AsList<'a> = SmallVec<[As<'a>; 6]>;
+
 /// One Redis command the module's work is checked as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct As<'a> {
@@ -188,7 +194,7 @@ impl ReadWrites {
 }
 
 /// The writes of `p` into its DLQ ([`dlq_writes_to`]), added to `out`. Nothing without a DLQ.
-pub fn dlq_writes<'a>(p: &'a Policy, out: &mut Vec<As<'a>>) {
+pub fn dlq_writes<'a>(p: &'a Policy, out: &mut AsList<'a>) {
     if let Some(dlq) = p.dlq.as_deref() {
         dlq_writes_to(dlq, p.trims_dlq(), out);
     }
@@ -196,7 +202,7 @@ pub fn dlq_writes<'a>(p: &'a Policy, out: &mut Vec<As<'a>>) {
 
 /// The writes into DLQ `dlq`: `XADD dlq * ...` (dead-letters, tombstones) and, with `trims`
 /// (`DLQ-MAXLEN` or `DLQ-MAXAGE`), `XTRIM dlq ...` (retention), added to `out`.
-fn dlq_writes_to<'a>(dlq: &'a [u8], trims: bool, out: &mut Vec<As<'a>>) {
+fn dlq_writes_to<'a>(dlq: &'a [u8], trims: bool, out: &mut AsList<'a>) {
     out.push(As::new(
         Word::Xadd,
         error::KEY_DLQ,
@@ -216,8 +222,8 @@ fn dlq_writes_to<'a>(dlq: &'a [u8], trims: bool, out: &mut Vec<As<'a>>) {
 /// `RECLAIM.SWEEP`: `XCLAIM` (moves to the claimant) and `XACK` (dead-letters, purges) on the
 /// stream; with a DLQ, `XRANGE` on the stream (a dead-letter copies the entry) and the DLQ's
 /// writes ([`dlq_writes`]).
-pub fn policy_work<'a>(stream: &'a [u8], group: &'a [u8], p: &'a Policy) -> Vec<As<'a>> {
-    let mut out = vec![
+pub fn policy_work<'a>(stream: &'a [u8], group: &'a [u8], p: &'a Policy) -> AsList<'a> {
+    let mut out = smallvec![
         As::new(
             Word::Xclaim,
             error::KEY_STREAM,
@@ -259,7 +265,7 @@ pub fn read_group<'a>(
     group: &'a [u8],
     consumer: &'a [u8],
     p: Option<&'a ReadWrites>,
-    out: &mut Vec<As<'a>>,
+    out: &mut AsList<'a>,
 ) {
     out.push(As::new(
         Word::Xreadgroup,
@@ -293,8 +299,8 @@ pub fn read_group<'a>(
 
 /// What `RECLAIM.EXTEND` and `RECLAIM.NACK` do: `XCLAIM key group consumer 0 id JUSTID` (to the
 /// consumer itself, the claimant or `<claimant>:delayed`).
-pub fn own_entries<'a>(stream: &'a [u8], group: &'a [u8], consumer: &'a [u8]) -> Vec<As<'a>> {
-    vec![As::new(
+pub fn own_entries<'a>(stream: &'a [u8], group: &'a [u8], consumer: &'a [u8]) -> AsList<'a> {
+    smallvec![As::new(
         Word::Xclaim,
         error::KEY_STREAM,
         &[
@@ -310,8 +316,8 @@ pub fn own_entries<'a>(stream: &'a [u8], group: &'a [u8], consumer: &'a [u8]) ->
 
 /// What `RECLAIM.TERM` does: reads the entries (`XRANGE`: their fields are copied), `XACK`s
 /// them, and the DLQ's writes of `p` ([`dlq_writes`]).
-pub fn terminate<'a>(stream: &'a [u8], group: &'a [u8], p: &'a Policy) -> Vec<As<'a>> {
-    let mut out = vec![
+pub fn terminate<'a>(stream: &'a [u8], group: &'a [u8], p: &'a Policy) -> AsList<'a> {
+    let mut out = smallvec![
         As::new(
             Word::Xrange,
             error::KEY_STREAM,
@@ -352,8 +358,8 @@ pub fn dlq_length(dlq: &[u8]) -> As<'_> {
 
 /// What a `RECLAIM.REDRIVE` task does to its DLQ, checked when it starts and at its steps: reads
 /// it (`XRANGE`) and deletes what it moved back (`XDEL`).
-pub fn redrive_dlq(dlq: &[u8]) -> Vec<As<'_>> {
-    vec![
+pub fn redrive_dlq(dlq: &[u8]) -> AsList<'_> {
+    smallvec![
         As::new(
             Word::Xrange,
             error::KEY_DLQ,
@@ -424,7 +430,7 @@ mod tests {
 
     #[test]
     fn a_read_without_policy_is_xreadgroup() {
-        let mut v = Vec::new();
+        let mut v = AsList::new();
         read_group(b"s", b"g", b"c", None, &mut v);
         assert_eq!(names(&v), ["XREADGROUP GROUP g c STREAMS s >"]);
         assert_eq!(
@@ -435,8 +441,8 @@ mod tests {
 
     #[test]
     fn a_read_writes_the_dlq_when_it_may_dead_letter_or_bury() {
-        let mut v = Vec::new();
         let p = ReadWrites::of(&policy(Some("d"), 0, false, 5));
+        let mut v = AsList::new();
         assert_eq!(p, ReadWrites::default());
         read_group(b"s", b"g", b"c", Some(&p), &mut v);
         assert_eq!(
@@ -448,8 +454,8 @@ mod tests {
             policy(Some("d"), 0, true, 5),
             policy(Some("d"), 3, false, 5),
         ] {
-            let mut v = Vec::new();
             let p = ReadWrites::of(&p);
+            let mut v = AsList::new();
             read_group(b"s", b"g", b"c", Some(&p), &mut v);
             assert_eq!(
                 names(&v),
@@ -468,7 +474,7 @@ mod tests {
         }
         // Without retention, no XTRIM.
         let p = ReadWrites::of(&policy(Some("d"), 3, false, 0));
-        let mut v = Vec::new();
+        let mut v = AsList::new();
         read_group(b"s", b"g", b"c", Some(&p), &mut v);
         assert_eq!(names(&v)[2..], ["XACK s g 0-0", "XADD d * f v"]);
     }

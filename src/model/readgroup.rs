@@ -29,7 +29,7 @@ pub fn parse_args<'a>(args: &[&'a [u8]]) -> Result<Args<'a>, ReclaimError> {
         consumer: b"",
         count: 0,
         block_ms: None,
-        keys: Vec::new(),
+        keys: smallvec::SmallVec::new(),
     };
     let mut group_given = false;
     let mut i = 0;
@@ -63,7 +63,7 @@ pub fn parse_args<'a>(args: &[&'a [u8]]) -> Result<Args<'a>, ReclaimError> {
             if ids.iter().any(|id| *id != b">") {
                 return Err(error::READGROUP_ONLY_NEW.into());
             }
-            req.keys = keys.to_vec();
+            req.keys = keys.iter().copied().collect();
             break;
         } else {
             return Err(error::SYNTAX.into());
@@ -90,7 +90,7 @@ pub struct Args<'a> {
     pub consumer: &'a [u8],
     pub count: i64,
     pub block_ms: Option<i64>,
-    pub keys: Vec<&'a [u8]>,
+    pub keys: smallvec::SmallVec<[&'a [u8]; 4]>,
 }
 
 impl Args<'_> {
