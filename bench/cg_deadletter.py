@@ -73,8 +73,6 @@ def main():
             with srv.counting(name) as dump:
                 n = take_all(r)
             got[name] = (n, total(dump.path))
-            if os.environ.get("KEEP"):
-                import shutil; shutil.copy(dump.path, f"{os.environ['KEEP']}-{name}.out")
         (ln, li), (mn, mi) = got["Lua"], got["module"]
         assert r.xlen("dlq:lua") == N and r.xlen("dlq:mod") == N, "not every entry moved"
         print(f"{N} dead-letter moves: instructions of the whole server")

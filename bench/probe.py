@@ -6,6 +6,8 @@ directory (optionally under callgrind), always stopped, and callgrind's controls
         with srv.counting("NAME") as dump:   # instrumented from zero to the end of the block
             ...
         dump.path                            # the callgrind output of that block
+
+PROBE_KEEP=/tmp/x keeps a copy of each block's output as /tmp/x-NAME.out (for callgrind_annotate).
 """
 
 import contextlib
@@ -46,6 +48,9 @@ class Server:
         self._ctl("-i", "off")
         dumps = [os.path.join(self.dir, f) for f in os.listdir(self.dir) if f.startswith("cg.out")]
         dump.path = max(dumps, key=os.path.getmtime)
+        keep = os.environ.get("PROBE_KEEP")
+        if keep:
+            shutil.copy(dump.path, f"{keep}-{name}.out")
 
 
 @contextlib.contextmanager
