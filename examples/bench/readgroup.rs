@@ -505,8 +505,8 @@ pub fn report(o: &mut String, r: &ReadResult) {
              module API, and one `XCLAIM ... JUSTID` per batch. Counted instead of timed \
              ([bench/cg_redeliver.py](../bench/cg_redeliver.py): callgrind, 20,000 stale entries \
              with 64-byte bodies, `MIN-IDLE 100`, no pass meanwhile, Redis 7.0.15), the server \
-             spent 53.4k instructions per entry on the `XAUTOCLAIM` loop and 46.2k on \
-             `RECLAIM.READGROUP`: 1.155x its rate.\n"
+             spent 53.4k instructions per entry on the `XAUTOCLAIM` loop and 45.3k on \
+             `RECLAIM.READGROUP`: 1.18x its rate.\n"
         );
     }
     if let Some(s) = &r.stall {
@@ -534,19 +534,20 @@ pub fn count1_gap(o: &mut String) {
         "- **`RECLAIM.READGROUP` at `COUNT 1`.** With nothing due it adds a fixed cost per call, \
          which `COUNT 10` and `COUNT 100` hide in the entries' own work. Under callgrind \
          ([bench/cg_readgroup.py](../bench/cg_readgroup.py) `MODULE 20000 1`: instructions per \
-         call, 20,000 pending, Redis 7.0.15) a plain `XREADGROUP` took 50.0k instructions and \
-         `RECLAIM.READGROUP` 62.3k (1.25x): the `XREADGROUP` it runs 48.4k; `RM_Call`'s own \
-         work 5.0k (the argument vector 1.2k, copying the reply out of the call's client 1.6k, \
-         releasing that client 0.7k, the command lookup and the rest); the caller's ACL checks \
+         call, 20,000 pending, Redis 7.0.15) a plain `XREADGROUP` took 50.2k instructions and \
+         `RECLAIM.READGROUP` 61.2k (1.22x): the `XREADGROUP` it runs 48.6k; `RM_Call`'s own \
+         work 5.1k (the argument vector 1.2k, copying the reply out of the call's client 1.6k, \
+         releasing that client 0.8k, the command lookup and the rest); the caller's ACL checks \
          3.0k (the user looked up once, then `XREADGROUP` and `XCLAIM` checked as commands: \
-         0.84k in `RM_ACLCheckCommandPermissions`, the rest their argument vectors and the user \
-         look-up); the module API's dispatch and argument strings, the parsing, the look-up of \
-         what reads learnt and the arguments passed on about 4k. 1.1x would leave 5k for all \
-         of it: not reachable while the read goes through `RM_Call` and is checked as the \
-         commands it may run. Rewriting the command into a plain `XREADGROUP` in the command \
-         filter when nothing is due would skip `RM_Call`, but also the module's `BLOCK` (a \
-         reader waiting in a plain `XREADGROUP` is not woken when an entry turns due: the stall \
-         of issue 22), the check of what the read may do under the policy, the liveness \
-         sighting and the module's counters: not done.\n"
+         1.0k in `RM_ACLCheckCommandPermissions`, the rest their argument vectors and the user \
+         look-up); the module API's dispatch, the parsing, the look-up of what reads learnt and \
+         the arguments passed on 2.9k (the arguments borrowed, not copied, and short lists kept \
+         on the stack: 12.4k in all before). 1.1x would leave 5k for all of it, less than \
+         `RM_Call`'s own share: not reachable while the read goes through `RM_Call`, the module \
+         API's only way to run a consumer-group read. Rewriting the command into a plain \
+         `XREADGROUP` in the command filter when nothing is due would skip `RM_Call`, but also \
+         the module's `BLOCK` (a reader waiting in a plain `XREADGROUP` is not woken when an \
+         entry turns due: the stall of issue 22), the check of what the read may do under the \
+         policy, the liveness sighting and the module's counters: not done.\n"
     );
 }
