@@ -146,7 +146,8 @@ fn targets(o: &mut String, res: &Results, largest: Option<&SizeResult>) -> Vec<&
     if let Some(r) = &res.read {
         readgroup::targets(o, r, &mut missed);
     }
-    many::targets(o, &res.many, &mut missed);
+    let budget = res.lat.as_ref().map_or(500, |l| l.budget_us);
+    many::targets(o, &res.many, budget, &mut missed);
     let _ = writeln!(o);
     missed
 }
@@ -197,6 +198,10 @@ fn gaps(
     }
     if missed.contains(&"readgroup-new") {
         readgroup::count1_gap(o);
+    }
+    if missed.contains(&"many-ticks") {
+        let budget = res.lat.as_ref().map_or(500, |l| l.budget_us);
+        many::ticks_gap(o, &res.many, budget);
     }
 }
 
