@@ -18,7 +18,6 @@ import sys
 import time
 
 import probe
-from cg_redeliver import total
 
 SO = sys.argv[1] if len(sys.argv) > 1 else "target/release/libredis_reclaim.so"
 N = int(sys.argv[2]) if len(sys.argv) > 2 else 20000
@@ -57,9 +56,7 @@ def module_all(r):
 def main():
     with probe.server(SO, callgrind=True, prefix="cg-deadletter-") as srv:
         r = srv.r
-        fill = "for i=1,tonumber(ARGV[1]) do redis.call('XADD',KEYS[1],'*','n',i,'body',ARGV[2]) end"
-        for start in range(0, N, 10000):
-            r.eval(fill, 1, "s", min(10000, N - start), BODY)
+        probe.fill_stream(r, "s", N, BODY)
         raise_ = "local p = redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', ARGV[2]) " \
                  "for _, e in ipairs(p) do redis.call('XCLAIM', KEYS[1], ARGV[1], 'dead', 0, " \
                  "e[1], 'RETRYCOUNT', 5, 'JUSTID') end"
@@ -68,18 +65,8 @@ def main():
             r.execute_command("XREADGROUP", "GROUP", g, "dead", "COUNT", N, "STREAMS", "s", ">")
             r.eval(raise_, 1, "s", g, N)
         time.sleep(0.5)
-        got = {}
-        for name, take_all in (("Lua", lua_all), ("module", module_all)):
-            with srv.counting(name) as dump:
-                n = take_all(r)
-            got[name] = (n, total(dump.path))
-        (ln, li), (mn, mi) = got["Lua"], got["module"]
+        probe.compare(srv, f"{N} dead-letter moves", (("Lua script", lua_all), ("module", module_all)))
         assert r.xlen("dlq:lua") == N and r.xlen("dlq:mod") == N, "not every entry moved"
-        print(f"{N} dead-letter moves: instructions of the whole server")
-        print(f"  Lua script   {li:>14,} for {ln} entries ({li / max(ln, 1):,.0f} each)")
-        print(f"  module       {mi:>14,} for {mn} entries ({mi / max(mn, 1):,.0f} each)")
-        print(f"  module's rate / Lua's: {(li / max(ln, 1)) / max(mi / max(mn, 1), 1):.3f}x")
-
 
 if __name__ == "__main__":
     main()

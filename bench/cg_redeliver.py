@@ -13,8 +13,6 @@ each (the whole server: command, network, event loop) and their ratio. Needs val
 server time is noisy.
 """
 
-import re
-import subprocess
 import sys
 import time
 
@@ -23,12 +21,6 @@ import probe
 SO = sys.argv[1] if len(sys.argv) > 1 else "target/release/libredis_reclaim.so"
 N = int(sys.argv[2]) if len(sys.argv) > 2 else 20000
 BODY = "x" * 64
-
-
-def total(path):
-    out = subprocess.run(["callgrind_annotate", path], capture_output=True, text=True).stdout
-    m = re.search(r"([\d,]+) \(100\.0%\)\s+PROGRAM TOTALS", out)
-    return int(m.group(1).replace(",", "")) if m else 0
 
 
 def entries(reply):
@@ -65,25 +57,14 @@ def readgroup_all(r):
 def main():
     with probe.server(SO, callgrind=True, prefix="cg-redeliver-") as srv:
         r = srv.r
-        fill = "for i=1,tonumber(ARGV[1]) do redis.call('XADD',KEYS[1],'*','n',i,'body',ARGV[2]) end"
-        for start in range(0, N, 10000):
-            r.eval(fill, 1, "s", min(10000, N - start), BODY)
+        probe.fill_stream(r, "s", N, BODY)
         for g in ("ga", "gr"):
             r.xgroup_create("s", g, "0")
             r.execute_command("XREADGROUP", "GROUP", g, "dead", "COUNT", N, "STREAMS", "s", ">")
         r.execute_command("RECLAIM.POLICY", "SET", "s", "gr", "MIN-IDLE", 100, "INTERVAL", 3600000)
         time.sleep(1.0)
-        got = {}
-        for name, take_all in (("XAUTOCLAIM", autoclaim_all), ("RECLAIM.READGROUP", readgroup_all)):
-            with srv.counting(name) as dump:
-                n = take_all(r)
-            got[name] = (n, total(dump.path))
-        (xn, xi), (mn, mi) = got["XAUTOCLAIM"], got["RECLAIM.READGROUP"]
-        print(f"{N} stale entries: instructions of the whole server")
-        print(f"  XAUTOCLAIM loop     {xi:>14,} for {xn} entries ({xi / max(xn, 1):,.0f} each)")
-        print(f"  RECLAIM.READGROUP   {mi:>14,} for {mn} entries ({mi / max(mn, 1):,.0f} each)")
-        print(f"  READGROUP's rate / XAUTOCLAIM's: {(xi / max(xn, 1)) / max(mi / max(mn, 1), 1):.3f}x")
-
+        probe.compare(srv, f"{N} stale entries",
+                      (("XAUTOCLAIM loop", autoclaim_all), ("RECLAIM.READGROUP", readgroup_all)))
 
 if __name__ == "__main__":
     main()

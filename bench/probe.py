@@ -12,6 +12,7 @@ PROBE_KEEP=/tmp/x keeps a copy of each block's output as /tmp/x-NAME.out (for ca
 
 import contextlib
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -51,6 +52,37 @@ class Server:
         keep = os.environ.get("PROBE_KEEP")
         if keep:
             shutil.copy(dump.path, f"{keep}-{name}.out")
+
+
+def fill_stream(r, key, n, body):
+    """Appends `n` entries `n <i> body <body>` to stream `key`, in EVAL chunks of 10,000."""
+    fill = "for i=1,tonumber(ARGV[1]) do redis.call('XADD',KEYS[1],'*','n',i,'body',ARGV[2]) end"
+    for start in range(0, n, 10000):
+        r.eval(fill, 1, key, min(10000, n - start), body)
+
+
+def total(path):
+    """The instructions of a callgrind output (its PROGRAM TOTALS)."""
+    out = subprocess.run(["callgrind_annotate", path], capture_output=True, text=True).stdout
+    m = re.search(r"([\d,]+) \(100\.0%\)\s+PROGRAM TOTALS", out)
+    return int(m.group(1).replace(",", "")) if m else 0
+
+
+def compare(srv, what, methods):
+    """Runs each `(name, take_all)` of `methods` (two) counted under callgrind, `take_all(r)`
+    returning how many entries it handled; prints the whole server's instructions per entry of
+    each and the second's rate over the first's."""
+    got = []
+    for name, take_all in methods:
+        with srv.counting(name) as dump:
+            n = take_all(srv.r)
+        got.append((name, n, total(dump.path)))
+    print(f"{what}: instructions of the whole server")
+    for name, n, i in got:
+        print(f"  {name:20} {i:>14,} for {n} entries ({i / max(n, 1):,.0f} each)")
+    (a, an, ai), (b, bn, bi) = got
+    print(f"  {b}'s rate / {a}'s: {(ai / max(an, 1)) / max(bi / max(bn, 1), 1):.3f}x")
+    return got
 
 
 @contextlib.contextmanager
