@@ -187,8 +187,22 @@ fn consumer_and_stream_churn_leaves_nothing_behind() {
     // The touches of 15,000 consumers passed the tracking bound: counted once confirmed, by the
     // policy's next pass or, at once, a look at it (the churn may end before a pass: INTERVAL 300).
     let mut con = with.conn();
-    let _ = stats(&mut con, "s", "g");
-    assert!(reclaim_info(&mut con, "tracking_overflows") > 0);
+    let look = stats(&mut con, "s", "g");
+    if reclaim_info(&mut con, "tracking_overflows") == 0 {
+        // Seen once in about 100 runs on Valkey 8.1 on a loaded machine: what the module and the
+        // server knew then, for whoever meets it next.
+        let consumers: redis::Value = redis::cmd("XINFO")
+            .arg(&["CONSUMERS", "s", "g"])
+            .query(&mut con)
+            .expect("XINFO CONSUMERS");
+        let info: String = redis::cmd("INFO")
+            .arg("reclaim")
+            .query(&mut con)
+            .expect("INFO");
+        panic!(
+            "no tracking overflow counted; STATS {look:?}; XINFO CONSUMERS {consumers:?}; {info}"
+        );
+    }
     let p = churn(&plain, 3, 5_000, 300);
     eprintln!("growth with the module {g:?}, without {p:?}");
     assert!(
