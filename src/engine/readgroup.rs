@@ -14,7 +14,7 @@
 //! an entry of another consumer can be due at the earliest (what passes and earlier reads
 //! learnt) and whether the inbox may hold anything.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
 use redis_module::{CallReply, CallResult, Context, RedisString};
 
@@ -22,7 +22,7 @@ use crate::engine::deadletter::{Dlq, REASON_LIMIT};
 use crate::engine::pending::{self, Query};
 use crate::engine::settle;
 use crate::ffi::streams::{Fields, Key, StreamId};
-use crate::ffi::{self, call_bytes, events, write_opts};
+use crate::ffi::{self, events, write_opts};
 use crate::model::access::ReadWrites;
 use crate::model::clock::epoch_ms;
 use crate::model::outcome::Outcome;
@@ -191,7 +191,7 @@ fn hand_over(
     out.deleted += (asked.len() - claimed.len().min(asked.len())) as u64;
     present
         .into_iter()
-        .filter(|(_, e, _)| claimed.contains(e.id.as_slice()))
+        .filter(|(i, _, _)| claimed.binary_search(i).is_ok())
         .map(|(i, _, f)| (i, f))
         .collect()
 }
@@ -242,7 +242,7 @@ fn due_entries(
     let (stale, more) = search(ctx, id, p, seen, wanted, view.cursor.clone(), now);
     found.more = more;
     found.due.extend(stale);
-    found.due.sort_by_key(|e| planner::parse_id(&e.id));
+    found.due.sort_by_cached_key(|e| planner::parse_id(&e.id));
     found.due.dedup_by(|a, b| a.id == b.id);
     found.due.truncate(limit.max(0) as usize);
     found
@@ -283,7 +283,11 @@ fn search(
         };
         let owners = pending::owners(ctx, stream, group, p, seen, &page);
         let mut full = false;
-        for e in &page {
+        // The stale entries' places in `page`, moved out after the walk (no copy of each), and
+        // the last one examined, the cursor's next value.
+        let mut taken: Vec<usize> = Vec::new();
+        let mut last: Option<usize> = None;
+        for (i, e) in page.iter().enumerate() {
             if planner::in_inbox(e, p) {
                 // Taken by the inbox read (or, when that was skipped, by the next one).
             } else if planner::is_stale(e, p) && !planner::held(e, p, owners.quiet(&e.consumer)) {
@@ -291,7 +295,7 @@ fn search(
                     full = true;
                     break;
                 }
-                stale.push(e.clone());
+                taken.push(i);
                 wanted -= 1;
             } else {
                 // Not due yet: when it can be at the earliest (when its owner goes quiet, while
@@ -304,13 +308,23 @@ fn search(
                 let at = now.saturating_add(left);
                 min_due = Some(min_due.map_or(at, |m| m.min(at)));
             }
-            cursor = Some(e.id.clone());
+            last = Some(i);
             examined += 1;
         }
+        if let Some(i) = last {
+            cursor = Some(page[i].id.clone());
+        }
+        let n = page.len() as i64;
+        let mut next = taken.iter().copied().peekable();
+        stale.extend(
+            page.into_iter()
+                .enumerate()
+                .filter_map(|(i, e)| next.next_if_eq(&i).map(|_| e)),
+        );
         if full {
             break false;
         }
-        if (page.len() as i64) < size {
+        if n < size {
             break true;
         }
         if wanted == 0 || examined >= SEARCH_MAX {
@@ -335,12 +349,12 @@ fn deliver(
     group: &[u8],
     consumer: &[u8],
     entries: &[&Pending],
-) -> HashSet<Vec<u8>> {
+) -> Vec<StreamId> {
     let mut by_count: BTreeMap<i64, Vec<&[u8]>> = BTreeMap::new();
     for e in entries {
         by_count.entry(e.deliveries).or_default().push(&e.id);
     }
-    let mut claimed = HashSet::with_capacity(entries.len());
+    let mut claimed = Vec::with_capacity(entries.len());
     for (count, ids) in by_count {
         // A count that reads negative (above 2^63 - 1) stays at the largest one RETRYCOUNT takes.
         let next = if count < 0 {
@@ -356,12 +370,14 @@ fn deliver(
         let r: CallResult = ctx.call_ext("XCLAIM", &write_opts(), &args[..]);
         if let Ok(CallReply::Array(a)) = &r {
             for x in a.iter() {
-                if let Some(b) = call_bytes(&x) {
-                    claimed.insert(b);
+                if let Ok(CallReply::String(b)) = &x {
+                    claimed.extend(planner::parse_id(b.as_bytes()));
                 }
             }
         }
     }
+    claimed.sort_unstable();
+    claimed.dedup();
     if !claimed.is_empty() {
         events::notify(ctx, key, events::DELIVER);
     }

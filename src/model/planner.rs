@@ -202,11 +202,27 @@ pub fn delivery_would_pass_limit(p: &Pending, policy: &Policy) -> bool {
 
 /// Parses a stream entry ID (`ms-seq`, or `ms` meaning `ms-0`) into a comparable pair.
 pub fn parse_id(id: &[u8]) -> Option<(u64, u64)> {
-    let s = std::str::from_utf8(id).ok()?;
-    match s.split_once('-') {
-        Some((ms, seq)) => Some((ms.parse().ok()?, seq.parse().ok()?)),
-        None => Some((s.parse().ok()?, 0)),
+    match id.iter().position(|&b| b == b'-') {
+        Some(dash) => Some((parse_u64(&id[..dash])?, parse_u64(&id[dash + 1..])?)),
+        None => Some((parse_u64(id)?, 0)),
     }
+}
+
+/// A u64 as `str::parse` reads one (decimal digits after an optional `+`), without its UTF-8
+/// check: read per pending entry, several times a step. `None` when there are no digits, a
+/// byte is not one, or it is above `u64::MAX`.
+fn parse_u64(s: &[u8]) -> Option<u64> {
+    let s = s.strip_prefix(b"+").unwrap_or(s);
+    if s.is_empty() {
+        return None;
+    }
+    s.iter().try_fold(0u64, |n, &b| {
+        if b.is_ascii_digit() {
+            n.checked_mul(10)?.checked_add(u64::from(b - b'0'))
+        } else {
+            None
+        }
+    })
 }
 
 /// Whether a pending entry was trimmed away: its ID is below the stream's first entry (`first`,
@@ -852,6 +868,18 @@ mod tests {
         assert_eq!(parse_id(b"12-3"), Some((12, 3)));
         assert_eq!(parse_id(b"12"), Some((12, 0)));
         assert_eq!(parse_id(b"x-1"), None);
+        assert_eq!(
+            parse_id(b"18446744073709551615-18446744073709551615"),
+            Some((u64::MAX, u64::MAX))
+        );
+        assert_eq!(parse_id(b"18446744073709551616-0"), None);
+        assert_eq!(parse_id(b"1-"), None);
+        assert_eq!(parse_id(b"-1"), None);
+        assert_eq!(parse_id(b"+1-+2"), Some((1, 2)));
+        assert_eq!(parse_id(b"++1-2"), None);
+        assert_eq!(parse_id(b"+-2"), None);
+        assert_eq!(parse_id(b"1-2-3"), None);
+        assert_eq!(parse_id(b""), None);
         assert!(is_trimmed(
             b"18446744073709551614-0",
             Some((18446744073709551615, 0))
