@@ -608,6 +608,43 @@ fn a_move_adds_no_delivery_and_a_hand_over_exactly_one() {
     assert_eq!(int_field(&st, "redelivered"), 1, "{st:?}");
 }
 
+/// `XGROUP DESTROY` of another group of the stream does not make a policy forget the touches it
+/// has not confirmed yet: 200 consumers' claims (past the tracking bound: one touch of
+/// everyone), another group made and destroyed in the same pipeline, then a look counts the
+/// overflow. (The destroy used to drop every policy's touches of the stream: seen as a flake of
+/// tests/memory.rs on Valkey 8.1 and Redis 8.2.)
+#[test]
+fn destroying_another_group_keeps_a_policys_touches() {
+    let s = Server::new();
+    let mut c = s.conn();
+    group(&mut c, "s", "g");
+    add_range(&mut c, "s", 1, 1);
+    deliver(&mut c, "s", "g", "seed", None);
+    set_policy_opts(&mut c, "s", "g", "MIN-IDLE 600000 INTERVAL 3600000");
+    wait_passes(&mut c, "s", "g", 1);
+    let id = pending(&mut c, "s", "g")[0].id.clone();
+    let mut p = redis::pipe();
+    for i in 0..200 {
+        p.cmd("XCLAIM")
+            .arg(&["s", "g"])
+            .arg(format!("pod-{i}"))
+            .arg(0)
+            .arg(&id)
+            .arg("JUSTID")
+            .ignore();
+    }
+    p.cmd("XCLAIM")
+        .arg(&["s", "g", "seed", "0"])
+        .arg(&id)
+        .arg("JUSTID")
+        .ignore();
+    p.cmd("XGROUP").arg(&["CREATE", "s", "other", "0"]).ignore();
+    p.cmd("XGROUP").arg(&["DESTROY", "s", "other"]).ignore();
+    let _: () = p.query(&mut c).expect("claims and the other group");
+    let _ = stats(&mut c, "s", "g");
+    assert_eq!(reclaim_info(&mut c, "tracking_overflows"), 1);
+}
+
 /// A policy on (s, g1) never reads or changes the PEL of g2, even when g2's entries are stale
 /// and over the limit.
 #[test]

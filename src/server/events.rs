@@ -8,7 +8,7 @@ use std::os::raw::{c_int, c_void};
 
 use redis_module::{raw, Context, RedisString};
 
-use crate::engine::pending::{self, Query};
+use crate::engine::pending::{self, Failed, Query};
 use crate::ffi::{self, bytes_of};
 use crate::model::keys;
 use crate::server::caller_db;
@@ -51,11 +51,11 @@ fn on_key_event(ctx: &Context, ev: &[u8], name: &[u8]) {
         b"del" | b"expired" | b"evicted" | b"rename_from" | b"move_from" => match policy_stream {
             Some(stream) => registry::forget_stream(db, &stream),
             None => {
-                registry::forget_tracking(db, name);
+                registry::forget_tracking(db, name, None);
                 crate::ffi::blocked::unblock_deleted(db, name);
             }
         },
-        b"xgroup-destroy" => registry::forget_tracking(db, name),
+        b"xgroup-destroy" => forget_destroyed_groups(ctx, db, name),
         b"xgroup-delconsumer" => forget_deleted_consumers(ctx, db, name),
         b"rename_to" | b"move_to" | b"copy_to" | b"restore" => match policy_stream {
             Some(stream) => adopt_policy_key(ctx, db, name, stream, ev),
@@ -136,6 +136,21 @@ fn forget_deleted_consumers(ctx: &Context, db: i32, stream: &[u8]) {
         .collect();
     if !idle.is_empty() {
         registry::forget_idle_consumers(db, stream, &idle);
+    }
+}
+
+/// A group of stream (db, `stream`) was destroyed (`XGROUP DESTROY`; the event does not say
+/// which): the policies whose group is gone forget what they tracked; those of the stream's
+/// other groups keep it (a touch they have not confirmed yet still counts). One `XPENDING key
+/// group - + 1` per policy of the stream.
+fn forget_destroyed_groups(ctx: &Context, db: i32, stream: &[u8]) {
+    for group in registry::groups_of(db, stream) {
+        let q = Query::range(b"-", b"+", 1);
+        if let Err(Failed::Reply(e)) = pending::read(ctx, stream, &group, &q) {
+            if e.starts_with(b"NOGROUP") {
+                registry::forget_tracking(db, stream, Some(&group));
+            }
+        }
     }
 }
 

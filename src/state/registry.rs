@@ -295,16 +295,26 @@ pub fn prune_touches(server_now: u64) {
     });
 }
 
-/// The stream (db, `stream`), its groups or its consumers went away (DEL, RENAME, XGROUP
-/// DESTROY): its policies forget what they tracked ([`Runtime::forget_tracking`]).
-pub fn forget_tracking(db: i32, stream: &[u8]) {
+/// The stream (db, `stream`) went away (DEL, RENAME), or with `group` that group of it (XGROUP
+/// DESTROY): the policies of the stream, or of that group, forget what they tracked
+/// ([`Runtime::forget_tracking`]).
+pub fn forget_tracking(db: i32, stream: &[u8], group: Option<&[u8]>) {
     let mut r = lock();
-    for id in r.ids_of(Some(db), stream, None) {
+    for id in r.ids_of(Some(db), stream, group) {
         if let Some(rt) = r.runtimes.get_mut(&id) {
             rt.forget_tracking();
         }
         r.remembering.remove(&id);
     }
+}
+
+/// The groups of (db, `stream`) that have a policy.
+pub fn groups_of(db: i32, stream: &[u8]) -> Vec<Vec<u8>> {
+    let r = lock();
+    r.ids_of(Some(db), stream, None)
+        .into_iter()
+        .map(|id| id.group)
+        .collect()
 }
 
 /// The consumers of (db, `stream`)'s policies that they track, as (group, consumer) pairs, for
