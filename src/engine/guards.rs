@@ -119,7 +119,7 @@ pub fn missing(ctx: &Context, stream: &[u8], group: &[u8]) -> Option<Stop> {
 }
 
 /// Whether the stream `stream` (which exists) has no consumer group `group`.
-fn no_group(ctx: &Context, stream: &[u8], group: &[u8]) -> bool {
+pub fn no_group(ctx: &Context, stream: &[u8], group: &[u8]) -> bool {
     let q = Query::range(b"-", b"+", 1).of(Some(b"\x00"));
     matches!(
         pending::read(ctx, stream, group, &q),

@@ -8,7 +8,8 @@ use std::os::raw::{c_int, c_void};
 
 use redis_module::{raw, Context, RedisString};
 
-use crate::engine::pending::{self, Failed, Query};
+use crate::engine::guards;
+use crate::engine::pending::{self, Query};
 use crate::ffi::{self, bytes_of};
 use crate::model::keys;
 use crate::server::caller_db;
@@ -141,15 +142,12 @@ fn forget_deleted_consumers(ctx: &Context, db: i32, stream: &[u8]) {
 
 /// A group of stream (db, `stream`) was destroyed (`XGROUP DESTROY`; the event does not say
 /// which): the policies whose group is gone forget what they tracked; those of the stream's
-/// other groups keep it (a touch they have not confirmed yet still counts). One `XPENDING key
-/// group - + 1` per policy of the stream.
+/// other groups keep it (a touch they have not confirmed yet still counts). One O(1) `XPENDING`
+/// per policy of the stream ([`guards::no_group`]).
 fn forget_destroyed_groups(ctx: &Context, db: i32, stream: &[u8]) {
     for group in registry::groups_of(db, stream) {
-        let q = Query::range(b"-", b"+", 1);
-        if let Err(Failed::Reply(e)) = pending::read(ctx, stream, &group, &q) {
-            if e.starts_with(b"NOGROUP") {
-                registry::forget_tracking(db, stream, Some(&group));
-            }
+        if guards::no_group(ctx, stream, &group) {
+            registry::forget_tracking(db, stream, Some(&group));
         }
     }
 }
