@@ -3,6 +3,7 @@
 
 pub mod deadletter;
 pub mod guards;
+pub mod parked;
 pub mod pending;
 pub mod readgroup;
 pub mod redrive;

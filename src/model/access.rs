@@ -46,11 +46,12 @@ pub enum Word {
     Groups,
     Force,
     Retrycount,
+    Zadd,
 }
 
 impl Word {
     /// How many words there are (their indexes are `0..COUNT`).
-    pub const COUNT: usize = 28;
+    pub const COUNT: usize = 29;
 
     /// The word's text.
     pub fn text(self) -> &'static str {
@@ -83,6 +84,7 @@ impl Word {
             Word::Groups => "GROUPS",
             Word::Force => "FORCE",
             Word::Retrycount => "RETRYCOUNT",
+            Word::Zadd => "ZADD",
         }
     }
 }
@@ -312,6 +314,23 @@ pub fn own_entries<'a>(stream: &'a [u8], group: &'a [u8], consumer: &'a [u8]) ->
             w(Word::Justid),
         ],
     )]
+}
+
+/// What `RECLAIM.NACK ... DELAY` longer than an entry's due idle does besides [`own_entries`]:
+/// `ZADD delay-key 0 member` (the due time into the stream's delay key, `keys::delay_key`).
+pub fn park<'a>(
+    stream: &'a [u8],
+    group: &'a [u8],
+    consumer: &'a [u8],
+    delay_key: &'a [u8],
+) -> AsList<'a> {
+    let mut out = own_entries(stream, group, consumer);
+    out.push(As::new(
+        Word::Zadd,
+        error::KEY_DELAY,
+        &[n(delay_key), w(Word::Zero), w(Word::Field)],
+    ));
+    out
 }
 
 /// What `RECLAIM.TERM` does: reads the entries (`XRANGE`: their fields are copied), `XACK`s

@@ -270,24 +270,27 @@ def test_permanent_without_a_dlq_gives_the_entry_back(r: redis.Redis, caplog: py
     assert "could not dead-letter entry" in caplog.text and "has no DLQ" in caplog.text
 
 
-def test_retry_delay_is_cut_to_the_lease(r: redis.Redis) -> None:
+def test_a_retry_longer_than_the_lease_is_parked(r: redis.Redis) -> None:
     setup(r, min_idle=LEASE_MS, max_deliveries=MAX_DELIVERIES, dlq="orders:dlq", interval=50)
     e = r.xadd("orders", {"n": "1"})
     calls: list[float] = []
-    w: Worker
 
     def handle(entry_id: str, fields: dict[str, str]) -> None:
         calls.append(time.monotonic())
-        if len(calls) == 1:
-            raise Retry(3_600_000)  # an hour: more than the lease allows
+        raise Retry(3_600_000)  # an hour, far more than the lease: parked, not cut short
 
     w = Worker(r, "orders", "workers", "w", handle)
     t = start(w)
-    wait_for("the entry retried within its lease and acknowledged", lambda: len(calls) == 2 and not owners(r))
+    wait_for("the entry parked", lambda: owners(r) == {e: "reclaim:parked"})
+
+    def idle() -> int:
+        return int(r.xpending_range("orders", "workers", "-", "+", 1)[0]["time_since_delivered"])
+
+    wait_for("three leases parked", lambda: idle() >= 3 * LEASE_MS)
     stop([w], [t])
-    assert calls[1] - calls[0] >= LEASE_MS / 1000 - 0.05
-    assert w.counts["retried"] == 1 and w.counts["acked"] == 1
-    assert e not in owners(r)
+    assert len(calls) == 1 and owners(r) == {e: "reclaim:parked"}
+    assert w.counts["retried"] == 1
+    assert r.zcard("reclaim:delay:{orders}:orders") == 1
 
 
 def test_without_a_policy_it_reads_as_xreadgroup(r: redis.Redis) -> None:

@@ -577,11 +577,20 @@ def extend(stream: Name, group: Name, consumer: Name, *ids: Name) -> Command[lis
 
 
 def nack(
-    stream: Name, group: Name, consumer: Name, *ids: Name, delay: Optional[int] = None
+    stream: Name,
+    group: Name,
+    consumer: Name,
+    *ids: Name,
+    delay: Optional[int] = None,
+    reason: Optional[Name] = None,
 ) -> Command[int]:
     """``RECLAIM.NACK``: gives the consumer's own entries back for redelivery, at once or
-    ``delay`` ms from now (at most their lease); returns how many it released."""
-    extra = ("DELAY", delay) if delay is not None else ()
+    ``delay`` ms from now (up to 30 days: beyond their lease they are parked), with ``reason``
+    (at most 1024 bytes) kept for the DLQ's ``reclaim-last-error``; returns how many it
+    released."""
+    extra: tuple[Any, ...] = ("DELAY", delay) if delay is not None else ()
+    if reason is not None:
+        extra += ("REASON", reason)
     return Command(("RECLAIM.NACK", stream, group, consumer, *ids, *extra), stream, _int)
 
 
