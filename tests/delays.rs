@@ -6,8 +6,6 @@
 
 use reclaim_testkit::*;
 
-use std::time::{Duration, Instant};
-
 /// A policy on stream `s`, group `g`: MIN-IDLE 500, MAX-DELIVERIES `max`, DLQ `s:dlq`, INTERVAL
 /// 100.
 fn policy(c: &mut Connection, s: &str, max: i64) {
@@ -43,14 +41,20 @@ fn nack(c: &mut Connection, s: &str, id: &str, ms: i64, extra: &[&str]) -> i64 {
         .expect("RECLAIM.NACK")
 }
 
-/// Reads with `RECLAIM.READGROUP` as `w2` until the entry comes (at most 20 s): how long after
-/// `t0` it came. Every read before its due time must come back empty.
-fn delivered_after(c: &mut Connection, s: &str, id: &str, t0: Instant) -> Duration {
+/// Reads with `RECLAIM.READGROUP` as `w2` until the entry comes (at most 20 s), and asserts
+/// that it came at or after the server time `before` + `ms` (the due time is wall-clock: the
+/// server's clock, not the test's, which may run at another rate).
+fn delivered_after(c: &mut Connection, s: &str, id: &str, before: i64, ms: i64) {
     let got = wait_for(20, "the parked entry", || {
         readgroup(c, s, "g", "w2", 10, Some(50)).into_iter().next()
     });
     assert_eq!(got.0, id);
-    t0.elapsed()
+    let at = server_ms(c);
+    assert!(
+        at >= before + ms,
+        "delivered at {at}, due at {} or later",
+        before + ms
+    );
 }
 
 /// The parked entry is at `reclaim:parked` with its count, and the delay key holds its record,
@@ -82,13 +86,11 @@ fn a_delay_longer_than_the_lease_is_kept_then_delivered_and_the_key_goes() {
     policy(&mut c, "d", 10);
     let id = add_and_take(&mut c, "d");
     let before = server_ms(&mut c);
-    let t0 = Instant::now();
     assert_eq!(nack(&mut c, "d", &id, 2500, &[]), 1);
     assert_parked(&mut c, "d", &id, 1, before, 2500);
     assert_eq!(q::<String>(&mut c, &["TYPE", &delay_key("d")]), "zset");
     // Five leases later it is still parked: the sweep leaves it alone.
-    let took = delivered_after(&mut c, "d", &id, t0);
-    assert!(took >= Duration::from_millis(2500), "{took:?}");
+    delivered_after(&mut c, "d", &id, before, 2500);
     assert_eq!(owner(&mut c, "d", &id), Some(("w2".into(), 2)));
     assert!(!exists(&mut c, &delay_key("d")), "the delay key stays");
     // A due parked entry nobody reads goes into the inbox within an INTERVAL or so.
@@ -120,15 +122,13 @@ fn a_delay_survives_debug_reload_and_an_aof_restart() {
     policy(&mut c, "r", 10);
     let id = add_and_take(&mut c, "r");
     let before = server_ms(&mut c);
-    let t0 = Instant::now();
     assert_eq!(nack(&mut c, "r", &id, 4000, &[]), 1);
     let _: () = cmd("DEBUG").arg("RELOAD").query(&mut c).unwrap();
     assert_parked(&mut c, "r", &id, 1, before, 4000);
     s.restart();
     let mut c = s.conn();
     assert_parked(&mut c, "r", &id, 1, before, 4000);
-    let took = delivered_after(&mut c, "r", &id, t0);
-    assert!(took >= Duration::from_millis(4000), "{took:?}");
+    delivered_after(&mut c, "r", &id, before, 4000);
     assert_eq!(owner(&mut c, "r", &id), Some(("w2".into(), 2)));
     assert!(!exists(&mut c, &delay_key("r")));
 }
@@ -141,15 +141,13 @@ fn a_promoted_replica_delivers_a_delay_its_primary_took() {
     policy(&mut c, "f", 10);
     let id = add_and_take(&mut c, "f");
     let before = server_ms(&mut c);
-    let t0 = Instant::now();
     assert_eq!(nack(&mut c, "f", &id, 3000, &[]), 1);
     replica_acked(&mut c);
     p.kill();
     let mut rc = r.conn();
     assert_parked(&mut rc, "f", &id, 1, before, 3000);
     promote(&mut rc);
-    let took = delivered_after(&mut rc, "f", &id, t0);
-    assert!(took >= Duration::from_millis(3000), "{took:?}");
+    delivered_after(&mut rc, "f", &id, before, 3000);
     assert!(!exists(&mut rc, &delay_key("f")));
 }
 
@@ -266,4 +264,132 @@ fn parking_needs_the_right_to_write_the_delay_key() {
     // Within the lease no delay key is written: allowed.
     assert_eq!(nack(&mut c, "a", &id, 300, &[]), 1);
     assert_eq!(owner(&mut c, "a", &id), Some(("reclaim:delayed".into(), 1)));
+}
+
+/// The fields of the DLQ entries of `dlq`, raw and flat.
+fn dlq_fields(c: &mut Connection, dlq: &str) -> Vec<Vec<Vec<u8>>> {
+    xrange(c, dlq.as_bytes()).into_iter().map(|e| e.1).collect()
+}
+
+/// The value of field `name` among flat `fields`.
+fn field<'a>(fields: &'a [Vec<u8>], name: &str) -> Option<&'a [u8]> {
+    fields
+        .chunks(2)
+        .find(|kv| kv[0] == name.as_bytes())
+        .map(|kv| kv[1].as_slice())
+}
+
+/// `RECLAIM.NACK s g <w> id DELAY ms REASON <reason>` (binary reason).
+fn nack_why(c: &mut Connection, s: &str, w: &str, id: &str, ms: i64, reason: &[u8]) -> i64 {
+    cmd("RECLAIM.NACK")
+        .arg(&[s, "g", w, id, "DELAY", &ms.to_string(), "REASON"])
+        .arg(reason)
+        .query(c)
+        .expect("RECLAIM.NACK ... REASON")
+}
+
+#[test]
+fn a_dead_letter_names_the_last_worker_and_its_reason() {
+    let s = Server::new();
+    let mut c = s.conn();
+    let why: &[u8] = b"upstream timed out\0\xff after 5 s";
+    // "sw": dead-lettered by the sweep once its parked delay is over; "rg" (INTERVAL 60 s, so no
+    // pass comes): by the RECLAIM.READGROUP that finds it due.
+    for (k, interval) in [("sw", 100), ("rg", 60_000)] {
+        create_group(&mut c, k.as_bytes(), b"g");
+        let opts = format!("MIN-IDLE 500 MAX-DELIVERIES 2 DLQ {k}:dlq INTERVAL {interval}");
+        set_policy_opts(&mut c, k, "g", &opts);
+        let id = add_and_take(&mut c, k);
+        assert_eq!(nack_why(&mut c, k, "w1", &id, 0, b"first try"), 1);
+        assert_eq!(readgroup(&mut c, k, "g", "w2", 1, None).len(), 1);
+        assert_eq!(owner(&mut c, k, &id), Some(("w2".into(), 2)));
+        // Its last attempt fails too: parked (800 ms > MIN-IDLE), with w2's reason.
+        assert_eq!(nack_why(&mut c, k, "w2", &id, 800, why), 1);
+        assert_eq!(owner(&mut c, k, &id), Some(("reclaim:parked".into(), 2)));
+        let nack_key = format!("reclaim:nack:{{{k}}}:{k}");
+        assert_eq!(q::<String>(&mut c, &["TYPE", &nack_key]), "hash");
+        let dlq = format!("{k}:dlq");
+        wait_for(20, "the dead-letter", || {
+            if k == "rg" {
+                assert!(readgroup(&mut c, k, "g", "w3", 1, Some(50)).is_empty());
+            }
+            (xlen(&mut c, dlq.as_str()) == 1).then_some(())
+        });
+        let dead = dlq_fields(&mut c, &dlq);
+        let f = &dead[0];
+        assert_eq!(field(f, "reclaim-consumer"), Some(&b"w2"[..]), "{k}");
+        assert_eq!(
+            field(f, "reclaim-reason"),
+            Some(&b"max-deliveries"[..]),
+            "{k}"
+        );
+        assert_eq!(field(f, "reclaim-last-error"), Some(why), "{k}");
+        assert_eq!(field(f, "reclaim-deliveries"), Some(&b"2"[..]), "{k}");
+        assert!(owners(&mut c, k, "g").is_empty());
+        assert!(!exists(&mut c, &nack_key), "{k}: the record stays");
+        assert!(
+            !exists(&mut c, &delay_key(k)),
+            "{k}: the delay record stays"
+        );
+    }
+    // A record of an earlier delivery does not apply: the worker of the last one crashed.
+    set_policy_opts(
+        &mut c,
+        "sw",
+        "g",
+        "MIN-IDLE 500 MAX-DELIVERIES 2 DLQ sw:dlq INTERVAL 100",
+    );
+    let id = add_and_take(&mut c, "sw");
+    assert_eq!(nack_why(&mut c, "sw", "w1", &id, 0, b"first try"), 1);
+    assert_eq!(readgroup(&mut c, "sw", "g", "w2", 1, None).len(), 1);
+    wait_for(20, "the dead-letter", || {
+        (xlen(&mut c, "sw:dlq") == 2).then_some(())
+    });
+    let dead = dlq_fields(&mut c, "sw:dlq");
+    assert_eq!(field(&dead[1], "reclaim-consumer"), Some(&b"w2"[..]));
+    assert_eq!(field(&dead[1], "reclaim-last-error"), None);
+    assert!(!exists(&mut c, "reclaim:nack:{sw}:sw"));
+    // Bad reasons change nothing; a reason needs the right to write the record key.
+    let id = add_and_take(&mut c, "sw");
+    let long = vec![b'x'; 1025];
+    let e = error_of(
+        &mut c,
+        cmd("RECLAIM.NACK")
+            .arg(&["sw", "g", "w1", &id, "REASON"])
+            .arg(&long[..]),
+    );
+    assert_eq!(e, "ERR REASON is longer than 1024 bytes");
+    let _: () = q(&mut c, &["SET", "reclaim:nack:{sw}:sw", "x"]);
+    let e = error_of(
+        &mut c,
+        cmd("RECLAIM.NACK").arg(&["sw", "g", "w1", &id, "REASON", "r"]),
+    );
+    assert_eq!(
+        e,
+        "WRONGTYPE the NACK record key of this stream (reclaim:nack:{...}) holds a value that is not a hash"
+    );
+    let _: i64 = q(&mut c, &["DEL", "reclaim:nack:{sw}:sw"]);
+    let _: () = q(
+        &mut c,
+        &[
+            "ACL",
+            "SETUSER",
+            "worker",
+            "on",
+            "nopass",
+            "+@all",
+            "~sw",
+            "~reclaim:policy:*",
+        ],
+    );
+    let _: () = q(&mut c, &["AUTH", "worker", "x"]);
+    let e = error_of(
+        &mut c,
+        cmd("RECLAIM.NACK").arg(&["sw", "g", "w1", &id, "REASON", "r"]),
+    );
+    assert_eq!(
+        e,
+        "NOPERM this user has no permissions to run HSET on the NACK record key"
+    );
+    assert_eq!(owner(&mut c, "sw", &id), Some(("w1".into(), 1)));
 }

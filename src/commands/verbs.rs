@@ -251,57 +251,89 @@ pub fn nack_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let (long, short): (Vec<&Pending>, Vec<&Pending>) = mine
         .iter()
         .partition(|e| o.delay > 0 && o.delay > p.due_idle(e.deliveries));
+    check_nack_keys(
+        ctx,
+        &v,
+        !long.is_empty(),
+        o.reason.is_some() && !mine.is_empty(),
+    )?;
+    let mut released: Vec<Vec<u8>> = Vec::new();
+    let id = PolicyId::new(ffi::selected_db(ctx), v.stream, v.group);
+    if o.delay == 0 {
+        let ids: Vec<&[u8]> = short.iter().map(|e| e.id.as_slice()).collect();
+        if !ids.is_empty() {
+            released = reclaim_to(ctx, &v, &p.claimant, &ids, None);
+        }
+    } else {
+        released = delay_within_lease(ctx, &v, &p, &short, o.delay);
+    }
+    if !released.is_empty() {
+        // Older idle times than the passes saw (or the inbox filled): what they learnt no
+        // longer holds.
+        registry::update(&id, |rt| rt.idle_set_older());
+    }
     if !long.is_empty() {
-        // Parking writes the delay key too: checked as its ZADD, and refused on another type.
+        let due = crate::model::clock::epoch_ms().saturating_add(o.delay);
+        let ids: Vec<&[u8]> = long.iter().map(|e| e.id.as_slice()).collect();
+        let parked = parked::park(ctx, v.stream, v.group, &p, &ids, due);
+        if !parked.is_empty() {
+            registry::update(&id, |rt| rt.note_parked(due));
+        }
+        released.extend(parked);
+    }
+    if let Some(reason) = o.reason {
+        parked::record(ctx, v.stream, v.group, v.consumer, reason, &mine, &released);
+    }
+    if !released.is_empty() && o.delay == 0 {
+        crate::ffi::blocked::signal_if_waiting(ctx, id.db, v.stream);
+    }
+    Ok(Reply::Int(released.len() as i64))
+}
+
+/// What a `NACK` writes besides the stream, checked before anything is written: the delay key
+/// when it parks (`park`: as `ZADD`), the NACK record key with `REASON` (`record`: as `HSET`);
+/// each refused when it holds another type.
+fn check_nack_keys(ctx: &Context, v: &Verb, park: bool, record: bool) -> Result<(), ReclaimError> {
+    if park {
         let key = crate::model::keys::delay_key(v.stream);
         ffi::acl::check_caller(ctx, &access::park(v.stream, v.group, v.consumer, &key))?;
         if parked::delay_key_type(ctx, v.stream) == Some(false) {
             return Err(error::WRONGTYPE_DELAY_KEY.into());
         }
     }
-    let mut released = 0;
-    let mut older = false;
-    if o.delay == 0 {
-        let ids: Vec<&[u8]> = short.iter().map(|e| e.id.as_slice()).collect();
-        if !ids.is_empty() {
-            released = reclaim_to(ctx, &v, &p.claimant, &ids, None).len();
-        }
-    } else {
-        // One XCLAIM per idle time (entries with other counts may need other idles).
-        let delayed = p.delayed();
-        let mut by_idle: Vec<(i64, Vec<&[u8]>)> = Vec::new();
-        for e in &short {
-            let idle = p.due_idle(e.deliveries) - o.delay;
-            match by_idle.iter_mut().find(|(i, _)| *i == idle) {
-                Some((_, ids)) => ids.push(&e.id),
-                None => by_idle.push((idle, vec![&e.id])),
-            }
-        }
-        for (idle, ids) in by_idle {
-            let n = reclaim_to(ctx, &v, &delayed, &ids, Some(idle)).len();
-            released += n;
-            older |= n > 0;
+    if record {
+        let key = crate::model::keys::nack_key(v.stream);
+        ffi::acl::check_caller(ctx, &access::record(&key))?;
+        if parked::nack_key_type(ctx, v.stream) == Some(false) {
+            return Err(error::WRONGTYPE_NACK_KEY.into());
         }
     }
-    let id = PolicyId::new(ffi::selected_db(ctx), v.stream, v.group);
-    if !long.is_empty() {
-        let due = crate::model::clock::epoch_ms().saturating_add(o.delay);
-        let ids: Vec<&[u8]> = long.iter().map(|e| e.id.as_slice()).collect();
-        let n = parked::park(ctx, v.stream, v.group, &p, &ids, due).len();
-        released += n;
-        if n > 0 {
-            registry::update(&id, |rt| rt.note_parked(due));
+    Ok(())
+}
+
+/// `entries` given back `delay` ms from now, within their due idle: to `<claimant>:delayed`, idle
+/// `due - delay` (one `XCLAIM` per idle: entries with other counts may need other idles).
+fn delay_within_lease(
+    ctx: &Context,
+    v: &Verb,
+    p: &Policy,
+    entries: &[&Pending],
+    delay: i64,
+) -> Vec<Vec<u8>> {
+    let delayed = p.delayed();
+    let mut by_idle: Vec<(i64, Vec<&[u8]>)> = Vec::new();
+    for e in entries {
+        let idle = p.due_idle(e.deliveries) - delay;
+        match by_idle.iter_mut().find(|(i, _)| *i == idle) {
+            Some((_, ids)) => ids.push(&e.id),
+            None => by_idle.push((idle, vec![&e.id])),
         }
     }
-    if older {
-        // Older idle times than the passes saw: what they learnt no longer holds.
-        registry::update(&id, |rt| rt.idle_set_older());
+    let mut out = Vec::new();
+    for (idle, ids) in by_idle {
+        out.extend(reclaim_to(ctx, v, &delayed, &ids, Some(idle)));
     }
-    if released > 0 && o.delay == 0 {
-        registry::update(&id, |rt| rt.idle_set_older());
-        crate::ffi::blocked::signal_if_waiting(ctx, id.db, v.stream);
-    }
-    Ok(Reply::Int(released as i64))
+    out
 }
 
 /// `RECLAIM.TERM key group consumer id [id ...] [REASON text]` -> how many entries were

@@ -21,6 +21,7 @@ use crate::engine::pending::{self, Query};
 use crate::ffi::{read_opts, write_opts};
 use crate::model::keys;
 use crate::model::outcome::Stop;
+use crate::model::planner::Pending;
 use crate::model::policy::Policy;
 use crate::model::text;
 use crate::state::store;
@@ -62,6 +63,48 @@ pub fn delay_key_type(ctx: &Context, stream: &[u8]) -> Option<bool> {
         KeyType::ZSet => Some(true),
         _ => Some(false),
     }
+}
+
+/// What the stream's NACK record key holds: `Some(true)` a hash, `Some(false)` another type,
+/// `None` nothing.
+pub fn nack_key_type(ctx: &Context, stream: &[u8]) -> Option<bool> {
+    let name = RedisString::create_from_slice(ctx.ctx, &keys::nack_key(stream));
+    match ctx.open_key(&name).key_type() {
+        KeyType::Empty => None,
+        KeyType::Hash => Some(true),
+        _ => Some(false),
+    }
+}
+
+/// Records `consumer`'s `reason` for the `released` IDs among `mine` (with their delivery
+/// counts): one `HSET` into the stream's NACK record key (replicated). The caller checked the
+/// key's type and the caller's right to write it.
+pub fn record(
+    ctx: &Context,
+    stream: &[u8],
+    group: &[u8],
+    consumer: &[u8],
+    reason: &[u8],
+    mine: &[Pending],
+    released: &[Vec<u8>],
+) {
+    let pairs: Vec<(Vec<u8>, Vec<u8>)> = mine
+        .iter()
+        .filter(|e| released.contains(&e.id))
+        .map(|e| {
+            let field = keys::delay_member(group, &e.id);
+            (field, keys::nack_record(e.deliveries, consumer, reason))
+        })
+        .collect();
+    if pairs.is_empty() {
+        return;
+    }
+    let key = keys::nack_key(stream);
+    let mut args: Vec<&[u8]> = vec![&key];
+    for (f, v) in &pairs {
+        args.extend_from_slice(&[f, v]);
+    }
+    let _: CallResult = ctx.call_ext("HSET", &write_opts(), &args[..]);
 }
 
 /// `XCLAIM stream group to 0 id... [IDLE idle] JUSTID` (replicated); the IDs claimed.
@@ -144,20 +187,11 @@ fn window(ctx: &Context, key: &[u8]) -> Vec<(Vec<u8>, i64)> {
         .collect()
 }
 
-/// `ZREM key member...` (replicated), when there are any.
-fn drop_members(ctx: &Context, key: &[u8], members: &[Vec<u8>]) {
-    if members.is_empty() {
-        return;
-    }
-    let mut args: Vec<&[u8]> = vec![key];
-    args.extend(members.iter().map(Vec::as_slice));
-    let _: CallResult = ctx.call_ext("ZREM", &write_opts(), &args[..]);
-}
-
 /// Looks at the parked entries of (`stream`, `group`) under `p` at wall-clock `wall`: releases
 /// the due ones, drops the records that no longer stand for a parked entry (see the module's
 /// text), and says when to look again. At most [`LOOK`] records and one `XPENDING` per due one.
 pub fn release(ctx: &Context, stream: &[u8], group: &[u8], p: &Policy, wall: i64) -> Released {
+    drop_stale_records(ctx, stream, group);
     match delay_key_type(ctx, stream) {
         None => return Released::nothing(i64::MAX),
         Some(false) => {
@@ -220,7 +254,7 @@ pub fn release(ctx: &Context, stream: &[u8], group: &[u8], p: &Policy, wall: i64
     }
     let moved = release_due(ctx, stream, group, p, &due);
     drop.extend(due.into_iter().map(|(m, _)| m));
-    drop_members(ctx, &key, &drop);
+    drop_fields(ctx, &key, "ZREM", &drop);
     Released {
         moved,
         next_ms: next,
@@ -260,4 +294,67 @@ fn release_due(
         moved += claim(ctx, stream, group, &delayed, &ids, Some(*idle)).len();
     }
     moved
+}
+
+/// Most NACK records one look samples (`HRANDFIELD`) for records of entries no longer pending.
+pub const RECORD_SAMPLE: usize = 8;
+
+/// Drops NACK records that stand for nothing pending, a bounded sample per look: all the
+/// sampled ones (up to [`DROP_MAX`]) when the stream is gone; otherwise [`RECORD_SAMPLE`] random
+/// ones, each dropped when its entry is no longer pending in this group, its group is gone or
+/// has no policy, or it is of another shape. Records of entries pending stay (their
+/// dead-letter reads and drops them).
+fn drop_stale_records(ctx: &Context, stream: &[u8], group: &[u8]) {
+    if nack_key_type(ctx, stream) != Some(true) {
+        return;
+    }
+    let key = keys::nack_key(stream);
+    let stream_gone = guards::check_stream(ctx, stream) == Some(Stop::NoStream);
+    let n = if stream_gone { DROP_MAX } else { RECORD_SAMPLE }.to_string();
+    let r: CallResult = ctx.call_ext(
+        "HRANDFIELD",
+        &read_opts(),
+        &[key.as_slice(), n.as_bytes()][..],
+    );
+    let Ok(CallReply::Array(a)) = r else {
+        return;
+    };
+    let fields: Vec<Vec<u8>> = a
+        .iter()
+        .filter_map(|x| match x {
+            Ok(CallReply::String(s)) => Some(s.as_bytes().to_vec()),
+            _ => None,
+        })
+        .collect();
+    let drop: Vec<Vec<u8>> = fields
+        .into_iter()
+        .filter(|f| stream_gone || record_is_stale(ctx, stream, group, f))
+        .collect();
+    drop_fields(ctx, &key, "HDEL", &drop);
+}
+
+/// Whether the NACK record `field` stands for nothing pending (see [`drop_stale_records`]).
+fn record_is_stale(ctx: &Context, stream: &[u8], group: &[u8], field: &[u8]) -> bool {
+    let Some((g, id)) = keys::split_delay_member(field) else {
+        return true;
+    };
+    if g != group && store::get(ctx, stream, g).is_none() {
+        return true;
+    }
+    let q = Query::range(id, id, 1);
+    match pending::read(ctx, stream, g, &q) {
+        Ok(found) => found.is_empty(),
+        Err(pending::Failed::Reply(e)) => e.starts_with(b"NOGROUP"),
+        Err(_) => false,
+    }
+}
+
+/// `<cmd> key member...` (replicated: `ZREM`, `HDEL`), when there are any.
+fn drop_fields(ctx: &Context, key: &[u8], cmd: &str, members: &[Vec<u8>]) {
+    if members.is_empty() {
+        return;
+    }
+    let mut args: Vec<&[u8]> = vec![key];
+    args.extend(members.iter().map(Vec::as_slice));
+    let _: CallResult = ctx.call_ext(cmd, &write_opts(), &args[..]);
 }

@@ -47,11 +47,12 @@ pub enum Word {
     Force,
     Retrycount,
     Zadd,
+    Hset,
 }
 
 impl Word {
     /// How many words there are (their indexes are `0..COUNT`).
-    pub const COUNT: usize = 29;
+    pub const COUNT: usize = 30;
 
     /// The word's text.
     pub fn text(self) -> &'static str {
@@ -85,6 +86,7 @@ impl Word {
             Word::Force => "FORCE",
             Word::Retrycount => "RETRYCOUNT",
             Word::Zadd => "ZADD",
+            Word::Hset => "HSET",
         }
     }
 }
@@ -331,6 +333,16 @@ pub fn park<'a>(
         &[n(delay_key), w(Word::Zero), w(Word::Field)],
     ));
     out
+}
+
+/// What `RECLAIM.NACK ... REASON` does besides [`own_entries`]: `HSET nack-key field value` (the
+/// record of the consumer and its reason, `keys::nack_key`).
+pub fn record<'a>(nack_key: &'a [u8]) -> AsList<'a> {
+    smallvec![As::new(
+        Word::Hset,
+        error::KEY_NACK,
+        &[n(nack_key), w(Word::Field), w(Word::Value)],
+    )]
 }
 
 /// What `RECLAIM.TERM` does: reads the entries (`XRANGE`: their fields are copied), `XACK`s

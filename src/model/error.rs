@@ -48,6 +48,9 @@ pub const DELAY_RANGE: &str = "ERR DELAY must be an integer from 0 to 2592000000
 /// `RECLAIM.NACK ... DELAY` that parks entries while the stream's delay key holds another type.
 pub const WRONGTYPE_DELAY_KEY: &str =
     "WRONGTYPE the delay key of this stream (reclaim:delay:{...}) holds a value that is not a sorted set";
+/// `RECLAIM.NACK ... REASON` while the stream's NACK record key holds another type.
+pub const WRONGTYPE_NACK_KEY: &str =
+    "WRONGTYPE the NACK record key of this stream (reclaim:nack:{...}) holds a value that is not a hash";
 /// `RECLAIM.NACK ... REASON` longer than [`crate::model::policy::MAX_REASON_BYTES`].
 pub const REASON_TOO_LONG: &str = "ERR REASON is longer than 1024 bytes";
 /// `RECLAIM.TERM` on a policy without a DLQ.
@@ -111,6 +114,8 @@ pub const IMPORT_NOT_SERVED: &str =
 pub const KEY_STREAM: &str = "the stream key";
 /// ... the stream's delay key (`RECLAIM.NACK ... DELAY` longer than an entry's due idle).
 pub const KEY_DELAY: &str = "the delay key";
+/// ... the stream's NACK records (`RECLAIM.NACK ... REASON`).
+pub const KEY_NACK: &str = "the NACK record key";
 /// ... the DLQ of a policy (or of `RECLAIM.REDRIVE`).
 pub const KEY_DLQ: &str = "the DLQ key";
 /// ... the `SOURCE` stream of `RECLAIM.REDRIVE`.

@@ -116,6 +116,33 @@ pub fn split_delay_member(member: &[u8]) -> Option<(&[u8], &[u8])> {
     (!id.is_empty() && id.iter().all(|&b| b.is_ascii_digit() || b == b'-')).then_some((group, id))
 }
 
+/// Prefix of the key that holds the last `RECLAIM.NACK ... REASON` of a stream's entries (a hash).
+pub const NACK_KEY_PREFIX: &[u8] = b"reclaim:nack:";
+
+/// The key of `stream`'s NACK records (a hash: field [`delay_member`] of the entry, value
+/// [`nack_record`]): `reclaim:nack:{TAG}:STREAM`, in the stream's slot.
+pub fn nack_key(stream: &[u8]) -> Vec<u8> {
+    tagged(NACK_KEY_PREFIX, stream)
+}
+
+/// A NACK record: the entry's delivery count when it was given back, the consumer that gave it
+/// back and its reason: `<count>:<consumer length>:<consumer><reason>` (binary-safe).
+pub fn nack_record(count: i64, consumer: &[u8], reason: &[u8]) -> Vec<u8> {
+    let head = format!("{count}:{}:", consumer.len());
+    [head.as_bytes(), consumer, reason].concat()
+}
+
+/// The (count, consumer, reason) of a [`nack_record`]; `None` for a value of another shape.
+pub fn parse_nack_record(v: &[u8]) -> Option<(i64, &[u8], &[u8])> {
+    let c1 = v.iter().position(|&b| b == b':')?;
+    let count = crate::model::text::parse_i64(&v[..c1])?;
+    let rest = &v[c1 + 1..];
+    let c2 = rest.iter().position(|&b| b == b':')?;
+    let len: usize = std::str::from_utf8(&rest[..c2]).ok()?.parse().ok()?;
+    let body = &rest[c2 + 1..];
+    (len <= body.len()).then(|| (count, &body[..len], &body[len..]))
+}
+
 /// Prefix of the key that holds a DLQ's `RECLAIM.REDRIVE` task (a hash).
 pub const REDRIVE_KEY_PREFIX: &[u8] = b"reclaim:redrive:";
 /// Prefix of the key that holds the entries a running redrive task moved (a set).
@@ -155,6 +182,7 @@ pub fn is_module_key(name: &[u8]) -> bool {
         REDRIVE_KEY_PREFIX,
         REDRIVE_MOVED_PREFIX,
         DELAY_KEY_PREFIX,
+        NACK_KEY_PREFIX,
     ]
     .iter()
     .any(|p| name.starts_with(p))
@@ -210,6 +238,15 @@ mod tests {
         assert_eq!(split_delay_member(b"no separator"), None);
         assert_eq!(split_delay_member(b"g\0"), None);
         assert_eq!(split_delay_member(b"g\0x-1"), None);
+        assert_eq!(nack_key(b"orders"), b"reclaim:nack:{orders}:orders");
+        let r = nack_record(3, b"w:1", b"timed out: 5 s\0\xff");
+        assert_eq!(
+            parse_nack_record(&r),
+            Some((3, &b"w:1"[..], &b"timed out: 5 s\0\xff"[..]))
+        );
+        assert_eq!(parse_nack_record(b"3:9:w"), None);
+        assert_eq!(parse_nack_record(b"x:1:w"), None);
+        assert_eq!(parse_nack_record(b"garbage"), None);
     }
 
     #[test]
