@@ -89,6 +89,17 @@ fn a_delay_longer_than_the_lease_is_kept_then_delivered_and_the_key_goes() {
     assert_eq!(nack(&mut c, "d", &id, 2500, &[]), 1);
     assert_parked(&mut c, "d", &id, 1, before, 2500);
     assert_eq!(q::<String>(&mut c, &["TYPE", &delay_key("d")]), "zset");
+    // RECLAIM.HEALTH counts it apart, with its due time.
+    let health = run(&mut c, &["RECLAIM.HEALTH", "d", "g"]);
+    let live = field(&health, "live");
+    assert_eq!(int_field(&live, "delayed"), 1);
+    let member = format!("g\0{id}");
+    let due: f64 = cmd("ZSCORE")
+        .arg(delay_key("d"))
+        .arg(member.as_bytes())
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(int_field(&live, "next-due-ms"), due as i64);
     // Five leases later it is still parked: the sweep leaves it alone.
     delivered_after(&mut c, "d", &id, before, 2500);
     assert_eq!(owner(&mut c, "d", &id), Some(("w2".into(), 2)));
@@ -272,7 +283,7 @@ fn dlq_fields(c: &mut Connection, dlq: &str) -> Vec<Vec<Vec<u8>>> {
 }
 
 /// The value of field `name` among flat `fields`.
-fn field<'a>(fields: &'a [Vec<u8>], name: &str) -> Option<&'a [u8]> {
+fn dlq_field<'a>(fields: &'a [Vec<u8>], name: &str) -> Option<&'a [u8]> {
     fields
         .chunks(2)
         .find(|kv| kv[0] == name.as_bytes())
@@ -317,14 +328,14 @@ fn a_dead_letter_names_the_last_worker_and_its_reason() {
         });
         let dead = dlq_fields(&mut c, &dlq);
         let f = &dead[0];
-        assert_eq!(field(f, "reclaim-consumer"), Some(&b"w2"[..]), "{k}");
+        assert_eq!(dlq_field(f, "reclaim-consumer"), Some(&b"w2"[..]), "{k}");
         assert_eq!(
-            field(f, "reclaim-reason"),
+            dlq_field(f, "reclaim-reason"),
             Some(&b"max-deliveries"[..]),
             "{k}"
         );
-        assert_eq!(field(f, "reclaim-last-error"), Some(why), "{k}");
-        assert_eq!(field(f, "reclaim-deliveries"), Some(&b"2"[..]), "{k}");
+        assert_eq!(dlq_field(f, "reclaim-last-error"), Some(why), "{k}");
+        assert_eq!(dlq_field(f, "reclaim-deliveries"), Some(&b"2"[..]), "{k}");
         assert!(owners(&mut c, k, "g").is_empty());
         assert!(!exists(&mut c, &nack_key), "{k}: the record stays");
         assert!(
@@ -346,8 +357,8 @@ fn a_dead_letter_names_the_last_worker_and_its_reason() {
         (xlen(&mut c, "sw:dlq") == 2).then_some(())
     });
     let dead = dlq_fields(&mut c, "sw:dlq");
-    assert_eq!(field(&dead[1], "reclaim-consumer"), Some(&b"w2"[..]));
-    assert_eq!(field(&dead[1], "reclaim-last-error"), None);
+    assert_eq!(dlq_field(&dead[1], "reclaim-consumer"), Some(&b"w2"[..]));
+    assert_eq!(dlq_field(&dead[1], "reclaim-last-error"), None);
     assert!(!exists(&mut c, "reclaim:nack:{sw}:sw"));
     // Bad reasons change nothing; a reason needs the right to write the record key.
     let id = add_and_take(&mut c, "sw");

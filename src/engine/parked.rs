@@ -187,6 +187,19 @@ fn window(ctx: &Context, key: &[u8]) -> Vec<(Vec<u8>, i64)> {
         .collect()
 }
 
+/// The earliest due time (wall-clock ms) of a parked entry of `group` among the first [`LOOK`]
+/// records of the stream's delay key (`None`: none there, or the key is not a sorted set). A read.
+pub fn next_due(ctx: &Context, stream: &[u8], group: &[u8]) -> Option<i64> {
+    if delay_key_type(ctx, stream) != Some(true) {
+        return None;
+    }
+    window(ctx, &keys::delay_key(stream))
+        .into_iter()
+        .filter(|(m, _)| keys::split_delay_member(m).is_some_and(|(g, _)| g == group))
+        .map(|(_, due)| due)
+        .min()
+}
+
 /// Looks at the parked entries of (`stream`, `group`) under `p` at wall-clock `wall`: releases
 /// the due ones, drops the records that no longer stand for a parked entry (see the module's
 /// text), and says when to look again. At most [`LOOK`] records and one `XPENDING` per due one.

@@ -490,6 +490,9 @@ def _parse_health(reply: Any) -> Reply:
         live = fields_of(m["live"])
         live["oldest-pending-age-ms"] = _opt_int(live["oldest-pending-age-ms"])
         live["by-consumer"] = [(c, int(n)) for c, n in live["by-consumer"] or []]
+        if "next-due-ms" in live:
+            live["delayed"] = int(live["delayed"])
+            live["next-due-ms"] = _opt_int(live["next-due-ms"])
     deliveries = fields_of(m["deliveries"])
     deliveries["pass"] = opt_text(deliveries["pass"])
     deliveries["buckets"] = _parse_counts(deliveries["buckets"] or [])
