@@ -163,6 +163,22 @@ fn a_promoted_replica_delivers_a_delay_its_primary_took() {
 }
 
 #[test]
+fn a_delay_moves_with_swapdb() {
+    let s = Server::new();
+    let mut c = s.conn();
+    policy(&mut c, "w", 10);
+    let id = add_and_take(&mut c, "w");
+    let before = server_ms(&mut c);
+    assert_eq!(nack(&mut c, "w", &id, 1500, &[]), 1);
+    let _: () = q(&mut c, &["SWAPDB", "0", "1"]);
+    assert!(!exists(&mut c, &delay_key("w")));
+    let mut c1 = s.conn_db(1);
+    assert_parked(&mut c1, "w", &id, 1, before, 1500);
+    delivered_after(&mut c1, "w", &id, before, 1500);
+    assert!(!exists(&mut c1, &delay_key("w")));
+}
+
+#[test]
 fn nothing_stays_parked_for_a_stream_or_group_that_is_gone() {
     let s = Server::new();
     let mut c = s.conn();
