@@ -36,6 +36,8 @@ struct Sim {
     now_ms: i64,
     entries: Vec<Planned>,
     totals: Vec<(String, i64)>,
+    delayed: i64,
+    next_due_ms: Option<i64>,
     more: i64,
 }
 
@@ -60,7 +62,16 @@ fn parse_sim(v: &Value) -> Sim {
     let names: Vec<&str> = top.iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(
         names,
-        ["policy", "halted", "now-ms", "entries", "totals", "more"],
+        [
+            "policy",
+            "halted",
+            "now-ms",
+            "entries",
+            "totals",
+            "more",
+            "delayed",
+            "next-due-ms"
+        ],
         "{v:?}"
     );
     let entries = items(&top[3].1)
@@ -96,6 +107,8 @@ fn parse_sim(v: &Value) -> Sim {
         entries,
         totals,
         more: int_of(&top[5].1),
+        delayed: int_of(&top[6].1),
+        next_due_ms: (top[7].1 != Value::Nil).then(|| int_of(&top[7].1)),
     }
 }
 
@@ -248,6 +261,13 @@ fn simulate_plans_what_sweep_then_does_and_what_ifs_change_nothing() {
     let sim = simulate(&mut c, "s", "g", &["LIMIT", "100"]);
     assert_eq!(sim.plan(), want);
     assert_eq!(sim.more, 0);
+    // 13-0 delayed, 16-0 parked (due 100 s after its NACK).
+    assert_eq!(sim.delayed, 2);
+    let due = sim.next_due_ms.expect("the parked entry's due time");
+    assert!(
+        due > server_ms + 90_000 && due <= server_ms + 100_000,
+        "{due} {server_ms}"
+    );
     assert_eq!(sim.policy, live);
     assert_eq!(sim.halted, None);
     assert!(

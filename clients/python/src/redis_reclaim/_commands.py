@@ -417,6 +417,8 @@ def _parse_simulation(stream: Name, group: Name) -> Callable[[Any], Reply]:
             "entries": entries,
             "totals": _parse_counts(m["totals"]),
             "more": int(m["more"]) == 1,
+            "delayed": int(m.get("delayed") or 0),
+            "next-due-ms": _opt_int(m.get("next-due-ms")),
         }
 
     return parse
