@@ -77,7 +77,7 @@ PIP_INSTALL := python3 -m pip install --quiet --disable-pip-version-check --root
 # redis-py 5 or later (protocol=3, RESP3, came with 5.0); the bound keeps out a major version not tried yet.
 REDIS_PY := redis>=5,<9
 REDIS_PY5 := redis>=5,<6
-PY_TOOLS := pytest mypy 'setuptools>=61'
+PY_TOOLS := pytest mypy 'setuptools>=77'
 # The client as `pip install ./clients/python` installs it (from the working tree, each run).
 PY_CLIENT := $(CURDIR)/target/python
 PYTEST = RECLAIM_MODULE='$(MODULE)' python3 -m pytest -q -p no:cacheprovider clients/python/tests
@@ -100,7 +100,7 @@ PY_DIST := $(CURDIR)/target/py-dist
 py-dist: py-deps ## The Python client's wheel and sdist (python -m build) in target/py-dist, checked (twine check, their files, the version)
 	@PYTHONPATH=$(PY_DEPS) python3 -c 'import build, twine' 2>/dev/null || \
 	  $(PIP_INSTALL) build twine || $(PIP_INSTALL) --break-system-packages build twine
-	rm -rf $(PY_DIST)
+	rm -rf $(PY_DIST) clients/python/build clients/python/src/redis_reclaim.egg-info
 	PYTHONPATH=$(PY_DEPS) python3 -m build --no-isolation --outdir $(PY_DIST) clients/python
 	PYTHONPATH=$(PY_DEPS) python3 -m twine check --strict $(PY_DIST)/*
 	python3 scripts/check_py_dist.py $(PY_DIST) $(VERSION)
