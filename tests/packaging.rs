@@ -60,7 +60,10 @@ fn the_debian_changelog_starts_at_the_module_version() {
 #[test]
 fn the_operator_page_installs_this_version() {
     let page = read("docs/loading.md");
-    let install = format!("apt-get install -y ./redis-reclaim_{}-1_amd64.deb", module_version());
+    let install = format!(
+        "apt-get install -y ./redis-reclaim_{}-1_amd64.deb",
+        module_version()
+    );
     assert!(
         page.lines().any(|l| l == install),
         "docs/loading.md has no line {install:?}"
