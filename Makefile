@@ -151,7 +151,7 @@ test-valgrind: build ## The sweep, policy, command-table, config and persistence
 test-upstream: build ## Redis's own test suite (Debian source of the installed server) without and with the module (UPSTREAM_UNITS=...)
 	@RECLAIM_MODULE="$${RECLAIM_MODULE:-$(MODULE)}" scripts/test-upstream.sh
 
-test-all: test test-python test-monitoring test-cluster test-upstream test-matrix test-valgrind fuzz-matrix ## Everything CI runs: make test, the Python, monitoring and cluster tests, Redis's own suite, the server matrix, the valgrind run, the fuzzer (FUZZ_SECS each)
+test-all: test test-deb py-dist test-python test-monitoring test-cluster test-upstream test-matrix test-valgrind fuzz-matrix ## Everything CI runs: make test, the Debian package in a chroot, the Python packages, the Python, monitoring and cluster tests, Redis's own suite, the server matrix, the valgrind run, the fuzzer (FUZZ_SECS each)
 
 demo: build ## The crash scenario: producer, workers on RECLAIM.READGROUP, a SIGKILL'd worker, a poison entry, a tally (PORT=N: its server on N, or the next free port)
 	@echo "make demo: building examples/demo (the first time also compiles the test kit and the redis client crate: minutes)"

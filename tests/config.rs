@@ -442,7 +442,8 @@ fn redis_conf_lines_and_config_rewrite() {
     ] {
         assert!(lines.contains(&want), "no line {want:?} in:\n{text}");
     }
-    // `enabled yes` is the default again: the rewrite drops the line (or writes it as yes).
+    // A line already in the file gets the current value, even the default.
+    assert!(lines.contains(&"reclaim.enabled yes"), "{text}");
     assert!(!lines.contains(&"reclaim.enabled no"), "{text}");
     drop(c);
     drop(s);
