@@ -99,7 +99,7 @@ chroot "$root" env -i HOME=/root PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONT
   sh -ec "cd $pkgdir && $install" >"$work/install.log" 2>&1 ||
   { tail -20 "$work/install.log" >&2; echo "test-deb: the install block failed" >&2; exit 1; }
 [ -f "$root/usr/lib/redis/modules/redis-reclaim.so" ] || { echo "test-deb: no /usr/lib/redis/modules/redis-reclaim.so" >&2; exit 1; }
-say "installed: $(chroot "$root" dpkg-query -W -f '${Package} ${Version}, ' redis-reclaim redis-server)"
+say "installed: $(chroot "$root" dpkg-query -W -f '${Package} ${Version}; ' redis-reclaim redis-server)"
 conf=$(blocks conf)
 grep -q '^loadmodule /usr/lib/redis/modules/redis-reclaim.so' <<<"$conf" ||
   { echo "test-deb: $page has no conf block run-by=scripts/test-deb.sh with the loadmodule line" >&2; exit 1; }
