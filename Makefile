@@ -69,7 +69,8 @@ test-deb: deb ## Install the package with apt-get in a fresh Debian 12 chroot (c
 
 # Python packages, installed with pip into .cache/py and found through PYTHONPATH: redis-py for the
 # Python client (clients/python) and the worker examples (tests/examples.rs adds .cache/py to its
-# PYTHONPATH), with pytest, mypy and setuptools to test, type-check and install the client; matplotlib
+# PYTHONPATH), with pytest, mypy and setuptools (77 or later: the SPDX `license` of pyproject.toml) to
+# test, type-check and install the client; matplotlib
 # for make bench. .cache/py-redis5 holds the newest redis-py 5.x, the oldest the client supports.
 PY_DEPS := $(CURDIR)/.cache/py
 PY_DEPS_REDIS5 := $(CURDIR)/.cache/py-redis5
@@ -109,8 +110,8 @@ py-deps: ## Install redis-py (8.x and 5.x), pytest, mypy and setuptools into .ca
 	@scripts/deps.sh --python
 	@PYTHONPATH=$(PY_DEPS) python3 -c 'import redis, sys; sys.exit(int(redis.__version__.split(".")[0]) < 5)' 2>/dev/null || \
 	  $(PIP_INSTALL) --upgrade '$(REDIS_PY)' || $(PIP_INSTALL) --upgrade --break-system-packages '$(REDIS_PY)'
-	@PYTHONPATH=$(PY_DEPS) python3 -c 'import pytest, mypy, setuptools' 2>/dev/null || \
-	  $(PIP_INSTALL) $(PY_TOOLS) || $(PIP_INSTALL) --break-system-packages $(PY_TOOLS)
+	@PYTHONPATH=$(PY_DEPS) python3 -c 'import pytest, mypy, setuptools, sys; sys.exit(int(setuptools.__version__.split(".")[0]) < 77)' 2>/dev/null || \
+	  $(PIP_INSTALL) --upgrade $(PY_TOOLS) || $(PIP_INSTALL) --upgrade --break-system-packages $(PY_TOOLS)
 	@PYTHONPATH=$(PY_DEPS_REDIS5) python3 -c 'import redis, sys; sys.exit(redis.__version__.split(".")[0] != "5")' 2>/dev/null || \
 	  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --target $(PY_DEPS_REDIS5) --upgrade '$(REDIS_PY5)'
 
