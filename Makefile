@@ -168,7 +168,8 @@ soak: build ## Memory soak: SOAK_SECS (300) of consumer/stream/policy churn with
 # commands against a primary and its replica, with the module and without it, compared key by key
 # after every reload, restart and sync. FUZZ_SEED: the first sequence's seed (default: from the
 # clock, printed); FUZZ_SEQS: stop after that many sequences; FUZZ_ARGS: more arguments
-# (--known, --evict, --no-shrink, --shrink-secs N). On a difference it prints the seed and the
+# (--known, --evict, --evict-burst, --no-shrink, --shrink-secs N; --evict-burst: eviction bursts
+# under maxmemory 1 byte / 100kb / 1mb with readers blocked in RECLAIM.READGROUP, issue 29). On a difference it prints the seed and the
 # shortest window of commands that shows it, and fails.
 FUZZ_SECS ?= 60
 FUZZ_OPS ?= 120
