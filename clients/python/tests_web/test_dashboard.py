@@ -282,11 +282,19 @@ def test_a_user_restricted_by_acl_sees_only_its_policies(server: Any, dashboard:
     r = server.client(decode_responses=True)
     dead_letters(r, "orders", "workers", 2)
     dead_letters(r, "payments", "billing", 2)
-    r.execute_command("ACL", "SETUSER", "orders-ops", "on", f">{PASSWORD}", "~orders*",
-                      "resetchannels", "+@all", "-reclaim.policy|pause")
-    d = dashboard(url(server, "orders-ops", PASSWORD))
+    # the monitor of docs/security.md ("ACL lines to use"): reads only, on orders*
+    r.execute_command("ACL", "SETUSER", "monitor", "on", f">{PASSWORD}", "%R~orders*", "+@read",
+                      "+reclaim.stats", "+reclaim.health", "+reclaim.simulate", "+reclaim.policy|get",
+                      "+reclaim.policy|list", "+reclaim.policy|export", "+reclaim.redrive|status")
+    d = dashboard(url(server, "monitor", PASSWORD))
     page.page.goto(d.base + "/")
     assert rows(page.page) == [("orders", "workers")]
+    assert listed(r) == [("orders", "workers"), ("payments", "billing")]
+    page.page.goto(d.base + "/dlq?db=0&key=orders:dlq")
+    assert len(page.page.locator("#entries td.id").all_inner_texts()) == 2
+    page.page.click("#redrive-start")
+    assert page.page.locator("#error").inner_text().startswith("NOPERM")
+    assert r.execute_command("RECLAIM.REDRIVE", "STATUS", "orders:dlq") is None
     page.page.goto(d.base + "/policy?db=0&key=payments&group=billing")
     assert "NOPERM" in page.page.locator("#error").inner_text()
     page.page.goto(d.base + "/policy?db=0&key=orders&group=workers")
@@ -320,3 +328,21 @@ def test_another_address_needs_a_token(server: Any, dashboard: Any) -> None:
     req = urllib.request.Request(p.base + "/", headers={"X-Forwarded-User": "ann"})
     assert b"Policies" in urllib.request.urlopen(req, timeout=10).read()
     assert wait_for("nothing", lambda: True)
+
+
+def test_the_dlq_filters_by_reason_and_source(server: Any, dashboard: Any, page: Watched) -> None:
+    r = server.client()
+    for i in range(120):
+        r.xadd("all:dlq", {"reclaim-stream": "orders" if i % 2 else "payments",
+                           "reclaim-group": "workers",
+                           "reclaim-reason": "timeout" if i % 3 == 0 else "max-deliveries",
+                           "n": str(i)})
+    d = dashboard(url(server))
+    page.page.goto(d.base + "/dlq?db=0&key=all:dlq")
+    page.page.fill("#filter input[name=reason]", "timeout")
+    page.page.fill("#filter input[name=source]", "orders")
+    page.page.click("#filter button")
+    want = [str(i) for i in range(119, -1, -1) if i % 2 and i % 3 == 0]
+    got = [t.strip() for t in page.page.locator("#entries .fvalue").all_inner_texts()]
+    assert got == want
+    assert "Filtered within the 120 entries read" in page.page.locator("#filter-note").inner_text()
