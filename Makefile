@@ -65,7 +65,7 @@ test-python: build py-deps ## The Python client (clients/python: pytest on redis
 	rm -rf $(PY_CLIENT)
 	PYTHONPATH=$(PY_DEPS) python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
 	  --no-deps --no-build-isolation --target $(PY_CLIENT) ./clients/python
-	PYTHONPATH=$(PY_DEPS) python3 -m mypy --strict --cache-dir target/mypy clients/python/src
+	PYTHONPATH=$(PY_DEPS) python3 -m mypy --strict --config-file clients/python/pyproject.toml --cache-dir target/mypy clients/python/src
 	@echo "== redis-py $$(PYTHONPATH=$(PY_DEPS) python3 -c 'import redis; print(redis.__version__)')"
 	PYTHONPATH=$(PY_CLIENT):$(PY_DEPS) $(PYTEST)
 	@echo "== redis-py $$(PYTHONPATH=$(PY_DEPS_REDIS5):$(PY_DEPS) python3 -c 'import redis; print(redis.__version__)')"
@@ -84,9 +84,15 @@ web-deps: py-deps ## Install the dashboard's Python dependencies and Playwright 
 	  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --target $(PY_WEB) $(WEB_PY_DEPS) || \
 	  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --break-system-packages --target $(PY_WEB) $(WEB_PY_DEPS)
 
+# The tests run the package as pip installs it (templates and static files included).
+PY_CLIENT_WEB := $(CURDIR)/target/python-web
 test-web: build web-deps ## The web dashboard in a real browser (Playwright + Debian's chromium) against real servers; writes docs/dashboard-*.png
-	PYTHONPATH=$(CURDIR)/clients/python/src:$(PY_DEPS):$(PY_WEB) python3 -m mypy --strict --cache-dir target/mypy-web clients/python/src/redis_reclaim/web
-	RECLAIM_MODULE='$(MODULE)' PYTHONPATH=$(CURDIR)/clients/python/src:$(PY_DEPS):$(PY_WEB) \
+	rm -rf $(PY_CLIENT_WEB)
+	PYTHONPATH=$(PY_DEPS) python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
+	  --no-deps --no-build-isolation --target $(PY_CLIENT_WEB) ./clients/python
+	PYTHONPATH=$(PY_DEPS):$(PY_WEB) python3 -m mypy --strict --config-file clients/python/pyproject.toml \
+	  --cache-dir target/mypy-web clients/python/src/redis_reclaim/web
+	RECLAIM_MODULE='$(MODULE)' PYTHONPATH=$(PY_CLIENT_WEB):$(PY_DEPS):$(PY_WEB) \
 	  python3 -m pytest -q -p no:cacheprovider clients/python/tests_web
 
 py-deps: ## Install redis-py (8.x and 5.x), pytest, mypy and setuptools into .cache/ for make test-python (python3-pip too when missing)
