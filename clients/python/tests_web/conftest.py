@@ -28,6 +28,7 @@ assert _spec is not None and _spec.loader is not None
 servers = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(servers)
 Server = servers.Server
+Cluster = servers.Cluster
 free_port = servers.free_port
 wait_for = servers.wait_for
 
@@ -36,6 +37,8 @@ class Dashboard:
     """``python -m redis_reclaim.web`` with the given arguments, on a free loopback port."""
 
     def __init__(self, url: str, *args: str) -> None:
+        if "--refresh" not in args:  # no reload under a test's reads, but in the test of it
+            args = (*args, "--refresh", "600")
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"reclaim-web-{self.port}.log"

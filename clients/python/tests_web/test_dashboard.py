@@ -8,11 +8,16 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from typing import Any
+from typing import Any, Callable
 
 import redis
 from redis_reclaim._commands import fields_of, text
-from conftest import DOCS, Dashboard, Watched, wait_for
+from conftest import DOCS, Cluster, Dashboard, Watched, wait_for
+from urllib.parse import quote
+
+from playwright.sync_api import Error as PlaywrightError
+
+from redis_reclaim import Reclaim
 
 PASSWORD = "s3cr3t-Pa55w0rd"
 
@@ -44,6 +49,21 @@ def listed(r: redis.Redis) -> list[tuple[str, str]]:
         m = fields_of(p)
         out.append((text(m["key"]), text(m["group"])))
     return out
+
+
+def reading(check: Callable[[], bool]) -> bool:
+    """``check()``, False when it read a page that was being replaced (a reload of its own)."""
+    try:
+        return check()
+    except PlaywrightError:
+        return False
+
+
+def go(page: Any, selector: str) -> None:
+    """Clicks what loads another page, and waits for that page (a read right after a click could
+    read the page before)."""
+    with page.expect_navigation():
+        page.click(selector)
 
 
 def state(r: redis.Redis) -> str:
@@ -78,7 +98,7 @@ def test_overview_lists_what_policy_list_lists(server: Any, dashboard: Any, page
     assert "ReclaimDeadLetters" in page.page.locator("#policies tbody tr").first.inner_text()
     page.page.screenshot(path=str(DOCS / "dashboard-overview.png"), full_page=True)
     # every database: db1's policy under its own tab
-    page.page.click("text=db1")
+    go(page.page, "text=db1")
     assert rows(page.page) == listed(r1)
     assert PASSWORD not in page.page.content()
     assert PASSWORD not in d.output()
@@ -89,6 +109,18 @@ def test_overview_lists_what_policy_list_lists(server: Any, dashboard: Any, page
     assert [a for a, _ in rows(page.page)] == ["shipping", "payments", "orders"]
 
 
+def test_the_overview_refreshes_itself(server: Any, dashboard: Any, page: Watched) -> None:
+    r = server.client()
+    r.execute_command("RECLAIM.POLICY", "SET", "orders", "workers", "MIN-IDLE", 1000)
+    d = dashboard(url(server), "--refresh", "1")
+    page.page.goto(d.base + "/")
+    assert rows(page.page) == [("orders", "workers")]
+    r.execute_command("RECLAIM.POLICY", "SET", "payments", "billing", "MIN-IDLE", 1000)
+
+    wait_for("the new policy on the page, without a reload by the test", lambda: reading(
+        lambda: rows(page.page) == [("orders", "workers"), ("payments", "billing")]))
+
+
 def test_overview_pages_with_after_and_count(server: Any, dashboard: Any, page: Watched) -> None:
     r = server.client()
     for i in range(120):
@@ -97,7 +129,7 @@ def test_overview_pages_with_after_and_count(server: Any, dashboard: Any, page: 
     page.page.goto(d.base + "/")
     seen = rows(page.page)
     while page.page.locator("#next-page").count():
-        page.page.click("#next-page")
+        go(page.page, "#next-page")
         seen += rows(page.page)
     assert seen == listed(r)
     assert len(seen) == 120
@@ -119,7 +151,7 @@ def test_a_dlq_of_1000_entries_pages(server: Any, dashboard: Any, page: Watched)
         pages += 1
         if not page.page.locator("#older").count():
             break
-        page.page.click("#older")
+        go(page.page, "#older")
     assert pages == 20
     assert ids == newest_first
     first = page.page.locator("#entries tr.entry").last.inner_text()
@@ -138,13 +170,14 @@ def test_redrive_in_the_page_moves_entries_back(server: Any, dashboard: Any, pag
     page.page.goto(d.base + "/dlq?db=0&key=orders:dlq")
     page.page.screenshot(path=str(DOCS / "dashboard-dlq.png"), full_page=False)
     page.page.fill("#redrive-form input[name=rate]", "400")
-    page.page.click("#redrive-start")
-    wait_for("the bar at 100% and the task done", lambda: (
+    go(page.page, "#redrive-start")
+    wait_for("the bar at 100% and the task done", lambda: reading(lambda: (
         page.page.locator("#pct").inner_text() == "100%"
-        and page.page.locator("#task-state").inner_text() == "done"), timeout=60)
+        and page.page.locator("#task-state").inner_text() == "done")), timeout=60)
     assert page.page.locator("#moved").inner_text() == "200"
     # when the task ends the page reloads: the DLQ as it is now
-    wait_for("the page to show what is left", lambda: page.page.locator("#entries td.id").count() == 1)
+    wait_for("the page to show what is left",
+             lambda: reading(lambda: page.page.locator("#entries td.id").count() == 1))
     # the hand-written record without reclaim-id stays (skipped), the 200 are back
     assert r.xlen("orders:dlq") == 1
     pending = r.xpending("orders", "workers")
@@ -161,7 +194,7 @@ def test_delete_selected_entries(server: Any, dashboard: Any, page: Watched) -> 
     page.page.goto(d.base + "/dlq?db=0&key=orders:dlq")
     page.page.check(f"#entries input[value='{newest[0]}']")
     page.page.check(f"#entries input[value='{newest[2]}']")
-    page.page.click("#delete")
+    go(page.page, "#delete")
     assert [text(e[0]) for e in r.xrevrange("orders:dlq", "+", "-")] == [
         newest[1], newest[3], newest[4]]
     assert page.page.locator("#entries td.id").all_inner_texts() == [newest[1], newest[3], newest[4]]
@@ -177,14 +210,14 @@ def test_pause_in_the_page_shows_in_policy_get(server: Any, dashboard: Any, page
     page.page.goto(d.base + "/policy?db=0&key=orders&group=workers")
     assert page.page.locator("#pending tbody tr").count() == 1
     assert "bob" in page.page.locator("#consumers").inner_text()
-    page.page.click("#pause")
+    go(page.page, "#pause")
     assert state(r) == "paused"
     assert page.page.locator("#state").inner_text() == "paused"
-    page.page.click("#resume")
+    go(page.page, "#resume")
     assert state(r) == "active"
     # the what-if form
     page.page.fill("#whatif input[name=min_idle]", "1")
-    page.page.click("#simulate")
+    go(page.page, "#simulate")
     assert "Would move 1" in page.page.locator("#sim-totals").inner_text()
     # traffic for the chart: entries delivered, some dead-lettered, while the dashboard samples
     for round in range(12):
@@ -292,13 +325,13 @@ def test_a_user_restricted_by_acl_sees_only_its_policies(server: Any, dashboard:
     assert listed(r) == [("orders", "workers"), ("payments", "billing")]
     page.page.goto(d.base + "/dlq?db=0&key=orders:dlq")
     assert len(page.page.locator("#entries td.id").all_inner_texts()) == 2
-    page.page.click("#redrive-start")
+    go(page.page, "#redrive-start")
     assert page.page.locator("#error").inner_text().startswith("NOPERM")
     assert r.execute_command("RECLAIM.REDRIVE", "STATUS", "orders:dlq") is None
     page.page.goto(d.base + "/policy?db=0&key=payments&group=billing")
     assert "NOPERM" in page.page.locator("#error").inner_text()
     page.page.goto(d.base + "/policy?db=0&key=orders&group=workers")
-    page.page.click("#pause")
+    go(page.page, "#pause")
     assert page.page.locator("#error").inner_text().startswith("NOPERM")
     assert state(r) == "active"
     assert PASSWORD not in page.page.content()
@@ -350,8 +383,35 @@ def test_the_dlq_filters_by_reason_and_source(server: Any, dashboard: Any, page:
     page.page.goto(d.base + "/dlq?db=0&key=all:dlq")
     page.page.fill("#filter input[name=reason]", "timeout")
     page.page.fill("#filter input[name=source]", "orders")
-    page.page.click("#filter button")
+    go(page.page, "#filter button")
     want = [str(i) for i in range(119, -1, -1) if i % 2 and i % 3 == 0]
     got = [t.strip() for t in page.page.locator("#entries .fvalue").all_inner_texts()]
     assert got == want
     assert "Filtered within the 120 entries read" in page.page.locator("#filter-note").inner_text()
+
+
+def test_a_cluster_url_shows_every_primary(dashboard: Any, page: Watched) -> None:
+    cluster = Cluster()
+    try:
+        rc = cluster.client(None)
+        reclaim = Reclaim(rc)
+        streams = ["orders", "payments", "shipping", "audit", "users"]
+        assert len({cluster.node_of(s).port for s in streams}) == 3  # every node holds one
+        for s in streams:
+            rc.xgroup_create(s, "g", "$", mkstream=True)
+            reclaim.policy_set(s, "g", min_idle=1000, max_deliveries=2, dlq=f"{{{s}}}:dlq")
+        ids = [rc.xadd("payments", {"item": f"p{i}"}) for i in range(3)]
+        rc.xreadgroup("g", "alice", {"payments": ">"})
+        reclaim.term("payments", "g", "alice", *ids)
+        d = dashboard(f"redis://127.0.0.1:{cluster.nodes[0].port}")
+        page.page.goto(d.base + "/")
+        assert rows(page.page) == [(text(p.stream), text(p.group)) for p in reclaim.policy_list()]
+        assert len(rows(page.page)) == 5
+        page.page.goto(d.base + "/dlq?db=0&key=" + quote("{payments}:dlq"))
+        assert len(page.page.locator("#entries td.id").all_inner_texts()) == 3
+        page.page.goto(d.base + "/policy?db=0&key=shipping&group=g")
+        go(page.page, "#pause")
+        got = reclaim.policy_get("shipping", "g")
+        assert got is not None and got.state == "paused"
+    finally:
+        cluster.stop()

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 import redis
+from redis.cluster import RedisCluster
 
 from .. import _commands as c
 from ..client import Reclaim
@@ -73,9 +74,33 @@ class Data:
         self._base = redis.ConnectionPool.from_url(url)
         self.db = int(self._base.connection_kwargs.get("db", 0) or 0)
         self._clients: dict[int, Any] = {}
+        #: A RedisCluster client when the URL names a node of a Redis Cluster: LIST then asks
+        #: every primary (the client merges the pages), each keyed command goes to its node.
+        self.cluster: Optional[Any] = None
+        self._checked = False
+
+    def _cluster(self) -> Optional[Any]:
+        if not self._checked:
+            if self._is_cluster():
+                self.cluster = RedisCluster.from_url(self.url)
+            self._checked = True
+        return self.cluster
+
+    def _is_cluster(self) -> bool:
+        probe = redis.Redis(connection_pool=self._base)
+        try:
+            return int(probe.info("cluster").get("cluster_enabled", 0)) == 1
+        except redis.ResponseError:  # a user that may not run INFO: the URL's server alone
+            return False
 
     def client(self, db: int) -> Any:
-        """The client of database ``db`` (redis-py's types are loose: Any)."""
+        """The client of database ``db`` (redis-py's types are loose: Any); in a cluster, the
+        cluster client (database 0 only)."""
+        cluster = self._cluster()
+        if cluster is not None:
+            if db != 0:
+                raise LookupError("a Redis Cluster has database 0 only")
+            return cluster
         cl = self._clients.get(db)
         if cl is None:
             kwargs = {**self._base.connection_kwargs, "db": db}
@@ -88,9 +113,15 @@ class Data:
     def reclaim(self, db: int) -> Reclaim:
         return Reclaim(self.client(db))
 
+    def call(self, db: int, command: c.Command[Any]) -> Any:
+        """One command through the client (routed by its key in a cluster)."""
+        return self.reclaim(db).execute(command)
+
     def close(self) -> None:
         for cl in self._clients.values():
             cl.close()
+        if self.cluster is not None:
+            self.cluster.close()
         self._base.disconnect()
 
     # -- reads -----------------------------------------------------------------------------
@@ -98,6 +129,8 @@ class Data:
     def databases(self) -> list[int]:
         """The databases that hold keys (INFO keyspace), and the URL's; only the URL's when the
         user may not run INFO."""
+        if self._cluster() is not None:
+            return [0]
         dbs = {self.db}
         try:
             info = self.client(self.db).info("keyspace")
@@ -115,16 +148,29 @@ class Data:
         rows = r.execute(c.Command(listed.args, None, _raw_list))
         if not rows:
             return []
-        pipe = self.client(db).pipeline(transaction=False)
-        for p in rows:
-            pipe.execute_command(*c.health(p["key"], p["group"]).args)
-            pipe.execute_command(*c.stats(p["key"], p["group"]).args)
-            pipe.execute_command(*c.simulate(p["key"], p["group"], limit=SIMULATE_LIMIT).args)
-        replies = pipe.execute(raise_on_error=False)
+        replies = self._each(db, [cmd for p in rows for cmd in (
+            c.health(p["key"], p["group"]), c.stats(p["key"], p["group"]),
+            c.simulate(p["key"], p["group"], limit=SIMULATE_LIMIT))])
         out = []
         for i, p in enumerate(rows):
             h, s, sim = replies[3 * i: 3 * i + 3]
             out.append(self._row(db, p, h, s, sim))
+        return out
+
+    def _each(self, db: int, commands: list[c.Command[Any]]) -> list[Any]:
+        """The raw replies of ``commands`` (an error as its exception): one pipeline on a
+        server, one command after the other (each to its node) in a cluster."""
+        if self._cluster() is None:
+            pipe = self.client(db).pipeline(transaction=False)
+            for cmd in commands:
+                pipe.execute_command(*cmd.args)
+            return list(pipe.execute(raise_on_error=False))
+        out: list[Any] = []
+        for cmd in commands:
+            try:
+                out.append(self.call(db, c.Command(cmd.args, cmd.key, lambda r: r)))
+            except redis.ResponseError as e:
+                out.append(e)
         return out
 
     def _row(self, db: int, p: dict[str, Any], h: Any, s: Any, sim: Any) -> dict[str, Any]:
@@ -164,12 +210,12 @@ class Data:
     def policy(self, db: int, key: bytes, group: bytes) -> dict[str, Any]:
         """One policy's page: GET (every field), STATS, HEALTH, the head of the PEL."""
         cl = self.client(db)
-        got = _raw_map(cl.execute_command(*c.policy_get(key, group).args))
+        got = self.call(db, c.Command(c.policy_get(key, group).args, key, _raw_map))
         if got is None:
             raise LookupError("no reclaim policy for this key and group")
         out: dict[str, Any] = {"db": db, "key": key, "group": group, "fields": got}
-        out["stats"] = c._parse_stats(cl.execute_command(*c.stats(key, group).args))
-        out["health"] = c._parse_health(cl.execute_command(*c.health(key, group).args))
+        out["stats"] = self.call(db, c.stats(key, group))
+        out["health"] = self.call(db, c.health(key, group))
         try:
             out["pending"] = cl.xpending_range(key, group, "-", "+", PENDING_ROWS)
         except redis.ResponseError as e:
