@@ -74,7 +74,8 @@ class Dashboard:
     def sample(self, watched: list[PolicyId]) -> None:
         for db, key, group in watched:
             try:
-                self.sampler.record((db, key, group), self.data.reclaim(db).stats(key, group))
+                self.sampler.record((db, key, group), self.data.reclaim(db).stats(key, group),
+                                    viewed=False)
             except redis.RedisError:
                 continue
 

@@ -4,6 +4,7 @@ count) and of a DLQ (XREVRANGE with a COUNT)."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Optional
 
 import redis
@@ -74,17 +75,19 @@ class Data:
         self._base = redis.ConnectionPool.from_url(url)
         self.db = int(self._base.connection_kwargs.get("db", 0) or 0)
         self._clients: dict[int, Any] = {}
+        self._lock = threading.Lock()
         #: A RedisCluster client when the URL names a node of a Redis Cluster: LIST then asks
         #: every primary (the client merges the pages), each keyed command goes to its node.
         self.cluster: Optional[Any] = None
         self._checked = False
 
     def _cluster(self) -> Optional[Any]:
-        if not self._checked:
-            if self._is_cluster():
-                self.cluster = RedisCluster.from_url(self.url)
-            self._checked = True
-        return self.cluster
+        with self._lock:
+            if not self._checked:
+                if self._is_cluster():
+                    self.cluster = RedisCluster.from_url(self.url)
+                self._checked = True
+            return self.cluster
 
     def _is_cluster(self) -> bool:
         probe = redis.Redis(connection_pool=self._base)
@@ -101,14 +104,25 @@ class Data:
             if db != 0:
                 raise LookupError("a Redis Cluster has database 0 only")
             return cluster
-        cl = self._clients.get(db)
-        if cl is None:
-            kwargs = {**self._base.connection_kwargs, "db": db}
-            pool = redis.ConnectionPool(connection_class=self._base.connection_class,
-                                        max_connections=16, **kwargs)
-            cl = redis.Redis(connection_pool=pool)
-            self._clients[db] = cl
-        return cl
+        if not 0 <= db < 1_000_000:
+            raise LookupError(f"no database {db}")
+        with self._lock:
+            cl = self._clients.pop(db, None)
+            if cl is None:
+                cl = self._connect(db)
+                if len(self._clients) >= 16:
+                    oldest = next(iter(self._clients))
+                    self._clients.pop(oldest).close()
+            self._clients[db] = cl  # the most recently used last
+            return cl
+
+    def _connect(self, db: int) -> Any:
+        """A client of database ``db``: at most 16 connections (a request waits for one)."""
+        kwargs = {**self._base.connection_kwargs, "db": db}
+        pool_class: Any = redis.BlockingConnectionPool
+        pool = pool_class(connection_class=self._base.connection_class, max_connections=16,
+                          timeout=10, **kwargs)
+        return redis.Redis(connection_pool=pool)
 
     def reclaim(self, db: int) -> Reclaim:
         return Reclaim(self.client(db))

@@ -36,12 +36,18 @@ class Sampler:
                 self._seen.pop(old, None)
         return ring
 
-    def record(self, pid: PolicyId, stats: dict[str, Any], now: Optional[float] = None) -> None:
-        """A sample from a ``RECLAIM.STATS`` reply, at most one per interval per policy."""
+    def record(self, pid: PolicyId, stats: dict[str, Any], now: Optional[float] = None,
+               viewed: bool = True) -> None:
+        """A sample from a ``RECLAIM.STATS`` reply, at most one per interval per policy;
+        ``viewed``: read for a page (the sampler's own reads keep nothing alive)."""
         now = time.time() if now is None else now
         with self._lock:
-            self._seen[pid] = now
-            self._series.move_to_end(pid) if pid in self._series else None
+            if viewed:
+                self._seen[pid] = now
+                if pid in self._series:
+                    self._series.move_to_end(pid)
+            elif pid not in self._seen:
+                return
             ring = self._ring(pid)
             if ring and now - ring[-1][0] < self.interval * 0.9:
                 return
