@@ -86,13 +86,17 @@ web-deps: py-deps ## Install the dashboard's Python dependencies and Playwright 
 
 # The tests run the package as pip installs it (templates and static files included).
 PY_CLIENT_WEB := $(CURDIR)/target/python-web
-test-web: build web-deps ## The web dashboard in a real browser (Playwright + Debian's chromium) against real servers; writes docs/dashboard-*.png
+test-web: build web-deps ## The web dashboard in a real browser (Playwright + Debian's chromium) against real servers, on redis-py 8 and 5; writes docs/dashboard-*.png
 	rm -rf $(PY_CLIENT_WEB)
 	PYTHONPATH=$(PY_DEPS) python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
 	  --no-deps --no-build-isolation --target $(PY_CLIENT_WEB) ./clients/python
 	PYTHONPATH=$(PY_DEPS):$(PY_WEB) python3 -m mypy --strict --config-file clients/python/pyproject.toml \
 	  --cache-dir target/mypy-web clients/python/src/redis_reclaim/web
+	@echo "== redis-py $$(PYTHONPATH=$(PY_DEPS) python3 -c 'import redis; print(redis.__version__)')"
 	RECLAIM_MODULE='$(MODULE)' PYTHONPATH=$(PY_CLIENT_WEB):$(PY_DEPS):$(PY_WEB) \
+	  python3 -m pytest -q -p no:cacheprovider clients/python/tests_web
+	@echo "== redis-py $$(PYTHONPATH=$(PY_DEPS_REDIS5):$(PY_DEPS) python3 -c 'import redis; print(redis.__version__)')"
+	RECLAIM_MODULE='$(MODULE)' PYTHONPATH=$(PY_CLIENT_WEB):$(PY_DEPS_REDIS5):$(PY_DEPS):$(PY_WEB) \
 	  python3 -m pytest -q -p no:cacheprovider clients/python/tests_web
 
 py-deps: ## Install redis-py (8.x and 5.x), pytest, mypy and setuptools into .cache/ for make test-python (python3-pip too when missing)

@@ -87,9 +87,11 @@ def test_overview_lists_what_policy_list_lists(server: Any, dashboard: Any, page
     r1 = redis.Redis(port=server.port, db=1)
     r1.xgroup_create("audit", "readers", "$", mkstream=True)
     r1.execute_command("RECLAIM.POLICY", "SET", "audit", "readers", "MIN-IDLE", 1000)
-    d = dashboard(url(server, password=PASSWORD))
+    r.execute_command("ACL", "SETUSER", "admin", "on", f">{PASSWORD}", "~*", "&*", "+@all")
+    d = dashboard(url(server, "admin", PASSWORD))
     page.page.goto(d.base + "/")
     assert rows(page.page) == listed(r)
+    assert page.page.locator("header .server").inner_text() == f"redis://admin:***@127.0.0.1:{server.port}/0"
     statuses = page.page.locator("#policies tbody td.status").all_inner_texts()
     assert [s.strip() for s in statuses] == ["active", "paused", "waiting: no stream shipping"]
     # the red mark: 30 dead letters in the last minute (ReclaimDeadLetters), a waiting policy
