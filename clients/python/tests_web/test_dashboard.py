@@ -82,7 +82,8 @@ def test_overview_lists_what_policy_list_lists(server: Any, dashboard: Any, page
     dead_letters(r, "orders", "workers", 30)
     for i in range(5):
         r.xadd("orders", {"item": f"late-{i}"})
-    r.xreadgroup("workers", "bob", {"orders": ">"})
+    late = r.xreadgroup("workers", "bob", {"orders": ">"})[0][1]
+    assert r.execute_command("RECLAIM.NACK", "orders", "workers", "bob", late[0][0], "DELAY", 30000) == 1
     r.xgroup_create("payments", "billing", "$", mkstream=True)
     r.execute_command("RECLAIM.POLICY", "SET", "payments", "billing", "MIN-IDLE", 5000)
     r.execute_command("RECLAIM.POLICY", "SET", "shipping", "labels", "MIN-IDLE", 5000)
@@ -95,7 +96,8 @@ def test_overview_lists_what_policy_list_lists(server: Any, dashboard: Any, page
     page.page.goto(d.base + "/")
     assert rows(page.page) == listed(r)
     assert page.page.locator("header .server").inner_text() == f"redis://admin:***@127.0.0.1:{server.port}/0"
-    assert page.page.locator("#policies tbody tr").first.locator("td").nth(3).inner_text() == "5"
+    first = page.page.locator("#policies tbody tr").first.locator("td")
+    assert (first.nth(3).inner_text(), first.nth(5).inner_text()) == ("5", "1")  # pending, delayed
     statuses = page.page.locator("#policies tbody td.status").all_inner_texts()
     assert [s.strip() for s in statuses] == ["active", "paused", "waiting: no stream shipping"]
     # the red mark: 30 dead letters in the last minute (ReclaimDeadLetters), a waiting policy

@@ -67,6 +67,15 @@ def alerts(row: dict[str, Any]) -> list[str]:
     return out
 
 
+def delayed(live: Optional[dict[str, Any]], claimant: Any) -> Optional[int]:
+    """Entries given back with ``RECLAIM.NACK ... DELAY``: those of ``<CLAIMANT>:delayed`` (among
+    the 64 consumers HEALTH lists)."""
+    if live is None or claimant is None:
+        return None
+    owner = as_bytes(claimant) + b":delayed"
+    return sum(int(n) for consumer, n in live["by-consumer"] if as_bytes(consumer) == owner)
+
+
 class Data:
     """The dashboard's reads and actions on one server (one client per database)."""
 
@@ -198,6 +207,7 @@ class Data:
         else:
             health = c._parse_health(h)
             row["live"] = health["live"]
+            row["delayed"] = delayed(health["live"], p.get("claimant"))
             row["dead_per_min"] = health["dead-letters"]["last-minute"]
             row["dead_per_hour"] = health["dead-letters"]["last-hour"]
             row["dlq_length"] = health["dead-letters"]["dlq-length"]
