@@ -19,7 +19,6 @@ It prints p50, p99 and max of each, the pages fetched, and the server's own view
 """
 
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -68,14 +67,6 @@ def measure(r, secs):
             "max": out[-1] * 1e3}
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def fetch(url):
     return urllib.request.urlopen(url, timeout=30).read().decode()
 
@@ -111,7 +102,7 @@ def main():
         show("without the dashboard", measure(r, SECS))
         r.execute_command("LATENCY", "RESET")
         r.config_resetstat()
-        web = free_port()
+        web = probe.free_port()
         dash = subprocess.Popen([sys.executable, "-m", "redis_reclaim.web", "--url",
                                  f"redis://127.0.0.1:{port}", "--port", str(web),
                                  "--sample-interval", "1"], stdout=subprocess.DEVNULL,
