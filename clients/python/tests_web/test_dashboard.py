@@ -131,16 +131,23 @@ def test_the_overview_refreshes_itself(server: Any, dashboard: Any, page: Watche
 
 def test_overview_pages_with_after_and_count(server: Any, dashboard: Any, page: Watched) -> None:
     r = server.client()
-    for i in range(120):
+    for i in range(100):
+        r.execute_command("RECLAIM.POLICY", "SET", f"s{i:03d}", "g", "MIN-IDLE", 1000)
+    d0 = dashboard(url(server))
+    page.page.goto(d0.base + "/?after_key=s049&after_group=g")
+    assert len(rows(page.page)) == 50 and page.page.locator("#next-page").count() == 0  # no empty page
+    for i in range(100, 120):
         r.execute_command("RECLAIM.POLICY", "SET", f"s{i:03d}", "g", "MIN-IDLE", 1000)
     d = dashboard(url(server))
     page.page.goto(d.base + "/")
     seen = rows(page.page)
+    pages = 1
     while page.page.locator("#next-page").count():
         go(page.page, "#next-page")
         seen += rows(page.page)
+        pages += 1
     assert seen == listed(r)
-    assert len(seen) == 120
+    assert (len(seen), pages) == (120, 3)
 
 
 def test_a_dlq_of_1000_entries_pages(server: Any, dashboard: Any, page: Watched) -> None:

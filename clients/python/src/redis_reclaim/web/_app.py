@@ -162,11 +162,11 @@ class Dashboard:
         if q.get("after_key") is not None and q.get("after_group") is not None:
             after = (self.name(q, "after_key"), self.name(q, "after_group"))
         dbs = await run_in_threadpool(self.data.databases)
-        rows = await run_in_threadpool(self.data.policies, db, after)
+        rows, more = await run_in_threadpool(self.data.policies, db, after)
         for r in rows:
             if r.get("stats") is not None:
                 self.sampler.record((db, bytes(r["key"]), bytes(r["group"])), r["stats"])
-        nxt = rows[-1] if len(rows) >= PAGE else None
+        nxt = rows[-1] if more else None
         return self.render(request, "overview.html", rows=rows, dbs=dbs, db=db, next=nxt,
                            paged=after is not None, page=PAGE)
 

@@ -163,14 +163,17 @@ class Data:
         return sorted(dbs)
 
     def policies(self, db: int, after: Optional[tuple[bytes, bytes]], count: int = PAGE
-                 ) -> list[dict[str, Any]]:
+                 ) -> tuple[list[dict[str, Any]], bool]:
         """A page of LIST with each policy's HEALTH, STATS and a bounded SIMULATE, in one
-        pipeline; a policy's own errors (NOPERM) are kept in its row."""
+        pipeline; a policy's own errors (NOPERM) are kept in its row. True with it when more
+        policies follow (LIST is asked for one more)."""
         r = self.reclaim(db)
-        listed = c.policy_list(after=after, count=count)
+        listed = c.policy_list(after=after, count=count + 1)
         rows = r.execute(c.Command(listed.args, None, _raw_list))
+        more = len(rows) > count
+        rows = rows[:count]
         if not rows:
-            return []
+            return [], False
         replies = self._each(db, [cmd for p in rows for cmd in (
             c.health(p["key"], p["group"]), c.stats(p["key"], p["group"]),
             c.simulate(p["key"], p["group"], limit=SIMULATE_LIMIT))])
@@ -178,7 +181,7 @@ class Data:
         for i, p in enumerate(rows):
             h, s, sim = replies[3 * i: 3 * i + 3]
             out.append(self._row(db, p, h, s, sim))
-        return out
+        return out, more
 
     def _each(self, db: int, commands: list[c.Command[Any]]) -> list[Any]:
         """The raw replies of ``commands`` (an error as its exception): one pipeline on a
