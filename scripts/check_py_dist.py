@@ -5,7 +5,8 @@ Usage: python3 scripts/check_py_dist.py DIST_DIR VERSION
 DIST_DIR must hold exactly one wheel and one sdist of `redis-reclaim` at VERSION (the module's
 version, from Cargo.toml). The wheel must hold every file of clients/python/src/redis_reclaim
 (the package's modules and its `py.typed` marker) and nothing else but its .dist-info, with
-metadata that names the version, redis-py 5 or later and Python 3.10 or later. The sdist must
+metadata that names the version, redis-py 5 or later (and the optional groups' requirements,
+as pyproject.toml declares them) and Python 3.10 or later. The sdist must
 hold the package's sources, pyproject.toml and the README, with PKG-INFO at the same version.
 Prints one line per package checked; exits 1 with every fault listed.
 """
@@ -14,6 +15,7 @@ import email.message
 import email.parser
 import sys
 import tarfile
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -42,8 +44,19 @@ def check_metadata(where: str, meta: email.message.Message, version: str, faults
     if meta["Requires-Python"] != ">=3.10":
         faults.append(f"{where}: Requires-Python {meta['Requires-Python']!r}, expected '>=3.10'")
     requires = [r.replace(" ", "") for r in meta.get_all("Requires-Dist") or []]
-    if requires != ["redis>=5"]:
-        faults.append(f"{where}: Requires-Dist {requires}, expected ['redis>=5']")
+    if requires != expected_requires():
+        faults.append(f"{where}: Requires-Dist {requires}, expected {expected_requires()}")
+
+
+def expected_requires() -> list[str]:
+    """What pyproject.toml declares: redis-py 5 or later, then each optional group's (``web``)
+    requirements marked with their extra, as the metadata lists them."""
+    with open(ROOT / "clients" / "python" / "pyproject.toml", "rb") as f:
+        project = tomllib.load(f)["project"]
+    out = [r.replace(" ", "") for r in project["dependencies"]]
+    for extra, reqs in project.get("optional-dependencies", {}).items():
+        out += [f'{r.replace(" ", "")};extra=="{extra}"' for r in reqs]
+    return out
 
 
 def check_wheel(path: Path, version: str, faults: list[str]) -> None:
