@@ -130,9 +130,10 @@ export class Server {
     throw new Error(`server did not answer within 20 s:\n${this.log()}`);
   }
 
-  /** Restarts the server on the same port (a connection drop for the clients). */
-  async restart() {
+  /** Restarts the server on the same port after downMs (a connection drop for the clients). */
+  async restart(downMs = 0) {
     await this.kill();
+    await sleep(downMs);
     if (!(await this.spawn())) throw new Error(`port ${this.port} taken while restarting`);
   }
 
