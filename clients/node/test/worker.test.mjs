@@ -51,7 +51,8 @@ const reasonOf = (dl) => dl[1][dl[1].indexOf('reclaim-reason') + 1];
 
 describe('Worker', () => {
   test('nothing lost, nothing acknowledged twice: two workers, two client libraries, failures', async () => {
-    const stream = await setup({ maxDeliveries: 5 });
+    // Leases long enough that a loaded machine's stalls do not hand a running entry to the other worker.
+    const stream = await setup({ minIdle: 3000, maxDeliveries: 5 });
     const ids = await add(stream, 300);
     const done = new Map();
     const failedOnce = new Set();
@@ -67,8 +68,8 @@ describe('Worker', () => {
     };
     const nr = await connect('node-redis', 2, server.port);
     const workers = [
-      new Worker(client, { stream, group: 'workers', consumer: 'a', handler, concurrency: 10, block: 100 }),
-      new Worker(nr, { stream, group: 'workers', consumer: 'b', handler, concurrency: 7, block: 100 }),
+      new Worker(client, { stream, group: 'workers', consumer: 'a', handler, concurrency: 10, block: 100, failureDelay: 50 }),
+      new Worker(nr, { stream, group: 'workers', consumer: 'b', handler, concurrency: 7, block: 100, failureDelay: 50 }),
     ];
     for (const w of workers) {
       w.on('completed', (e) => done.set(e.id, (done.get(e.id) ?? 0) + 1));
@@ -150,12 +151,12 @@ describe('Worker', () => {
   });
 
   test('long handlers keep their leases (EXTEND): no other worker gets their entries', async () => {
-    const stream = await setup({ minIdle: 150, interval: 50 });
+    const stream = await setup({ minIdle: 1000, interval: 100 });
     await add(stream, 3);
     const byWorker = { slow: 0, other: 0 };
     const slow = new Worker(client, {
       stream, group: 'workers', consumer: 'slow', concurrency: 3, block: 50,
-      handler: async () => { byWorker.slow += 1; await new Promise((r) => setTimeout(r, 800)); },
+      handler: async () => { byWorker.slow += 1; await new Promise((r) => setTimeout(r, 3000)); },
     });
     await waitFor('the slow worker holding 3', () => slow.holding === 3, 10_000);
     const other = new Worker(client, {
@@ -212,6 +213,12 @@ describe('Worker', () => {
     assert.ok(errors.every((e) => !(e instanceof TypeError)), String(errors));
   });
 
+  test('NOGROUP stops the worker: run() rejects with the server\'s error, holding nothing', async () => {
+    const w = new Worker(client, { stream: `missing-${++n}`, group: 'workers', consumer: 'x', block: 50, handler: () => {}, autorun: false });
+    await assert.rejects(w.run(), (e) => e.code === 'NOGROUP' && /^NOGROUP /.test(e.message));
+    assert.equal(w.holding, 0);
+  });
+
   test('bad options: TypeError / RangeError / Error before anything is sent', async () => {
     const stream = 'never-used';
     const base = { stream, group: 'g', consumer: 'c', handler: () => {} };
@@ -241,7 +248,7 @@ describe('Worker processes', () => {
   }
 
   test('a SIGKILLed worker\'s entries are redelivered to another', async () => {
-    const stream = await setup({ minIdle: 300, interval: 100 });
+    const stream = await setup({ minIdle: 1000, interval: 100 });
     const ids = await add(stream, 4);
     const { child, output } = start(stream, 'doomed', 60_000, 4);
     await waitFor('the child holding entries', () => /holding 4/.test(output()), 20_000);
