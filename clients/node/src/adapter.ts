@@ -4,7 +4,8 @@
  * flat arrays (RESP2's shape), so normalize.ts reads one shape. Nothing else knows which library
  * it talks to.
  */
-import { asReclaimError } from './errors.js';
+import calculateSlot from 'cluster-key-slot';
+import { asReclaimError, ReclaimError } from './errors.js';
 
 /** An argument of a command: strings, Buffers (binary-safe names) and numbers. */
 export type Arg = string | Buffer | number;
@@ -12,6 +13,8 @@ export type Arg = string | Buffer | number;
 export interface CallOptions {
   /** Bulk strings as Buffers (entry field values, binary names) instead of strings. */
   buffers?: boolean;
+  /** The key that routes the command in a cluster (the stream; the DLQ for REDRIVE). */
+  key?: string | Buffer;
 }
 
 /** One command of a pipeline: its reply, or the error it got. */
@@ -21,8 +24,12 @@ export interface Adapter {
   /** Which library: `ioredis` or `node-redis`. */
   readonly kind: 'ioredis' | 'node-redis';
   call(args: readonly Arg[], options?: CallOptions): Promise<unknown>;
-  /** Sends the commands in one round trip (pipelined); one result each, in order. */
-  pipeline(commands: readonly (readonly Arg[])[]): Promise<Settled[]>;
+  /** Sends the commands in one round trip (pipelined); one result each, in order. `key` routes them all. */
+  pipeline(commands: readonly (readonly Arg[])[], key?: string | Buffer): Promise<Settled[]>;
+  /** The primaries: [this] on a single server, a connection to each primary in a cluster. */
+  primaries(): Promise<Adapter[]>;
+  /** Whether this is a cluster client (then keyless commands go to one primary, and CLIENT UNBLOCK is not used). */
+  readonly cluster: boolean;
   /** Whether the client is connected, or connecting on its own (not closed, not a lazy client never connected). */
   usable(): boolean;
   /** A new connection of the same client's settings, connected (for a blocking read). */
@@ -71,6 +78,7 @@ const FLAT_MAPS_BUFFERS = { [MAP]: Array, [BLOB_STRING]: Buffer, [VERBATIM_STRIN
 
 class IORedisAdapter implements Adapter {
   readonly kind = 'ioredis';
+  readonly cluster = false;
   constructor(private readonly client: IORedisLike, private readonly own = false) {}
 
   async call(args: readonly Arg[], options: CallOptions = {}): Promise<unknown> {
@@ -95,6 +103,10 @@ class IORedisAdapter implements Adapter {
     return !['wait', 'end', 'close'].includes(this.client.status);
   }
 
+  async primaries(): Promise<Adapter[]> {
+    return [this];
+  }
+
   async duplicate(onError: (e: unknown) => void): Promise<Adapter> {
     const dup = this.client.duplicate();
     dup.on('error', onError);
@@ -109,6 +121,7 @@ class IORedisAdapter implements Adapter {
 
 class NodeRedisAdapter implements Adapter {
   readonly kind = 'node-redis';
+  readonly cluster = false;
   constructor(private readonly client: NodeRedisLike, private readonly own = false) {}
 
   async call(args: readonly Arg[], options: CallOptions = {}): Promise<unknown> {
@@ -130,6 +143,10 @@ class NodeRedisAdapter implements Adapter {
     return this.client.isOpen;
   }
 
+  async primaries(): Promise<Adapter[]> {
+    return [this];
+  }
+
   async duplicate(onError: (e: unknown) => void): Promise<Adapter> {
     const dup = this.client.duplicate();
     dup.on('error', onError); // without a listener, node-redis' 'error' event would end the process
@@ -144,15 +161,159 @@ class NodeRedisAdapter implements Adapter {
   }
 }
 
-/** The adapter of a client: an ioredis `Redis` or a node-redis client (`createClient`). */
+/** What an ioredis Cluster offers that the adapter uses. */
+interface IORedisClusterLike {
+  status: string;
+  slots: string[][];
+  nodes(role?: 'master' | 'slave' | 'all'): Array<IORedisLike & { options: { host?: string; port?: number } }>;
+  refreshSlotsCache(callback?: (err?: Error | null) => void): void;
+  duplicate(): IORedisClusterLike;
+  on(event: string, fn: (...a: unknown[]) => void): unknown;
+  once(event: string, fn: (...a: unknown[]) => void): unknown;
+  disconnect(): void;
+}
+
+/** Replies that say the slot map changed (a reshard, a failover): read it again and resend. */
+const REROUTE = new Set(['MOVED', 'ASK', 'CLUSTERDOWN', 'TRYAGAIN', 'UNBLOCKED']);
+const REROUTE_TRIES = 5;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * ioredis Cluster: it does not know the module's commands' keys (it would send them to any
+ * node), so the adapter sends each command to the primary that serves its key's slot, from the
+ * client's slot map; on MOVED or ASK it has the map read again and sends the command again.
+ */
+class IORedisClusterAdapter implements Adapter {
+  readonly kind = 'ioredis';
+  readonly cluster = true;
+  constructor(private readonly client: IORedisClusterLike, private readonly own = false) {}
+
+  private node(key: string | Buffer | undefined): IORedisAdapter {
+    const masters = this.client.nodes('master');
+    let node = masters[0];
+    if (key !== undefined) {
+      const owner = this.client.slots[calculateSlot(key)]?.[0];
+      node = masters.find((n) => `${n.options.host}:${n.options.port}` === owner);
+    }
+    if (!node) throw new ReclaimError('CLUSTERDOWN no primary known for the key\'s slot yet', 'routing');
+    return new IORedisAdapter(node);
+  }
+
+  private refresh(): Promise<void> {
+    return new Promise((resolve) => this.client.refreshSlotsCache(() => resolve()));
+  }
+
+  private async routed<T>(key: string | Buffer | undefined, send: (node: IORedisAdapter) => Promise<T>, rerouteOn: (r: T) => unknown): Promise<T> {
+    for (let attempt = 0; ; attempt++) {
+      let error: unknown;
+      try {
+        const r = await send(this.node(key));
+        error = rerouteOn(r);
+        if (!error) return r;
+      } catch (e) {
+        error = e;
+      }
+      if (!(error instanceof ReclaimError && REROUTE.has(error.code)) || attempt >= REROUTE_TRIES) throw error;
+      await this.refresh();
+      await sleep(50 * (attempt + 1));
+    }
+  }
+
+  call(args: readonly Arg[], options: CallOptions = {}): Promise<unknown> {
+    return this.routed(options.key, (n) => n.call(args, options), () => null);
+  }
+
+  pipeline(commands: readonly (readonly Arg[])[], key?: string | Buffer): Promise<Settled[]> {
+    return this.routed(key, (n) => n.pipeline(commands), (rs) => rs.find((r) => !r.ok && r.error instanceof ReclaimError && REROUTE.has(r.error.code)));
+  }
+
+  usable(): boolean {
+    return !['wait', 'end', 'close'].includes(this.client.status);
+  }
+
+  async primaries(): Promise<Adapter[]> {
+    return this.client.nodes('master').map((n) => new IORedisAdapter(n));
+  }
+
+  async duplicate(onError: (e: unknown) => void): Promise<Adapter> {
+    const dup = this.client.duplicate();
+    dup.on('error', onError);
+    if (dup.status !== 'ready') await new Promise((resolve) => dup.once('ready', resolve));
+    return new IORedisClusterAdapter(dup, true);
+  }
+
+  async close(): Promise<void> {
+    if (this.own) this.client.disconnect();
+  }
+}
+
+/** What a node-redis cluster (createCluster) offers that the adapter uses. */
+interface NodeRedisClusterLike {
+  isOpen: boolean;
+  masters: unknown[];
+  sendCommand(firstKey: string | Buffer | undefined, isReadonly: boolean | undefined, args: Array<string | Buffer>, options?: unknown): Promise<unknown>;
+  nodeClient(node: unknown): Promise<NodeRedisLike>;
+  duplicate(): NodeRedisClusterLike;
+  connect(): Promise<unknown>;
+  on(event: string, fn: (...a: unknown[]) => void): unknown;
+  destroy?(): void;
+  close?(): Promise<unknown>;
+}
+
+/** node-redis createCluster: it routes by the key it is given, and follows MOVED and ASK itself. */
+class NodeRedisClusterAdapter implements Adapter {
+  readonly kind = 'node-redis';
+  readonly cluster = true;
+  constructor(private readonly client: NodeRedisClusterLike, private readonly own = false) {}
+
+  async call(args: readonly Arg[], options: CallOptions = {}): Promise<unknown> {
+    const strs = args.map((a) => (typeof a === 'number' ? String(a) : a));
+    try {
+      return await this.client.sendCommand(options.key, false, strs, { typeMapping: options.buffers ? FLAT_MAPS_BUFFERS : FLAT_MAPS });
+    } catch (e) {
+      throw asReclaimError(e, commandName(args));
+    }
+  }
+
+  async pipeline(commands: readonly (readonly Arg[])[], key?: string | Buffer): Promise<Settled[]> {
+    const results = await Promise.allSettled(commands.map((c) => this.call(c, { key })));
+    return results.map((r) => (r.status === 'fulfilled' ? { ok: true, value: r.value } : { ok: false, error: r.reason }));
+  }
+
+  usable(): boolean {
+    return this.client.isOpen;
+  }
+
+  async primaries(): Promise<Adapter[]> {
+    return Promise.all(this.client.masters.map(async (m) => new NodeRedisAdapter(await this.client.nodeClient(m))));
+  }
+
+  async duplicate(onError: (e: unknown) => void): Promise<Adapter> {
+    const dup = this.client.duplicate();
+    dup.on('error', onError);
+    await dup.connect();
+    return new NodeRedisClusterAdapter(dup, true);
+  }
+
+  async close(): Promise<void> {
+    if (!this.own) return;
+    if (this.client.destroy) this.client.destroy();
+    else await this.client.close?.();
+  }
+}
+
+/** The adapter of a client: an ioredis `Redis` or `Cluster`, or a node-redis client (`createClient`, `createCluster`). */
 export function adapt(client: unknown): Adapter {
   const c = client as Record<string, unknown> | null;
   if (c && typeof c === 'object') {
     if (typeof c.callBuffer === 'function' && typeof c.call === 'function' && typeof c.status === 'string') {
-      if (typeof c.nodes === 'function') throw new TypeError('redis-reclaim: ioredis Cluster is not supported yet: pass a Redis client');
+      if (typeof c.nodes === 'function' && 'slots' in c) return new IORedisClusterAdapter(client as unknown as IORedisClusterLike);
       return new IORedisAdapter(client as IORedisLike);
     }
-    if (typeof c.sendCommand === 'function' && 'isOpen' in c) return new NodeRedisAdapter(client as NodeRedisLike);
+    if (typeof c.sendCommand === 'function' && 'isOpen' in c) {
+      if ('masters' in c && typeof c.nodeClient === 'function') return new NodeRedisClusterAdapter(client as unknown as NodeRedisClusterLike);
+      return new NodeRedisAdapter(client as NodeRedisLike);
+    }
   }
-  throw new TypeError('redis-reclaim: the client must be an ioredis Redis or a node-redis client (createClient)');
+  throw new TypeError('redis-reclaim: the client must be an ioredis Redis or Cluster, or a node-redis client (createClient or createCluster)');
 }

@@ -62,8 +62,8 @@ export function isReplyError(e: unknown): boolean {
   return false;
 }
 
-/** Error replies a worker waits out as it waits out a dropped connection: a failover, a restart. */
-const TRANSIENT_CODES = new Set(['LOADING', 'READONLY', 'CLUSTERDOWN', 'TRYAGAIN', 'MASTERDOWN', 'BUSY', 'MOVED', 'ASK']);
+/** Error replies a worker waits out as it waits out a dropped connection: a failover, a restart, a reshard (UNBLOCKED: a blocked read whose stream left the node). */
+const TRANSIENT_CODES = new Set(['LOADING', 'READONLY', 'CLUSTERDOWN', 'TRYAGAIN', 'MASTERDOWN', 'BUSY', 'MOVED', 'ASK', 'UNBLOCKED']);
 
 /** Whether a worker should retry after this error (a connection drop, a failover) rather than stop. */
 export function isTransient(e: unknown): boolean {

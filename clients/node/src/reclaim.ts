@@ -3,6 +3,7 @@
  * shape whatever the client library and protocol. Field names of map replies are the module's
  * (`stats(...)['dead-lettered']`, as docs/commands.md lists them); options are camelCase.
  */
+import calculateSlot from 'cluster-key-slot';
 import { adapt, type Adapter, type Arg } from './adapter.js';
 import { batches, fieldsOf, int, optInt, optText, pairsOf, text, type StreamBatch } from './normalize.js';
 
@@ -143,6 +144,16 @@ function counts(reply: unknown): Counts {
 
 const ok = (r: unknown): boolean => r === true || text(r) === 'OK';
 
+/** An IMPORT reply; `index` maps the index of a policy in the document sent to the one given. */
+function parseImported(reply: unknown, index: (i: number) => number): Imported {
+  const m = fieldsOf(reply);
+  const waiting = (Array.isArray(m['waiting']) ? m['waiting'] : []).map((w) => {
+    const f = fieldsOf(w);
+    return { index: index(int(f['index'])), key: text(f['key']), group: text(f['group']), status: text(f['status']) };
+  });
+  return { imported: int(m['imported']), waiting };
+}
+
 /** What `RECLAIM.POLICY IMPORT` did. */
 export interface Imported {
   imported: number;
@@ -226,74 +237,106 @@ export class Reclaim {
     this.adapter = adapt(client);
   }
 
-  private call(args: Arg[]): Promise<unknown> {
-    return this.adapter.call(args);
+  /** Sends a command; `key` routes it in a cluster (the stream, or the DLQ). */
+  private call(args: Arg[], key?: Name): Promise<unknown> {
+    return this.adapter.call(args, { key });
+  }
+
+  /** Sends a keyless command to every primary (one on a single server); the replies in order. */
+  private async everyPrimary(args: Arg[]): Promise<unknown[]> {
+    return Promise.all((await this.adapter.primaries()).map((p) => p.call(args)));
   }
 
   /** `RECLAIM.POLICY SET`: creates or replaces the policy (an option left out takes its default). */
   async policySet(stream: Name, group: Name, options: PolicyOptions & { minIdle: number }): Promise<true> {
     if (!options || options.minIdle === undefined) throw new TypeError('policySet: minIdle is required');
     const args = policyArgs('policySet', options as PolicyOptions & Record<string, unknown>);
-    ok(await this.call(['RECLAIM.POLICY', 'SET', stream, group, ...args]));
+    ok(await this.call(['RECLAIM.POLICY', 'SET', stream, group, ...args], stream));
     return true;
   }
 
   /** `RECLAIM.POLICY GET`: the policy, or null. */
   async policyGet(stream: Name, group: Name): Promise<Policy | null> {
-    const r = await this.call(['RECLAIM.POLICY', 'GET', stream, group]);
+    const r = await this.call(['RECLAIM.POLICY', 'GET', stream, group], stream);
     return r === null ? null : parsePolicy(r, stream, group);
   }
 
   /** `RECLAIM.POLICY DEL`: true when a policy was removed. */
   async policyDel(stream: Name, group: Name): Promise<boolean> {
-    return int(await this.call(['RECLAIM.POLICY', 'DEL', stream, group])) === 1;
+    return int(await this.call(['RECLAIM.POLICY', 'DEL', stream, group], stream)) === 1;
   }
 
   /** `RECLAIM.POLICY PAUSE [STORM]`. */
   async policyPause(stream: Name, group: Name, options: { storm?: boolean } = {}): Promise<true> {
     checkOptions('policyPause', options, ['storm']);
-    await this.call(['RECLAIM.POLICY', 'PAUSE', stream, group, ...(options.storm ? ['STORM'] : [])]);
+    await this.call(['RECLAIM.POLICY', 'PAUSE', stream, group, ...(options.storm ? ['STORM'] : [])], stream);
     return true;
   }
 
   /** `RECLAIM.POLICY RESUME`. */
   async policyResume(stream: Name, group: Name): Promise<true> {
-    await this.call(['RECLAIM.POLICY', 'RESUME', stream, group]);
+    await this.call(['RECLAIM.POLICY', 'RESUME', stream, group], stream);
     return true;
   }
 
-  /** `RECLAIM.POLICY LIST [AFTER stream group] [COUNT n]`: by stream, then group. */
+  /**
+   * `RECLAIM.POLICY LIST [AFTER stream group] [COUNT n]`: by stream, then group; in a cluster,
+   * every primary's, merged in that order.
+   */
   async policyList(options: { after?: [Name, Name]; count?: number } = {}): Promise<Policy[]> {
     checkOptions('policyList', options, ['after', 'count']);
     const args: Arg[] = ['RECLAIM.POLICY', 'LIST'];
     if (options.after) args.push('AFTER', options.after[0], options.after[1]);
     if (options.count !== undefined) args.push('COUNT', nonNegative('count', options.count));
-    const r = await this.call(args);
-    return (Array.isArray(r) ? r : []).map((p) => parsePolicy(p));
+    const all = (await this.everyPrimary(args)).flatMap((r) => (Array.isArray(r) ? r : []).map((p) => parsePolicy(p)));
+    all.sort((a, b) => Buffer.compare(Buffer.from(a.stream), Buffer.from(b.stream)) || Buffer.compare(Buffer.from(a.group), Buffer.from(b.group)));
+    return options.count === undefined ? all : all.slice(0, options.count);
   }
 
-  /** `RECLAIM.POLICY EXPORT`: the JSON document. */
+  /** `RECLAIM.POLICY EXPORT`: the JSON document; in a cluster, every primary's policies in one. */
   async policyExport(): Promise<string> {
-    return text(await this.call(['RECLAIM.POLICY', 'EXPORT']));
+    const docs = (await this.everyPrimary(['RECLAIM.POLICY', 'EXPORT'])).map(text);
+    if (docs.length === 1) return docs[0] as string;
+    const parsed = docs.map((d) => JSON.parse(d) as { version: number; policies: Array<{ key: string; group: string }> });
+    const policies = parsed.flatMap((d) => d.policies);
+    policies.sort((a, b) => Buffer.compare(Buffer.from(a.key), Buffer.from(b.key)) || Buffer.compare(Buffer.from(a.group), Buffer.from(b.group)));
+    return JSON.stringify({ version: parsed[0]?.version ?? 1, policies }, null, 2);
   }
 
-  /** `RECLAIM.POLICY IMPORT [REPLACE]`: `document` as text or as the parsed object. */
+  /**
+   * `RECLAIM.POLICY IMPORT [REPLACE]`: `document` as text or as the parsed object. In a cluster
+   * the policies of each slot go to its primary (all or none per slot, not across slots).
+   */
   async policyImport(document: string | Buffer | object, options: { replace?: boolean } = {}): Promise<Imported> {
     checkOptions('policyImport', options, ['replace']);
-    const doc = typeof document === 'string' || Buffer.isBuffer(document) ? document : JSON.stringify(document);
-    const m = fieldsOf(await this.call(['RECLAIM.POLICY', 'IMPORT', doc, ...(options.replace ? ['REPLACE'] : [])]));
-    const waiting = (Array.isArray(m['waiting']) ? m['waiting'] : []).map((w) => {
-      const f = fieldsOf(w);
-      return { index: int(f['index']), key: text(f['key']), group: text(f['group']), status: text(f['status']) };
+    const extra = options.replace ? ['REPLACE'] : [];
+    if (!this.adapter.cluster) {
+      const doc = typeof document === 'string' || Buffer.isBuffer(document) ? document : JSON.stringify(document);
+      return parseImported(await this.call(['RECLAIM.POLICY', 'IMPORT', doc, ...extra]), (i) => i);
+    }
+    const parsed = (typeof document === 'string' || Buffer.isBuffer(document) ? JSON.parse(text(document)) : document) as { version?: number; policies?: Array<{ key?: string }> };
+    const bySlot = new Map<number, number[]>();
+    (parsed.policies ?? []).forEach((p, i) => {
+      const slot = calculateSlot(String(p.key ?? ''));
+      bySlot.set(slot, [...(bySlot.get(slot) ?? []), i]);
     });
-    return { imported: int(m['imported']), waiting };
+    const out: Imported = { imported: 0, waiting: [] };
+    for (const indexes of bySlot.values()) {
+      const part = { ...parsed, policies: indexes.map((i) => (parsed.policies ?? [])[i]) };
+      const key = String((parsed.policies ?? [])[indexes[0] as number]?.key ?? '');
+      const r = parseImported(await this.call(['RECLAIM.POLICY', 'IMPORT', JSON.stringify(part), ...extra], key), (i) => indexes[i] ?? i);
+      out.imported += r.imported;
+      out.waiting.push(...r.waiting);
+    }
+    out.waiting.sort((a, b) => a.index - b.index);
+    return out;
   }
 
   /** `RECLAIM.SWEEP [LIMIT n]`: `{claimed, dead-lettered, deleted, dlq-trimmed, tombstones}`. */
   async sweep(stream: Name, group: Name, options: { limit?: number } = {}): Promise<Counts> {
     checkOptions('sweep', options, ['limit']);
     const extra = options.limit === undefined ? [] : ['LIMIT', nonNegative('limit', options.limit)];
-    return counts(await this.call(['RECLAIM.SWEEP', stream, group, ...extra]));
+    return counts(await this.call(['RECLAIM.SWEEP', stream, group, ...extra], stream));
   }
 
   /** `RECLAIM.SIMULATE`: what a pass would do now; policy options make it a what-if. */
@@ -301,7 +344,7 @@ export class Reclaim {
     const { limit, ...policy } = options;
     const extra = limit === undefined ? [] : ['LIMIT', nonNegative('limit', limit)];
     const args = policyArgs('simulate', policy as PolicyOptions & Record<string, unknown>);
-    const m = fieldsOf(await this.call(['RECLAIM.SIMULATE', stream, group, ...extra, ...args]));
+    const m = fieldsOf(await this.call(['RECLAIM.SIMULATE', stream, group, ...extra, ...args], stream));
     return {
       policy: parsePolicy(m['policy'], stream, group),
       halted: optText(m['halted']),
@@ -325,7 +368,7 @@ export class Reclaim {
   /** `RECLAIM.STATS`: the counters (numbers), `cursor` and `status` (strings). */
   async stats(stream: Name, group: Name): Promise<Record<string, number | string>> {
     const out: Record<string, number | string> = {};
-    for (const [k, v] of Object.entries(fieldsOf(await this.call(['RECLAIM.STATS', stream, group])))) {
+    for (const [k, v] of Object.entries(fieldsOf(await this.call(['RECLAIM.STATS', stream, group], stream)))) {
       out[k] = k === 'cursor' || k === 'status' ? text(v) : int(v);
     }
     return out;
@@ -333,7 +376,7 @@ export class Reclaim {
 
   /** `RECLAIM.HEALTH`: the group's signals; `by-consumer` and `pel-sizes` as lists of pairs. */
   async health(stream: Name, group: Name): Promise<Health> {
-    const m = fieldsOf(await this.call(['RECLAIM.HEALTH', stream, group]));
+    const m = fieldsOf(await this.call(['RECLAIM.HEALTH', stream, group], stream));
     let live: Health['live'] = null;
     if (m['live'] !== null && m['live'] !== undefined) {
       const l = fieldsOf(m['live']);
@@ -375,12 +418,12 @@ export class Reclaim {
     if (options.deliveryMetadata) args.push('DELIVERY-METADATA');
     args.push('STREAMS', ...keys, ...keys.map(() => '>'));
     const buffers = options.buffers === true;
-    return batches(await this.adapter.call(args, { buffers }), buffers);
+    return batches(await this.adapter.call(args, { buffers, key: keys[0] }), buffers);
   }
 
   /** `RECLAIM.EXTEND`: renews the consumer's leases; returns the IDs renewed (a missing one was lost). */
   async extend(stream: Name, group: Name, consumer: Name, ...ids: Name[]): Promise<string[]> {
-    const r = await this.call(['RECLAIM.EXTEND', stream, group, consumer, ...ids]);
+    const r = await this.call(['RECLAIM.EXTEND', stream, group, consumer, ...ids], stream);
     return (Array.isArray(r) ? r : []).map(text);
   }
 
@@ -390,7 +433,7 @@ export class Reclaim {
     const args: Arg[] = ['RECLAIM.NACK', stream, group, consumer, ...(Array.isArray(ids) ? ids : [ids])];
     if (options.delay !== undefined) args.push('DELAY', nonNegative('delay', options.delay));
     if (options.reason !== undefined) args.push('REASON', options.reason);
-    return int(await this.call(args));
+    return int(await this.call(args, stream));
   }
 
   /** `RECLAIM.TERM [REASON text]`: entries dead-lettered. */
@@ -398,7 +441,7 @@ export class Reclaim {
     checkOptions('term', options, ['reason']);
     const args: Arg[] = ['RECLAIM.TERM', stream, group, consumer, ...(Array.isArray(ids) ? ids : [ids])];
     if (options.reason !== undefined) args.push('REASON', options.reason);
-    return int(await this.call(args));
+    return int(await this.call(args, stream));
   }
 
   /** `RECLAIM.REDRIVE dlq [SOURCE stream group] [COUNT n] [RATE n] [CANARY n WINDOW ms]`: the task's id. */
@@ -409,12 +452,12 @@ export class Reclaim {
     for (const [k, word] of [['count', 'COUNT'], ['rate', 'RATE'], ['canary', 'CANARY'], ['window', 'WINDOW']] as const) {
       if (options[k] !== undefined) args.push(word, nonNegative(k, options[k]));
     }
-    return int(await this.call(args));
+    return int(await this.call(args, dlq));
   }
 
   /** `RECLAIM.REDRIVE STATUS`: the DLQ's last task, or null. */
   async redriveStatus(dlq: Name): Promise<Record<string, unknown> | null> {
-    const r = await this.call(['RECLAIM.REDRIVE', 'STATUS', dlq]);
+    const r = await this.call(['RECLAIM.REDRIVE', 'STATUS', dlq], dlq);
     if (r === null) return null;
     const out: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(fieldsOf(r))) {
@@ -428,7 +471,7 @@ export class Reclaim {
 
   /** `RECLAIM.REDRIVE CANCEL`: true when a running task was canceled. */
   async redriveCancel(dlq: Name): Promise<boolean> {
-    return int(await this.call(['RECLAIM.REDRIVE', 'CANCEL', dlq])) === 1;
+    return int(await this.call(['RECLAIM.REDRIVE', 'CANCEL', dlq], dlq)) === 1;
   }
 
   /** Which newer arguments the module has, from `COMMAND DOCS` (asked each call). */

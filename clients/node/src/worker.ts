@@ -177,7 +177,7 @@ export class Worker<V = string> extends EventEmitter {
     this.timer = setInterval(() => void this.renew().catch((e: unknown) => this.report(e)), beat);
     this.timer.unref();
     this.reader = await this.client.duplicate((e) => this.report(e));
-    this.readerId = await this.reader.call(['CLIENT', 'ID']).then(int, () => null);
+    this.readerId = this.client.cluster ? null : await this.reader.call(['CLIENT', 'ID']).then(int, () => null);
   }
 
   private async loop(): Promise<void> {
@@ -218,7 +218,7 @@ export class Worker<V = string> extends EventEmitter {
     const args: Arg[] = ['RECLAIM.READGROUP', 'GROUP', this.group, this.consumer, 'COUNT', free, 'BLOCK', this.opts.block];
     if (meta) args.push('DELIVERY-METADATA');
     args.push('STREAMS', this.stream, '>');
-    const reply = await reader.call(args, { buffers: this.opts.buffers });
+    const reply = await reader.call(args, { buffers: this.opts.buffers, key: this.stream });
     const entries = batches(reply, this.opts.buffers).flatMap((b) => b.entries.map((e) => ({ ...e, stream: b.stream })));
     if (entries.length === 0) return 0;
     const now = Date.now();
@@ -247,7 +247,7 @@ export class Worker<V = string> extends EventEmitter {
       const sorted = [...ids].sort(compareIds);
       const first = sorted[0] as string;
       const last = sorted[sorted.length - 1] as string;
-      const r = await this.client.call(['XPENDING', this.stream, this.group, first, last, this.held.size + ids.length, this.consumer]);
+      const r = await this.client.call(['XPENDING', this.stream, this.group, first, last, this.held.size + ids.length, this.consumer], { key: this.stream });
       for (const row of Array.isArray(r) ? r : []) {
         if (!Array.isArray(row)) continue;
         const h = this.held.get(text(row[0]));
@@ -322,7 +322,7 @@ export class Worker<V = string> extends EventEmitter {
     }
     let results: Settled[];
     try {
-      results = await this.client.pipeline(cmds);
+      results = await this.client.pipeline(cmds, this.stream);
     } catch (e) {
       this.report(e); // they stay pending and come back when their lease ends
       return;
@@ -365,7 +365,7 @@ export class Worker<V = string> extends EventEmitter {
   /** One more NACK (after a refused TERM, or with the delay the module said is the longest). */
   private async nackOne(id: string, delay: number | null, reason: string | null): Promise<void> {
     try {
-      const n = int(await this.client.call(this.nackArgs(id, delay, reason)));
+      const n = int(await this.client.call(this.nackArgs(id, delay, reason), { key: this.stream }));
       if (!n) this.counts.lost += 1;
     } catch (e) {
       this.report(e); // it stays pending
@@ -378,7 +378,7 @@ export class Worker<V = string> extends EventEmitter {
     const now = Date.now();
     const ids = [...this.held].filter(([, h]) => !h.done && (this.opts.maxHold === null || now - h.since < this.opts.maxHold)).map(([id]) => id);
     for (let i = 0; i < ids.length; i += CHUNK) {
-      await this.client.call(['RECLAIM.EXTEND', this.stream, this.group, this.consumer, ...ids.slice(i, i + CHUNK)]);
+      await this.client.call(['RECLAIM.EXTEND', this.stream, this.group, this.consumer, ...ids.slice(i, i + CHUNK)], { key: this.stream });
     }
   }
 
@@ -391,7 +391,7 @@ export class Worker<V = string> extends EventEmitter {
     for (let i = 0; i < ids.length; i += CHUNK) {
       const part = ids.slice(i, i + CHUNK);
       try {
-        await this.client.call(['RECLAIM.NACK', this.stream, this.group, this.consumer, ...part]);
+        await this.client.call(['RECLAIM.NACK', this.stream, this.group, this.consumer, ...part], { key: this.stream });
         this.counts['given-back'] += part.length;
       } catch (e) {
         this.report(e); // they stay pending: their lease brings them back

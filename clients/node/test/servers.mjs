@@ -150,3 +150,91 @@ export class Server {
     if (this.dir) rmSync(this.dir, { recursive: true, force: true });
   }
 }
+
+export const RANGES = [[0, 5460], [5461, 10922], [10923, 16383]];
+
+/** Whether a reply of CLUSTER INFO says state ok with `n` known nodes. */
+const clusterOk = (info, n) => /cluster_state:ok/.test(info) && new RegExp(`cluster_known_nodes:${n}\\r?\\n`).test(info);
+
+/**
+ * Three primaries with the module, slots split as RANGES, on free ports (bus ports too). `admin(i)`
+ * is an ioredis connection to node i (RESP2) for setup and checks; `stop()` ends everything.
+ */
+export class Cluster {
+  static async start({ bin = SERVER } = {}) {
+    const { default: Redis } = await import('ioredis');
+    const c = new Cluster();
+    c.nodes = [];
+    c.admins = [];
+    try {
+      for (let i = 0; i < RANGES.length; i++) {
+        let node;
+        // The bus port (port + 10000) must be free too: a node whose bus cannot bind exits.
+        for (let attempt = 0; attempt < 10 && !node; attempt++) {
+          try {
+            const s = await Server.start({ bin, extra: ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '5000'] });
+            if (s.port <= 55535) node = s;
+            else await s.stop();
+          } catch (e) {
+            if (attempt === 9) throw e;
+          }
+        }
+        c.nodes.push(node);
+        const admin = new Redis({ port: node.port, host: '127.0.0.1', protocol: 2 });
+        admin.on('error', () => {});
+        c.admins.push(admin);
+      }
+      for (let i = 0; i < RANGES.length; i++) await c.admins[i].call('CLUSTER', 'ADDSLOTSRANGE', ...RANGES[i].map(String));
+      for (const n of c.nodes.slice(1)) await c.admins[0].call('CLUSTER', 'MEET', '127.0.0.1', String(n.port));
+      for (const a of c.admins) {
+        await waitFor('a cluster of 3 in state ok', async () => clusterOk(await a.call('CLUSTER', 'INFO'), 3));
+      }
+      for (const a of c.admins) {
+        await waitFor('every node to see every slot served', async () => (await a.call('CLUSTER', 'SLOTS')).length === 3);
+      }
+    } catch (e) {
+      await c.stop();
+      throw e;
+    }
+    return c;
+  }
+
+  admin(i) { return this.admins[i]; }
+
+  /** The index of the node that serves `slot` now, as node 0 says. */
+  async ownerOf(slot, via = 0) {
+    for (const [lo, hi, primary] of await this.admins[via].call('CLUSTER', 'SLOTS')) {
+      if (lo <= slot && slot <= hi) return this.nodes.findIndex((n) => n.port === Number(primary[1]));
+    }
+    return -1;
+  }
+
+  /** Moves `slot` with its keys from node `src` to node `to` (as redis-cli --cluster reshard does). */
+  async moveSlot(slot, src, to) {
+    await waitFor('the nodes to agree on the current epoch', async () => {
+      const epochs = await Promise.all(this.admins.map(async (a) => /cluster_current_epoch:(\d+)/.exec(await a.call('CLUSTER', 'INFO'))[1]));
+      return new Set(epochs).size === 1;
+    });
+    const a = this.admins[src];
+    const b = this.admins[to];
+    const ida = await a.call('CLUSTER', 'MYID');
+    const idb = await b.call('CLUSTER', 'MYID');
+    await b.call('CLUSTER', 'SETSLOT', String(slot), 'IMPORTING', ida);
+    await a.call('CLUSTER', 'SETSLOT', String(slot), 'MIGRATING', idb);
+    for (;;) {
+      const keys = await a.call('CLUSTER', 'GETKEYSINSLOT', String(slot), '1000');
+      if (keys.length === 0) break;
+      await a.call('MIGRATE', '127.0.0.1', String(this.nodes[to].port), '', '0', '5000', 'KEYS', ...keys);
+    }
+    const order = [to, src, ...[0, 1, 2].filter((i) => i !== to && i !== src)];
+    for (const i of order) await this.admins[i].call('CLUSTER', 'SETSLOT', String(slot), 'NODE', idb);
+    for (let i = 0; i < this.nodes.length; i++) {
+      await waitFor(`node ${i} to see slot ${slot} at node ${to}`, async () => (await this.ownerOf(slot, i)) === to);
+    }
+  }
+
+  async stop() {
+    for (const a of this.admins ?? []) a.disconnect();
+    for (const n of this.nodes ?? []) await n?.stop();
+  }
+}
