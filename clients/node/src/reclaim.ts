@@ -14,7 +14,8 @@ export type Name = string | Buffer;
 export interface PolicyOptions {
   minIdle?: number;
   maxDeliveries?: number;
-  dlq?: Name;
+  /** The DLQ's key; null or left out: none. */
+  dlq?: Name | null;
   claimant?: Name;
   count?: number;
   interval?: number;

@@ -59,7 +59,9 @@ for (const [kind, protocol] of CLIENTS) {
         await reclaim.policySet(s, 'workers', { minIdle: 1000 + i, dlq: `${s.replace(/-.*/, '')}:dlq-${kind}-${protocol}` });
         assert.equal(await cluster.admin(i).call('EXISTS', s), 1);
         assert.equal((await reclaim.policyGet(s, 'workers')).minIdle, 1000 + i);
-        assert.equal((await reclaim.stats(s, 'workers')).status, 'active');
+        // STATS answered at the stream's primary (its status is checked live: 'cluster-down' until
+        // that node's view of the new cluster settles).
+        await waitFor('the policy active', async () => (await reclaim.stats(s, 'workers')).status === 'active', 20_000);
         await cluster.admin(i).call('XADD', s, '*', 'n', String(i));
         const read = await reclaim.readgroup('workers', 'alice', s, { count: 5 });
         assert.deepEqual(read.map((b) => [b.stream, b.entries.map((e) => e.fields.n)]), [[s, [String(i)]]]);
