@@ -5,6 +5,7 @@
  */
 import calculateSlot from 'cluster-key-slot';
 import { adapt, type Adapter, type Arg } from './adapter.js';
+import { isReplyError } from './errors.js';
 import { batches, fieldsOf, int, optInt, optText, pairsOf, text, type StreamBatch } from './normalize.js';
 
 /** A key, group or consumer name: a string, or a Buffer (names are binary-safe). */
@@ -477,9 +478,14 @@ export class Reclaim {
 
   /** Which newer arguments the module has, from `COMMAND DOCS` (asked each call). */
   async features(): Promise<Features> {
+    // A server without COMMAND DOCS answers with an error: no feature; a connection error is thrown.
+    const noDocs = (e: unknown): null => {
+      if (isReplyError(e)) return null;
+      throw e;
+    };
     const [rg, nack] = await Promise.all([
-      this.call(['COMMAND', 'DOCS', 'RECLAIM.READGROUP']).catch(() => null),
-      this.call(['COMMAND', 'DOCS', 'RECLAIM.NACK']).catch(() => null),
+      this.call(['COMMAND', 'DOCS', 'RECLAIM.READGROUP']).catch(noDocs),
+      this.call(['COMMAND', 'DOCS', 'RECLAIM.NACK']).catch(noDocs),
     ]);
     return { deliveryMetadata: words(rg).has('delivery-metadata'), nackReason: words(nack).has('reason') };
   }

@@ -167,24 +167,41 @@ export class Worker<V = string> extends EventEmitter {
   }
 
   private report(e: unknown): void {
-    if (this.listenerCount('error') > 0) this.emit('error', e);
+    try {
+      if (this.listenerCount('error') > 0) this.emit('error', e);
+    } catch {
+      // A listener that throws: nothing more to tell it.
+    }
   }
 
+  /** What the worker learns once before reading (again after a transient error: each step once). */
   private async start(): Promise<void> {
-    this.features = await this.reclaim.features();
-    this.policy = await this.reclaim.policyGet(this.stream, this.group);
-    const beat = this.opts.heartbeat || (this.policy ? Math.max(10, Math.floor(this.policy.minIdle / 3)) : 1000);
-    this.timer = setInterval(() => void this.renew().catch((e: unknown) => this.report(e)), beat);
-    this.timer.unref();
-    this.reader = await this.client.duplicate((e) => this.report(e));
-    this.readerId = this.client.cluster ? null : await this.reader.call(['CLIENT', 'ID']).then(int, () => null);
+    this.features ??= await this.reclaim.features();
+    if (!this.timer) {
+      this.policy = await this.reclaim.policyGet(this.stream, this.group);
+      const beat = this.opts.heartbeat || (this.policy ? Math.max(10, Math.floor(this.policy.minIdle / 3)) : 1000);
+      this.timer = setInterval(() => void this.renew().catch((e: unknown) => this.report(e)), beat);
+      this.timer.unref();
+    }
+    if (!this.reader) {
+      this.reader = await this.client.duplicate((e) => this.report(e));
+      this.readerId = this.client.cluster ? null : await this.reader.call(['CLIENT', 'ID']).then(int, () => null);
+    }
+  }
+
+  /** Emits an event; a listener that throws is reported on `error`, never thrown into the worker. */
+  private tell(event: string, ...args: unknown[]): void {
+    try {
+      this.emit(event, ...args);
+    } catch (e) {
+      this.report(e);
+    }
   }
 
   private async loop(): Promise<void> {
     let pause = FIRST_PAUSE_MS;
     let lastSeen = Date.now();
     try {
-      await this.start();
       while (!this.closing) {
         const free = this.opts.concurrency - this.held.size;
         if (free <= 0) {
@@ -193,6 +210,7 @@ export class Worker<V = string> extends EventEmitter {
         }
         let got: number;
         try {
+          await this.start();
           got = await this.readOnce(free);
           pause = FIRST_PAUSE_MS;
         } catch (e) {
@@ -236,7 +254,7 @@ export class Worker<V = string> extends EventEmitter {
       const entry: Entry<V> = { id: e.id, fields: e.fields as Fields<V>, attempt: this.held.get(e.id)?.attempt ?? 1, stream: e.stream };
       const p = this.handle(entry);
       this.inFlight.add(p);
-      void p.finally(() => this.inFlight.delete(p));
+      void p.catch((e: unknown) => this.report(e)).finally(() => this.inFlight.delete(p));
     }
     return entries.length;
   }
@@ -275,10 +293,10 @@ export class Worker<V = string> extends EventEmitter {
     h.done = true;
     this.queue.push({ id: entry.id, outcome });
     await this.flush();
-    if (outcome.action === 'ack') this.emit('completed', entry);
-    else if (outcome.action === 'term') this.emit('deadLettered', entry, outcome.reason);
-    else if (outcome.retry) this.emit('retried', entry, outcome.delay);
-    else this.emit('failed', entry, error);
+    if (outcome.action === 'ack') this.tell('completed', entry);
+    else if (outcome.action === 'term') this.tell('deadLettered', entry, outcome.reason);
+    else if (outcome.retry) this.tell('retried', entry, outcome.delay);
+    else this.tell('failed', entry, error);
   }
 
   /** Sends the settled outcomes: one XACK for all the acks, NACKs and TERMs, pipelined; one flush at a time. */
@@ -429,7 +447,7 @@ export class Worker<V = string> extends EventEmitter {
     await this.reader?.close();
     this.reader = null;
     this.closed = true;
-    this.emit('closed');
+    this.tell('closed');
   }
 
   /**

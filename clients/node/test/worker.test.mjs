@@ -213,6 +213,37 @@ describe('Worker', () => {
     assert.ok(errors.every((e) => !(e instanceof TypeError)), String(errors));
   });
 
+  test('a worker started while the server is down starts reading once it is up', async () => {
+    const stream = await setup({ minIdle: 2000 });
+    await add(stream, 3);
+    const c = new Redis({ port: server.port, host: '127.0.0.1', maxRetriesPerRequest: 1, retryStrategy: () => 100 });
+    c.on('error', () => {});
+    await c.ping();
+    await server.kill();
+    await waitFor('the client to see the drop', () => c.status !== 'ready');
+    const w = new Worker(c, { stream, group: 'workers', consumer: 'late', block: 50, handler: () => {} });
+    const errors = [];
+    w.on('error', (e) => errors.push(e));
+    await new Promise((r) => setTimeout(r, 500));
+    assert.equal(await server.spawn(), true);
+    await waitFor('the 3 entries acknowledged', () => w.counts.acked === 3, 30_000);
+    await w.close();
+    c.disconnect();
+    assert.ok(errors.length > 0, 'the drop was reported on the error event');
+  });
+
+  test('a listener that throws is reported on error, the worker goes on', async () => {
+    const stream = await setup({ minIdle: 2000 });
+    await add(stream, 3);
+    const errors = [];
+    const w = new Worker(client, { stream, group: 'workers', consumer: 'l', block: 50, handler: () => {} });
+    w.on('completed', () => { throw new Error('listener bug'); });
+    w.on('error', (e) => errors.push(e.message));
+    await waitFor('the 3 entries acknowledged', () => w.counts.acked === 3, 10_000);
+    await w.close();
+    assert.deepEqual(errors, ['listener bug', 'listener bug', 'listener bug']);
+  });
+
   test('NOGROUP stops the worker: run() rejects with the server\'s error, holding nothing', async () => {
     const w = new Worker(client, { stream: `missing-${++n}`, group: 'workers', consumer: 'x', block: 50, handler: () => {}, autorun: false });
     await assert.rejects(w.run(), (e) => e.code === 'NOGROUP' && /^NOGROUP /.test(e.message));
