@@ -161,13 +161,15 @@ const clusterOk = (info, n) => /cluster_state:ok/.test(info) && new RegExp(`clus
  * is an ioredis connection to node i (RESP2) for setup and checks; `stop()` ends everything.
  */
 export class Cluster {
-  static async start({ bin = SERVER } = {}) {
+  /** `replicas`: one replica per primary (nodes 3, 4, 5 replicate 0, 1, 2). */
+  static async start({ bin = SERVER, replicas = false } = {}) {
     const { default: Redis } = await import('ioredis');
     const c = new Cluster();
     c.nodes = [];
     c.admins = [];
+    const count = replicas ? 2 * RANGES.length : RANGES.length;
     try {
-      for (let i = 0; i < RANGES.length; i++) {
+      for (let i = 0; i < count; i++) {
         let node;
         // The bus port (port + 10000) must be free too: a node whose bus cannot bind exits.
         for (let attempt = 0; attempt < 10 && !node; attempt++) {
@@ -187,7 +189,12 @@ export class Cluster {
       for (let i = 0; i < RANGES.length; i++) await c.admins[i].call('CLUSTER', 'ADDSLOTSRANGE', ...RANGES[i].map(String));
       for (const n of c.nodes.slice(1)) await c.admins[0].call('CLUSTER', 'MEET', '127.0.0.1', String(n.port));
       for (const a of c.admins) {
-        await waitFor('a cluster of 3 in state ok', async () => clusterOk(await a.call('CLUSTER', 'INFO'), 3));
+        await waitFor(`a cluster of ${count} in state ok`, async () => clusterOk(await a.call('CLUSTER', 'INFO'), count));
+      }
+      for (let i = RANGES.length; i < count; i++) {
+        const master = await c.admins[i - RANGES.length].call('CLUSTER', 'MYID');
+        await waitFor('the replica to know its primary', () => c.admins[i].call('CLUSTER', 'REPLICATE', master).then(() => true, () => false));
+        await waitFor('the replica in sync', async () => /master_link_status:up/.test(await c.admins[i].call('INFO', 'replication')));
       }
       for (const a of c.admins) {
         await waitFor('every node to see every slot served', async () => (await a.call('CLUSTER', 'SLOTS')).length === 3);
@@ -207,6 +214,26 @@ export class Cluster {
       if (lo <= slot && slot <= hi) return this.nodes.findIndex((n) => n.port === Number(primary[1]));
     }
     return -1;
+  }
+
+  /** Makes the replica `i` primary in its primary's place (CLUSTER FAILOVER), seen by every node. */
+  async failover(i, slot) {
+    // A manual failover needs the replica in sync (an old primary just demoted resyncs first);
+    // one that did not happen in time is asked again.
+    await waitFor('the replica in sync', async () => /master_link_status:up/.test(await this.admins[i].call('INFO', 'replication')), 30_000);
+    await waitFor(`node ${i} promoted`, async () => {
+      if ((await this.ownerOf(slot, i)) === i) return true;
+      await this.admins[i].call('CLUSTER', 'FAILOVER').catch(() => null);
+      const deadline = Date.now() + 5000;
+      while (Date.now() < deadline) {
+        if ((await this.ownerOf(slot, i)) === i) return true;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      return false;
+    }, 60_000);
+    for (let n = 0; n < this.nodes.length; n++) {
+      await waitFor(`node ${n} to see slot ${slot} at node ${i}`, async () => (await this.ownerOf(slot, n)) === i, 30_000);
+    }
   }
 
   /** Moves `slot` with its keys from node `src` to node `to` (as redis-cli --cluster reshard does). */
