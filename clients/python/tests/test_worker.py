@@ -266,11 +266,13 @@ def test_permanent_without_a_dlq_gives_the_entry_back(r: redis.Redis, caplog: py
     w = Worker(r, "orders", "workers", "w", handle, failure_delay_ms=0)
     w.run()
     assert owners(r) == {e: "reclaim"}
-    assert dict(w.counts) == {}
-    assert "could not dead-letter entry" in caplog.text and "has no DLQ" in caplog.text
+    assert dict(w.counts) == {"refused": 1}
+    assert "RECLAIM.TERM of entry" in caplog.text and "has no DLQ" in caplog.text
 
 
-def test_retry_delay_is_cut_to_the_lease(r: redis.Redis) -> None:
+def test_a_retry_longer_than_the_server_allows_is_refused(r: redis.Redis, caplog: pytest.LogCaptureFixture) -> None:
+    """A delay no server keeps (30,000 years) is not cut short: the NACK is refused, counted as
+    ``refused`` and logged; the entry stays pending and comes back when its lease ends."""
     setup(r, min_idle=LEASE_MS, max_deliveries=MAX_DELIVERIES, dlq="orders:dlq", interval=50)
     e = r.xadd("orders", {"n": "1"})
     calls: list[float] = []
@@ -279,24 +281,93 @@ def test_retry_delay_is_cut_to_the_lease(r: redis.Redis) -> None:
     def handle(entry_id: str, fields: dict[str, str]) -> None:
         calls.append(time.monotonic())
         if len(calls) == 1:
-            raise Retry(3_600_000)  # an hour: more than the lease allows
+            raise Retry(10**15)
 
     w = Worker(r, "orders", "workers", "w", handle)
     t = start(w)
-    wait_for("the entry retried within its lease and acknowledged", lambda: len(calls) == 2 and not owners(r))
+    wait_for("the entry handled again after its lease and acknowledged", lambda: len(calls) == 2 and not owners(r))
     stop([w], [t])
     assert calls[1] - calls[0] >= LEASE_MS / 1000 - 0.05
-    assert w.counts["retried"] == 1 and w.counts["acked"] == 1
-    assert e not in owners(r)
+    assert w.counts["refused"] == 1 and w.counts["acked"] == 1 and w.counts["retried"] == 0
+    assert f"Retry({10**15} ms) of entry {e} refused" in caplog.text
 
 
-def test_without_a_policy_it_reads_as_xreadgroup(r: redis.Redis) -> None:
-    setup(r)
-    ids = [r.xadd("orders", {"n": str(i)}) for i in range(3)]
+@pytest.mark.parametrize("case", ["none", "typo", "paused"])
+def test_without_a_running_policy_it_fails_fast(r: redis.Redis, case: str) -> None:
+    """No policy, a policy of a group that does not exist (a typo), a paused policy: ``run``
+    raises PolicyError saying so, and reads nothing."""
+    reclaim = setup(r)
+    e = r.xadd("orders", {"n": "1"})
+    group = "workers"
+    if case == "typo":
+        reclaim.policy_set("orders", "wrokers", min_idle=1000)
+        group = "wrokers"
+    elif case == "paused":
+        reclaim.policy_set("orders", "workers", min_idle=1000)
+        reclaim.policy_pause("orders", "workers")
+    w = Worker(r, "orders", group, "w", lambda i, f: None)
+    expected = {
+        "none": "no redis-reclaim policy for stream 'orders' group 'workers'",
+        "typo": "the policy of stream 'orders' group 'wrokers' does not run: waiting: no group wrokers",
+        "paused": "the policy of stream 'orders' group 'workers' is paused",
+    }[case]
+    with pytest.raises(redis_reclaim.PolicyError, match=expected):
+        w.run()
+    assert r.xinfo_groups("orders")[0]["pending"] == 0 and e not in owners(r)
+    assert dict(w.counts) == {}
+
+
+def test_wait_for_policy_waits_logging_once(r: redis.Redis, caplog: pytest.LogCaptureFixture) -> None:
+    reclaim = setup(r)
+    e = r.xadd("orders", {"n": "1"})
     handled: list[str] = []
-    w = Worker(r, "orders", "workers", "w", lambda i, f: handled.append(i), stop_after_idle_ms=200)
+    w = Worker(r, "orders", "workers", "w", lambda i, f: handled.append(i), wait_for_policy=True)
+    t = start(w)
+    wait_for("the worker to say it waits", lambda: "waiting for it" in caplog.text)
+    time.sleep(1.5)  # lets it look again at least once: it must not log again, nor read
+    assert handled == [] and caplog.text.count("waiting for it") == 1
+    reclaim.policy_set("orders", "workers", min_idle=LEASE_MS)
+    wait_for("the entry handled once the policy is there", lambda: handled == [e] and not owners(r))
+    stop([w], [t])
+    assert w.counts["acked"] == 1
+
+
+def test_a_handler_with_a_context_gets_the_attempt(r: redis.Redis) -> None:
+    """A three-argument handler gets a Context: the stream, group, consumer and this delivery's
+    number (from DELIVERY-METADATA, or one XPENDING per batch)."""
+    setup(r, min_idle=LEASE_MS, max_deliveries=MAX_DELIVERIES, dlq="orders:dlq", interval=50)
+    ids = [r.xadd("orders", {"n": str(i)}) for i in range(3)]
+    seen: list[tuple[str, Optional[int]]] = []
+
+    def handle(entry_id: str, fields: dict[str, str], ctx: redis_reclaim.Context) -> None:
+        assert (ctx.stream, ctx.group, ctx.consumer) == ("orders", "workers", "w")
+        seen.append((entry_id, ctx.attempt))
+        if entry_id == ids[1] and ctx.attempt == 1:
+            raise Retry(0, "not yet")
+
+    w = Worker(r, "orders", "workers", "w", handle, count=10)
+    t = start(w)
+    wait_for("every entry acknowledged", lambda: len(seen) == 4 and not owners(r))
+    stop([w], [t])
+    assert seen == [(ids[0], 1), (ids[1], 1), (ids[2], 1), (ids[1], 2)]
+    assert w.counts["acked"] == 3 and w.counts["retried"] == 1
+
+
+def test_acknowledgements_are_batched(r: redis.Redis) -> None:
+    """The success path sends one XACK per batch, not one per entry: 250 entries read 100 at a
+    time take at most 4 XACKs (INFO commandstats), and every entry is acknowledged once."""
+    setup(r, min_idle=60000, max_deliveries=MAX_DELIVERIES, dlq="orders:dlq")
+    pipe = r.pipeline(transaction=False)
+    for i in range(250):
+        pipe.xadd("orders", {"n": str(i)})
+    ids = pipe.execute()
+    handled: list[str] = []
+    r.config_resetstat()
+    w = Worker(r, "orders", "workers", "w", lambda i, f: handled.append(i), count=100, block_ms=50, stop_after_idle_ms=200)
     w.run()
-    assert handled == ids and not owners(r) and w.counts["acked"] == 3
+    assert handled == ids and not owners(r) and w.counts["acked"] == 250
+    xacks = r.info("commandstats")["cmdstat_xack"]["calls"]
+    assert 3 <= xacks <= 4, xacks
 
 
 def test_stop_after_idle(r: redis.Redis) -> None:
@@ -348,4 +419,31 @@ def test_sigterm_mid_batch_exits_0_holding_nothing(server: Server, flavour: str)
     assert owners(r) == {i: "reclaim" for i in ids[1:]}
     got = reclaim.read_entries("workers", "w2", "orders", count=10)
     assert [i for _, es in got for i, _ in es] == ids[1:]
+    r.close()
+
+
+@pytest.mark.parametrize("flavour", ["thread", "asyncio"])
+def test_sigkill_between_handler_and_acknowledgement_redelivers(server: Server, flavour: str) -> None:
+    """A worker process SIGKILLed in the handler of the third entry of its batch: nothing it had
+    not finished is acknowledged (the entry in hand, the ones after it), and what it had finished
+    but not yet acknowledged (acknowledgements go once per batch) stays pending too: the policy
+    delivers all of them again, to another worker."""
+    r = server.client(decode_responses=True)
+    r.flushall()
+    reclaim = setup(r, min_idle=300, max_deliveries=MAX_DELIVERIES, dlq="orders:dlq", interval=50)
+    ids = [r.xadd("orders", {"n": str(i)}) for i in range(5)]
+    script = Path(__file__).with_name("sigterm_worker.py")
+    proc = subprocess.run(
+        [sys.executable, str(script), str(server.port), f"kill-{flavour}"],
+        env=worker_env(), stdout=subprocess.PIPE, text=True, timeout=60,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stdout
+    assert proc.stdout.split() == ["done", ids[0], "done", ids[1], "kill", ids[2]]
+    assert owners(r) == {i: "w1" for i in ids}, "nothing acknowledged: the batch's XACK never went"
+    got: list[str] = []
+    wait_for(
+        "every entry delivered again to another worker",
+        lambda: got.extend(i for _, es in reclaim.read_entries("workers", "w2", "orders", count=10) for i, _ in es)
+        or sorted(got) == ids,
+    )
     r.close()

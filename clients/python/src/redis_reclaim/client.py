@@ -81,6 +81,11 @@ class Reclaim:
         self.client: Any = client
         self._cluster = isinstance(client, RedisCluster)
 
+    @property
+    def is_cluster(self) -> bool:
+        """Whether the client is a ``RedisCluster``."""
+        return self._cluster
+
     # -- sending -------------------------------------------------------------------------------
 
     def execute(self, command: Command[R]) -> R:

@@ -1,41 +1,29 @@
 """``Worker``: a consumer of a stream's group on RECLAIM.READGROUP, with the handler's outcomes
 settled through XACK, RECLAIM.NACK and RECLAIM.TERM, leases kept by a heartbeat thread, and a
-clean stop on SIGTERM."""
+clean stop on SIGTERM. Its loop is ``_worker.Loop``'s steps, run here with a redis-py client."""
 
 from __future__ import annotations
 
 import signal
 import threading
-import time
-from collections import Counter
 from types import FrameType
-from typing import Any, Callable, Optional, TypeVar, cast
+from typing import Any, Callable, Optional, TypeVar, Union
 
 from redis.exceptions import RedisError
 
-from ._commands import Fields, Name
-from ._worker import (
-    FIRST_PAUSE_S,
-    MAX_PAUSE_S,
-    TRANSIENT,
-    Held,
-    Settler,
-    Steps,
-    entry_name,
-    heartbeat_ms,
-    log,
-    outcome,
-)
+from ._commands import Command, Fields, Name
+from ._worker import Call, Context, Pause, Pending, Pipeline, Step, Steps, WorkerBase, log
 from .client import Reclaim
 
 R = TypeVar("R")
 
 #: A handler: called with the entry's ID and fields (as the client returns them: ``str`` with
-#: ``decode_responses=True``, else ``bytes``). What it returns is ignored.
-Handler = Callable[[Any, Fields], object]
+#: ``decode_responses=True``, else ``bytes``), and a :class:`~redis_reclaim.Context` when it takes
+#: a third argument. What it returns is ignored.
+Handler = Union[Callable[[Any, Fields], object], Callable[[Any, Fields, Context], object]]
 
 
-class Worker:
+class Worker(WorkerBase):
     """Consumes ``stream`` in ``group`` as ``consumer``, one entry at a time, until :meth:`stop`
     or SIGTERM (or SIGINT).
 
@@ -88,35 +76,17 @@ class Worker:
         max_hold_ms: Optional[int] = None,
         stop_after_idle_ms: Optional[int] = None,
         handle_signals: bool = True,
+        wait_for_policy: bool = False,
     ) -> None:
+        super().__init__(
+            stream, group, consumer, count=count, block_ms=block_ms,
+            failure_delay_ms=failure_delay_ms, heartbeat_ms=heartbeat_ms, max_hold_ms=max_hold_ms,
+            stop_after_idle_ms=stop_after_idle_ms, handle_signals=handle_signals,
+            wait_for_policy=wait_for_policy,
+        )
         self.client = client
         self.reclaim = Reclaim(client)
-        self.stream, self.group, self.consumer = stream, group, consumer
-        self.handler = handler
-        self.count, self.block_ms = count, block_ms
-        self.failure_delay_ms = failure_delay_ms
-        self.heartbeat_ms = heartbeat_ms
-        self.max_hold_ms = max_hold_ms
-        self.stop_after_idle_ms = stop_after_idle_ms
-        self.handle_signals = handle_signals
-        self.counts: Counter[str] = Counter()
-        self._stop = threading.Event()
-        self._held = Held()
-        self._settler = Settler(stream, group, consumer, failure_delay_ms, self.counts)
-
-    # -- control -------------------------------------------------------------------------------
-
-    def stop(self) -> None:
-        """Asks ``run`` to return after the entry in hand. Safe from any thread or a signal."""
-        self._stop.set()
-
-    @property
-    def stopping(self) -> bool:
-        return self._stop.is_set()
-
-    def held(self) -> list[Any]:
-        """The IDs of the entries the worker holds now (read, not settled yet)."""
-        return self._held.all()
+        self.handler: Any = handler
 
     def deliveries(self, entry_id: Any) -> Optional[int]:
         """How many times the entry was delivered (1 on its first delivery), as its PEL entry at
@@ -129,108 +99,88 @@ class Worker:
     # -- the loop ------------------------------------------------------------------------------
 
     def run(self) -> None:
-        """Reads and handles entries until :meth:`stop`, a signal or ``stop_after_idle_ms``."""
+        """Checks the policy, then reads and handles entries until :meth:`stop`, a signal or
+        ``stop_after_idle_ms``. Raises :class:`~redis_reclaim.PolicyError` when the stream and
+        group have no running policy (unless ``wait_for_policy``)."""
         self._stop.clear()
-        every_s = (self.heartbeat_ms or heartbeat_ms(self._min_idle())) / 1000
-        beat_done = threading.Event()
-        beat = threading.Thread(
-            target=self._beat, args=(every_s, beat_done), name="redis-reclaim heartbeat", daemon=True
-        )
+        loop = self._loop(self.handler)
         restore = self._install_signals()
-        beat.start()
-        last = time.monotonic()
-        pause = FIRST_PAUSE_S
         try:
-            while not self._stop.is_set():
-                try:
-                    batch = self._read()
-                except TRANSIENT as e:
-                    log.warning("reading %r failed (%s): again in %.1f s", self.stream, e, pause)
-                    self._stop.wait(pause)
-                    pause = min(pause * 2, MAX_PAUSE_S)
-                    continue
-                pause = FIRST_PAUSE_S
-                if batch:
-                    self._handle_batch(batch)
-                    last = time.monotonic()
-                elif self.stop_after_idle_ms is not None and (
-                    time.monotonic() - last >= self.stop_after_idle_ms / 1000
-                ):
-                    break
-        finally:
-            beat_done.set()
-            beat.join()
+            policy = self._drive(loop.start())
+            beat_done = threading.Event()
+            beat = threading.Thread(
+                target=self._beat, args=(loop, self._every_s(policy), beat_done),
+                name="redis-reclaim heartbeat", daemon=True,
+            )
+            beat.start()
             try:
-                self._give_back(self._held.all())
+                self._drive(loop.run())
             finally:
-                restore()
+                beat_done.set()
+                beat.join()
+        finally:
+            restore()
 
-    def _read(self) -> list[tuple[Any, Fields]]:
-        got = self.reclaim.read_entries(
-            self.group, self.consumer, [self.stream], count=self.count, block=self.block_ms
-        )
-        return [e for _stream, entries in got for e in entries]
+    # -- running the steps ---------------------------------------------------------------------
 
-    def _handle_batch(self, batch: list[tuple[Any, Fields]]) -> None:
-        self._held.add([entry_id for entry_id, _ in batch])
-        for entry_id, fields in batch:
-            if self._stop.is_set():
-                return  # the rest is given back by run()
-            if not self._held.holds(entry_id):
-                self.counts["lost"] += 1
-                log.warning("entry %s lost before it was handled (its lease ran out)", entry_name(entry_id))
-                continue
-            error: Optional[Exception] = None
-            try:
-                self.handler(entry_id, fields)
-            except Exception as e:  # noqa: BLE001 - every failure of the handler is an outcome
-                error = e
-            self._run_steps(self._settler.settle(entry_id, outcome(error, self.failure_delay_ms)))
-            self._held.release(entry_id)
-
-    # -- sending the steps of the shared logic ------------------------------------------------
-
-    def _run_steps(self, steps: Steps[R]) -> R:
-        """Sends the commands of ``steps`` (see ``_worker.Steps``) with this worker's client."""
+    def _drive(self, steps: Steps[R]) -> R:
+        """Runs ``steps`` (see ``_worker.Steps``) with this worker's client and handler."""
         reply: Any = None
-        error: Optional[RedisError] = None
+        error: Optional[BaseException] = None
         while True:
             try:
-                command = steps.send(reply) if error is None else steps.throw(error)
+                step = steps.send(reply) if error is None else steps.throw(error)
             except StopIteration as stop:
-                return cast(R, stop.value)
+                return stop.value  # type: ignore[no-any-return]
+            reply, error = None, None
             try:
-                reply, error = self.reclaim.execute(command), None
-            except RedisError as e:
-                reply, error = None, e
+                reply = self._do(step)
+            except BaseException as e:  # noqa: BLE001 - the steps decide (and re-raise)
+                error = e
 
-    def _give_back(self, ids: list[Any]) -> None:
-        self._run_steps(self._settler.give_back(ids))
-        for i in ids:
-            self._held.release(i)
+    def _do(self, step: Step) -> Any:
+        if type(step) is Call:
+            try:
+                if step.ctx is None:
+                    self.handler(step.entry_id, step.fields)
+                else:
+                    self.handler(step.entry_id, step.fields, step.ctx)
+            except Exception as e:  # noqa: BLE001 - every failure of the handler is an outcome
+                return e
+            return None
+        if isinstance(step, Command):
+            return self.reclaim.execute(step)
+        if isinstance(step, Pipeline):
+            return self._pipeline(step.commands)
+        if isinstance(step, Pending):
+            return self.client.xpending_range(**self._pending_args(step))
+        if isinstance(step, Pause):
+            self._stop.wait(step.seconds)
+        return None
+
+    def _pipeline(self, commands: tuple[Command[Any], ...]) -> list[Any]:
+        if self.reclaim.is_cluster:
+            out: list[Any] = []
+            for command in commands:
+                try:
+                    out.append(self.reclaim.execute(command))
+                except RedisError as e:
+                    out.append(e)
+            return out
+        pipe = self.client.pipeline(transaction=False)
+        for command in commands:
+            pipe.execute_command(*command.args)
+        raw = pipe.execute(raise_on_error=False)
+        return [r if isinstance(r, Exception) else cmd.parse(r) for cmd, r in zip(commands, raw)]
 
     # -- the heartbeat -------------------------------------------------------------------------
 
-    def _beat(self, every_s: float, done: threading.Event) -> None:
-        max_hold_s = None if self.max_hold_ms is None else self.max_hold_ms / 1000
+    def _beat(self, loop: Any, every_s: float, done: threading.Event) -> None:
         while not done.wait(every_s):
-            ids = self._held.to_renew(max_hold_s)
-            if not ids:
-                continue
             try:
-                renewed = self.reclaim.extend(self.stream, self.group, self.consumer, *ids)
-            except RedisError as e:
-                log.warning("renewing %d leases failed (%s): again in %.1f s", len(ids), e, every_s)
-                continue
-            for i in self._held.renewed(ids, renewed):
-                log.warning("entry %s is no longer ours (its lease ran out)", entry_name(i))
-
-    def _min_idle(self) -> Optional[int]:
-        try:
-            p = self.reclaim.policy_get(self.stream, self.group)
-        except RedisError:
-            return None
-        return None if p is None else p.min_idle
+                self._drive(loop.beat(self._max_hold_s, every_s))
+            except Exception as e:  # noqa: BLE001 - the heartbeat must go on
+                log.warning("renewing leases failed (%s): again in %.1f s", e, every_s)
 
     def _install_signals(self) -> Callable[[], None]:
         """Makes SIGTERM and SIGINT stop the worker (main thread only); returns the undo."""
