@@ -12,7 +12,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Callable, Generator, Iterable, Mapping, Optional, TypeVar, Union
+from typing import Any, Callable, Generator, Generic, Iterable, Mapping, Optional, TypeVar, Union
 
 from redis.exceptions import (
     ClusterDownError,
@@ -566,14 +566,20 @@ def wants_context(handler: Callable[..., Any]) -> bool:
     return len(positional) >= 3 or any(p.kind == p.VAR_POSITIONAL for p in params)
 
 
-class WorkerBase:
-    """What Worker and AsyncWorker share: their options, counts, entries held and stop."""
+H = TypeVar("H")
+
+
+class WorkerBase(Generic[H]):
+    """What Worker and AsyncWorker share: their options, counts, entries held and stop; ``H`` is
+    the handler's type. A subclass sets ``reclaim`` (its command client) in ``_connect``."""
 
     def __init__(
         self,
+        client: Any,
         stream: Name,
         group: Name,
         consumer: Name,
+        handler: H,
         *,
         count: int = 10,
         block_ms: int = 1000,
@@ -584,6 +590,9 @@ class WorkerBase:
         handle_signals: bool = True,
         wait_for_policy: bool = False,
     ) -> None:
+        self.client = client
+        self.handler: Any = handler
+        self._connect(client)
         self.stream, self.group, self.consumer = stream, group, consumer
         self.count, self.block_ms = count, block_ms
         self.failure_delay_ms = failure_delay_ms
@@ -595,6 +604,9 @@ class WorkerBase:
         self.counts: Counter[str] = Counter()
         self._stop = threading.Event()
         self._held = Held()
+
+    def _connect(self, client: Any) -> None:
+        raise NotImplementedError
 
     def stop(self) -> None:
         """Asks ``run`` to return after the entry in hand. Safe from any thread or a signal."""

@@ -9,7 +9,6 @@ import functools
 import inspect
 import signal
 import threading
-from collections import Counter
 from typing import (
     Any,
     Awaitable,
@@ -20,13 +19,12 @@ from typing import (
     ParamSpec,
     TypeVar,
     Union,
-    cast,
 )
 
 from redis.asyncio.cluster import RedisCluster
-from redis.exceptions import AskError, MovedError, RedisClusterException, RedisError, ResponseError
+from redis.exceptions import RedisError
 
-from . import _cluster
+from . import _cluster, _steps
 from . import _commands as c
 from ._commands import Command, Fields, Name
 from ._worker import Call, Context, Pause, Pending, Pipeline, Step, Steps, WorkerBase, log
@@ -77,48 +75,20 @@ class AsyncReclaim:
         return command.parse(await self._send_keyless(command.args))
 
     async def _send_to_key(self, args: tuple[Any, ...], key: Name) -> Any:
-        """As :meth:`redis_reclaim.Reclaim._send_to_key`."""
-        client = self.client
-        for attempt in range(_cluster.ATTEMPTS):
-            last = attempt == _cluster.ATTEMPTS - 1
-            node = client.get_node_from_key(key)
-            try:
-                return await client.execute_command(*args, target_nodes=node)
-            except (MovedError, AskError, RedisClusterException):
-                if last:
-                    raise
-                await client.nodes_manager.initialize()
-            except ResponseError:
-                if last or args[0] != "RECLAIM.READGROUP":
-                    raise
-                await client.nodes_manager.initialize()
-                if client.get_node_from_key(key).name == node.name:
-                    raise
-        raise AssertionError("unreachable")
+        return await self._run(_cluster.to_key(self.client, args, key))
 
     async def _send_keyless(self, args: tuple[Any, ...]) -> Any:
-        client = self.client
-        sub = c.text(args[1]).upper()
-        if sub == "IMPORT":
-            return await self._import_by_node(args)
-        replies = [
-            await client.execute_command(*args, target_nodes=node) for node in client.get_primaries()
-        ]
-        if sub == "LIST":
-            return _cluster.merge_lists(replies, args)
-        if sub == "EXPORT":
-            return _cluster.merge_exports(replies)
-        return replies[0] if replies else None
+        return await self._run(_cluster.keyless(self.client, args))
 
-    async def _import_by_node(self, args: tuple[Any, ...]) -> Any:
-        client = self.client
-        parts = _cluster.import_by_node(client, args)
-        if parts is None:  # let the server say what is wrong with the document
-            return await client.execute_command(*args, target_nodes=client.get_random_node())
-        replies = []
-        for node, part, places in parts:
-            replies.append((await client.execute_command(*part, target_nodes=node), places))
-        return _cluster.merge_imports(replies)
+    async def _run(self, steps: _cluster.Steps) -> Any:
+        """As :meth:`redis_reclaim.Reclaim._run`, with the asyncio client."""
+        return await _steps.run_async(steps, self._do_cluster)
+
+    async def _do_cluster(self, step: _cluster.Send | _cluster.Refresh) -> Any:
+        if isinstance(step, _cluster.Send):
+            return await self.client.execute_command(*step.args, target_nodes=step.node)
+        await self.client.nodes_manager.initialize()
+        return None
 
     policy_set = _method(c.policy_set)
     policy_get = _method(c.policy_get)
@@ -173,39 +143,15 @@ AsyncHandler = Union[
 ]
 
 
-class AsyncWorker(WorkerBase):
+class AsyncWorker(WorkerBase[AsyncHandler]):
     """:class:`redis_reclaim.Worker` for ``redis.asyncio``: the same contract, with ``await
     worker.run()``; ``handler`` may be a coroutine function. The heartbeat is a task of the same
     event loop, so a handler must not block the loop (await, or run blocking work in a thread
     with ``asyncio.to_thread``), or the leases are not renewed while it blocks. Signals are
     handled with ``loop.add_signal_handler`` when ``run`` runs in the main thread."""
 
-    def __init__(
-        self,
-        client: Any,
-        stream: Name,
-        group: Name,
-        consumer: Name,
-        handler: AsyncHandler,
-        *,
-        count: int = 10,
-        block_ms: int = 1000,
-        failure_delay_ms: Optional[int] = None,
-        heartbeat_ms: Optional[int] = None,
-        max_hold_ms: Optional[int] = None,
-        stop_after_idle_ms: Optional[int] = None,
-        handle_signals: bool = True,
-        wait_for_policy: bool = False,
-    ) -> None:
-        super().__init__(
-            stream, group, consumer, count=count, block_ms=block_ms,
-            failure_delay_ms=failure_delay_ms, heartbeat_ms=heartbeat_ms, max_hold_ms=max_hold_ms,
-            stop_after_idle_ms=stop_after_idle_ms, handle_signals=handle_signals,
-            wait_for_policy=wait_for_policy,
-        )
-        self.client = client
+    def _connect(self, client: Any) -> None:
         self.reclaim = AsyncReclaim(client)
-        self.handler: Any = handler
 
     async def deliveries(self, entry_id: Any) -> Optional[int]:
         """As :meth:`redis_reclaim.Worker.deliveries`."""
@@ -235,18 +181,7 @@ class AsyncWorker(WorkerBase):
 
     async def _drive(self, steps: Steps[R]) -> R:
         """As :meth:`redis_reclaim.Worker._drive`, with the asyncio client."""
-        reply: Any = None
-        error: Optional[BaseException] = None
-        while True:
-            try:
-                step = steps.send(reply) if error is None else steps.throw(error)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-            reply, error = None, None
-            try:
-                reply = await self._do(step)
-            except BaseException as e:  # noqa: BLE001 - the steps decide (and re-raise)
-                error = e
+        return await _steps.run_async(steps, self._do)
 
     async def _do(self, step: Step) -> Any:
         if type(step) is Call:

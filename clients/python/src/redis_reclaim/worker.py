@@ -11,7 +11,8 @@ from typing import Any, Callable, Optional, TypeVar, Union
 
 from redis.exceptions import RedisError
 
-from ._commands import Command, Fields, Name
+from . import _steps
+from ._commands import Command, Fields
 from ._worker import Call, Context, Pause, Pending, Pipeline, Step, Steps, WorkerBase, log
 from .client import Reclaim
 
@@ -23,7 +24,7 @@ R = TypeVar("R")
 Handler = Union[Callable[[Any, Fields], object], Callable[[Any, Fields, Context], object]]
 
 
-class Worker(WorkerBase):
+class Worker(WorkerBase[Handler]):
     """Consumes ``stream`` in ``group`` as ``consumer``, one entry at a time, until :meth:`stop`
     or SIGTERM (or SIGINT).
 
@@ -61,32 +62,8 @@ class Worker(WorkerBase):
     when Redis could not be reached for a whole lease).
     """
 
-    def __init__(
-        self,
-        client: Any,
-        stream: Name,
-        group: Name,
-        consumer: Name,
-        handler: Handler,
-        *,
-        count: int = 10,
-        block_ms: int = 1000,
-        failure_delay_ms: Optional[int] = None,
-        heartbeat_ms: Optional[int] = None,
-        max_hold_ms: Optional[int] = None,
-        stop_after_idle_ms: Optional[int] = None,
-        handle_signals: bool = True,
-        wait_for_policy: bool = False,
-    ) -> None:
-        super().__init__(
-            stream, group, consumer, count=count, block_ms=block_ms,
-            failure_delay_ms=failure_delay_ms, heartbeat_ms=heartbeat_ms, max_hold_ms=max_hold_ms,
-            stop_after_idle_ms=stop_after_idle_ms, handle_signals=handle_signals,
-            wait_for_policy=wait_for_policy,
-        )
-        self.client = client
+    def _connect(self, client: Any) -> None:
         self.reclaim = Reclaim(client)
-        self.handler: Any = handler
 
     def deliveries(self, entry_id: Any) -> Optional[int]:
         """How many times the entry was delivered (1 on its first delivery), as its PEL entry at
@@ -125,18 +102,7 @@ class Worker(WorkerBase):
 
     def _drive(self, steps: Steps[R]) -> R:
         """Runs ``steps`` (see ``_worker.Steps``) with this worker's client and handler."""
-        reply: Any = None
-        error: Optional[BaseException] = None
-        while True:
-            try:
-                step = steps.send(reply) if error is None else steps.throw(error)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-            reply, error = None, None
-            try:
-                reply = self._do(step)
-            except BaseException as e:  # noqa: BLE001 - the steps decide (and re-raise)
-                error = e
+        return _steps.run(steps, self._do)
 
     def _do(self, step: Step) -> Any:
         if type(step) is Call:
