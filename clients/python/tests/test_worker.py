@@ -447,3 +447,46 @@ def test_sigkill_between_handler_and_acknowledgement_redelivers(server: Server, 
         or sorted(got) == ids,
     )
     r.close()
+
+
+def _loop() -> Any:
+    from collections import Counter
+
+    from redis_reclaim._worker import Held, Loop
+
+    return Loop(
+        "orders", "workers", "w", count=10, block_ms=100, failure_delay_ms=None,
+        stop_after_idle_ms=None, wait_for_policy=False, wants_ctx=False, counts=Counter(),
+        held=Held(), stop=threading.Event(),
+    )
+
+
+def test_nack_reason_is_sent_only_where_the_server_takes_it() -> None:
+    """Pure: the NACK of a failure carries ``REASON "Type: message"`` (at most 256 characters)
+    once the probe found REASON in RECLAIM.NACK's COMMAND DOCS, and nothing otherwise."""
+    from redis_reclaim._worker import REASON_MAX, has_token, reason_text
+
+    loop = _loop()
+    plain = loop._nack_command("1-0", 500, ValueError("bad"))
+    assert plain.args == ("RECLAIM.NACK", "orders", "workers", "w", "1-0", "DELAY", 500)
+    loop.has_reason = True
+    assert loop._nack_command("1-0", 500, ValueError("bad")).args[-2:] == ("REASON", "ValueError: bad")
+    assert loop._nack_command("1-0", 0, Retry(0, "later")).args[-2:] == ("REASON", "Retry: later")
+    long = reason_text(RuntimeError("x" * 1000))
+    assert len(long) == REASON_MAX and long.startswith("RuntimeError: xxx") and long.endswith("...")
+    # The probe, on COMMAND DOCS's RESP2 and RESP3 shapes.
+    today = [b"reclaim.nack", [b"arguments", [[b"name", b"ms", b"token", b"DELAY"]]]]
+    later = {b"reclaim.nack": {b"arguments": [{b"name": b"reason", b"token": b"REASON"}]}}
+    assert not has_token("REASON")(today) and has_token("REASON")(later)
+
+
+def test_delivery_metadata_replies_are_read_in_both_protocols() -> None:
+    """Pure: ``RECLAIM.READGROUP ... DELIVERY-METADATA`` entries are ``[id, fields, ms, count]``
+    in RESP2 (an array of [stream, entries]) and RESP3 (a map); the count is the attempt."""
+    from redis_reclaim._worker import meta_batches
+
+    resp2 = [[b"orders", [[b"1-0", [b"a", b"1"], 12, 3], [b"2-0", [b"b", b"2"], 0, 1]]]]
+    resp3 = {b"orders": [[b"1-0", [b"a", b"1"], 12, 3], [b"2-0", [b"b", b"2"], 0, 1]]}
+    expected = [(b"1-0", {b"a": b"1"}, 3), (b"2-0", {b"b": b"2"}, 1)]
+    assert meta_batches(resp2) == expected and meta_batches(resp3) == expected
+    assert meta_batches(None) == []

@@ -462,7 +462,7 @@ class Loop:
         """The batch with each entry's delivery count, from one XPENDING of this consumer."""
         keys = sorted((_id_key(e[0]), e[0]) for e in batch)
         try:
-            pel = yield Pending(keys[0][1], keys[-1][1], len(batch))
+            pel = yield Pending(keys[0][1], keys[-1][1], len(batch) + 100)
         except RedisError as e:
             log.warning("could not read the delivery counts (%s)", e)
             return batch

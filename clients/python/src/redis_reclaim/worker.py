@@ -28,13 +28,19 @@ class Worker(WorkerBase[Handler]):
     """Consumes ``stream`` in ``group`` as ``consumer``, one entry at a time, until :meth:`stop`
     or SIGTERM (or SIGINT).
 
+    - At start it checks the policy of ``stream`` and ``group``: none, a paused one or one that
+      does not run (a group that does not exist) raises :class:`~redis_reclaim.PolicyError`;
+      with ``wait_for_policy=True`` it logs that once and waits for the policy.
     - It reads with ``RECLAIM.READGROUP`` (``count`` entries, waiting up to ``block_ms``): new
       entries, and those due for redelivery under the stream's policy (left by a worker that
       crashed or gave them back).
-    - It calls ``handler(entry_id, fields)``. When the handler returns, the entry is acknowledged
-      (``XACK``).
-    - ``raise Retry(delay_ms)``: the entry is given back (``RECLAIM.NACK ... DELAY delay_ms``)
-      and delivered again ``delay_ms`` from now (at most its lease).
+    - It calls ``handler(entry_id, fields)`` (``handler(entry_id, fields, ctx)`` for a handler
+      that takes a third argument: a :class:`~redis_reclaim.Context` with the attempt number).
+      When the handler returns, the entry is acknowledged: one ``XACK`` for the entries of a
+      batch, sent with the next read; nothing is acknowledged before its handler returned.
+    - ``raise Retry(delay_ms)``: the entry is given back (``RECLAIM.NACK ... DELAY delay_ms``,
+      with ``REASON`` where the server takes one) and delivered again ``delay_ms`` from now; a
+      delay the server refuses is counted as ``refused`` and the entry comes back with its lease.
     - ``raise Permanent(reason)``: the entry is dead-lettered at once (``RECLAIM.TERM ... REASON
       reason``).
     - Any other exception is logged and the entry given back for its next attempt, which counts
@@ -56,7 +62,8 @@ class Worker(WorkerBase[Handler]):
       job that drains a stream).
 
     ``counts`` tells what it did: ``acked``, ``dead-lettered`` (Permanent), ``retried`` (Retry),
-    ``failed`` (other exceptions), ``given-back`` (held and not started at a stop), and ``lost``:
+    ``failed`` (other exceptions), ``refused`` (a NACK, TERM or EXTEND the server answered with an
+    error, logged), ``given-back`` (held and not started at a stop), and ``lost``:
     entries that were no longer this consumer's when it came to them or settled them (their lease
     had run out and another worker took them; with the heartbeat, only after ``max_hold_ms`` or
     when Redis could not be reached for a whole lease).
