@@ -304,6 +304,7 @@ class Loop:
         counts: Counter[str],
         held: Held,
         stop: threading.Event,
+        pipelined: bool = True,
     ) -> None:
         self.stream, self.group, self.consumer = stream, group, consumer
         self.count, self.block_ms = count, block_ms
@@ -312,6 +313,9 @@ class Loop:
         self.wait_for_policy = wait_for_policy
         self.wants_ctx = wants_ctx
         self.counts, self.held, self._stop = counts, held, stop
+        #: Whether commands go together in one round trip (not in a cluster, where each goes to
+        #: its own node: one after the other).
+        self.pipelined = pipelined
         self.has_reason = False
         self.has_meta = False
         self._acks: list[Any] = []
@@ -323,7 +327,7 @@ class Loop:
         (NACK REASON, READGROUP DELIVERY-METADATA). Returns the policy (None: stopped meanwhile)."""
         policy = yield from self._policy()
         # b"COMMAND": redis-py parses a reply of "COMMAND" as COMMAND INFO's; not one of b"COMMAND".
-        docs = yield Pipeline(
+        docs = yield from self._together(
             (
                 Command((b"COMMAND", "DOCS", "RECLAIM.NACK"), None, has_token("REASON")),
                 Command((b"COMMAND", "DOCS", "RECLAIM.READGROUP"), None, has_token("DELIVERY-METADATA")),
@@ -413,7 +417,7 @@ class Loop:
         acks, self._acks = self._acks, []
         xack = Command(("XACK", self.stream, self.group, *acks), self.stream, int)
         try:
-            replies = yield Pipeline((xack, read))
+            replies = yield from self._together((xack, read))
         except RedisError as e:
             self._acked(acks, e)
             raise
@@ -422,6 +426,20 @@ class Loop:
             raise replies[1]
         batch: list[Entry] = replies[1]
         return batch
+
+    def _together(self, commands: tuple[Command[Any], ...]) -> Steps[list[Any]]:
+        """The replies of ``commands`` (a RedisError in the place of one that failed): in one
+        round trip, or one after the other when not ``pipelined``."""
+        if self.pipelined:
+            replies: list[Any] = yield Pipeline(commands)
+            return replies
+        out: list[Any] = []
+        for command in commands:
+            try:
+                out.append((yield command))
+            except RedisError as e:
+                out.append(e)
+        return out
 
     def _acked(self, ids: list[Any], reply: Any) -> None:
         self.held.release(ids)
@@ -605,6 +623,9 @@ class WorkerBase(Generic[H]):
         self._stop = threading.Event()
         self._held = Held()
 
+    #: The command client (:class:`~redis_reclaim.Reclaim` or its asyncio twin), set by ``_connect``.
+    reclaim: Any
+
     def _connect(self, client: Any) -> None:
         raise NotImplementedError
 
@@ -626,6 +647,7 @@ class WorkerBase(Generic[H]):
             count=self.count, block_ms=self.block_ms, failure_delay_ms=self.failure_delay_ms,
             stop_after_idle_ms=self.stop_after_idle_ms, wait_for_policy=self.wait_for_policy,
             wants_ctx=wants_context(handler), counts=self.counts, held=self._held, stop=self._stop,
+            pipelined=not self.reclaim.is_cluster,
         )
 
     def _every_s(self, policy: Optional[Policy]) -> float:

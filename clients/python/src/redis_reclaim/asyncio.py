@@ -22,7 +22,6 @@ from typing import (
 )
 
 from redis.asyncio.cluster import RedisCluster
-from redis.exceptions import RedisError
 
 from . import _cluster, _steps
 from . import _commands as c
@@ -150,6 +149,8 @@ class AsyncWorker(WorkerBase[AsyncHandler]):
     with ``asyncio.to_thread``), or the leases are not renewed while it blocks. Signals are
     handled with ``loop.add_signal_handler`` when ``run`` runs in the main thread."""
 
+    reclaim: AsyncReclaim
+
     def _connect(self, client: Any) -> None:
         self.reclaim = AsyncReclaim(client)
 
@@ -206,14 +207,6 @@ class AsyncWorker(WorkerBase[AsyncHandler]):
         return None
 
     async def _pipeline(self, commands: tuple[Command[Any], ...]) -> list[Any]:
-        if self.reclaim.is_cluster:
-            out: list[Any] = []
-            for command in commands:
-                try:
-                    out.append(await self.reclaim.execute(command))
-                except RedisError as e:
-                    out.append(e)
-            return out
         pipe = self.client.pipeline(transaction=False)
         for command in commands:
             pipe.execute_command(*command.args)

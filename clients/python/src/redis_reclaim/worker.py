@@ -9,7 +9,6 @@ import threading
 from types import FrameType
 from typing import Any, Callable, Optional, TypeVar, Union
 
-from redis.exceptions import RedisError
 
 from . import _steps
 from ._commands import Command, Fields
@@ -68,6 +67,8 @@ class Worker(WorkerBase[Handler]):
     had run out and another worker took them; with the heartbeat, only after ``max_hold_ms`` or
     when Redis could not be reached for a whole lease).
     """
+
+    reclaim: Reclaim
 
     def _connect(self, client: Any) -> None:
         self.reclaim = Reclaim(client)
@@ -132,14 +133,6 @@ class Worker(WorkerBase[Handler]):
         return None
 
     def _pipeline(self, commands: tuple[Command[Any], ...]) -> list[Any]:
-        if self.reclaim.is_cluster:
-            out: list[Any] = []
-            for command in commands:
-                try:
-                    out.append(self.reclaim.execute(command))
-                except RedisError as e:
-                    out.append(e)
-            return out
         pipe = self.client.pipeline(transaction=False)
         for command in commands:
             pipe.execute_command(*command.args)
