@@ -317,6 +317,33 @@ def test_without_a_running_policy_it_fails_fast(r: redis.Redis, case: str) -> No
     assert dict(w.counts) == {}
 
 
+def test_a_user_with_the_worker_commands_only_starts_unchecked(
+    server: Server, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The worker role of docs/security.md (no RECLAIM.POLICY, no COMMAND): the Worker says it
+    cannot check the policy, and works as before (COMMAND DOCS refused too: no REASON)."""
+    admin = server.client(decode_responses=True)
+    admin.flushall()
+    setup(admin, min_idle=LEASE_MS, max_deliveries=MAX_DELIVERIES, dlq="orders:dlq")
+    admin.execute_command(
+        "ACL", "SETUSER", "worker", "on", ">secret", "~orders", "~orders:dlq", "+@stream",
+        "+reclaim.readgroup", "+reclaim.extend", "+reclaim.nack", "+reclaim.term",
+    )
+    try:
+        e = admin.xadd("orders", {"n": "1"})
+        handled: list[str] = []
+        r = server.client(decode_responses=True, username="worker", password="secret")
+        w = Worker(r, "orders", "workers", "w", lambda i, f: handled.append(i), stop_after_idle_ms=300, block_ms=50)
+        w.run()
+        assert handled == [e] and not owners(admin) and w.counts["acked"] == 1
+        assert "cannot check the policy of stream 'orders' group 'workers'" in caplog.text
+        assert "NOPERM" in caplog.text or "no permissions" in caplog.text
+        r.close()
+    finally:
+        admin.execute_command("ACL", "DELUSER", "worker")
+        admin.close()
+
+
 def test_wait_for_policy_waits_logging_once(r: redis.Redis, caplog: pytest.LogCaptureFixture) -> None:
     reclaim = setup(r)
     e = r.xadd("orders", {"n": "1"})

@@ -17,6 +17,7 @@ from typing import Any, Callable, Generator, Generic, Iterable, Mapping, Optiona
 from redis.exceptions import (
     ClusterDownError,
     ConnectionError,
+    NoPermissionError,
     ReadOnlyError,
     RedisError,
     ResponseError,
@@ -324,7 +325,8 @@ class Loop:
 
     def start(self) -> Steps[Optional[Policy]]:
         """Checks the policy (waiting for it with ``wait_for_policy``) and what the server can do
-        (NACK REASON, READGROUP DELIVERY-METADATA). Returns the policy (None: stopped meanwhile)."""
+        (NACK REASON, READGROUP DELIVERY-METADATA). Returns the policy (None: stopped meanwhile,
+        or the user may not read it)."""
         policy = yield from self._policy()
         # b"COMMAND": redis-py parses a reply of "COMMAND" as COMMAND INFO's; not one of b"COMMAND".
         docs = yield from self._together(
@@ -340,7 +342,14 @@ class Loop:
     def _policy(self) -> Steps[Optional[Policy]]:
         logged = False
         while not self._stop.is_set():
-            policy: Optional[Policy] = yield c.policy_get(self.stream, self.group)
+            try:
+                policy: Optional[Policy] = yield c.policy_get(self.stream, self.group)
+            except NoPermissionError as e:  # a user with the worker commands only
+                log.warning(
+                    "cannot check the policy of stream %r group %r (%s): starting without the check "
+                    "(grant +reclaim.policy|get for it)", entry_name(self.stream), entry_name(self.group), e,
+                )
+                return None
             problem = self._problem(policy)
             if problem is None:
                 return policy
