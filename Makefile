@@ -168,7 +168,8 @@ bench: build ## Benchmark vs client loops and Lua: docs/performance.md, docs/ben
 
 bench-worker: build py-client ## The Python Worker vs a hand loop and RQ's SimpleWorker, no-op jobs: its section of docs/performance.md (BENCH_WORKER_N=20000, BENCH_WORKER_ROUNDS=5)
 	@PYTHONPATH=$(PY_DEPS):$(PY_BENCH) python3 -c 'import rq' 2>/dev/null || \
-	  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --target $(PY_BENCH) 'rq>=3,<4'
+	  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --target $(PY_BENCH) 'rq>=3,<4' || \
+	  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --target $(PY_BENCH) --break-system-packages 'rq>=3,<4'
 	PYTHONPATH=$(PY_CLIENT):$(PY_DEPS):$(PY_BENCH):$(CURDIR)/bench python3 bench/worker.py '$(MODULE)'
 
 fmt: ## Format the code
