@@ -211,7 +211,20 @@ fn bad_delays_and_a_delay_key_of_another_type_change_nothing() {
     policy(&mut c, "b", 10);
     let id = add_and_take(&mut c, "b");
     let range = "ERR DELAY must be an integer from 0 to 2592000000 (ms, 30 days)";
-    for bad in ["-1", "2592000001", "soon", "1.5", ""] {
+    let over = error_of(
+        &mut c,
+        cmd("RECLAIM.NACK").arg(&["b", "g", "w1", &id, "DELAY", "2592000001"]),
+    );
+    assert_eq!(
+        over,
+        "ERR DELAY 2592000001 is longer than 500, the idle (ms) after which the entry is due, and than 2592000000 (30 days), the longest delay"
+    );
+    let e = error_of(
+        &mut c,
+        cmd("RECLAIM.NACK").arg(&["b", "g", "w9", &id, "DELAY", "2592000001"]),
+    );
+    assert_eq!(e, range, "nothing of w9's: no due idle to name");
+    for bad in ["-1", "soon", "1.5", ""] {
         let e = error_of(
             &mut c,
             cmd("RECLAIM.NACK").arg(&["b", "g", "w1", &id, "DELAY", bad]),

@@ -79,15 +79,15 @@ fn nack_gives_back_now_or_after_the_delay_with_the_count_unchanged() {
     let b: String = q(&mut c, &["XADD", "n", "*", "job", "b"]);
     let got = readgroup(&mut c, "n", "g", "w1", 2, None);
     assert_eq!(got.len(), 2);
-    // A delay over the maximum is refused, naming the range; nothing changes (delays longer
-    // than the lease: tests/delays.rs).
+    // A delay over the maximum is refused, naming the entry's due idle; nothing changes (delays
+    // longer than the lease: tests/delays.rs).
     let e = error_of(
         &mut c,
         cmd("RECLAIM.NACK").arg(&["n", "g", "w1", &a, "DELAY", "2592000001"]),
     );
     assert_eq!(
         e,
-        "ERR DELAY must be an integer from 0 to 2592000000 (ms, 30 days)"
+        "ERR DELAY 2592000001 is longer than 1000, the idle (ms) after which the entry is due, and than 2592000000 (30 days), the longest delay"
     );
     assert_eq!(owner(&mut c, "n", &a), Some(("w1".into(), 1)));
     // Another consumer's NACK releases nothing.

@@ -213,8 +213,9 @@ fn parse_nack<'a>(a: &[&'a [u8]]) -> Result<(Verb<'a>, NackOptions<'a>), Reclaim
                 return Err(ReclaimError::RepeatedOption(word));
             }
             delay_seen = true;
+            // Above MAX_DELAY_MS: refused once the caller's entries are known (nack_cmd).
             o.delay = crate::model::text::parse_i64(value)
-                .filter(|d| (0..=MAX_DELAY_MS).contains(d))
+                .filter(|d| *d >= 0)
                 .ok_or(error::DELAY_RANGE)?;
         } else {
             if o.reason.is_some() {
@@ -248,6 +249,14 @@ pub fn nack_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let (v, o) = parse_nack(&a)?;
     let p = policy_of(ctx, &v, claims)?;
     let mine = owned(ctx, &v)?;
+    if o.delay > MAX_DELAY_MS {
+        // Names the due idle of the first entry, which a client can give back instead (the
+        // error of a delay over the lease before delays could be parked: clients parse it).
+        return Err(match mine.first() {
+            Some(e) => error::delay_too_long(o.delay, p.due_idle(e.deliveries)),
+            None => error::DELAY_RANGE.into(),
+        });
+    }
     let (long, short): (Vec<&Pending>, Vec<&Pending>) = mine
         .iter()
         .partition(|e| o.delay > 0 && o.delay > p.due_idle(e.deliveries));
@@ -415,7 +424,7 @@ mod tests {
         assert_eq!(n("s g c 1-0 DELAY 1 2-0"), Err(error::SYNTAX.to_string()));
         assert_eq!(
             n("s g c 1-0 DELAY 2592000001"),
-            Err(error::DELAY_RANGE.to_string())
+            Ok((1, MAX_DELAY_MS + 1, None))
         );
         assert_eq!(n("s g c 1-0 DELAY -1"), Err(error::DELAY_RANGE.to_string()));
         assert_eq!(

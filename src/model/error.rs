@@ -45,6 +45,13 @@ pub const POLICY_KEY_TAKEN: &str =
 pub const INVALID_ID: &str = "ERR Invalid stream ID specified as stream command argument";
 /// `RECLAIM.NACK ... DELAY` that is not a non-negative integer.
 pub const DELAY_RANGE: &str = "ERR DELAY must be an integer from 0 to 2592000000 (ms, 30 days)";
+/// `RECLAIM.NACK ... DELAY d` longer than [`crate::model::policy::MAX_DELAY_MS`]: (d, the idle
+/// that makes the first of the caller's entries due; a client may give that back instead).
+pub fn delay_too_long(d: i64, due: i64) -> ReclaimError {
+    ReclaimError::Redis(format!(
+        "ERR DELAY {d} is longer than {due}, the idle (ms) after which the entry is due, and than 2592000000 (30 days), the longest delay"
+    ))
+}
 /// `RECLAIM.NACK ... DELAY` that parks entries while the stream's delay key holds another type.
 pub const WRONGTYPE_DELAY_KEY: &str =
     "WRONGTYPE the delay key of this stream (reclaim:delay:{...}) holds a value that is not a sorted set";
