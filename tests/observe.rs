@@ -24,7 +24,7 @@ fn num(l: &BTreeMap<String, String>, f: &str) -> i64 {
 }
 
 /// The fields of every per-policy line, in order.
-const LINE_FIELDS: [&str; 16] = [
+const LINE_FIELDS: [&str; 17] = [
     "db",
     "stream",
     "group",
@@ -41,6 +41,7 @@ const LINE_FIELDS: [&str; 16] = [
     "errors",
     "passes",
     "last_pass_ms",
+    "evicted_keys",
 ];
 
 #[test]
@@ -594,11 +595,18 @@ fn info_section() {
         Some("# reclaim_policies"),
         "{text}"
     );
+    // One text field: the `maxmemory-policy` the eviction risk was judged under.
     for l in totals {
         let (k, v) = l.split_once(':').unwrap_or_else(|| panic!("line {l:?}"));
         assert!(k.starts_with("reclaim_"), "{l:?}");
+        if k == "reclaim_maxmemory_policy" {
+            assert_eq!(v.trim(), "noeviction", "{l:?}");
+            continue;
+        }
         assert!(v.trim().parse::<u64>().is_ok(), "{l:?}");
     }
+    assert_eq!(reclaim_info(&mut c, "eviction_risk"), 0);
+    assert_eq!(reclaim_info(&mut c, "evicted_keys"), 0);
     // The section is part of `INFO everything` too.
     let all: String = cmd("INFO").arg("everything").query(&mut c).unwrap();
     assert!(

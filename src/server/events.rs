@@ -47,6 +47,10 @@ pub unsafe extern "C" fn on_keyspace_event(
 ///   what its policies tracked about them is released.
 fn on_key_event(ctx: &Context, ev: &[u8], name: &[u8]) {
     let db = ffi::selected_db(ctx);
+    if ev == b"evicted" {
+        crate::server::eviction::on_evicted(ctx, db, name);
+    }
+    crate::server::eviction::on_key_event(db, ev, name);
     let policy_stream = keys::stream_of_policy_key(name);
     match ev {
         b"del" | b"expired" | b"evicted" | b"rename_from" | b"move_from" => match policy_stream {
@@ -162,6 +166,7 @@ pub unsafe extern "C" fn on_swapdb(
     ffi::guard("swapdb event", || {
         let info = unsafe { &*(data as *const raw::RedisModuleSwapDbInfo) };
         registry::swap_db(info.dbnum_first, info.dbnum_second);
+        crate::state::eviction::forget_db(-1);
         crate::state::redrive::rediscover();
     });
 }
@@ -180,6 +185,7 @@ pub unsafe extern "C" fn on_flush(
         }
         let info = unsafe { &*(data as *const raw::RedisModuleFlushInfo) };
         registry::forget_db(info.dbnum);
+        crate::state::eviction::forget_db(info.dbnum);
     });
 }
 

@@ -106,6 +106,7 @@ static PRUNED_MS: AtomicU64 = AtomicU64::new(0);
 const PRUNE_EVERY_MS: u64 = 1000;
 
 fn tick(ctx: &Context) {
+    crate::server::eviction::tick(ctx);
     let now = now_ms();
     if now.saturating_sub(PRUNED_MS.load(Ordering::Relaxed)) >= PRUNE_EVERY_MS {
         PRUNED_MS.store(now, Ordering::Relaxed);
@@ -319,6 +320,7 @@ fn visit(ctx: &Context, id: &PolicyId, now: u64, deadline: Instant) -> bool {
     let Some(policy) = store::get(ctx, &id.stream, &id.group) else {
         return false;
     };
+    crate::server::eviction::check_ttls(ctx, id, policy.dlq.as_deref());
     crate::engine::touches::confirm(ctx, id);
     let t0 = Instant::now();
     let left_ns = deadline.saturating_duration_since(t0).as_nanos() as u64;
