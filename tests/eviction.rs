@@ -189,39 +189,6 @@ fn volatile_eviction_is_a_risk_only_while_a_key_of_the_module_has_a_ttl() {
     );
 }
 
-/// Collects the keyspace events of database 0 on a thread of its own.
-fn listen(s: &Server) -> mpsc::Receiver<(String, String)> {
-    let (tx, rx) = mpsc::channel();
-    let mut con = s.conn();
-    let (ready_tx, ready_rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut ps = con.as_pubsub();
-        ps.psubscribe("__keyspace@0__:*").expect("PSUBSCRIBE");
-        ps.set_read_timeout(Some(Duration::from_millis(200))).ok();
-        let _ = ready_tx.send(());
-        loop {
-            match ps.get_message() {
-                Ok(m) => {
-                    let key = m
-                        .get_channel_name()
-                        .trim_start_matches("__keyspace@0__:")
-                        .to_string();
-                    let ev: String = m.get_payload().unwrap_or_default();
-                    if tx.send((key, ev)).is_err() {
-                        return;
-                    }
-                }
-                Err(e) if e.is_timeout() => continue,
-                Err(_) => return,
-            }
-        }
-    });
-    ready_rx
-        .recv_timeout(Duration::from_secs(10))
-        .expect("subscribed");
-    rx
-}
-
 /// The `reclaim-evicted` events until all of `keys` had one (panics after a deadline).
 fn wait_evicted_events(rx: &mpsc::Receiver<(String, String)>, keys: &[&str]) -> Vec<String> {
     let mut got: Vec<String> = Vec::new();

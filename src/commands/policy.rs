@@ -159,6 +159,7 @@ pub(super) fn policy_del(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let removed = store::delete(ctx, a[2], a[3]);
     if removed {
         registry::remove(&PolicyId::new(ffi::selected_db(ctx), a[2], a[3]));
+        crate::state::eviction::forget_policies(ffi::selected_db(ctx), a[2], Some(a[3]));
         ctx.replicate_verbatim();
     }
     Ok(Reply::Int(removed as i64))

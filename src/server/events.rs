@@ -54,7 +54,10 @@ fn on_key_event(ctx: &Context, ev: &[u8], name: &[u8]) {
     let policy_stream = keys::stream_of_policy_key(name);
     match ev {
         b"del" | b"expired" | b"evicted" | b"rename_from" | b"move_from" => match policy_stream {
-            Some(stream) => registry::forget_stream(db, &stream),
+            Some(stream) => {
+                crate::state::eviction::forget_policies(db, &stream, None);
+                registry::forget_stream(db, &stream)
+            }
             None => {
                 registry::forget_tracking(db, name, None);
                 crate::ffi::blocked::unblock_deleted(db, name);
@@ -227,6 +230,7 @@ pub unsafe extern "C" fn on_async_load(
         raw::REDISMODULE_SUBEVENT_REPL_ASYNC_LOAD_COMPLETED => {
             // The old databases, and every policy in them, are gone.
             registry::forget_db(-1);
+            crate::state::eviction::forget_db(-1);
             if let Some(load) = registry::take_load() {
                 store::register_loaded(&Context::new(ctx), load);
             }

@@ -257,6 +257,7 @@ fn run_slice(ctx: &Context, count_skips: bool) -> bool {
         let t0 = Instant::now();
         if !visit(ctx, &id, now, deadline) {
             registry::remove(&id);
+            crate::state::eviction::forget_policies(id.db, &id.stream, Some(&id.group));
             continue;
         }
         // A step always reads its page and runs its first batch: do not start one that would

@@ -111,6 +111,18 @@ pub fn note_dlq(id: &PolicyId, dlq: &[u8]) {
     })
 }
 
+/// Forgets the DLQs of the policies of (db, `stream`) (of `group` only, when given): they are
+/// gone. O(DLQs remembered), at most [`MAX_DLQS`].
+pub fn forget_policies(db: i32, stream: &[u8], group: Option<&[u8]>) {
+    with(|s| {
+        if !s.dlqs.is_empty() {
+            s.dlqs.retain(|_, id| {
+                id.db != db || id.stream != stream || group.is_some_and(|g| id.group != g)
+            });
+        }
+    })
+}
+
 /// The policy last seen naming `dlq` in database `db` as its DLQ, if any.
 pub fn dlq_policy(db: i32, dlq: &[u8]) -> Option<PolicyId> {
     with(|s| {
@@ -212,8 +224,16 @@ mod tests {
         // DLQs: bounded, and forgotten with their database.
         let id = PolicyId::new(3, b"s", b"g");
         note_dlq(&id, b"s:dlq");
-        assert_eq!(dlq_policy(3, b"s:dlq"), Some(id));
+        assert_eq!(dlq_policy(3, b"s:dlq"), Some(id.clone()));
         assert_eq!(dlq_policy(2, b"s:dlq"), None);
+        forget_policies(3, b"s", Some(b"other"));
+        assert_eq!(dlq_policy(3, b"s:dlq"), Some(id.clone()));
+        forget_policies(3, b"s", Some(b"g"));
+        assert_eq!(dlq_policy(3, b"s:dlq"), None);
+        note_dlq(&id, b"s:dlq");
+        forget_policies(3, b"s", None);
+        assert_eq!(dlq_policy(3, b"s:dlq"), None);
+        note_dlq(&id, b"s:dlq");
         forget_db(-1);
         assert_eq!(dlq_policy(3, b"s:dlq"), None);
     }
