@@ -230,20 +230,42 @@ fn evicted_keys_are_logged_counted_announced_and_shown_in_the_status() {
     create_group(&mut c, b"b", b"audit");
     set_policy_opts(&mut c, "b", "audit", "MIN-IDLE 600000 INTERVAL 100");
     let rx = listen(&s);
-    for k in ["a", "reclaim:policy:{b}:b", "d:dlq"] {
+    // A redrive task's key (the module's namespace; its content does not matter here).
+    run(&mut c, &["HSET", "reclaim:redrive:{r}:r", "phase", "done"]);
+    for k in [
+        "a",
+        "reclaim:policy:{b}:b",
+        "d:dlq",
+        "reclaim:redrive:{r}:r",
+    ] {
         run(&mut c, &["EXPIRE", k, "100000"]);
     }
     // Every key with a TTL must go, and only those.
     run(&mut c, &["CONFIG", "SET", "maxmemory", "1"]);
-    wait_for(10, "the three keys evicted", || {
+    wait_for(10, "the four keys evicted", || {
         let _ = run(&mut c, &["PING"]);
-        let left: i64 = q(&mut c, &["EXISTS", "a", "reclaim:policy:{b}:b", "d:dlq"]);
+        let left: i64 = q(
+            &mut c,
+            &[
+                "EXISTS",
+                "a",
+                "reclaim:policy:{b}:b",
+                "d:dlq",
+                "reclaim:redrive:{r}:r",
+            ],
+        );
         (left == 0).then_some(())
     });
     run(&mut c, &["CONFIG", "SET", "maxmemory", "0"]);
-    let got = wait_evicted_events(&rx, &["a", "reclaim:policy:{b}:b", "d:dlq"]);
-    assert_eq!(got, ["a", "d:dlq", "reclaim:policy:{b}:b"]);
-    assert_eq!(reclaim_info(&mut c, "evicted_keys"), 3);
+    let all = [
+        "a",
+        "d:dlq",
+        "reclaim:policy:{b}:b",
+        "reclaim:redrive:{r}:r",
+    ];
+    let got = wait_evicted_events(&rx, &all);
+    assert_eq!(got, all);
+    assert_eq!(reclaim_info(&mut c, "evicted_keys"), 4);
     let mut keys: Vec<String> = q(&mut c, &["KEYS", "*"]);
     keys.sort();
     assert_eq!(
@@ -276,7 +298,12 @@ fn evicted_keys_are_logged_counted_announced_and_shown_in_the_status() {
         1,
         "{log}"
     );
-    assert_eq!(lines("reclaim: the server evicted "), 3, "{log}");
+    assert_eq!(
+        lines("reclaim: the server evicted the redrive key 'reclaim:redrive:{r}:r' (db 0): the redrive task of its DLQ stops (RECLAIM.REDRIVE starts it again)."),
+        1,
+        "{log}"
+    );
+    assert_eq!(lines("reclaim: the server evicted "), 4, "{log}");
 
     // b's policies are gone.
     assert_eq!(policy_reply(&mut c, b"b", b"workers"), Value::Nil);

@@ -119,7 +119,9 @@ pub fn on_key_event(db: i32, ev: &[u8], name: &[u8]) {
 pub fn on_evicted(ctx: &Context, db: i32, name: &[u8]) {
     let what = if let Some(stream) = keys::stream_of_policy_key(name) {
         policy_key_lost(db, name, &stream)
-    } else if keys::is_module_key(name) {
+    } else if name.starts_with(keys::REDRIVE_KEY_PREFIX)
+        || name.starts_with(keys::REDRIVE_MOVED_PREFIX)
+    {
         format!(
             "the redrive key '{}' (db {db}): the redrive task of its DLQ stops (RECLAIM.REDRIVE starts it again)",
             printable(name)
