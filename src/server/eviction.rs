@@ -23,7 +23,6 @@ use crate::model::metrics::{self, Stat};
 use crate::model::text::printable;
 use crate::state::eviction as known;
 use crate::state::registry::{self, PolicyId};
-use crate::state::store;
 
 /// `CONFIG SET` changed configs (server event `Config`, Redis 7.0+): when `maxmemory` or
 /// `maxmemory-policy` is among them, the next tick reads the settings again.
@@ -112,7 +111,8 @@ pub fn on_key_event(db: i32, ev: &[u8], name: &[u8]) {
 }
 
 /// The server evicted `name` in database `db` (keyspace event `evicted`), before the registry
-/// forgets anything of it. When it is one of the module's keys (a policy key, a stream with
+/// forgets anything of it. It runs inside the server's eviction: it opens no key and calls no
+/// command (the registry, the log, a keyspace event only). When it is one of the module's keys (a policy key, a stream with
 /// policies, a known DLQ, a redrive key): one warning naming it and what was lost, counted
 /// (`reclaim_evicted_keys`, and per policy for its stream and DLQ), and the event
 /// `reclaim-evicted` on the key.
@@ -128,7 +128,7 @@ pub fn on_evicted(ctx: &Context, db: i32, name: &[u8]) {
         )
     } else if let Some(line) = stream_lost(db, name) {
         line
-    } else if let Some(line) = dlq_lost(ctx, db, name) {
+    } else if let Some(line) = dlq_lost(db, name) {
         line
     } else {
         return;
@@ -177,15 +177,12 @@ fn stream_lost(db: i32, stream: &[u8]) -> Option<String> {
     ))
 }
 
-/// A DLQ a pass saw (`known::dlq_policy`) was evicted, and its policy still names it: counted
-/// by the policy.
-fn dlq_lost(ctx: &Context, db: i32, dlq: &[u8]) -> Option<String> {
+/// A DLQ the last pass of its policy saw (`known::dlq_policy`) was evicted: counted by the
+/// policy, if it still exists. No key is opened here: inside the server's eviction, a look-up
+/// could expire (and delete) another key.
+fn dlq_lost(db: i32, dlq: &[u8]) -> Option<String> {
     let id = known::dlq_policy(db, dlq)?;
-    let p = store::get(ctx, &id.stream, &id.group)?;
-    if p.dlq.as_deref() != Some(dlq) {
-        return None;
-    }
-    registry::update(&id, |rt| rt.dlq_evicted());
+    registry::update(&id, |rt| rt.dlq_evicted())?;
     Some(format!(
         "the DLQ '{}' (db {db}) of the policy of stream '{}' group '{}': its dead letters are lost",
         printable(dlq),

@@ -36,8 +36,11 @@ struct State {
     ttl: BTreeSet<(i32, Vec<u8>)>,
     /// The risk the log was told last (and under which `maxmemory-policy`).
     told: Option<(Risk, String)>,
-    /// DLQs the passes saw, (db, name), with a policy that names it (checked again before use).
+    /// DLQs the passes saw, (db, name), with a policy that names it.
     dlqs: BTreeMap<(i32, Vec<u8>), PolicyId>,
+    /// The same the other way: each policy's DLQ as last seen, so a changed DLQ leaves no stale
+    /// entry in `dlqs`.
+    dlq_of: BTreeMap<PolicyId, Vec<u8>>,
 }
 
 static STATE: Mutex<State> = Mutex::new(State {
@@ -51,6 +54,7 @@ static STATE: Mutex<State> = Mutex::new(State {
     ttl: BTreeSet::new(),
     told: None,
     dlqs: BTreeMap::new(),
+    dlq_of: BTreeMap::new(),
 });
 
 fn with<R>(f: impl FnOnce(&mut State) -> R) -> R {
@@ -97,17 +101,24 @@ pub fn note_ttl(db: i32, key: &[u8], has: bool) {
     })
 }
 
-/// Notes that policy `id` names DLQ `dlq` (in its database).
+/// Notes that policy `id` names DLQ `dlq` (in its database), forgetting the DLQ it named before.
 pub fn note_dlq(id: &PolicyId, dlq: &[u8]) {
     with(|s| {
-        let k = (id.db, dlq.to_vec());
-        if s.dlqs.get(&k) == Some(id) {
+        if s.dlq_of.get(id).is_some_and(|d| d == dlq) {
             return;
         }
-        if s.dlqs.len() >= MAX_DLQS {
-            s.dlqs.clear();
+        if let Some(old) = s.dlq_of.remove(id) {
+            let k = (id.db, old);
+            if s.dlqs.get(&k) == Some(id) {
+                s.dlqs.remove(&k);
+            }
         }
-        s.dlqs.insert(k, id.clone());
+        if s.dlqs.len() >= MAX_DLQS || s.dlq_of.len() >= MAX_DLQS {
+            s.dlqs.clear();
+            s.dlq_of.clear();
+        }
+        s.dlqs.insert((id.db, dlq.to_vec()), id.clone());
+        s.dlq_of.insert(id.clone(), dlq.to_vec());
     })
 }
 
@@ -116,9 +127,11 @@ pub fn note_dlq(id: &PolicyId, dlq: &[u8]) {
 pub fn forget_policies(db: i32, stream: &[u8], group: Option<&[u8]>) {
     with(|s| {
         if !s.dlqs.is_empty() {
-            s.dlqs.retain(|_, id| {
+            let keep = |id: &PolicyId| {
                 id.db != db || id.stream != stream || group.is_some_and(|g| id.group != g)
-            });
+            };
+            s.dlqs.retain(|_, id| keep(id));
+            s.dlq_of.retain(|id, _| keep(id));
         }
     })
 }
@@ -139,6 +152,7 @@ pub fn forget_db(db: i32) {
     with(|s| {
         s.ttl.retain(|(d, _)| db != -1 && *d != db);
         s.dlqs.retain(|(d, _), _| db != -1 && *d != db);
+        s.dlq_of.retain(|id, _| db != -1 && id.db != db);
     })
 }
 
@@ -233,7 +247,10 @@ mod tests {
         note_dlq(&id, b"s:dlq");
         forget_policies(3, b"s", None);
         assert_eq!(dlq_policy(3, b"s:dlq"), None);
+        // A new DLQ replaces the old one.
+        note_dlq(&id, b"old");
         note_dlq(&id, b"s:dlq");
+        assert_eq!(dlq_policy(3, b"old"), None);
         forget_db(-1);
         assert_eq!(dlq_policy(3, b"s:dlq"), None);
     }
