@@ -17,8 +17,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
-use std::path::Path;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use reclaim_testkit::*;
@@ -36,36 +35,6 @@ fn epoch_ms() -> i64 {
         .unwrap_or(0)
 }
 
-fn crate_dir() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// `python3` with `.cache/py` (redis-py, `make py-deps`) in front of PYTHONPATH; panics with what
-/// to do when redis-py 5 or later cannot be imported.
-fn python() -> Command {
-    let deps = crate_dir().join(".cache/py");
-    let path = match std::env::var_os("PYTHONPATH") {
-        Some(p) => std::env::join_paths(std::iter::once(deps).chain(std::env::split_paths(&p)))
-            .expect("PYTHONPATH"),
-        None => deps.into_os_string(),
-    };
-    let ok = Command::new("python3")
-        .env("PYTHONPATH", &path)
-        .args([
-            "-c",
-            "import redis, sys; sys.exit(int(redis.__version__.split('.')[0]) < 5)",
-        ])
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        ok,
-        "python3 with redis-py 5 or later is needed: `make py-deps` installs it into .cache/py"
-    );
-    let mut c = Command::new("python3");
-    c.env("PYTHONPATH", path);
-    c
-}
-
 /// The producers and workers (one Python process), killed on drop.
 struct Workers {
     child: Child,
@@ -76,7 +45,7 @@ struct Workers {
 impl Workers {
     fn start(seeds: &[String], streams: &[String], log: std::path::PathBuf) -> Workers {
         let mut child = python()
-            .arg(crate_dir().join("tests/python/cluster_workers.py"))
+            .arg(project_dir().join("tests/python/cluster_workers.py"))
             .args(["--seeds", &seeds.join(",")])
             .args(["--streams", &streams.join(",")])
             .args(["--group", GROUP, "--consumers", "2", "--rate", "20"])
@@ -306,7 +275,12 @@ fn workers_follow_reshards_a_failover_and_a_killed_primary() {
 
     // Drain: no more entries; every acknowledged one handled.
     w.say("stop-producers");
-    std::thread::sleep(Duration::from_millis(300));
+    wait_for(30, "the producers to stop", || {
+        w.events()
+            .iter()
+            .any(|e| s(e, "ev") == "producers-stopped")
+            .then_some(())
+    });
     let owner_conn = |st: &str| cl.conn(cl.owner(key_slot(st.as_bytes())));
     // Drained: on every stream, nothing pending and the group has read up to the last entry.
     let backlog = || -> Vec<(String, i64, bool)> {

@@ -14,7 +14,6 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 
@@ -29,47 +28,6 @@ const MAX_DELIVERIES: i64 = 3;
 /// Workers stop after this long with nothing handed to them, far more than a redelivery takes
 /// (MIN-IDLE plus one INTERVAL): the test waits for the drained state, then for them to stop.
 const UNTIL_IDLE_MS: &str = "5000";
-
-fn crate_dir() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// `python3` with `.cache/py` (where `make test-python` installs redis-py) in front of PYTHONPATH; panics
-/// with what to do when redis-py 5 or later cannot be imported.
-fn python() -> Command {
-    let deps = crate_dir().join(".cache/py");
-    let path = match std::env::var_os("PYTHONPATH") {
-        Some(p) => std::env::join_paths(std::iter::once(deps).chain(std::env::split_paths(&p)))
-            .expect("PYTHONPATH"),
-        None => deps.into_os_string(),
-    };
-    let check = Command::new("python3")
-        .env("PYTHONPATH", &path)
-        .args([
-            "-c",
-            "import redis, sys; print(redis.__version__); sys.exit(int(redis.__version__.split('.')[0]) < 5)",
-        ])
-        .output();
-    let problem = match check {
-        Ok(out) if out.status.success() => {
-            let mut c = Command::new("python3");
-            c.env("PYTHONPATH", path);
-            return c;
-        }
-        Ok(out) => format!(
-            "{}: {}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout).trim(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ),
-        Err(e) => format!("python3 did not start: {e}"),
-    };
-    panic!(
-        "python3 with redis-py 5 or later is needed for this test: `make test-python` (or `make py-deps`) \
-         installs redis-py into .cache/py (python3 -m pip install --target .cache/py 'redis>=5,<9'); \
-         the check `import redis` said {problem}"
-    );
-}
 
 /// The `worker` example binary, built by `cargo test` (and `cargo build --examples`) in the
 /// target directory of this test binary: `<target dir>/<profile>/examples/worker`.
@@ -259,7 +217,7 @@ fn drains_with_poison(command: impl Fn() -> Command) {
 #[test]
 #[ignore = "needs redis-py from PyPI: make test-python"]
 fn python_worker_drains_a_stream_with_a_poison_entry() {
-    let script = crate_dir().join("examples/worker.py");
+    let script = project_dir().join("examples/worker.py");
     drains_with_poison(|| {
         let mut c = python();
         c.arg(&script);
@@ -304,7 +262,7 @@ fn python_steering_worker_extends_nacks_and_terms() {
         &["XADD", STREAM, "*", "job", "bad", "bad", "v0:{"],
     );
     let good = add_entries(&mut con, STREAM.as_bytes(), "good", 3);
-    let script = crate_dir().join("examples/steering_worker.py");
+    let script = project_dir().join("examples/steering_worker.py");
     let mut pool = Pool::start(server.port, &["w1", "w2"], || {
         let mut c = python();
         c.arg(&script).args(["--retry-delay-ms", "300"]);
@@ -445,7 +403,7 @@ fn redis_py_parses_readgroup_as_xreadgroup() {
     }
 
     let out = python()
-        .arg(crate_dir().join("tests/python/readgroup_parity.py"))
+        .arg(project_dir().join("tests/python/readgroup_parity.py"))
         .arg(server.port.to_string())
         .output()
         .expect("run python3");
