@@ -287,10 +287,15 @@ fn key_patterns_every_command_and_key_role() {
             ("redrive-status", K),
         ],
     );
-    // Every key, but not the commands the module's work would be: `-xclaim`, `-xadd`.
+    without_the_stream_commands(&s, &mut c);
+}
+
+/// Users with every key but not the commands the module's work would be (`-xclaim`, `-xadd`):
+/// the module refuses as the command it lacks; with every command, everything is allowed.
+fn without_the_stream_commands(s: &Server, c: &mut Connection) {
     check_user(
-        &s,
-        &mut c,
+        s,
+        c,
         "noxclaim",
         &["~s", "~s:dlq", "+@all", "-xclaim"],
         &[
@@ -305,8 +310,8 @@ fn key_patterns_every_command_and_key_role() {
         ],
     );
     check_user(
-        &s,
-        &mut c,
+        s,
+        c,
         "noxadd",
         &[
             "~s",
@@ -330,7 +335,7 @@ fn key_patterns_every_command_and_key_role() {
         ],
     );
     // Every key and command: everything is allowed.
-    check_user(&s, &mut c, "full", &["~s", "~s:dlq", "+@all"], &[]);
+    check_user(s, c, "full", &["~s", "~s:dlq", "+@all"], &[]);
 }
 
 /// Selectors: each command is checked against each selector with its keys, never a key in one
@@ -792,6 +797,30 @@ fn the_policy_key_follows_its_stream() {
     assert!(!exists(&mut c, key));
 }
 
+/// The worker commands of [`COMMANDS`].
+const WORKER: [&str; 4] = ["readgroup", "extend", "nack", "term"];
+/// Those that only read.
+const READS: [&str; 5] = ["get", "stats", "health", "simulate", "redrive-status"];
+/// Those that write.
+const WRITES: [&str; 7] = [
+    "set", "del", "pause", "resume", "sweep", "import", "redrive",
+];
+
+/// The command `name` of [`COMMANDS`] as `user`, on a fresh [`setup`]: allowed, or its error.
+fn verdict(s: &Server, c: &mut Connection, user: &str, name: &str) -> Result<(), String> {
+    setup(c);
+    let k = command(name);
+    let mut u = s.conn_as(user);
+    k.query::<Value>(&mut u)
+        .map(|_| ())
+        .map_err(|_| error_of(&mut u, &k))
+}
+
+/// Whether `e` is Redis's refusal of the command itself (not of a key).
+fn cmd_refused(e: &str) -> bool {
+    e.starts_with("NOPERM") && e.contains("has no permissions to run the '")
+}
+
 /// The ACL categories: on servers with `RM_SetCommandACLCategories` (Redis 7.2+, Valkey 8) the
 /// worker commands are `@stream` (READGROUP as XREADGROUP: `@write @stream @slow @blocking`),
 /// the read-only ones `@read`, the rest `@write`; none is `@dangerous`; where the server adds one
@@ -804,24 +833,6 @@ fn acl_categories_and_the_recipes() {
     let categories = stream_category(&mut c);
     let cats: Vec<String> = q(&mut c, &["ACL", "CAT"]);
     let own = cats.iter().any(|x| x == "reclaim");
-    let case = |c: &mut Connection, name: &str| {
-        setup(c);
-        command(name)
-    };
-    let verdict = |s: &Server, c: &mut Connection, user: &str, name: &str| -> Result<(), String> {
-        let k = case(c, name);
-        let mut u = s.conn_as(user);
-        k.query::<Value>(&mut u)
-            .map(|_| ())
-            .map_err(|_| error_of(&mut u, &k))
-    };
-    let cmd_refused =
-        |e: &str| e.starts_with("NOPERM") && e.contains("has no permissions to run the '");
-    let worker = ["readgroup", "extend", "nack", "term"];
-    let reads = ["get", "stats", "health", "simulate", "redrive-status"];
-    let writes = [
-        "set", "del", "pause", "resume", "sweep", "import", "redrive",
-    ];
     let users: [(&str, &[&str]); 4] = [
         ("stream", &["~*", "+@stream"]),
         ("read", &["~*", "+@read"]),
@@ -831,7 +842,7 @@ fn acl_categories_and_the_recipes() {
     for (user, rules) in users {
         acl_user(&mut c, user, rules);
     }
-    for name in worker {
+    for name in WORKER {
         let r = verdict(&s, &mut c, "stream", name);
         if categories {
             assert_eq!(r, Ok(()), "+@stream {name}");
@@ -866,7 +877,7 @@ fn acl_categories_and_the_recipes() {
             assert!(cmd_refused(&r.unwrap_err()), "7.0: +@read {name}");
         }
     }
-    for name in writes {
+    for name in WRITES {
         let r = verdict(&s, &mut c, "read", name).unwrap_err();
         assert!(cmd_refused(&r), "+@read {name}: {r}");
         assert_eq!(
@@ -876,26 +887,32 @@ fn acl_categories_and_the_recipes() {
         );
     }
     if own {
-        // @reclaim grants the module's commands, not the stream commands they act as.
-        acl_setuser(&mut c, &["mod", "on", "nopass", "~*", "+@reclaim"]);
-        assert_eq!(
-            verdict(&s, &mut c, "mod", "readgroup"),
-            Err(ours("XREADGROUP", STREAM))
-        );
-        assert_eq!(
-            verdict(&s, &mut c, "mod", "stats"),
-            Err(ours("XPENDING", STREAM))
-        );
-        acl_setuser(&mut c, &["mod", "+@stream"]);
-        for name in worker.iter().chain(&reads).chain(&writes) {
-            assert_eq!(
-                verdict(&s, &mut c, "mod", name),
-                Ok(()),
-                "+@reclaim +@stream {name}"
-            );
-        }
+        the_reclaim_category(&s, &mut c);
     }
-    // The recipes of docs/security.md, on every server.
+    the_recipes(&s, &mut c);
+}
+
+/// `@reclaim` grants the module's commands, not the stream commands they act as.
+fn the_reclaim_category(s: &Server, c: &mut Connection) {
+    acl_setuser(c, &["mod", "on", "nopass", "~*", "+@reclaim"]);
+    assert_eq!(
+        verdict(s, c, "mod", "readgroup"),
+        Err(ours("XREADGROUP", STREAM))
+    );
+    assert_eq!(verdict(s, c, "mod", "stats"), Err(ours("XPENDING", STREAM)));
+    acl_setuser(c, &["mod", "+@stream"]);
+    for name in WORKER.iter().chain(&READS).chain(&WRITES) {
+        assert_eq!(
+            verdict(s, c, "mod", name),
+            Ok(()),
+            "+@reclaim +@stream {name}"
+        );
+    }
+}
+
+/// The recipes of docs/security.md, on every server: the worker's and the monitor's rules allow
+/// their commands and refuse the others.
+fn the_recipes(s: &Server, c: &mut Connection) {
     let worker_rules = [
         "~orders*",
         "~s*",
@@ -916,31 +933,23 @@ fn acl_categories_and_the_recipes() {
         "+reclaim.policy|export",
         "+reclaim.redrive|status",
     ];
-    acl_user(&mut c, "w7", &worker_rules);
-    acl_user(&mut c, "m7", &monitor_rules);
-    for name in worker {
-        assert_eq!(
-            verdict(&s, &mut c, "w7", name),
-            Ok(()),
-            "worker recipe {name}"
-        );
+    acl_user(c, "w7", &worker_rules);
+    acl_user(c, "m7", &monitor_rules);
+    for name in WORKER {
+        assert_eq!(verdict(s, c, "w7", name), Ok(()), "worker recipe {name}");
     }
     for name in ["stats", "set", "redrive"] {
         assert!(
-            cmd_refused(&verdict(&s, &mut c, "w7", name).unwrap_err()),
+            cmd_refused(&verdict(s, c, "w7", name).unwrap_err()),
             "worker recipe {name}"
         );
     }
-    for name in reads {
-        assert_eq!(
-            verdict(&s, &mut c, "m7", name),
-            Ok(()),
-            "monitor recipe {name}"
-        );
+    for name in READS {
+        assert_eq!(verdict(s, c, "m7", name), Ok(()), "monitor recipe {name}");
     }
     for name in ["readgroup", "set", "redrive", "sweep"] {
         assert!(
-            cmd_refused(&verdict(&s, &mut c, "m7", name).unwrap_err()),
+            cmd_refused(&verdict(s, c, "m7", name).unwrap_err()),
             "monitor recipe {name}"
         );
     }

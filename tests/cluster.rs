@@ -129,18 +129,7 @@ fn policy_moves_with_its_stream_when_the_slot_migrates() {
     assert!(moved.starts_with("MOVED"), "{moved}");
 
     // B sweeps it: an entry made stale on B is moved to the inbox by B's timer.
-    set_deliveries(&mut cb, st, b"g", b"dead", &ids[..1], 1);
-    let _: Vec<String> = cmd("XCLAIM")
-        .arg(st)
-        .arg("g")
-        .arg("dead")
-        .arg(0)
-        .arg(&ids[0])
-        .arg("IDLE")
-        .arg(700_000)
-        .arg("JUSTID")
-        .query(&mut cb)
-        .expect("XCLAIM IDLE");
+    set_pending(&mut cb, ("{t}jobs", "g"), "dead", &ids[..1], 700_000, 1);
     wait_for(20, "B moves the stale entry", || {
         (int_field(&stats(&mut cb, "{t}jobs", "g"), "claimed") == 1).then_some(())
     });
@@ -574,18 +563,7 @@ fn a_reader_blocked_on_a_demoted_node_ends_as_xreadgroup() {
         assert_eq!(redirect_text(&e), moved, "{name}");
     }
     // B serves it, with the policy: the dead consumer's entry, made stale, is handed over.
-    set_deliveries(&mut cb, st.as_bytes(), b"g", b"dead", &ids, 1);
-    let _: Vec<String> = cmd("XCLAIM")
-        .arg(st)
-        .arg("g")
-        .arg("dead")
-        .arg(0)
-        .arg(&ids[0])
-        .arg("IDLE")
-        .arg(70_000)
-        .arg("JUSTID")
-        .query(&mut cb)
-        .expect("XCLAIM IDLE");
+    set_pending(&mut cb, (st, "g"), "dead", &ids, 70_000, 1);
     let got = take_inbox(&mut cb, st, "g", "reclaim", "w", 1);
     assert_eq!(got, [(ids[0].clone(), 2)]);
 }
@@ -640,17 +618,9 @@ fn run_script(script: &str, env: &[(&str, String)]) -> String {
     text
 }
 
-/// docs/cluster.md's cluster-wide export and import, run as written: the policies of a whole
-/// 3-primary cluster exported (one document per primary) and imported with `IMPORT ... LOCAL`
-/// into another 3-primary cluster whose slots are laid out differently (a reshard): each policy
-/// lands once, on the primary that serves its stream, and each node reports the others as
-/// `elsewhere`. Its `redis-cli --cluster call` lines work too.
-#[test]
-fn a_whole_cluster_is_exported_and_imported_as_the_docs_show() {
-    let src = Cluster::start(3, 0, 5000, &[]);
-    let dst = Cluster::start(3, 0, 5000, &[]);
-    // Two streams per primary of the source; the first of node 0's in its lowest slot, which
-    // the destination moves to its node 1 before the import.
+/// Two streams per primary of `src` (group `g`), each with a policy of its own; the first of the
+/// first primary's in its lowest slot (the one a reshard of 1 slot moves). Returns them in order.
+fn two_policies_per_primary(src: &Cluster) -> Vec<(String, PolicyView)> {
     let mut want = Vec::new();
     for (n, p) in src.primaries().into_iter().enumerate() {
         let low = src.lowest_slot(p);
@@ -664,6 +634,36 @@ fn a_whole_cluster_is_exported_and_imported_as_the_docs_show() {
             want.push((st, pol));
         }
     }
+    want
+}
+
+/// The policy of `st` (group `g`) is `pol` on the primary of `cl` that serves `st`, and every
+/// other primary answers its `GET` with `MOVED`.
+fn assert_only_on_its_primary(cl: &Cluster, st: &str, pol: &PolicyView) {
+    let owner = cl.owner(key_slot(st.as_bytes()));
+    for p in cl.primaries() {
+        if p == owner {
+            let got = get_policy(&mut cl.conn(p), st.as_bytes(), b"g");
+            assert_eq!(got.as_ref(), Some(pol), "{st} on its primary");
+        } else {
+            let get = cmd("RECLAIM.POLICY").arg("GET").arg(st).arg("g").clone();
+            let moved = error_of(&mut cl.conn(p), &get);
+            assert!(moved.starts_with("MOVED"), "{st}: {moved}");
+        }
+    }
+}
+
+/// docs/cluster.md's cluster-wide export and import, run as written: the policies of a whole
+/// 3-primary cluster exported (one document per primary) and imported with `IMPORT ... LOCAL`
+/// into another 3-primary cluster whose slots are laid out differently (a reshard): each policy
+/// lands once, on the primary that serves its stream, and each node reports the others as
+/// `elsewhere`. Its `redis-cli --cluster call` lines work too.
+#[test]
+fn a_whole_cluster_is_exported_and_imported_as_the_docs_show() {
+    let src = Cluster::start(3, 0, 5000, &[]);
+    let dst = Cluster::start(3, 0, 5000, &[]);
+    // The first stream of the source is moved to the destination's node 1 before the import.
+    let want = two_policies_per_primary(&src);
     // The stream of the docs' examples, on its primary.
     let orders = PolicyView::new(30_000, 1000).with_dlq(b"{orders}:dlq", 5);
     let mut c = src.conn(src.owner(key_slot(b"{orders}:in")));
@@ -718,17 +718,7 @@ fn a_whole_cluster_is_exported_and_imported_as_the_docs_show() {
     assert_eq!(got, Some(orders));
     assert_eq!(dst.owner(key_slot(want[0].0.as_bytes())), p1);
     for (st, pol) in &want {
-        let owner = dst.owner(key_slot(st.as_bytes()));
-        for p in dst.primaries() {
-            if p == owner {
-                let got = get_policy(&mut dst.conn(p), st.as_bytes(), b"g");
-                assert_eq!(got.as_ref(), Some(pol), "{st} on its primary");
-            } else {
-                let get = cmd("RECLAIM.POLICY").arg("GET").arg(st).arg("g").clone();
-                let moved = error_of(&mut dst.conn(p), &get);
-                assert!(moved.starts_with("MOVED"), "{st}: {moved}");
-            }
-        }
+        assert_only_on_its_primary(&dst, st, pol);
     }
     let lists: usize = dst
         .primaries()
