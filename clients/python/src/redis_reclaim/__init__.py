@@ -3,7 +3,7 @@ worker that consumes a stream's group with them (:class:`Worker`); their asyncio
 :mod:`redis_reclaim.asyncio`. The guide is docs/python.md in the project."""
 
 from ._commands import Backoff, Command, Fields, Imported, Name, Policy, Reply
-from ._worker import Permanent, Retry
+from ._worker import Context, Permanent, PolicyError, Retry
 from .client import Reclaim
 from .worker import Handler, Worker
 
@@ -12,12 +12,14 @@ __version__ = "0.2.0"
 __all__ = [
     "Backoff",
     "Command",
+    "Context",
     "Fields",
     "Handler",
     "Imported",
     "Name",
     "Permanent",
     "Policy",
+    "PolicyError",
     "Reclaim",
     "Reply",
     "Retry",
