@@ -47,7 +47,10 @@ fn the_python_client_has_the_module_version() {
 
 #[test]
 fn the_node_client_has_the_module_version() {
-    for file in ["clients/node/package.json", "clients/node/package-lock.json"] {
+    for file in [
+        "clients/node/package.json",
+        "clients/node/package-lock.json",
+    ] {
         let text = read(file);
         // The package's own `"version"` is the first one in both files.
         let line = text
@@ -55,7 +58,11 @@ fn the_node_client_has_the_module_version() {
             .map(str::trim)
             .find(|l| l.starts_with("\"version\": "))
             .unwrap_or_else(|| panic!("{file}: no version"));
-        assert_eq!(line, format!("\"version\": \"{}\",", module_version()), "{file}");
+        assert_eq!(
+            line,
+            format!("\"version\": \"{}\",", module_version()),
+            "{file}"
+        );
     }
 }
 
