@@ -531,7 +531,11 @@ fn expected_type(cmd_name: &str, leaf: &str) -> &'static str {
         }
         "key" | "dlq" => "key",
         "dlq-key" if cmd_name == "reclaim.policy|set" => "key",
-        l if l == ">" || l == "yes" || l == "no" || l.chars().all(|c| c.is_ascii_uppercase()) => {
+        l if l == ">"
+            || l == "yes"
+            || l == "no"
+            || l.chars().all(|c| c.is_ascii_uppercase() || c == '-') =>
+        {
             "pure-token"
         }
         _ => "string",
@@ -670,7 +674,7 @@ fn redis_cli_shows_the_syntax_as_a_hint() {
         ),
         (
             "RECLAIM.READGROUP ",
-            "GROUP group consumer [COUNT count] [BLOCK milliseconds] STREAMS key [key ...] > [> ...]",
+            "GROUP group consumer [COUNT count] [BLOCK milliseconds] [DELIVERY-METADATA] STREAMS key [key ...] > [> ...]",
         ),
         ("RECLAIM.NACK ", "key group consumer id [id ...] [DELAY ms]"),
     ];

@@ -10,7 +10,7 @@ import pytest
 import redis
 from conftest import wait_for
 
-from redis_reclaim import Backoff, Policy, Reclaim
+from redis_reclaim import Backoff, Delivery, Policy, Reclaim
 
 
 def group(r: redis.Redis, stream: str = "orders", name: str = "workers") -> None:
@@ -264,6 +264,41 @@ def test_readgroup_hands_out_redeliveries_first(r: redis.Redis) -> None:
     assert reclaim.stats("orders", "workers")["redelivered"] == 1
 
 
+def test_readgroup_with_delivery_metadata(r: redis.Redis) -> None:
+    """DELIVERY-METADATA: every entry a Delivery (id, fields, idle, deliveries) in every protocol,
+    as Redis 8.4's XREADGROUP ... CLAIM replies: a new entry 0 and 0, one handed over again its
+    idle time and the deliveries before this one."""
+    reclaim = Reclaim(r)
+    group(r)
+    group(r, "other")
+    # A pass every 10 minutes: the sweep does not move the entry made stale below.
+    reclaim.policy_set(
+        "orders", "workers", min_idle=300, max_deliveries=5, dlq="orders:dlq", interval=600000
+    )
+    wait_for("the policy's first pass", lambda: reclaim.stats("orders", "workers")["passes"] >= 1)
+    first = r.xadd("orders", {"n": "1"})
+    got = reclaim.readgroup("workers", "alice", {"orders": ">"}, count=1, delivery_metadata=True)
+    assert got == [("orders", [(first, {"n": "1"}, 0, 0)])]
+    d = got[0][1][0]
+    assert isinstance(d, Delivery) and (d.id, d.idle, d.deliveries, d.attempt) == (first, 0, 0, 1)
+    # alice's entry, made idle 5 s after two deliveries (a client's XCLAIM, JUSTID: none added).
+    r.xclaim("orders", "workers", "alice", 0, [first], idle=5000, retrycount=2, justid=True)
+    second = r.xadd("orders", {"n": "2"})
+    other = r.xadd("other", {"o": "x"})
+    got = reclaim.readgroup("workers", "bob", ["orders", "other"], count=10, delivery_metadata=True)
+    assert [s for s, _ in got] == ["orders", "other"]
+    (redelivered, new), others = got[0][1], got[1][1]
+    assert (redelivered.id, redelivered.fields, redelivered.deliveries) == (first, {"n": "1"}, 2)
+    assert 5000 <= redelivered.idle < 60000 and redelivered.attempt == 3
+    assert new == Delivery(second, {"n": "2"}, 0, 0)
+    assert others == [Delivery(other, {"o": "x"}, 0, 0)]
+    assert r.xpending_range("orders", "workers", first, first, 1)[0]["times_delivered"] == 3
+    # Nothing left: empty, blocking or not; read_entries keeps its shape without the option.
+    assert reclaim.readgroup("workers", "bob", "orders", block=10, delivery_metadata=True) == []
+    r.xadd("orders", {"n": "3"})
+    assert reclaim.read_entries("workers", "bob", "orders")[0][1][0][1] == {"n": "3"}
+
+
 def test_readgroup_arguments() -> None:
     from redis_reclaim._commands import readgroup_args
 
@@ -273,6 +308,9 @@ def test_readgroup_arguments() -> None:
     )
     assert readgroup_args("g", "c", "a", None, None)[0] == (
         "RECLAIM.READGROUP", "GROUP", "g", "c", "STREAMS", "a", ">",
+    )
+    assert readgroup_args("g", "c", ["a", "b"], 1, None, True)[0] == (
+        "RECLAIM.READGROUP", "GROUP", "g", "c", "COUNT", 1, "DELIVERY-METADATA", "STREAMS", "a", "b", ">", ">",
     )
     with pytest.raises(ValueError, match="'>' only"):
         readgroup_args("g", "c", {"a": "0"}, None, None)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Generic, Iterable, Mapping, Optional, Sequence, TypeVar, Union
+from typing import Any, Callable, Generic, Iterable, Mapping, NamedTuple, Optional, Sequence, TypeVar, Union
 
 #: A key, group or consumer name, or a stream ID, as redis-py accepts it.
 Name = Union[str, bytes]
@@ -518,9 +518,11 @@ def readgroup_args(
     streams: Streams,
     count: Optional[int],
     block: Optional[int],
+    delivery_metadata: bool = False,
 ) -> tuple[tuple[Any, ...], Name]:
     """``RECLAIM.READGROUP``'s arguments and routing key, from ``xreadgroup``-style arguments:
-    ``streams`` maps each stream to ``">"`` (the only ID it reads with), or lists the streams."""
+    ``streams`` maps each stream to ``">"`` (the only ID it reads with), or lists the streams;
+    ``delivery_metadata`` adds ``DELIVERY-METADATA``."""
     if isinstance(streams, Mapping):
         keys = list(streams)
         for k, v in streams.items():
@@ -537,25 +539,49 @@ def readgroup_args(
         args += ["COUNT", count]
     if block is not None:
         args += ["BLOCK", block]
+    if delivery_metadata:
+        args.append("DELIVERY-METADATA")
     args += ["STREAMS", *keys, *([">"] * len(keys))]
     return tuple(args), keys[0]
 
 
-def _entry(e: Any) -> tuple[Any, Fields]:
-    entry_id, values = e[0], e[1]
+class Delivery(NamedTuple):
+    """An entry read with ``delivery_metadata=True`` (``RECLAIM.READGROUP ...
+    DELIVERY-METADATA``), in the order of Redis 8.4's ``XREADGROUP ... CLAIM`` reply: its ID, its
+    fields, ``idle``, the ms since its last delivery (or its last move into the inbox), and
+    ``deliveries``, how many times it was delivered before this read; both ``0`` for a new
+    entry. ``attempt`` is this delivery's number (``deliveries + 1``)."""
+
+    id: Any
+    fields: Fields
+    idle: int
+    deliveries: int
+
+    @property
+    def attempt(self) -> int:
+        return self.deliveries + 1
+
+
+def _fields(values: Any) -> Fields:
     if isinstance(values, Mapping):
-        return entry_id, dict(values)
+        return dict(values)
     if values is None:
-        return entry_id, {}
-    return entry_id, {values[i]: values[i + 1] for i in range(0, len(values), 2)}
+        return {}
+    return {values[i]: values[i + 1] for i in range(0, len(values), 2)}
 
 
-def batches(reply: Any) -> list[tuple[Any, list[tuple[Any, Fields]]]]:
-    """The entries of a ``RECLAIM.READGROUP`` (or ``XREADGROUP``) reply, as
-    ``[(stream, [(entry_id, fields), ...]), ...]``, from any shape it arrives in: RESP2's array,
-    RESP3's map, or what redis-py's XREADGROUP parser made of either (a list of ``[stream,
-    entries]``, a dict of stream to entries, or to ``[entries]`` with ``protocol=3`` before
-    redis-py 8)."""
+def _entry(e: Any) -> tuple[Any, Fields]:
+    return e[0], _fields(e[1])
+
+
+def _delivery(e: Any) -> Delivery:
+    if len(e) < 4:
+        raise ValueError(f"not an entry with its delivery metadata: {e!r}")
+    return Delivery(e[0], _fields(e[1]), int(e[2]), int(e[3]))
+
+
+def _stream_entries(reply: Any) -> list[tuple[Any, list[Any]]]:
+    """The ``(stream, [entry, ...])`` pairs of an XREADGROUP-shaped reply, entries as sent."""
     if not reply:
         return []
     pairs: Iterable[Any] = reply.items() if isinstance(reply, Mapping) else reply
@@ -566,8 +592,25 @@ def batches(reply: Any) -> list[tuple[Any, list[tuple[Any, Fields]]]]:
             entries[0][0], (list, tuple)
         ):
             entries = list(entries[0])  # redis-py 5-7, protocol=3: {stream: [entries]}
-        out.append((stream, [_entry(e) for e in entries if e is not None]))
+        out.append((stream, [e for e in entries if e is not None]))
     return out
+
+
+def batches(reply: Any) -> list[tuple[Any, list[tuple[Any, Fields]]]]:
+    """The entries of a ``RECLAIM.READGROUP`` (or ``XREADGROUP``) reply, as
+    ``[(stream, [(entry_id, fields), ...]), ...]``, from any shape it arrives in: RESP2's array,
+    RESP3's map, or what redis-py's XREADGROUP parser made of either (a list of ``[stream,
+    entries]``, a dict of stream to entries, or to ``[entries]`` with ``protocol=3`` before
+    redis-py 8)."""
+    return [(stream, [_entry(e) for e in entries]) for stream, entries in _stream_entries(reply)]
+
+
+def deliveries(reply: Any) -> list[tuple[Any, list[Delivery]]]:
+    """The entries of a ``RECLAIM.READGROUP ... DELIVERY-METADATA`` reply (each ``[id, fields,
+    idle, count]``), as ``[(stream, [Delivery, ...]), ...]``, in RESP2 and RESP3 alike."""
+    return [
+        (stream, [_delivery(e) for e in entries]) for stream, entries in _stream_entries(reply)
+    ]
 
 
 def extend(stream: Name, group: Name, consumer: Name, *ids: Name) -> Command[list[Any]]:
