@@ -6,7 +6,7 @@
 use crate::ffi::args::{block, int, key, one_of, string, word, Arg};
 
 /// The first version, the one that added the delivery model, steering and the DLQ tools, and
-/// the next (delivery metadata on read).
+/// the next (delivery metadata on read, `FORGET-IDLE`).
 pub const V010: &str = "0.1.0";
 pub const V020: &str = "0.2.0";
 pub const V030: &str = "0.3.0";
@@ -37,6 +37,7 @@ macro_rules! with_policy_options {
             int("n").token("DLQ-MAXLEN").optional().since(V020),
             int("ms").token("DLQ-MAXAGE").optional().since(V020),
             one_of("tombstones", YES_NO).token("TOMBSTONES").optional().since(V020),
+            int("ms").token("FORGET-IDLE").optional().since(V030),
         ]
     };
 }

@@ -64,11 +64,13 @@ pub enum Stat {
     /// Records appended to the DLQ with `TOMBSTONES yes` for pending entries deleted from the
     /// stream (`reclaim-reason deleted`); each such entry is also counted in `Deleted`.
     Tombstones,
+    /// Consumers deleted by `FORGET-IDLE` (idle that long, nothing pending).
+    ConsumersForgotten,
 }
 
 impl Stat {
     /// Every stat, in `INFO reclaim` order.
-    pub const ALL: [Stat; 13] = [
+    pub const ALL: [Stat; 14] = [
         Stat::Passes,
         Stat::FullPasses,
         Stat::ScansSkipped,
@@ -82,6 +84,7 @@ impl Stat {
         Stat::Storms,
         Stat::DlqTrimmed,
         Stat::Tombstones,
+        Stat::ConsumersForgotten,
     ];
 
     /// The field name in `INFO reclaim` (after `reclaim_`).
@@ -100,6 +103,7 @@ impl Stat {
             Stat::Storms => "storms",
             Stat::DlqTrimmed => "dlq_trimmed",
             Stat::Tombstones => "tombstones",
+            Stat::ConsumersForgotten => "consumers_forgotten",
         }
     }
 
@@ -119,12 +123,14 @@ impl Stat {
             Stat::Storms => "storms",
             Stat::DlqTrimmed => "dlq-trimmed",
             Stat::Tombstones => "tombstones",
+            Stat::ConsumersForgotten => "consumers-forgotten",
         }
     }
 }
 
 /// The server-wide sum of each [`Stat`], indexed by `Stat as usize`.
-static TOTALS: [Counter; 13] = [
+static TOTALS: [Counter; 14] = [
+    Counter::new(),
     Counter::new(),
     Counter::new(),
     Counter::new(),
@@ -149,7 +155,7 @@ pub fn total(s: Stat) -> u64 {
 /// [`Counters::add`] also adds to the server-wide total of `INFO reclaim`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Counters {
-    counts: [u64; 13],
+    counts: [u64; 14],
     /// Wall-clock time (ms since the epoch) when the last complete pass ended; 0 = never.
     pub last_pass_ms: i64,
     /// Time spent in the steps of the last complete pass, in µs.

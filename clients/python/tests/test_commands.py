@@ -11,6 +11,7 @@ import redis
 from conftest import wait_for
 
 from redis_reclaim import Backoff, Delivery, Policy, Reclaim
+from redis_reclaim._commands import text
 
 
 def group(r: redis.Redis, stream: str = "orders", name: str = "workers") -> None:
@@ -35,6 +36,7 @@ def test_policy_set_get_round_trip(r: redis.Redis) -> None:
         dlq_maxlen=100,
         dlq_maxage=86400000,
         tombstones=True,
+        forget_idle=600000,
     ) is True
     p = reclaim.policy_get("orders", "workers")
     assert p == Policy(
@@ -52,6 +54,7 @@ def test_policy_set_get_round_trip(r: redis.Redis) -> None:
         dlq_maxlen=100,
         dlq_maxage=86400000,
         tombstones=True,
+        forget_idle=600000,
         state="active",
     )
     # What the server stores, in its own words.
@@ -73,7 +76,7 @@ def test_policy_set_get_round_trip(r: redis.Redis) -> None:
         2000, 0, None, "reclaim", 100, 10000,
     )
     assert d.backoff == Backoff.steps(500, 3000) and str(d.backoff) == "LIST 500 3000"
-    assert (d.liveness, d.storm, d.tombstones) == (0, None, False)
+    assert (d.liveness, d.storm, d.tombstones, d.forget_idle) == (0, None, False, 0)
     assert reclaim.policy_get("orders", "nosuchgroup") is None
 
 
@@ -262,6 +265,20 @@ def test_readgroup_hands_out_redeliveries_first(r: redis.Redis) -> None:
     assert got == [("orders", [(first, {"n": "1"}), (second, {"n": "2"})])]
     assert reclaim.read_entries("workers", "w", "orders", block=10) == []
     assert reclaim.stats("orders", "workers")["redelivered"] == 1
+
+
+def test_forget_idle_deletes_idle_consumers_without_pending_entries(r: redis.Redis) -> None:
+    reclaim = Reclaim(r)
+    group(r)
+    r.xadd("orders", {"n": "1"})
+    r.xreadgroup("workers", "busy", {"orders": ">"})
+    r.xgroup_createconsumer("orders", "workers", "pod-gone")
+    reclaim.policy_set("orders", "workers", min_idle=3600000, interval=20, forget_idle=200)
+    assert reclaim.policy_get("orders", "workers").forget_idle == 200  # type: ignore[union-attr]
+    wait_for("pod-gone forgotten", lambda: reclaim.stats("orders", "workers")["consumers-forgotten"] == 1)
+    assert [text(c["name"]) for c in r.xinfo_consumers("orders", "workers")] == ["busy"]
+    with pytest.raises(redis.ResponseError, match="FORGET-IDLE must be a non-negative integer"):
+        reclaim.policy_set("orders", "workers", min_idle=1000, forget_idle=-1)
 
 
 def test_readgroup_with_delivery_metadata(r: redis.Redis) -> None:

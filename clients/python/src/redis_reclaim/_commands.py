@@ -153,6 +153,8 @@ class Policy:
     dlq_maxlen: int
     dlq_maxage: int
     tombstones: bool
+    #: ``FORGET-IDLE``: ms after which an idle consumer with nothing pending is deleted (0: off).
+    forget_idle: int = 0
     #: ``active``, ``paused`` or ``storm``: how the policy runs now (not an option of SET).
     state: str = field(default="active")
     #: What the policy does now, checked live as ``RECLAIM.STATS`` shows it: ``active``, or
@@ -175,6 +177,7 @@ class Policy:
             "dlq_maxlen": self.dlq_maxlen,
             "dlq_maxage": self.dlq_maxage,
             "tombstones": self.tombstones,
+            "forget_idle": self.forget_idle,
         }
 
 
@@ -202,6 +205,7 @@ def parse_policy(reply: Any, stream: Optional[Name] = None, group: Optional[Name
         dlq_maxlen=int(m["dlq-maxlen"]),
         dlq_maxage=int(m["dlq-maxage"]),
         tombstones=text(m["tombstones"]) == "yes",
+        forget_idle=int(m.get("forget-idle", 0)),
         state=text(m["state"]),
         status=text(m["status"]) if "status" in m else "active",
     )
@@ -221,6 +225,7 @@ def policy_options(
     dlq_maxlen: Optional[int] = None,
     dlq_maxage: Optional[int] = None,
     tombstones: Optional[bool] = None,
+    forget_idle: Optional[int] = None,
 ) -> list[Any]:
     """The options of ``RECLAIM.POLICY SET`` (and ``RECLAIM.SIMULATE``'s what-if) that are not None."""
     out: list[Any] = []
@@ -247,6 +252,8 @@ def policy_options(
         out += ["DLQ-MAXAGE", dlq_maxage]
     if tombstones is not None:
         out += ["TOMBSTONES", "yes" if tombstones else "no"]
+    if forget_idle is not None:
+        out += ["FORGET-IDLE", forget_idle]
     return out
 
 
@@ -269,12 +276,14 @@ def policy_set(
     dlq_maxlen: Optional[int] = None,
     dlq_maxage: Optional[int] = None,
     tombstones: Optional[bool] = None,
+    forget_idle: Optional[int] = None,
 ) -> Command[bool]:
     """``RECLAIM.POLICY SET``: creates or **replaces** the policy of (stream, group).
 
     An option left as None takes the module's default, not its previous value (use
     :meth:`Policy.options` to change one option). ``backoff`` is a :class:`Backoff` or its text
-    (``"EXPONENTIAL 60000"``); ``storm`` is ``(n, window_ms)``. Returns True.
+    (``"EXPONENTIAL 60000"``); ``storm`` is ``(n, window_ms)``; ``forget_idle`` (ms) deletes the
+    group's consumers idle that long with nothing pending. Returns True.
     """
     opts = policy_options(
         min_idle=min_idle,
@@ -289,6 +298,7 @@ def policy_set(
         dlq_maxlen=dlq_maxlen,
         dlq_maxage=dlq_maxage,
         tombstones=tombstones,
+        forget_idle=forget_idle,
     )
     return Command(("RECLAIM.POLICY", "SET", stream, group, *opts), stream, _ok)
 
@@ -439,6 +449,7 @@ def simulate(
     dlq_maxlen: Optional[int] = None,
     dlq_maxage: Optional[int] = None,
     tombstones: Optional[bool] = None,
+    forget_idle: Optional[int] = None,
 ) -> Command[Reply]:
     """``RECLAIM.SIMULATE``: what a pass would do now, entry by entry, without doing it.
 
@@ -460,6 +471,7 @@ def simulate(
         dlq_maxlen=dlq_maxlen,
         dlq_maxage=dlq_maxage,
         tombstones=tombstones,
+        forget_idle=forget_idle,
     )
     extra = ["LIMIT", limit] if limit is not None else []
     return Command(
