@@ -153,7 +153,13 @@ impl PolicyView {
         self
     }
 
-    /// The same policy with a LIVENESS.
+    /// The same policy with `FORGET-IDLE ms`.
+    pub fn with_forget_idle(mut self, ms: i64) -> PolicyView {
+        self.forget_idle = ms;
+        self
+    }
+
+    /// The same policy with `LIVENESS ms`.
     pub fn with_liveness(mut self, ms: i64) -> PolicyView {
         self.liveness = ms;
         self
