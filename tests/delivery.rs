@@ -929,24 +929,8 @@ fn delivery_metadata_errors_are_xreadgroups() {
     // Nothing was read by the refused calls.
     assert!(owners(&mut c, "e", "workers").is_empty());
     // Keys: the streams, as without the option.
-    let keys: Vec<String> = q(
-        &mut c,
-        &[
-            "COMMAND",
-            "GETKEYS",
-            "RECLAIM.READGROUP",
-            "GROUP",
-            "g",
-            "c",
-            "DELIVERY-METADATA",
-            "COUNT",
-            "1",
-            "STREAMS",
-            "a",
-            "b",
-            ">",
-            ">",
-        ],
-    );
+    let argv =
+        "COMMAND GETKEYS RECLAIM.READGROUP GROUP g c DELIVERY-METADATA COUNT 1 STREAMS a b > >";
+    let keys: Vec<String> = q(&mut c, &argv.split(' ').collect::<Vec<_>>());
     assert_eq!(keys, ["a", "b"]);
 }
