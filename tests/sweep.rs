@@ -1840,3 +1840,34 @@ fn forget_idle_is_checked_as_xgroup_delconsumer_and_bad_values_change_nothing() 
         .position(|v| *v == Value::BulkString(b"forget-idle".to_vec()));
     assert_eq!(get[at.unwrap() + 1], Value::Int(0));
 }
+
+#[test]
+fn forget_idle_deletes_at_most_100_consumers_per_pass() {
+    let s = Server::new();
+    let mut c = s.conn();
+    create_group(&mut c, b"many", b"g");
+    // The timer's first pass, then none for 10 minutes: RECLAIM.SWEEP runs the passes.
+    set_policy_opts(&mut c, "many", "g", "INTERVAL 600000 FORGET-IDLE 300");
+    wait_for(10, "the policy's first pass", || {
+        (stat(&mut c, "many", "g", "passes") >= 1).then_some(())
+    });
+    let mut p = redis::pipe();
+    for i in 0..150 {
+        p.cmd("XGROUP")
+            .arg(&["CREATECONSUMER", "many", "g"])
+            .arg(format!("pod-{i}"));
+    }
+    let _: Vec<i64> = p.query(&mut c).unwrap();
+    wait_for(10, "every consumer idle for FORGET-IDLE", || {
+        consumers(&mut c, "many", "g")
+            .values()
+            .all(|(_, idle)| *idle >= 300)
+            .then_some(())
+    });
+    let _: Value = run(&mut c, &["RECLAIM.SWEEP", "many", "g"]);
+    assert_eq!(consumers(&mut c, "many", "g").len(), 50);
+    assert_eq!(stat(&mut c, "many", "g", "consumers-forgotten"), 100);
+    let _: Value = run(&mut c, &["RECLAIM.SWEEP", "many", "g"]);
+    assert!(consumers(&mut c, "many", "g").is_empty());
+    assert_eq!(stat(&mut c, "many", "g", "consumers-forgotten"), 150);
+}
