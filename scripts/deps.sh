@@ -14,6 +14,9 @@
 #   scripts/deps.sh --monitoring  check for Prometheus (prometheus, promtool) and redis_exporter
 #                              (prometheus-redis-exporter), for make test-monitoring; install them (root)
 #                              or print the command
+#   scripts/deps.sh --web      check for Debian's chromium (the browser make test-web drives with
+#                              Playwright, which cannot download its own); install it (root) or print
+#                              the command
 #
 # The libclang check asks what bindgen asks. redis-module builds bindgen with its `runtime` feature, so
 # clang-sys (1.x) looks for libclang when the build script runs (build/common.rs, build/dynamic.rs):
@@ -39,12 +42,12 @@ export LC_ALL=C # byte-order glob sorting, as clang-sys's glob; byte-wise reads 
 
 mode=${1:-check}
 case $mode in
-  check | --dry-run | --env | --python | --monitoring) ;;
-  *) echo "usage: $0 [--dry-run | --env | --python | --monitoring]" >&2; exit 2 ;;
+  check | --dry-run | --env | --python | --monitoring | --web) ;;
+  *) echo "usage: $0 [--dry-run | --env | --python | --monitoring | --web]" >&2; exit 2 ;;
 esac
 root=${DEPS_ROOT:-}
 root=${root%/}
-if [ -n "$root" ] && { [ "$mode" = check ] || [ "$mode" = --python ] || [ "$mode" = --monitoring ]; }; then
+if [ -n "$root" ] && { [ "$mode" = check ] || [ "$mode" = --python ] || [ "$mode" = --monitoring ] || [ "$mode" = --web ]; }; then
   echo "DEPS_ROOT is set ($root): only --dry-run and --env are allowed" >&2
   exit 2
 fi
@@ -79,6 +82,21 @@ if [ "$mode" = --monitoring ]; then
   fi
   echo "missing: ${missing[*]}. Install with:" >&2
   echo "  sudo apt-get update && sudo apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+
+# Debian's chromium, for the dashboard's browser tests (make test-web).
+if [ "$mode" = --web ]; then
+  command -v chromium >/dev/null && exit 0
+  if [ "$EUID" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing: chromium"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq chromium >/dev/null
+    exit 0
+  fi
+  echo "missing: chromium. Install it with:" >&2
+  echo "  sudo apt-get update && sudo apt-get install -y chromium" >&2
   exit 1
 fi
 

@@ -114,7 +114,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
 /// [`server::scheduler::on_cron`]): keyspace events, server events, the
 /// INFO section and the command filter. `false` (after logging) when Redis refuses one.
 fn subscribe(ctx: &Context) -> bool {
-    let server_events: [(u64, raw::RedisModuleEventCallback); 5] = [
+    let server_events: [(u64, raw::RedisModuleEventCallback); 6] = [
         (
             raw::REDISMODULE_EVENT_SWAPDB,
             Some(server::events::on_swapdb),
@@ -130,6 +130,10 @@ fn subscribe(ctx: &Context) -> bool {
         (
             raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD,
             Some(server::events::on_async_load),
+        ),
+        (
+            raw::REDISMODULE_EVENT_CONFIG,
+            Some(server::eviction::on_config),
         ),
         (
             raw::REDISMODULE_EVENT_CRON_LOOP,
@@ -199,8 +203,8 @@ const fn decimal(s: &str) -> c_int {
 }
 
 /// The module's entry point, called by Redis on `loadmodule` / `MODULE LOAD`: initialises the
-/// module API, creates the policy data type, registers the configs (`loadmodule` arguments are
-/// their defaults) and loads their configured values (`RM_LoadConfigs`, Redis 7.0), then runs
+/// module API, registers the configs (`loadmodule` arguments are their defaults) and loads their
+/// configured values (`RM_LoadConfigs`, Redis 7.0), creates the policy data type, then runs
 /// `init`. It does what the `redis_module!` macro of the redis-module crate does for this
 /// module, without the crate's defrag registration, which registers nothing here but logs
 /// `Skip register defrag callbacks ...` as a warning at every start on servers before Redis 7.4.
@@ -230,9 +234,6 @@ pub unsafe extern "C" fn RedisModule_OnLoad(
     // The crate's context-free logging needs it.
     let _ = redis_module::MODULE_CONTEXT.set_context(&context);
     let args = redis_module::decode_args(ctx, argv, argc);
-    if POLICY_TYPE.create_data_type(ctx).is_err() {
-        return err;
-    }
     for c in &state::config::NUMERIC {
         let default = match get_i64_default_config_value(&args, c.name, c.default) {
             Ok(v) => v,
@@ -269,8 +270,26 @@ pub unsafe extern "C" fn RedisModule_OnLoad(
             None,
         );
     }
+    // A configured value Redis refuses (redis.conf, `--reclaim.*`, `MODULE LOADEX ... CONFIG`) fails
+    // the load here, before anything else is registered: left loaded, the module would be unloaded
+    // by the server, which Valkey 8.1 does not survive (SIGSEGV in moduleUnload) and Redis 7.0 cannot
+    // do once the data type exists (the module stays, with its defaults).
     if let Some(load_configs) = unsafe { raw::RedisModule_LoadConfigs } {
-        unsafe { load_configs(ctx) };
+        if unsafe { load_configs(ctx) } != Status::Ok as c_int {
+            crate::ffi::warn(
+                &context,
+                "reclaim: the server refused a reclaim.* config given at load (the line above says which); not loaded",
+            );
+            return err;
+        }
     }
-    init(&context, &args) as c_int
+    if POLICY_TYPE.create_data_type(ctx).is_err() {
+        return err;
+    }
+    let status = init(&context, &args);
+    if matches!(status, Status::Ok) {
+        // The eviction risk at load: the settings read, and the log told when there is one.
+        server::eviction::tick(&context);
+    }
+    status as c_int
 }

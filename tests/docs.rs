@@ -208,4 +208,13 @@ fn blocks_are_read_with_their_info_string_and_indentation() {
     assert_eq!(b[1].lines, vec!["XADD s * a b", "sleep 0.1"]);
     assert_eq!(disposition(&b[2]), Disposition::NotRun("not-run".into()));
     assert_eq!(disposition(&b[3]), Disposition::Unmarked);
+    // A redis-cli block that another suite runs is not run here.
+    let other = parse_blocks(
+        "p.md",
+        "```redis-cli run-by=scripts/test-deb.sh\n127.0.0.1:6379> PING\nPONG\n```\n",
+    );
+    assert_eq!(
+        disposition(&other[0]),
+        Disposition::NotRun("run-by=scripts/test-deb.sh".into())
+    );
 }

@@ -148,7 +148,7 @@ fn promtool_checks_the_config_and_unit_tests_every_alert() {
         .lines()
         .filter_map(|l| l.trim().strip_prefix("- alert: "))
         .collect();
-    assert_eq!(alerts.len(), 11, "{alerts:?}");
+    assert_eq!(alerts.len(), 13, "{alerts:?}");
     for a in alerts {
         let fires = tests_text
             .split(&format!("alertname: {a}\n"))

@@ -24,7 +24,7 @@ fn num(l: &BTreeMap<String, String>, f: &str) -> i64 {
 }
 
 /// The fields of every per-policy line, in order.
-const LINE_FIELDS: [&str; 16] = [
+const LINE_FIELDS: [&str; 17] = [
     "db",
     "stream",
     "group",
@@ -41,6 +41,7 @@ const LINE_FIELDS: [&str; 16] = [
     "errors",
     "passes",
     "last_pass_ms",
+    "evicted_keys",
 ];
 
 #[test]
@@ -136,39 +137,6 @@ fn a_dlq_of_the_wrong_type_shows_as_error() {
         let l = line_of(&mut c, "e", "g");
         (l["status"] == "active" && num(&l, "dead_lettered") == 1).then_some(())
     });
-}
-
-/// Collects the keyspace events of database 0 (`__keyspace@0__:*`) on a thread of its own.
-fn listen(s: &Server) -> mpsc::Receiver<(String, String)> {
-    let (tx, rx) = mpsc::channel();
-    let mut con = s.conn();
-    let (ready_tx, ready_rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut ps = con.as_pubsub();
-        ps.psubscribe("__keyspace@0__:*").expect("PSUBSCRIBE");
-        ps.set_read_timeout(Some(Duration::from_millis(200))).ok();
-        let _ = ready_tx.send(());
-        loop {
-            match ps.get_message() {
-                Ok(m) => {
-                    let key = m
-                        .get_channel_name()
-                        .trim_start_matches("__keyspace@0__:")
-                        .to_string();
-                    let ev: String = m.get_payload().unwrap_or_default();
-                    if tx.send((key, ev)).is_err() {
-                        return;
-                    }
-                }
-                Err(e) if e.is_timeout() => continue,
-                Err(_) => return,
-            }
-        }
-    });
-    ready_rx
-        .recv_timeout(Duration::from_secs(10))
-        .expect("subscribed");
-    rx
 }
 
 /// Waits for event `ev` on `key` (other events are skipped); panics with what came instead.
@@ -594,11 +562,18 @@ fn info_section() {
         Some("# reclaim_policies"),
         "{text}"
     );
+    // One text field: the `maxmemory-policy` the eviction risk was judged under.
     for l in totals {
         let (k, v) = l.split_once(':').unwrap_or_else(|| panic!("line {l:?}"));
         assert!(k.starts_with("reclaim_"), "{l:?}");
+        if k == "reclaim_maxmemory_policy" {
+            assert_eq!(v.trim(), "noeviction", "{l:?}");
+            continue;
+        }
         assert!(v.trim().parse::<u64>().is_ok(), "{l:?}");
     }
+    assert_eq!(reclaim_info(&mut c, "eviction_risk"), 0);
+    assert_eq!(reclaim_info(&mut c, "evicted_keys"), 0);
     // The section is part of `INFO everything` too.
     let all: String = cmd("INFO").arg("everything").query(&mut c).unwrap();
     assert!(

@@ -406,3 +406,133 @@ fn commands_on_a_replica() {
     );
     assert_eq!(policy_reply(&mut rc_, b"s", b"g"), Value::Nil);
 }
+
+/// Found by `make fuzz FUZZ_ARGS=--evict-burst` (issue 29): a reader blocked in
+/// `RECLAIM.READGROUP` on two streams, the second of which is evicted by an eviction burst (one
+/// command run under a tiny `maxmemory`) that evicts many keys before it. Every evicted key's DEL
+/// reaches the replica: after the primary's writes are acknowledged, both hold the same keys.
+/// On Redis 7.0.15 the module used to end the reader's wait inside the `evicted` keyspace
+/// callback, whose `RM_Call` flushed the DELs pending in that eviction with replication off:
+/// they were lost and the replica kept ~300 keys its primary had evicted.
+#[test]
+fn evictions_around_a_blocked_reader_reach_the_replica() {
+    let p = primary();
+    let r = p.replica(&[]);
+    let mut pc = p.conn();
+    let mut rc = r.conn();
+    create_group(&mut pc, b"kept", b"g");
+    create_group(&mut pc, b"evicted", b"g");
+    // volatile-ttl evicts only keys with a TTL, the soonest first: `kept` stays (the reader's
+    // wake-up reads it), the 300 strings go first and `evicted` last.
+    let mut fill = redis::pipe();
+    for i in 0..300 {
+        fill.cmd("SET")
+            .arg(format!("k{i}"))
+            .arg("v".repeat(100))
+            .arg("EX")
+            .arg(1000 + i)
+            .ignore();
+    }
+    fill.cmd("EXPIRE").arg("evicted").arg(100_000).ignore();
+    let _: () = fill.query(&mut pc).expect("fill");
+
+    let reader = p.conn();
+    let waiting = std::thread::spawn(move || {
+        let mut reader = reader;
+        error_of(
+            &mut reader,
+            cmd("RECLAIM.READGROUP").arg(&[
+                "GROUP", "g", "w", "BLOCK", "0", "STREAMS", "kept", "evicted", ">", ">",
+            ]),
+        )
+    });
+    wait_for(10, "the reader to block", || {
+        (info_int(&mut pc, "clients", "blocked_clients") == 1).then_some(())
+    });
+    let _: () = cmd("CONFIG")
+        .arg(&["SET", "maxmemory-policy", "volatile-ttl", "maxmemory", "1"])
+        .query(&mut pc)
+        .expect("CONFIG SET");
+    // The burst: evictions run before this command (not inside another command's call).
+    let _: Value = cmd("PING").query(&mut pc).expect("PING");
+    let _: () = cmd("CONFIG")
+        .arg(&["SET", "maxmemory", "0"])
+        .query(&mut pc)
+        .expect("CONFIG SET");
+    assert_eq!(
+        waiting.join().expect("reader thread"),
+        "UNBLOCKED the stream key no longer exists"
+    );
+    assert!(info_int(&mut pc, "stats", "evicted_keys") >= 300);
+
+    replica_acked(&mut pc);
+    let detail = dataset::StreamDetail::default();
+    let mut on_p = dataset::snapshot(&mut pc, 1, detail).expect("primary dataset");
+    let mut on_r = dataset::snapshot(&mut rc, 1, detail).expect("replica dataset");
+    // The servers' own (docs/reliability.md, what the fuzzer's comparison leaves out): a blocking
+    // read creates its consumer on the primary only on 8.2 and Valkey 8.1.
+    for d in [&mut on_p, &mut on_r] {
+        dataset::forget_entries_read(d);
+        dataset::forget_empty_consumers(d);
+    }
+    assert_eq!(
+        on_p.keys().map(|k| &k.1).collect::<Vec<_>>(),
+        vec![&b"kept".to_vec()]
+    );
+    let d = dataset::diff(&on_p, &on_r, |_, _| true, 12);
+    assert!(
+        d.is_empty(),
+        "the replica differs from its primary:\n{}",
+        d.join("\n")
+    );
+}
+
+/// The same with active expiry (issue 29): `evicted` and 1000 strings expire together while a
+/// reader is blocked on `kept` and `evicted`. The primary's expiry cycle deletes them and sends
+/// their DELs; replicas never expire keys themselves, so the replica holds exactly what the DELs
+/// left (`DBSIZE`, which counts keys whose TTL has passed). On Redis 7.0.15 the module's wake-up
+/// used to drop the DELs pending in the cycle: up to 1958 of 2000 keys stayed on the replica.
+#[test]
+fn expiries_around_a_blocked_reader_reach_the_replica() {
+    let p = primary();
+    let r = p.replica(&[]);
+    let mut pc = p.conn();
+    let mut rc = r.conn();
+    create_group(&mut pc, b"kept", b"g");
+    create_group(&mut pc, b"evicted", b"g");
+    let reader = p.conn();
+    let waiting = std::thread::spawn(move || {
+        let mut reader = reader;
+        error_of(
+            &mut reader,
+            cmd("RECLAIM.READGROUP").arg(&[
+                "GROUP", "g", "w", "BLOCK", "0", "STREAMS", "kept", "evicted", ">", ">",
+            ]),
+        )
+    });
+    wait_for(10, "the reader to block", || {
+        (info_int(&mut pc, "clients", "blocked_clients") == 1).then_some(())
+    });
+    let mut fill = redis::pipe();
+    for i in 0..1000 {
+        fill.cmd("SET")
+            .arg(format!("k{i}"))
+            .arg("v")
+            .arg("PX")
+            .arg(300)
+            .ignore();
+    }
+    fill.cmd("PEXPIRE").arg("evicted").arg(300).ignore();
+    let _: () = fill.query(&mut pc).expect("fill");
+    assert_eq!(
+        waiting.join().expect("reader thread"),
+        "UNBLOCKED the stream key no longer exists"
+    );
+    wait_for(30, "the primary to expire every key but kept", || {
+        let n: i64 = cmd("DBSIZE").query(&mut pc).expect("DBSIZE");
+        (n == 1).then_some(())
+    });
+    replica_acked(&mut pc);
+    let n: i64 = cmd("DBSIZE").query(&mut rc).expect("DBSIZE");
+    assert_eq!(n, 1, "keys the primary expired are still on the replica");
+}

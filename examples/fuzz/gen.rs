@@ -155,6 +155,49 @@ pub enum Op {
         policy: &'static str,
         partial: bool,
     },
+    /// An eviction burst (`--evict-burst`): `fill` runs (the readers' groups, values of a few
+    /// KB), `readers` block on their streams in the background, then `maxmemory` drops to `bytes`
+    /// under `policy` (`limit_first`: the limit is set while the policy is `noeviction` and the
+    /// policy after it, so that the evictions run before the next client command rather than
+    /// inside `CONFIG SET`), then `writes` run on the main client while the timer and the readers
+    /// are busy; then `maxmemory 0` again. Plain keys are not compared with the other run until
+    /// the next FLUSHALL (what is evicted depends on memory use).
+    Burst {
+        fill: Vec<Vec<Vec<u8>>>,
+        readers: Vec<Reader>,
+        policy: &'static str,
+        bytes: u64,
+        limit_first: bool,
+        writes: Vec<Vec<Vec<u8>>>,
+    },
+}
+
+/// A reader blocked during a [`Op::Burst`]: `RECLAIM.READGROUP` (`module`, in the run with the
+/// module) or `XREADGROUP`, `GROUP group consumer BLOCK block STREAMS streams... > ...`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reader {
+    pub module: bool,
+    pub streams: Vec<&'static str>,
+    pub group: &'static str,
+    pub consumer: &'static str,
+    pub block: u64,
+}
+
+impl Reader {
+    /// The command, as the run sends it.
+    pub fn command(&self, module: bool) -> Vec<Vec<u8>> {
+        let name = if self.module && module {
+            "RECLAIM.READGROUP"
+        } else {
+            "XREADGROUP"
+        };
+        let block = self.block.to_string();
+        let mut a = w(&[name, "GROUP", self.group, self.consumer, "BLOCK", &block]);
+        a.push(b"STREAMS".to_vec());
+        a.extend(self.streams.iter().map(|s| s.as_bytes().to_vec()));
+        a.extend(self.streams.iter().map(|_| b">".to_vec()));
+        a
+    }
 }
 
 pub const PLACEHOLDER: &[u8] = b"\0@";
@@ -211,6 +254,9 @@ pub struct Options {
     /// 1-3 MB with `allkeys-lru` (or back to none), so the primary evicts keys while the timer,
     /// the workers and the replica run.
     pub evict: bool,
+    /// Eviction bursts ([`Op::Burst`]): one operation in twelve blocks readers on several
+    /// streams, drops `maxmemory` to 1 byte, 100kb or 1mb under an `allkeys-*` policy and writes.
+    pub burst: bool,
 }
 
 pub struct Gen<'a> {
@@ -611,6 +657,69 @@ impl<'a> Gen<'a> {
         Op::Workers(plans)
     }
 
+    /// An eviction burst ([`Op::Burst`]): 1-3 readers, each on two or three of the module's
+    /// streams (those of group `g0`, `s0` and `s2`, in either order, most of the time: a read
+    /// fails at once when a stream lacks the group); a tiny limit; 5-30 writes of a few KB.
+    fn burst(&mut self) -> Op {
+        let mut fill = Vec::new();
+        let readers: Vec<Reader> = (0..self.rng.range(1, 3))
+            .map(|_| {
+                let (streams, group) = if self.rng.chance(75) {
+                    let two = if self.rng.chance(50) {
+                        vec!["s0", "s2"]
+                    } else {
+                        vec!["s2", "s0"]
+                    };
+                    (two, "g0")
+                } else {
+                    (STREAMS.to_vec(), self.group())
+                };
+                Reader {
+                    module: self.rng.chance(80),
+                    streams,
+                    group,
+                    consumer: self.consumer(),
+                    block: self.rng.range(200, 800),
+                }
+            })
+            .collect();
+        for r in &readers {
+            for s in &r.streams {
+                fill.push(w(&["XGROUP", "CREATE", s, r.group, "$", "MKSTREAM"]));
+            }
+        }
+        fill.extend(self.writes(3, 12));
+        let policy = *self
+            .rng
+            .pick(&["allkeys-lru", "allkeys-lfu", "allkeys-random"]);
+        let bytes = *self.rng.pick(&[1u64, 100 << 10, 1 << 20]);
+        let writes = self.writes(5, 20);
+        Op::Burst {
+            fill,
+            readers,
+            policy,
+            bytes,
+            limit_first: self.rng.chance(60),
+            writes,
+        }
+    }
+
+    /// `lo..=hi` writes of a few KB each: `SET` of a plain key, or `XADD` to a module stream.
+    fn writes(&mut self, lo: u64, hi: u64) -> Vec<Vec<Vec<u8>>> {
+        (0..self.rng.range(lo, hi))
+            .map(|_| {
+                let v = self.value();
+                if self.rng.chance(60) {
+                    let k = self.rng.pick(&PLAIN).to_string();
+                    w(&["SET", &k, &v])
+                } else {
+                    let s = self.stream();
+                    w(&["XADD", s, "*", "f", &v])
+                }
+            })
+            .collect()
+    }
+
     fn admin(&mut self) -> Op {
         match self.rng.below(13) {
             0 | 1 => Op::DebugReload,
@@ -670,6 +779,9 @@ impl<'a> Gen<'a> {
         if self.rng.chance(2) {
             let s = self.stream();
             return Op::Cmd(self.onto_dlq_policy_key(s));
+        }
+        if self.opts.burst && self.rng.chance(8) {
+            return self.burst();
         }
         if self.opts.evict && self.rng.chance(10) {
             return if self.rng.chance(70) {
@@ -836,6 +948,29 @@ pub fn show(op: &Op) -> String {
         Op::Attach => "(replica) REPLICAOF primary (then compare)".into(),
         Op::Maxmemory { bytes, policy, .. } => {
             format!("CONFIG SET maxmemory-policy {policy} ; CONFIG SET maxmemory {bytes}")
+        }
+        Op::Burst {
+            fill,
+            readers,
+            policy,
+            bytes,
+            limit_first,
+            writes,
+        } => {
+            let fs: Vec<String> = fill.iter().map(|c| show_cmd(c)).collect();
+            let rs: Vec<String> = readers.iter().map(|r| show_cmd(&r.command(true))).collect();
+            let limit = if *limit_first {
+                format!("CONFIG SET maxmemory-policy noeviction ; CONFIG SET maxmemory {bytes} ; CONFIG SET maxmemory-policy {policy}")
+            } else {
+                format!("CONFIG SET maxmemory-policy {policy} ; CONFIG SET maxmemory {bytes}")
+            };
+            let ws: Vec<String> = writes.iter().map(|c| show_cmd(c)).collect();
+            format!(
+                "eviction burst: {} ; blocked in the background: [{}] ; {limit} ; {} ; CONFIG SET maxmemory 0",
+                fs.join(" ; "),
+                rs.join("] ["),
+                ws.join(" ; ")
+            )
         }
     }
 }

@@ -12,8 +12,11 @@
 //!
 //! ```text
 //! cargo run --release --example fuzz -- [--secs 60] [--seed N] [--seqs N] [--ops 120]
-//!     [--known] [--evict] [--no-shrink] [--shrink-secs 180]
+//!     [--known] [--evict] [--evict-burst] [--no-shrink] [--shrink-secs 180]
 //! ```
+//! `--evict-burst` (implies `--evict`) adds eviction bursts: readers blocked in
+//! `RECLAIM.READGROUP` on several streams, `maxmemory` dropped to 1 byte / 100kb / 1mb under an
+//! `allkeys-*` policy at run time, and writes, while the policies' timer sweeps (issue 29).
 //! `REDIS_SERVER` selects the server (as for the tests). Exit status 0: no difference; 1: a
 //! difference (the report on stdout); 2: bad arguments.
 
@@ -32,6 +35,7 @@ struct Args {
     ops: usize,
     known: bool,
     evict: bool,
+    burst: bool,
     shrink: bool,
     shrink_secs: u64,
 }
@@ -47,6 +51,7 @@ fn parse_args() -> Result<Args, String> {
         ops: 120,
         known: false,
         evict: false,
+        burst: false,
         shrink: true,
         shrink_secs: 180,
     };
@@ -65,6 +70,10 @@ fn parse_args() -> Result<Args, String> {
             "--shrink-secs" => a.shrink_secs = num("--shrink-secs")?,
             "--known" => a.known = true,
             "--evict" => a.evict = true,
+            "--evict-burst" => {
+                a.evict = true;
+                a.burst = true;
+            }
             "--no-shrink" => a.shrink = false,
             other => return Err(format!("unknown argument {other}")),
         }
@@ -308,6 +317,7 @@ fn main() {
         known: args.known,
         copy_db: args.known || !version.contains("Valkey server v=8.1."),
         evict: args.evict,
+        burst: args.burst,
     };
     let start = Instant::now();
     let mut n = 0u64;
@@ -348,6 +358,24 @@ fn main() {
     );
 }
 
+/// The `FUZZ_ARGS=...` that draws the same sequences (empty when none is needed).
+fn fuzz_args(args: &Args) -> String {
+    let mut a = Vec::new();
+    if args.known {
+        a.push("--known");
+    }
+    if args.burst {
+        a.push("--evict-burst");
+    } else if args.evict {
+        a.push("--evict");
+    }
+    match a.len() {
+        0 => String::new(),
+        1 => format!(" FUZZ_ARGS={}", a[0]),
+        _ => format!(" FUZZ_ARGS='{}'", a.join(" ")),
+    }
+}
+
 fn report(args: &Args, version: &str, seed: u64, ops: &[Op], setup: &Setup, f: &Finding) {
     println!("\nFUZZ FAILURE on {version}");
     println!("seed {seed} ({:?}), {} operations", setup, ops.len());
@@ -386,11 +414,6 @@ fn report(args: &Args, version: &str, seed: u64, ops: &[Op], setup: &Setup, f: &
         "\nreproduce: make fuzz FUZZ_SEED={seed} FUZZ_SEQS=1 FUZZ_OPS={} REDIS_SERVER={}{}",
         args.ops,
         reclaim_testkit::server_binary(),
-        match (args.known, args.evict) {
-            (true, true) => " FUZZ_ARGS='--known --evict'",
-            (true, false) => " FUZZ_ARGS=--known",
-            (false, true) => " FUZZ_ARGS=--evict",
-            _ => "",
-        }
+        fuzz_args(args)
     );
 }

@@ -793,8 +793,80 @@ impl Run {
                     self.tainted = true;
                 }
             }
+            Op::Burst {
+                fill,
+                readers,
+                policy,
+                bytes,
+                limit_first,
+                writes,
+            } => {
+                for c in fill {
+                    self.send_main(c)
+                        .map_err(|e| self.died(at, &gen::show_cmd(c), e))?;
+                }
+                self.block_readers(readers);
+                if *limit_first {
+                    self.config(at, "maxmemory-policy", "noeviction")?;
+                    self.config(at, "maxmemory", &bytes.to_string())?;
+                    self.config(at, "maxmemory-policy", policy)?;
+                } else {
+                    self.config(at, "maxmemory-policy", policy)?;
+                    self.config(at, "maxmemory", &bytes.to_string())?;
+                }
+                // What a limit some keys fit under evicts depends on memory use (1 byte: all).
+                self.tainted |= *bytes > 1;
+                for c in writes {
+                    self.send_main(c)
+                        .map_err(|e| self.died(at, &gen::show_cmd(c), e))?;
+                }
+                self.config(at, "maxmemory", "0")?;
+                self.maxmemory = 0;
+            }
         }
         Ok(())
+    }
+
+    fn config(&mut self, at: usize, name: &str, value: &str) -> Result<(), Failure> {
+        send(&mut self.main, &words(&["CONFIG", "SET", name, value]))
+            .map(|_| ())
+            .map_err(|e| self.died(at, "CONFIG", e))
+    }
+
+    /// Starts the readers of an eviction burst in the background (joined with the workers), and
+    /// waits until they block, at most a second (a read that fails at once never does).
+    fn block_readers(&mut self, readers: &[gen::Reader]) {
+        let blocked = |con: &mut Connection| -> u64 {
+            info_field(con, "clients", "blocked_clients")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0)
+        };
+        let before = blocked(&mut self.main);
+        for (i, r) in readers.iter().enumerate() {
+            let args = r.command(self.module);
+            // In the main client's database, where the burst fills and writes.
+            let mut con = self.primary.conn_with_read_timeout(Duration::from_secs(30));
+            let _ = send(&mut con, &words(&["SELECT", &self.db.to_string()]));
+            let stop = self.stop_workers.clone();
+            // The first reads take what is new; a read that finds nothing blocks.
+            let h = std::thread::Builder::new()
+                .name(format!("reader-{i}"))
+                .spawn(move || {
+                    for _ in 0..4 {
+                        match send(&mut con, &args) {
+                            Ok(Value::Nil) | Err(_) => return,
+                            Ok(_) if stop.load(Ordering::Relaxed) => return,
+                            Ok(_) => {}
+                        }
+                    }
+                })
+                .expect("spawn reader");
+            self.workers.push(h);
+        }
+        let deadline = Instant::now() + Duration::from_secs(1);
+        while blocked(&mut self.main) < before + readers.len() as u64 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 }
 

@@ -214,5 +214,9 @@ pub fn health_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
             ]),
         ),
         ("status", Reply::Bytes(status)),
+        (
+            "eviction-risk",
+            Reply::Bytes(crate::state::eviction::now().1.into_bytes()),
+        ),
     ]))
 }

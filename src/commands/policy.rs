@@ -112,15 +112,31 @@ fn apply_set(
 /// The `status` field of `GET` and `LIST`: the policy's status checked live, as `RECLAIM.STATS`
 /// shows it ([`guards::status`]).
 fn status_field(ctx: &Context, id: &PolicyId, p: &Policy) -> (&'static str, Reply) {
-    let problem = registry::read(id, |rt| rt.problem().cloned()).flatten();
+    let (problem, evicted) =
+        registry::read(id, |rt| (rt.problem().cloned(), rt.evicted())).unwrap_or((None, false));
     (
         "status",
-        Reply::Bytes(guards::status(ctx, &id.stream, &id.group, p, problem)),
+        Reply::Bytes(guards::status(
+            ctx,
+            &id.stream,
+            &id.group,
+            p,
+            (problem, evicted),
+        )),
+    )
+}
+
+/// `eviction-risk`: whether this server's `maxmemory` settings can evict the module's keys, `no`
+/// or `yes: ` and why (`crate::state::eviction::now`; `RECLAIM.HEALTH` says the same).
+pub(super) fn eviction_risk_field() -> (&'static str, Reply) {
+    (
+        "eviction-risk",
+        Reply::Bytes(crate::state::eviction::now().1.into_bytes()),
     )
 }
 
 /// `RECLAIM.POLICY GET key group` -> `status` (checked live, as `RECLAIM.STATS`), then the policy
-/// as a map ([`policy_map`]), or nil. NOPERM when the caller may not see the stream's groups
+/// as a map ([`policy_map`]) and `eviction-risk`, or nil. NOPERM when the caller may not see the stream's groups
 /// ([`access::see_policy`]).
 pub(super) fn policy_get(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let a = slices(args);
@@ -130,6 +146,7 @@ pub(super) fn policy_get(ctx: &Context, args: &[RedisString]) -> CmdResult {
             let id = PolicyId::new(ffi::selected_db(ctx), a[2], a[3]);
             let mut m = vec![status_field(ctx, &id, &p)];
             m.extend(policy_map(&p));
+            m.push(eviction_risk_field());
             Reply::Map(m)
         }
         None => Reply::Null,
@@ -143,6 +160,7 @@ pub(super) fn policy_del(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let removed = store::delete(ctx, a[2], a[3]);
     if removed {
         registry::remove(&PolicyId::new(ffi::selected_db(ctx), a[2], a[3]));
+        crate::state::eviction::forget_policies(ffi::selected_db(ctx), a[2], Some(a[3]));
         ctx.replicate_verbatim();
     }
     Ok(Reply::Int(removed as i64))

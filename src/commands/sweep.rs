@@ -100,7 +100,8 @@ pub(super) fn sweep_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
 /// delivery counts), `scans-skipped` (passes that only purged trimmed entries), `consumer-checks`
 /// (consumers' own PELs paged after a command that could raise their counts), `redelivered`,
 /// `storms`, `dlq-trimmed` (dead letters trimmed by `DLQ-MAXLEN`/`DLQ-MAXAGE`), `tombstones`
-/// (DLQ records of entries deleted while pending), `inbox`, `stale-not-before`
+/// (DLQ records of entries deleted while pending), `evicted-keys` (its stream and DLQ evicted by
+/// the server), `inbox`, `stale-not-before`
 /// (ms since the epoch before which no pending entry can be stale, 0 = unknown), `cursor`
 /// (`0-0` at the head of the PEL), `status`.
 /// Counters are since the module was loaded on this server. Errors: NOPERM when the caller may
@@ -111,7 +112,7 @@ pub(super) fn stats(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let (id, p) = policy_or_error(ctx, a[1], a[2])?;
     crate::engine::touches::confirm(ctx, &id);
     let rt = registry::get(&id).unwrap_or_default();
-    let st = guards::status(ctx, a[1], a[2], &p, rt.problem().cloned());
+    let st = guards::status(ctx, a[1], a[2], &p, (rt.problem().cloned(), rt.evicted()));
     let c = rt.counters();
     let summary = pending::summary(ctx, a[1], a[2], &p.claimant, |_, _| {});
     let inbox = summary.map_or(0, |s| s.inbox as i64);
@@ -132,6 +133,7 @@ pub(super) fn stats(ctx: &Context, args: &[RedisString]) -> CmdResult {
         n(Stat::Storms),
         n(Stat::DlqTrimmed),
         n(Stat::Tombstones),
+        n(Stat::EvictedKeys),
         n(Stat::ConsumersForgotten),
         ("inbox", Reply::Int(inbox)),
         ("stale-not-before", Reply::Int(rt.stale_not_before_ms())),

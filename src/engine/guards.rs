@@ -131,14 +131,15 @@ pub fn no_group(ctx: &Context, stream: &[u8], group: &[u8]) -> bool {
 /// `RECLAIM.POLICY GET` and `LIST`): `invalid: <reason>` when the stored policy cannot run where
 /// it is ([`crate::state::store::fault`]), what stops every policy of this server ([`blocked`],
 /// `reclaim.enabled`), its own state (`paused`, `storm`), its keys now (`waiting: no stream
-/// <stream>`, `waiting: no group <group>`, the wrong type of key), then its last step's trouble
+/// <stream>`, `waiting: no group <group>`, the wrong type of key; `waiting: stream evicted...`
+/// when `evicted`: the server evicted the stream), then its last step's trouble
 /// (`problem`: `oom: ...`, `error: ...`); otherwise `active`. Binary-safe.
 pub fn status(
     ctx: &Context,
     stream: &[u8],
     group: &[u8],
     p: &Policy,
-    problem: Option<Stop>,
+    (problem, evicted): (Option<Stop>, bool),
 ) -> Vec<u8> {
     if let Some(why) = crate::state::store::fault(stream, p) {
         let reason = crate::model::error::reason(&why);
@@ -153,11 +154,15 @@ pub fn status(
     if p.state != State::Active {
         return p.state.name().into();
     }
-    if let Some(s) = check_stream(ctx, stream) {
+    let missing =
+        check_stream(ctx, stream).or_else(|| no_group(ctx, stream, group).then_some(Stop::NoGroup));
+    if let Some(s) = missing {
+        let mut out = Vec::new();
+        if evicted && s.is_missing() {
+            s.write_evicted_status(&mut out, group, |o, n| o.extend_from_slice(n));
+            return out;
+        }
         return s.status_of(stream, group);
-    }
-    if no_group(ctx, stream, group) {
-        return Stop::NoGroup.status_of(stream, group);
     }
     if let Some(d) = &p.dlq {
         if is_non_stream(ctx, d) {
@@ -197,8 +202,21 @@ pub fn notice_waiting(ctx: &Context, id: &PolicyId) {
     }
 }
 
-/// The log line of [`notice_waiting`].
+/// The log line of [`notice_waiting`]. For a policy whose stream the server evicted
+/// ([`Runtime::evicted`]) it says that, not "a typo?": a stream made again by `XADD` has no group.
 pub fn waiting_notice(id: &PolicyId, stop: &Stop) -> String {
+    if registry::read(id, Runtime::evicted) == Some(true) {
+        return format!(
+            "reclaim: the policy of stream '{}' group '{}' (db {}) is waiting: the server evicted \
+             the stream (maxmemory-policy), and it is back without group '{}' (its pending \
+             entries are lost). It starts when the group exists (XGROUP CREATE creates it); set \
+             maxmemory-policy noeviction to keep this from happening again",
+            printable(&id.stream),
+            printable(&id.group),
+            id.db,
+            printable(&id.group)
+        );
+    }
     let (what, name, create) = match stop {
         Stop::NoStream => (
             "stream",

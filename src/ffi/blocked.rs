@@ -1,13 +1,15 @@
 //! Clients blocked on stream keys (`RM_BlockClientOnKeys`, Redis 7.0) and the index of who waits
 //! on which key, so that the module wakes them when it moves entries they may read
 //! ([`signal_if_waiting`]) and ends their wait when a key is deleted ([`unblock_deleted`]; Redis
-//! 7.0 does not wake module clients blocked on a deleted key by itself).
+//! 7.0 does not wake module clients blocked on a deleted key by itself). That end is deferred to an
+//! event-loop one-shot, out of the keyspace callback that reports the deletion (see
+//! [`unblock_deleted`] for why).
 //!
 //! What a blocked client does when it wakes is its [`Waiter`]'s: the command that blocked it
 //! passes it down, so this file calls nothing above the raw API. The index holds one entry per key
 //! of each client blocked now, removed when its wait ends, whatever ends it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::os::raw::{c_int, c_void};
 use std::sync::{Mutex, MutexGuard};
 
@@ -38,15 +40,25 @@ pub trait Waiter: Sized + 'static {
 struct Blocked<W> {
     waiter: W,
     db: i32,
-    bc: usize,
+    bc: Handle,
 }
 
+/// A blocked client's handle (`RedisModuleBlockedClient *`) and the serial number of its wait
+/// (a handle's address can be reused by a later wait once the earlier one is freed).
+type Handle = (usize, u64);
+
 /// Blocked clients by (db, key), as handles.
-type Waiting = HashMap<(i32, Vec<u8>), Vec<usize>>;
+type Waiting = HashMap<(i32, Vec<u8>), Vec<Handle>>;
 
 lazy_static! {
     static ref WAITING: Mutex<Waiting> = Mutex::new(HashMap::new());
+    /// Clients whose key was deleted, to unblock at the next event-loop one-shot
+    /// ([`unblock_deleted`]); at most one entry per blocked client.
+    static ref DELETED: Mutex<HashSet<Handle>> = Mutex::new(HashSet::new());
 }
+
+/// The serial number of the next wait.
+static NEXT_SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 fn waiting() -> MutexGuard<'static, Waiting> {
     WAITING.lock().unwrap_or_else(|e| e.into_inner())
@@ -62,7 +74,12 @@ pub fn block<W: Waiter>(ctx: &Context, waiter: W, ms: i64) {
         .collect();
     let mut key_ptrs: Vec<*mut raw::RedisModuleString> = keys.iter().map(|k| k.inner).collect();
     let watched = waiter.keys().to_vec();
-    let data = Box::into_raw(Box::new(Blocked { waiter, db, bc: 0 }));
+    let serial = NEXT_SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let data = Box::into_raw(Box::new(Blocked {
+        waiter,
+        db,
+        bc: (0, serial),
+    }));
     let bc = unsafe {
         raw::RedisModule_BlockClientOnKeys.unwrap()(
             ctx.ctx,
@@ -75,10 +92,10 @@ pub fn block<W: Waiter>(ctx: &Context, waiter: W, ms: i64) {
             data.cast::<c_void>(),
         )
     };
-    unsafe { (*data).bc = bc as usize };
+    unsafe { (*data).bc.0 = bc as usize };
     let mut w = waiting();
     for k in watched {
-        w.entry((db, k)).or_default().push(bc as usize);
+        w.entry((db, k)).or_default().push((bc as usize, serial));
     }
 }
 
@@ -171,16 +188,61 @@ pub fn waiting_keys() -> Vec<(i32, Vec<u8>)> {
 }
 
 /// The key (db, `key`) was deleted (or renamed away, expired, evicted): the clients blocked on it
-/// end their wait (`RM_UnblockClient` runs their timeout callback, [`Waiter::timeout`]).
+/// end their wait (`RM_UnblockClient` runs their timeout callback, [`Waiter::timeout`]), at the
+/// next event-loop one-shot (`RM_EventLoopAddOneShot`, Redis 7.0), not here.
+///
+/// Why not here: this runs inside the keyspace callback, and the timeout callback reads the
+/// waiter's other streams with `RM_Call` (`XPENDING`, no `!`). On Redis 7.0, when the event is an
+/// eviction (`performEvictions` before a command) or an active expiry, the DELs of the keys
+/// evicted before it in the same cycle are still waiting in the server's propagation array; the
+/// `RM_Call` ends in `afterCommand`, which flushes that array while the call has replication
+/// turned off (`server.replication_allowed = 0`), so those DELs were dropped: never sent to the
+/// replicas or the AOF, and the replica kept keys its primary had evicted (issue 29; 7.2+ keep
+/// the array until the whole eviction ends). Deferred, nothing calls into Redis during the
+/// eviction.
 pub fn unblock_deleted(db: i32, key: &[u8]) {
     let bcs = waiting()
         .get(&(db, key.to_vec()))
         .cloned()
         .unwrap_or_default();
-    for bc in bcs {
+    if bcs.is_empty() {
+        return;
+    }
+    let Some(add) = (unsafe { raw::RedisModule_EventLoopAddOneShot }) else {
+        unblock(&bcs);
+        return;
+    };
+    let mut d = deleted();
+    let first = d.is_empty();
+    d.extend(bcs);
+    drop(d);
+    if first {
+        unsafe { add(Some(unblock_deferred), std::ptr::null_mut()) };
+    }
+}
+
+fn deleted() -> MutexGuard<'static, HashSet<Handle>> {
+    DELETED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The one-shot of [`unblock_deleted`]: ends the wait of the clients noted since, those still
+/// blocked in the same wait (a client served, timed out or gone meanwhile is left alone).
+unsafe extern "C" fn unblock_deferred(_data: *mut c_void) {
+    guard("unblock deleted", || {
+        let noted: Vec<Handle> = deleted().drain().collect();
+        deleted().shrink_to_fit();
+        let live: HashSet<Handle> = waiting().values().flatten().copied().collect();
+        let still: Vec<Handle> = noted.into_iter().filter(|h| live.contains(h)).collect();
+        unblock(&still);
+    });
+}
+
+/// `RM_UnblockClient` for each handle (each runs its timeout callback at once).
+fn unblock(bcs: &[Handle]) {
+    for (bc, _) in bcs {
         unsafe {
             raw::RedisModule_UnblockClient.unwrap()(
-                bc as *mut raw::RedisModuleBlockedClient,
+                *bc as *mut raw::RedisModuleBlockedClient,
                 std::ptr::null_mut(),
             );
         }
@@ -190,7 +252,7 @@ pub fn unblock_deleted(db: i32, key: &[u8]) {
 /// Clients blocked now (for `INFO reclaim`).
 pub fn blocked_clients() -> usize {
     let w = waiting();
-    let mut all: Vec<usize> = w.values().flatten().copied().collect();
+    let mut all: Vec<Handle> = w.values().flatten().copied().collect();
     all.sort_unstable();
     all.dedup();
     all.len()

@@ -17,6 +17,7 @@
 //! | `reclaim-paused` | `RECLAIM.POLICY PAUSE` paused the policy ([`notify_policy_state`]) |
 //! | `reclaim-storm` | the `STORM` breaker opened (or `RECLAIM.POLICY PAUSE ... STORM`) |
 //! | `reclaim-resumed` | `RECLAIM.POLICY RESUME` made a paused or storm policy active again |
+//! | `reclaim-evicted` | the server evicted one of the module's keys (`maxmemory-policy`): a policy key, a stream with policies, a DLQ, a redrive key; fired on that key |
 //!
 //! Everything here is a leaf: it calls no other module of the crate.
 
@@ -33,6 +34,9 @@ pub const DELIVER: &CStr = c"reclaim-deliver";
 pub const DEADLETTER: &CStr = c"reclaim-deadletter";
 /// Entries gone from the stream were removed from the PEL.
 pub const PURGE: &CStr = c"reclaim-purge";
+
+/// The server evicted one of the module's keys (fired on that key).
+pub const EVICTED: &CStr = c"reclaim-evicted";
 
 /// A paused or storm policy was made active again (`RECLAIM.POLICY RESUME`).
 pub const RESUMED: &CStr = c"reclaim-resumed";

@@ -48,6 +48,8 @@ pub fn missing_api() -> Option<&'static str> {
         RedisModule_GetCurrentUserName,
         RedisModule_GetModuleUserFromUserName,
         RedisModule_GetSelectedDb,
+        RedisModule_GetExpire,
+        RedisModule_GetContextFlags,
         RedisModule_InfoAddFieldCString,
         RedisModule_InfoAddFieldULongLong,
         RedisModule_BlockClientOnKeys,
@@ -246,6 +248,30 @@ pub unsafe fn bytes_of<'a>(s: *mut raw::RedisModuleString) -> &'a [u8] {
 pub fn serves_key(ctx: &Context, key: &[u8]) -> bool {
     let res: redis_module::CallResult = ctx.call_ext("EXISTS", &read_opts(), &[key][..]);
     res.is_ok()
+}
+
+/// Whether `key` (in the database selected in `ctx`) exists and has a TTL: `RM_OpenKey` for
+/// reading without touching its LRU/LFU (`REDISMODULE_OPEN_KEY_NOTOUCH`: the check must not change
+/// what the server evicts first), then `RM_GetExpire`. O(1).
+pub fn has_ttl(ctx: &Context, key: &[u8]) -> bool {
+    let k = RedisString::create_from_slice(ctx.ctx, key);
+    let mode = (raw::REDISMODULE_READ | raw::REDISMODULE_OPEN_KEY_NOTOUCH) as c_int;
+    unsafe {
+        let h = raw::RedisModule_OpenKey.unwrap()(ctx.ctx, k.inner, mode);
+        if h.is_null() {
+            return false;
+        }
+        let ttl = raw::RedisModule_GetExpire.unwrap()(h);
+        raw::RedisModule_CloseKey.unwrap()(h);
+        ttl != raw::REDISMODULE_NO_EXPIRE as i64
+    }
+}
+
+/// The context flags `REDISMODULE_CTX_FLAGS_MAXMEMORY | REDISMODULE_CTX_FLAGS_EVICT` of `ctx` now:
+/// whether `maxmemory` is set (and applies here) and its policy may evict keys. O(1).
+pub fn memory_flags(ctx: &Context) -> u32 {
+    let all = unsafe { raw::RedisModule_GetContextFlags.unwrap()(ctx.ctx) } as u32;
+    all & (raw::REDISMODULE_CTX_FLAGS_MAXMEMORY | raw::REDISMODULE_CTX_FLAGS_EVICT)
 }
 
 /// `RM_Call` options of the module's reads: errors come back as replies (`E`), nothing is

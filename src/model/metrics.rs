@@ -64,13 +64,17 @@ pub enum Stat {
     /// Records appended to the DLQ with `TOMBSTONES yes` for pending entries deleted from the
     /// stream (`reclaim-reason deleted`); each such entry is also counted in `Deleted`.
     Tombstones,
+    /// The module's keys the server evicted (`maxmemory-policy`): policy keys, streams under a
+    /// policy, DLQs, redrive task keys. The total counts each key once; a policy counts its
+    /// stream's and its DLQ's ([`Counters::add_own`]).
+    EvictedKeys,
     /// Consumers deleted by `FORGET-IDLE` (idle that long, nothing pending).
     ConsumersForgotten,
 }
 
 impl Stat {
     /// Every stat, in `INFO reclaim` order.
-    pub const ALL: [Stat; 14] = [
+    pub const ALL: [Stat; 15] = [
         Stat::Passes,
         Stat::FullPasses,
         Stat::ScansSkipped,
@@ -84,6 +88,7 @@ impl Stat {
         Stat::Storms,
         Stat::DlqTrimmed,
         Stat::Tombstones,
+        Stat::EvictedKeys,
         Stat::ConsumersForgotten,
     ];
 
@@ -103,6 +108,7 @@ impl Stat {
             Stat::Storms => "storms",
             Stat::DlqTrimmed => "dlq_trimmed",
             Stat::Tombstones => "tombstones",
+            Stat::EvictedKeys => "evicted_keys",
             Stat::ConsumersForgotten => "consumers_forgotten",
         }
     }
@@ -123,13 +129,15 @@ impl Stat {
             Stat::Storms => "storms",
             Stat::DlqTrimmed => "dlq-trimmed",
             Stat::Tombstones => "tombstones",
+            Stat::EvictedKeys => "evicted-keys",
             Stat::ConsumersForgotten => "consumers-forgotten",
         }
     }
 }
 
 /// The server-wide sum of each [`Stat`], indexed by `Stat as usize`.
-static TOTALS: [Counter; 14] = [
+static TOTALS: [Counter; 15] = [
+    Counter::new(),
     Counter::new(),
     Counter::new(),
     Counter::new(),
@@ -146,6 +154,11 @@ static TOTALS: [Counter; 14] = [
     Counter::new(),
 ];
 
+/// Adds `n` to the server-wide total of `s` only (an event that no policy, or several, count).
+pub fn add_total(s: Stat, n: u64) {
+    TOTALS[s as usize].add(n);
+}
+
 /// The server-wide sum of `s`.
 pub fn total(s: Stat) -> u64 {
     TOTALS[s as usize].get()
@@ -155,7 +168,7 @@ pub fn total(s: Stat) -> u64 {
 /// [`Counters::add`] also adds to the server-wide total of `INFO reclaim`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Counters {
-    counts: [u64; 14],
+    counts: [u64; 15],
     /// Wall-clock time (ms since the epoch) when the last complete pass ended; 0 = never.
     pub last_pass_ms: i64,
     /// Time spent in the steps of the last complete pass, in µs.
@@ -169,6 +182,12 @@ impl Counters {
     pub fn add(&mut self, s: Stat, n: u64) {
         self.counts[s as usize] += n;
         TOTALS[s as usize].add(n);
+    }
+
+    /// Adds `n` to `s` here only, not to the server-wide total (which counts it elsewhere:
+    /// [`add_total`]).
+    pub fn add_own(&mut self, s: Stat, n: u64) {
+        self.counts[s as usize] += n;
     }
 
     /// The policy's count of `s`.

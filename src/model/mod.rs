@@ -5,6 +5,7 @@ pub mod access;
 pub mod breaker;
 pub mod clock;
 pub mod error;
+pub mod eviction;
 pub mod export;
 pub mod keys;
 pub mod metrics;

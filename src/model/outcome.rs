@@ -61,6 +61,23 @@ impl Stop {
         out
     }
 
+    /// Appends the status of a policy whose stream the server evicted, waiting for its stream
+    /// or group (`self`): `waiting: stream evicted`, or, once a client's `XADD` made the stream
+    /// again without its group, `waiting: stream evicted and recreated without group <group>` (the
+    /// name written by `name`).
+    pub fn write_evicted_status(
+        &self,
+        out: &mut Vec<u8>,
+        group: &[u8],
+        mut name: impl FnMut(&mut Vec<u8>, &[u8]),
+    ) {
+        out.extend_from_slice(b"waiting: stream evicted");
+        if *self == Stop::NoGroup {
+            out.extend_from_slice(b" and recreated without group ");
+            name(out, group);
+        }
+    }
+
     /// Appends the status of [`Stop::status_of`] to `out`, the name written by `name`.
     pub fn write_status(
         &self,
@@ -195,5 +212,14 @@ mod tests {
         assert_eq!(out, b"status=waiting: no group a%2Cb".to_vec());
         assert!(Stop::NoStream.is_missing() && !Stop::Storm.is_missing());
         assert_eq!(Stop::NoGroup.state(), "waiting");
+        let mut out = Vec::new();
+        Stop::NoStream.write_evicted_status(&mut out, b"g", |o, n| o.extend_from_slice(n));
+        assert_eq!(out, b"waiting: stream evicted".to_vec());
+        out.clear();
+        Stop::NoGroup.write_evicted_status(&mut out, b"w g", |o, n| o.extend_from_slice(n));
+        assert_eq!(
+            out,
+            b"waiting: stream evicted and recreated without group w g".to_vec()
+        );
     }
 }

@@ -47,10 +47,17 @@ pub unsafe extern "C" fn on_keyspace_event(
 ///   what its policies tracked about them is released.
 fn on_key_event(ctx: &Context, ev: &[u8], name: &[u8]) {
     let db = ffi::selected_db(ctx);
+    if ev == b"evicted" {
+        crate::server::eviction::on_evicted(ctx, db, name);
+    }
+    crate::server::eviction::on_key_event(db, ev, name);
     let policy_stream = keys::stream_of_policy_key(name);
     match ev {
         b"del" | b"expired" | b"evicted" | b"rename_from" | b"move_from" => match policy_stream {
-            Some(stream) => registry::forget_stream(db, &stream),
+            Some(stream) => {
+                crate::state::eviction::forget_policies(db, &stream, None);
+                registry::forget_stream(db, &stream)
+            }
             None => {
                 registry::forget_tracking(db, name, None);
                 crate::ffi::blocked::unblock_deleted(db, name);
@@ -162,6 +169,7 @@ pub unsafe extern "C" fn on_swapdb(
     ffi::guard("swapdb event", || {
         let info = unsafe { &*(data as *const raw::RedisModuleSwapDbInfo) };
         registry::swap_db(info.dbnum_first, info.dbnum_second);
+        crate::state::eviction::forget_db(-1);
         crate::state::redrive::rediscover();
     });
 }
@@ -180,6 +188,7 @@ pub unsafe extern "C" fn on_flush(
         }
         let info = unsafe { &*(data as *const raw::RedisModuleFlushInfo) };
         registry::forget_db(info.dbnum);
+        crate::state::eviction::forget_db(info.dbnum);
     });
 }
 
@@ -221,6 +230,7 @@ pub unsafe extern "C" fn on_async_load(
         raw::REDISMODULE_SUBEVENT_REPL_ASYNC_LOAD_COMPLETED => {
             // The old databases, and every policy in them, are gone.
             registry::forget_db(-1);
+            crate::state::eviction::forget_db(-1);
             if let Some(load) = registry::take_load() {
                 store::register_loaded(&Context::new(ctx), load);
             }

@@ -16,6 +16,7 @@ use crate::state::registry;
 pub unsafe extern "C" fn on_info(ctx: *mut raw::RedisModuleInfoCtx, for_crash_report: c_int) {
     ffi::guard("INFO", || unsafe {
         let totals = registry::totals();
+        let (risk, _, memory_policy) = crate::state::eviction::now();
         let state = [
             ("enabled", crate::state::config::enabled() as u64),
             ("policies", totals.policies),
@@ -26,14 +27,27 @@ pub unsafe extern "C" fn on_info(ctx: *mut raw::RedisModuleInfoCtx, for_crash_re
                 "blocked_readers",
                 crate::ffi::blocked::blocked_clients() as u64,
             ),
+            (
+                "eviction_risk",
+                (risk != crate::model::eviction::Risk::None) as u64,
+            ),
         ];
         // NULL: the module's default section, `# reclaim`, fields prefixed `reclaim_`.
         raw::RedisModule_InfoAddSection.unwrap()(ctx, std::ptr::null());
+        let memory_policy = std::ffi::CString::new(memory_policy).unwrap_or_default();
         for (name, v) in metrics::fields(&state) {
             let Ok(n) = std::ffi::CString::new(name) else {
                 continue;
             };
             raw::RedisModule_InfoAddFieldULongLong.unwrap()(ctx, n.as_ptr(), v);
+            if name == "eviction_risk" {
+                // The `maxmemory-policy` the risk was judged under (ASCII, no spaces).
+                raw::RedisModule_InfoAddFieldCString.unwrap()(
+                    ctx,
+                    c"maxmemory_policy".as_ptr(),
+                    memory_policy.as_ptr(),
+                );
+            }
         }
         if for_crash_report != 0 {
             return;
@@ -103,8 +117,8 @@ fn policy_lines(mut emit: impl FnMut(usize, &[u8])) {
 /// and for a waiting policy what it waits for, the name escaped (`waiting: no group typo%2Cg`).
 pub struct PolicyRow<'a> {
     summary: crate::model::outcome::Summary,
-    /// claimed, dead_lettered, deleted, redelivered, errors, passes.
-    counts: [u64; 6],
+    /// claimed, dead_lettered, deleted, redelivered, errors, passes, evicted_keys.
+    counts: [u64; 7],
     last_pass_ms: i64,
     status: &'static str,
     /// The policy and its runtime, for the status of a waiting policy (rare: read only then).
@@ -125,7 +139,16 @@ impl<'a> PolicyRow<'a> {
         let status = rt.status(enabled, cluster_down);
         PolicyRow {
             summary: rt.summary().clone(),
-            counts: [Claimed, DeadLettered, Deleted, Redelivered, Errors, Passes].map(|s| c.get(s)),
+            counts: [
+                Claimed,
+                DeadLettered,
+                Deleted,
+                Redelivered,
+                Errors,
+                Passes,
+                EvictedKeys,
+            ]
+            .map(|s| c.get(s)),
             last_pass_ms: c.last_pass_ms,
             status,
             waiting: (status == "waiting").then_some((id, rt)),
@@ -136,7 +159,8 @@ impl<'a> PolicyRow<'a> {
     /// the formatting machinery: `INFO reclaim` writes one per policy.
     pub fn write(&self, out: &mut Vec<u8>) {
         let s = &self.summary;
-        let [claimed, dead_lettered, deleted, redelivered, errors, passes] = self.counts;
+        let [claimed, dead_lettered, deleted, redelivered, errors, passes, evicted_keys] =
+            self.counts;
         let num = |out: &mut Vec<u8>, field: &[u8], n: u64| {
             out.extend_from_slice(field);
             metrics::push_u64(out, n);
@@ -160,5 +184,6 @@ impl<'a> PolicyRow<'a> {
         num(out, b",errors=", errors);
         num(out, b",passes=", passes);
         num(out, b",last_pass_ms=", self.last_pass_ms.max(0) as u64);
+        num(out, b",evicted_keys=", evicted_keys);
     }
 }

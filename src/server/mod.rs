@@ -5,6 +5,7 @@
 
 pub mod caller_db;
 pub mod events;
+pub mod eviction;
 pub mod filter;
 pub mod info;
 pub mod scheduler;

@@ -106,6 +106,7 @@ static PRUNED_MS: AtomicU64 = AtomicU64::new(0);
 const PRUNE_EVERY_MS: u64 = 1000;
 
 fn tick(ctx: &Context) {
+    crate::server::eviction::tick(ctx);
     let now = now_ms();
     if now.saturating_sub(PRUNED_MS.load(Ordering::Relaxed)) >= PRUNE_EVERY_MS {
         PRUNED_MS.store(now, Ordering::Relaxed);
@@ -256,6 +257,7 @@ fn run_slice(ctx: &Context, count_skips: bool) -> bool {
         let t0 = Instant::now();
         if !visit(ctx, &id, now, deadline) {
             registry::remove(&id);
+            crate::state::eviction::forget_policies(id.db, &id.stream, Some(&id.group));
             continue;
         }
         // A step always reads its page and runs its first batch: do not start one that would
@@ -319,6 +321,7 @@ fn visit(ctx: &Context, id: &PolicyId, now: u64, deadline: Instant) -> bool {
     let Some(policy) = store::get(ctx, &id.stream, &id.group) else {
         return false;
     };
+    crate::server::eviction::check_ttls(ctx, id, policy.dlq.as_deref());
     crate::engine::touches::confirm(ctx, id);
     let t0 = Instant::now();
     let left_ns = deadline.saturating_duration_since(t0).as_nanos() as u64;

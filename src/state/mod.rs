@@ -3,6 +3,7 @@
 //! [`crate::ffi`] and [`crate::model`] only.
 
 pub mod config;
+pub mod eviction;
 pub mod redrive;
 pub mod registry;
 pub mod runtime;

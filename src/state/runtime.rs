@@ -277,6 +277,10 @@ pub struct Runtime {
     /// `None` once it runs. Kept across `SET`, so a policy set again while it waits is not logged
     /// again.
     noticed: Option<Stop>,
+    /// The server evicted the policy's stream (keyspace event `evicted`): while the policy then
+    /// waits for its stream or group, its status says so ([`Runtime::write_status`]). Cleared
+    /// when a step finds both again.
+    evicted: bool,
     /// The policy's stored [`State`] as last seen (a step, `RECLAIM.POLICY PAUSE`/`RESUME`, the
     /// `STORM` breaker opening): `paused` and `storm` come first in [`Runtime::state`].
     held: State,
@@ -802,6 +806,30 @@ impl Runtime {
                 planner::next_entry_ns(self.entry_ns, took.as_nanos() as u64, out.examined);
         }
         self.apply(out, took.as_micros() as i64, policy, now, wall);
+        if !self.problem.as_ref().is_some_and(Stop::is_missing) {
+            self.evicted = false;
+        }
+    }
+
+    /// The server evicted the policy's stream (keyspace event `evicted`): counted
+    /// (`evicted-keys`, this policy's only: the server-wide total counts the key once), and the
+    /// policy waits for its stream, its status saying it was evicted, at once. The server log was
+    /// told by the eviction's own line, not by the waiting notice.
+    pub fn stream_evicted(&mut self) {
+        self.counters.add_own(Stat::EvictedKeys, 1);
+        self.evicted = true;
+        self.problem = Some(Stop::NoStream);
+        self.noticed = Some(Stop::NoStream);
+    }
+
+    /// The server evicted the policy's DLQ: counted (`evicted-keys`, this policy's only).
+    pub fn dlq_evicted(&mut self) {
+        self.counters.add_own(Stat::EvictedKeys, 1);
+    }
+
+    /// Whether the policy waits for its stream or group since the server evicted its stream.
+    pub fn evicted(&self) -> bool {
+        self.evicted
     }
 
     /// After a step: the state to announce (`reclaim-<state>`, [`Runtime::announce`]) and what
@@ -997,6 +1025,9 @@ impl Runtime {
     ) {
         let word = self.status(enabled, cluster_down);
         match &self.problem {
+            Some(p) if word == "waiting" && self.evicted && p.is_missing() => {
+                p.write_evicted_status(out, group, name)
+            }
             Some(p) if word == "waiting" && p.state() == "waiting" => {
                 p.write_status(out, stream, group, name)
             }

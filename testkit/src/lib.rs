@@ -5,7 +5,7 @@
 //! | module | owns |
 //! |---|---|
 //! | [`cluster`] | a real Redis Cluster (`redis-cli --cluster create`), reshard, failover, a killed primary, key slots |
-//! | [`server`] | starting redis-server with the module (free port, temp dir, kill on drop), replicas, restarts, logs, `role`, `FAILOVER TO` |
+//! | [`server`] | starting redis-server with the module (free port, temp dir, kill on drop), replicas, restarts, logs, `role`, `FAILOVER TO`, the keyspace events of database 0 ([`listen`]) |
 //! | [`wait`] | polling for a state with a deadline ([`wait_for`]), `RECLAIM_TEST_SLOWDOWN`, `WAIT` for a replica |
 //! | [`replies`] | field/value replies, strings, errors, whole replies ([`reply_of`]), `INFO` fields, the server's clock |
 //! | [`errors`] | error texts asserted in more than one file |

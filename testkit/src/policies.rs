@@ -102,11 +102,12 @@ impl PolicyView {
     }
 
     /// The exact GET reply of this policy on stream `key`: `status`
-    /// ([`PolicyView::status_on`]), then the policy; a flat field/value array in RESP2, a map
-    /// in RESP3.
+    /// ([`PolicyView::status_on`]), then the policy, then `eviction-risk` (`no`: the test
+    /// servers have no `maxmemory`); a flat field/value array in RESP2, a map in RESP3.
     pub fn reply_on(&self, key: &[u8], resp3: bool) -> Value {
         let mut f = vec![(bs(b"status"), bs(&self.status_on(key)))];
         f.extend(self.reply_fields());
+        f.push((bs(b"eviction-risk"), bs(b"no")));
         field_value_reply(f, resp3)
     }
 

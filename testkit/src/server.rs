@@ -426,3 +426,36 @@ impl Drop for Server {
         self.kill();
     }
 }
+
+/// Collects the keyspace events of database 0 (`__keyspace@0__:*`) on a thread of its own.
+pub fn listen(s: &Server) -> std::sync::mpsc::Receiver<(String, String)> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut con = s.conn();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut ps = con.as_pubsub();
+        ps.psubscribe("__keyspace@0__:*").expect("PSUBSCRIBE");
+        ps.set_read_timeout(Some(Duration::from_millis(200))).ok();
+        let _ = ready_tx.send(());
+        loop {
+            match ps.get_message() {
+                Ok(m) => {
+                    let key = m
+                        .get_channel_name()
+                        .trim_start_matches("__keyspace@0__:")
+                        .to_string();
+                    let ev: String = m.get_payload().unwrap_or_default();
+                    if tx.send((key, ev)).is_err() {
+                        return;
+                    }
+                }
+                Err(e) if e.is_timeout() => continue,
+                Err(_) => return,
+            }
+        }
+    });
+    ready_rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("subscribed");
+    rx
+}

@@ -184,7 +184,7 @@ def test_stats_sweep_health(r: redis.Redis) -> None:
 
     h = reclaim.health("orders", "workers")
     assert set(h) == {"now-ms", "live", "last-pass", "pel-sizes", "pel-change", "deliveries",
-                      "dead-letters", "status"}
+                      "dead-letters", "status", "eviction-risk"}
     assert h["live"]["pending"] == 0 and h["live"]["by-consumer"] == []
     assert h["live"]["oldest-pending-age-ms"] is None
     assert h["last-pass"]["pending"] == 0
@@ -193,6 +193,7 @@ def test_stats_sweep_health(r: redis.Redis) -> None:
     assert h["deliveries"]["pass"] == "full" and h["deliveries"]["entries"] == 3
     assert h["deliveries"]["buckets"] == {"1": 3, "above": 0}
     assert h["status"] == "active"
+    assert h["eviction-risk"] == "no"
 
 
 def test_health_lists_consumers(r: redis.Redis) -> None:

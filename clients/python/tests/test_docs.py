@@ -43,7 +43,7 @@ def drained(r: redis.Redis) -> bool:
 
 def test_the_doc_has_its_blocks() -> None:
     blocks = python_blocks()
-    assert len(blocks) == 6, [b.splitlines()[0] for b in blocks]
+    assert len(blocks) == 7, [b.splitlines()[0] for b in blocks]
 
 
 def test_python_md_blocks_run(server: Server, cluster: Cluster, monkeypatch: pytest.MonkeyPatch,
@@ -91,7 +91,8 @@ def test_python_md_blocks_run(server: Server, cluster: Cluster, monkeypatch: pyt
         assert not failure, f"block {i + 1} failed: {failure[0]!r}"
     monkeypatch.undo()
     out = capsys.readouterr().out
-    assert out.count("shipping book-1") == 1 and "shipping doc-1" in out and "shipping doc-3" in out
+    assert out.count("shipping book-1") == 1 and "shipping doc-1" in out and "shipping doc-4" in out
+    assert "shipping doc-2 on attempt 1" in out  # the handler with a Context
     # The cluster block: its policy is on the node of {orders}.
     assert cluster.node_of("{orders}").client().execute_command(
         "RECLAIM.POLICY", "GET", "{orders}", "workers") is not None
@@ -105,7 +106,7 @@ def test_the_raw_loop_reads_resp2_and_resp3(server: Server, protocol: Any, doc: 
     block, and delivery.md's) reads and acknowledges entries in RESP2, RESP3 and the client's
     default protocol."""
     blocks = python_blocks(doc)
-    assert len(blocks) == (6 if doc == DOC else 1)
+    assert len(blocks) == (7 if doc == DOC else 1)
     block = blocks[-1]
     assert "RECLAIM.READGROUP" in block
 

@@ -266,11 +266,13 @@ def test_permanent_without_a_dlq_gives_the_entry_back(r: redis.Redis, caplog: py
     w = Worker(r, "orders", "workers", "w", handle, failure_delay_ms=0)
     w.run()
     assert owners(r) == {e: "reclaim"}
-    assert dict(w.counts) == {}
-    assert "could not dead-letter entry" in caplog.text and "has no DLQ" in caplog.text
+    assert dict(w.counts) == {"refused": 1}
+    assert "RECLAIM.TERM of entry" in caplog.text and "has no DLQ" in caplog.text
 
 
-def test_retry_delay_is_cut_to_the_lease(r: redis.Redis) -> None:
+def test_a_retry_longer_than_the_server_allows_is_refused(r: redis.Redis, caplog: pytest.LogCaptureFixture) -> None:
+    """A delay no server keeps (30,000 years) is not cut short: the NACK is refused, counted as
+    ``refused`` and logged; the entry stays pending and comes back when its lease ends."""
     setup(r, min_idle=LEASE_MS, max_deliveries=MAX_DELIVERIES, dlq="orders:dlq", interval=50)
     e = r.xadd("orders", {"n": "1"})
     calls: list[float] = []
@@ -279,24 +281,120 @@ def test_retry_delay_is_cut_to_the_lease(r: redis.Redis) -> None:
     def handle(entry_id: str, fields: dict[str, str]) -> None:
         calls.append(time.monotonic())
         if len(calls) == 1:
-            raise Retry(3_600_000)  # an hour: more than the lease allows
+            raise Retry(10**15)
 
     w = Worker(r, "orders", "workers", "w", handle)
     t = start(w)
-    wait_for("the entry retried within its lease and acknowledged", lambda: len(calls) == 2 and not owners(r))
+    wait_for("the entry handled again after its lease and acknowledged", lambda: len(calls) == 2 and not owners(r))
     stop([w], [t])
     assert calls[1] - calls[0] >= LEASE_MS / 1000 - 0.05
-    assert w.counts["retried"] == 1 and w.counts["acked"] == 1
-    assert e not in owners(r)
+    assert w.counts["refused"] == 1 and w.counts["acked"] == 1 and w.counts["retried"] == 0
+    assert f"Retry({10**15} ms) of entry {e} refused" in caplog.text
 
 
-def test_without_a_policy_it_reads_as_xreadgroup(r: redis.Redis) -> None:
-    setup(r)
-    ids = [r.xadd("orders", {"n": str(i)}) for i in range(3)]
+@pytest.mark.parametrize("case", ["none", "typo", "paused"])
+def test_without_a_running_policy_it_fails_fast(r: redis.Redis, case: str) -> None:
+    """No policy, a policy of a group that does not exist (a typo), a paused policy: ``run``
+    raises PolicyError saying so, and reads nothing."""
+    reclaim = setup(r)
+    e = r.xadd("orders", {"n": "1"})
+    group = "workers"
+    if case == "typo":
+        reclaim.policy_set("orders", "wrokers", min_idle=1000)
+        group = "wrokers"
+    elif case == "paused":
+        reclaim.policy_set("orders", "workers", min_idle=1000)
+        reclaim.policy_pause("orders", "workers")
+    w = Worker(r, "orders", group, "w", lambda i, f: None)
+    expected = {
+        "none": "no redis-reclaim policy for stream 'orders' group 'workers'",
+        "typo": "the policy of stream 'orders' group 'wrokers' does not run: waiting: no group wrokers",
+        "paused": "the policy of stream 'orders' group 'workers' is paused",
+    }[case]
+    with pytest.raises(redis_reclaim.PolicyError, match=expected):
+        w.run()
+    assert r.xinfo_groups("orders")[0]["pending"] == 0 and e not in owners(r)
+    assert dict(w.counts) == {}
+
+
+def test_a_user_with_the_worker_commands_only_starts_unchecked(
+    server: Server, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The worker role of docs/security.md (no RECLAIM.POLICY, no COMMAND): the Worker says it
+    cannot check the policy, and works as before (COMMAND DOCS refused too: no REASON)."""
+    admin = server.client(decode_responses=True)
+    admin.flushall()
+    setup(admin, min_idle=LEASE_MS, max_deliveries=MAX_DELIVERIES, dlq="orders:dlq")
+    admin.execute_command(
+        "ACL", "SETUSER", "worker", "on", ">secret", "~orders", "~orders:dlq", "+@stream",
+        "+reclaim.readgroup", "+reclaim.extend", "+reclaim.nack", "+reclaim.term",
+    )
+    try:
+        e = admin.xadd("orders", {"n": "1"})
+        handled: list[str] = []
+        r = server.client(decode_responses=True, username="worker", password="secret")
+        w = Worker(r, "orders", "workers", "w", lambda i, f: handled.append(i), stop_after_idle_ms=300, block_ms=50)
+        w.run()
+        assert handled == [e] and not owners(admin) and w.counts["acked"] == 1
+        assert "cannot check the policy of stream 'orders' group 'workers'" in caplog.text
+        assert "NOPERM" in caplog.text or "no permissions" in caplog.text
+        r.close()
+    finally:
+        admin.execute_command("ACL", "DELUSER", "worker")
+        admin.close()
+
+
+def test_wait_for_policy_waits_logging_once(r: redis.Redis, caplog: pytest.LogCaptureFixture) -> None:
+    reclaim = setup(r)
+    e = r.xadd("orders", {"n": "1"})
     handled: list[str] = []
-    w = Worker(r, "orders", "workers", "w", lambda i, f: handled.append(i), stop_after_idle_ms=200)
+    w = Worker(r, "orders", "workers", "w", lambda i, f: handled.append(i), wait_for_policy=True)
+    t = start(w)
+    wait_for("the worker to say it waits", lambda: "waiting for it" in caplog.text)
+    time.sleep(1.5)  # lets it look again at least once: it must not log again, nor read
+    assert handled == [] and caplog.text.count("waiting for it") == 1
+    reclaim.policy_set("orders", "workers", min_idle=LEASE_MS)
+    wait_for("the entry handled once the policy is there", lambda: handled == [e] and not owners(r))
+    stop([w], [t])
+    assert w.counts["acked"] == 1
+
+
+def test_a_handler_with_a_context_gets_the_attempt(r: redis.Redis) -> None:
+    """A three-argument handler gets a Context: the stream, group, consumer and this delivery's
+    number (from DELIVERY-METADATA, or one XPENDING per batch)."""
+    setup(r, min_idle=LEASE_MS, max_deliveries=MAX_DELIVERIES, dlq="orders:dlq", interval=50)
+    ids = [r.xadd("orders", {"n": str(i)}) for i in range(3)]
+    seen: list[tuple[str, Optional[int]]] = []
+
+    def handle(entry_id: str, fields: dict[str, str], ctx: redis_reclaim.Context) -> None:
+        assert (ctx.stream, ctx.group, ctx.consumer) == ("orders", "workers", "w")
+        seen.append((entry_id, ctx.attempt))
+        if entry_id == ids[1] and ctx.attempt == 1:
+            raise Retry(0, "not yet")
+
+    w = Worker(r, "orders", "workers", "w", handle, count=10)
+    t = start(w)
+    wait_for("every entry acknowledged", lambda: len(seen) == 4 and not owners(r))
+    stop([w], [t])
+    assert seen == [(ids[0], 1), (ids[1], 1), (ids[2], 1), (ids[1], 2)]
+    assert w.counts["acked"] == 3 and w.counts["retried"] == 1
+
+
+def test_acknowledgements_are_batched(r: redis.Redis) -> None:
+    """The success path sends one XACK per batch, not one per entry: 250 entries read 100 at a
+    time take at most 4 XACKs (INFO commandstats), and every entry is acknowledged once."""
+    setup(r, min_idle=60000, max_deliveries=MAX_DELIVERIES, dlq="orders:dlq")
+    pipe = r.pipeline(transaction=False)
+    for i in range(250):
+        pipe.xadd("orders", {"n": str(i)})
+    ids = pipe.execute()
+    handled: list[str] = []
+    r.config_resetstat()
+    w = Worker(r, "orders", "workers", "w", lambda i, f: handled.append(i), count=100, block_ms=50, stop_after_idle_ms=200)
     w.run()
-    assert handled == ids and not owners(r) and w.counts["acked"] == 3
+    assert handled == ids and not owners(r) and w.counts["acked"] == 250
+    xacks = r.info("commandstats")["cmdstat_xack"]["calls"]
+    assert 3 <= xacks <= 4, xacks
 
 
 def test_stop_after_idle(r: redis.Redis) -> None:
@@ -349,3 +447,74 @@ def test_sigterm_mid_batch_exits_0_holding_nothing(server: Server, flavour: str)
     got = reclaim.read_entries("workers", "w2", "orders", count=10)
     assert [i for _, es in got for i, _ in es] == ids[1:]
     r.close()
+
+
+@pytest.mark.parametrize("flavour", ["thread", "asyncio"])
+def test_sigkill_between_handler_and_acknowledgement_redelivers(server: Server, flavour: str) -> None:
+    """A worker process SIGKILLed in the handler of the third entry of its batch: nothing it had
+    not finished is acknowledged (the entry in hand, the ones after it), and what it had finished
+    but not yet acknowledged (acknowledgements go once per batch) stays pending too: the policy
+    delivers all of them again, to another worker."""
+    r = server.client(decode_responses=True)
+    r.flushall()
+    reclaim = setup(r, min_idle=300, max_deliveries=MAX_DELIVERIES, dlq="orders:dlq", interval=50)
+    ids = [r.xadd("orders", {"n": str(i)}) for i in range(5)]
+    script = Path(__file__).with_name("sigterm_worker.py")
+    proc = subprocess.run(
+        [sys.executable, str(script), str(server.port), f"kill-{flavour}"],
+        env=worker_env(), stdout=subprocess.PIPE, text=True, timeout=60,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stdout
+    assert proc.stdout.split() == ["done", ids[0], "done", ids[1], "kill", ids[2]]
+    assert owners(r) == {i: "w1" for i in ids}, "nothing acknowledged: the batch's XACK never went"
+    got: list[str] = []
+    wait_for(
+        "every entry delivered again to another worker",
+        lambda: got.extend(i for _, es in reclaim.read_entries("workers", "w2", "orders", count=10) for i, _ in es)
+        or sorted(got) == ids,
+    )
+    r.close()
+
+
+def _loop() -> Any:
+    from collections import Counter
+
+    from redis_reclaim._worker import Held, Loop
+
+    return Loop(
+        "orders", "workers", "w", count=10, block_ms=100, failure_delay_ms=None,
+        stop_after_idle_ms=None, wait_for_policy=False, wants_ctx=False, counts=Counter(),
+        held=Held(), stop=threading.Event(),
+    )
+
+
+def test_nack_reason_is_sent_only_where_the_server_takes_it() -> None:
+    """Pure: the NACK of a failure carries ``REASON "Type: message"`` (at most 256 characters)
+    once the probe found REASON in RECLAIM.NACK's COMMAND DOCS, and nothing otherwise."""
+    from redis_reclaim._worker import REASON_MAX, has_token, reason_text
+
+    loop = _loop()
+    plain = loop._nack_command("1-0", 500, ValueError("bad"))
+    assert plain.args == ("RECLAIM.NACK", "orders", "workers", "w", "1-0", "DELAY", 500)
+    loop.has_reason = True
+    assert loop._nack_command("1-0", 500, ValueError("bad")).args[-2:] == ("REASON", "ValueError: bad")
+    assert loop._nack_command("1-0", 0, Retry(0, "later")).args[-2:] == ("REASON", "Retry: later")
+    long = reason_text(RuntimeError("x" * 1000))
+    assert len(long) == REASON_MAX and long.startswith("RuntimeError: xxx") and long.endswith("...")
+    # The probe, on COMMAND DOCS's RESP2 and RESP3 shapes.
+    today = [b"reclaim.nack", [b"arguments", [[b"name", b"ms", b"token", b"DELAY"]]]]
+    later = {b"reclaim.nack": {b"arguments": [{b"name": b"reason", b"token": b"REASON"}]}}
+    assert not has_token("REASON")(today) and has_token("REASON")(later)
+
+
+def test_delivery_metadata_replies_are_read_in_both_protocols() -> None:
+    """Pure: ``RECLAIM.READGROUP ... DELIVERY-METADATA`` entries are ``[id, fields, ms, count]``
+    in RESP2 (an array of [stream, entries]) and RESP3 (a map); the count is the deliveries before
+    this one (Redis 8.4's XREADGROUP ... CLAIM: 0 for a new entry), so the attempt is the count + 1."""
+    from redis_reclaim._worker import meta_batches
+
+    resp2 = [[b"orders", [[b"1-0", [b"a", b"1"], 12, 2], [b"2-0", [b"b", b"2"], 0, 0]]]]
+    resp3 = {b"orders": [[b"1-0", [b"a", b"1"], 12, 2], [b"2-0", [b"b", b"2"], 0, 0]]}
+    expected = [(b"1-0", {b"a": b"1"}, 3), (b"2-0", {b"b": b"2"}, 1)]
+    assert meta_batches(resp2) == expected and meta_batches(resp3) == expected
+    assert meta_batches(None) == []

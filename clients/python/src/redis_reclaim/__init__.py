@@ -3,7 +3,7 @@ worker that consumes a stream's group with them (:class:`Worker`); their asyncio
 :mod:`redis_reclaim.asyncio`. The guide is docs/python.md in the project."""
 
 from ._commands import Backoff, Command, Delivery, Fields, Imported, Name, Policy, Reply
-from ._worker import Permanent, Retry
+from ._worker import Context, Permanent, PolicyError, Retry
 from .client import Reclaim
 from .worker import Handler, Worker
 
@@ -12,6 +12,7 @@ __version__ = "0.2.0"
 __all__ = [
     "Backoff",
     "Command",
+    "Context",
     "Delivery",
     "Fields",
     "Handler",
@@ -19,6 +20,7 @@ __all__ = [
     "Name",
     "Permanent",
     "Policy",
+    "PolicyError",
     "Reclaim",
     "Reply",
     "Retry",

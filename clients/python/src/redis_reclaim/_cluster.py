@@ -1,13 +1,18 @@
 """What the keyless policy commands need in Redis Cluster, where each node has its own policies
 (those of the streams in its slots): LIST and EXPORT ask every primary and merge the replies;
-IMPORT sends each node the policies of its own streams. Pure functions; the clients do the I/O."""
+IMPORT sends each node the policies of its own streams; a keyed command goes to its key's node,
+again when the slot map changed under it. Pure functions and steps (generators that yield what to
+send where): the sync and asyncio clients run the same steps, each with its own I/O."""
 
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Optional, Union
+from dataclasses import dataclass
+from typing import Any, Generator, Mapping, Optional, Union
 
-from ._commands import Imported, fields_of, parse_import, text
+from redis.exceptions import AskError, MovedError, RedisClusterException, ResponseError
+
+from ._commands import Imported, Name, fields_of, parse_import, text
 
 #: How many times a keyed command is sent again after a redirection (MOVED, ASK) or a slot map
 #: that changed under it (a reshard, a failover).
@@ -111,3 +116,70 @@ def merge_imports(replies: list[tuple[Any, list[int]]]) -> Imported:
             waiting.append({**w, "index": places[w["index"]]})
     waiting.sort(key=lambda w: int(w["index"]))
     return Imported(total, waiting)
+
+
+# -- the steps of sending in a cluster -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Send:
+    """A step: ``client.execute_command(*args, target_nodes=node)``; the reply (or the error
+    thrown in) comes back."""
+
+    args: tuple[Any, ...]
+    node: Any
+
+
+@dataclass(frozen=True)
+class Refresh:
+    """A step: read the slot map again (``client.nodes_manager.initialize()``)."""
+
+
+Steps = Generator[Union[Send, Refresh], Any, Any]
+
+
+def to_key(client: Any, args: tuple[Any, ...], key: Name) -> Steps:
+    """Sends ``args`` to the primary serving ``key``'s slot. The server refuses a keyed command
+    on another node with MOVED or ASK, which redis-py follows; when the slot map changed under it
+    (a reshard, a failover) the map is read again and the command sent again, at most
+    ``ATTEMPTS`` times. A RECLAIM.READGROUP that fails may have reached a node that no longer
+    serves its streams (a module version that does not have Redis check the slot of READGROUP's
+    streams answers NOGROUP there, or an error of its own): the map is read again, and the
+    command sent again if the key's node changed."""
+    for attempt in range(ATTEMPTS):
+        last = attempt == ATTEMPTS - 1
+        node = client.get_node_from_key(key)
+        try:
+            return (yield Send(args, node))
+        except (MovedError, AskError, RedisClusterException):
+            if last:
+                raise
+            yield Refresh()
+        except ResponseError:
+            if last or args[0] != "RECLAIM.READGROUP":
+                raise
+            yield Refresh()
+            if client.get_node_from_key(key).name == node.name:
+                raise
+    raise AssertionError("unreachable")
+
+
+def keyless(client: Any, args: tuple[Any, ...]) -> Steps:
+    """LIST and EXPORT from every primary, merged; IMPORT split by the node of each stream."""
+    sub = text(args[1]).upper()
+    if sub == "IMPORT":
+        parts = import_by_node(client, args)
+        if parts is None:  # let the server say what is wrong with the document
+            return (yield Send(args, client.get_random_node()))
+        imported = []
+        for node, part, places in parts:
+            imported.append(((yield Send(part, node)), places))
+        return merge_imports(imported)
+    replies = []
+    for node in client.get_primaries():
+        replies.append((yield Send(args, node)))
+    if sub == "LIST":
+        return merge_lists(replies, args)
+    if sub == "EXPORT":
+        return merge_exports(replies)
+    return replies[0] if replies else None

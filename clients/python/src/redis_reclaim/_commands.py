@@ -514,13 +514,14 @@ def _parse_health(reply: Any) -> Reply:
         "deliveries": deliveries,
         "dead-letters": {k: _opt_int(v) for k, v in fields_of(m["dead-letters"]).items()},
         "status": text(m["status"]),
+        "eviction-risk": text(m["eviction-risk"]) if "eviction-risk" in m else "no",
     }
 
 
 def health(stream: Name, group: Name) -> Command[Reply]:
     """``RECLAIM.HEALTH``: the group's signals (``live``, ``last-pass``, ``pel-sizes``,
-    ``deliveries``, ``dead-letters``, ``status``); ``by-consumer`` and ``pel-sizes`` are lists of
-    pairs."""
+    ``deliveries``, ``dead-letters``, ``status``, ``eviction-risk``); ``by-consumer`` and
+    ``pel-sizes`` are lists of pairs."""
     return Command(("RECLAIM.HEALTH", stream, group), stream, _parse_health)
 
 

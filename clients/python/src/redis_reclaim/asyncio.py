@@ -9,8 +9,6 @@ import functools
 import inspect
 import signal
 import threading
-import time
-from collections import Counter
 from typing import (
     Any,
     Awaitable,
@@ -21,27 +19,14 @@ from typing import (
     ParamSpec,
     TypeVar,
     Union,
-    cast,
 )
 
 from redis.asyncio.cluster import RedisCluster
-from redis.exceptions import AskError, MovedError, RedisClusterException, RedisError, ResponseError
 
-from . import _cluster
+from . import _cluster, _steps
 from . import _commands as c
 from ._commands import Command, Fields, Name
-from ._worker import (
-    FIRST_PAUSE_S,
-    MAX_PAUSE_S,
-    TRANSIENT,
-    Held,
-    Settler,
-    Steps,
-    entry_name,
-    heartbeat_ms,
-    log,
-    outcome,
-)
+from ._worker import Call, Context, Pause, Pending, Pipeline, Step, Steps, WorkerBase, log
 from .client import xreadgroup_parser
 
 P = ParamSpec("P")
@@ -75,6 +60,11 @@ class AsyncReclaim:
         self.client: Any = client
         self._cluster = isinstance(client, RedisCluster)
 
+    @property
+    def is_cluster(self) -> bool:
+        """Whether the client is a ``RedisCluster``."""
+        return self._cluster
+
     async def execute(self, command: Command[R]) -> R:
         """Sends one command and parses its reply (routed by its key in a cluster)."""
         if not self._cluster:
@@ -84,48 +74,20 @@ class AsyncReclaim:
         return command.parse(await self._send_keyless(command.args))
 
     async def _send_to_key(self, args: tuple[Any, ...], key: Name) -> Any:
-        """As :meth:`redis_reclaim.Reclaim._send_to_key`."""
-        client = self.client
-        for attempt in range(_cluster.ATTEMPTS):
-            last = attempt == _cluster.ATTEMPTS - 1
-            node = client.get_node_from_key(key)
-            try:
-                return await client.execute_command(*args, target_nodes=node)
-            except (MovedError, AskError, RedisClusterException):
-                if last:
-                    raise
-                await client.nodes_manager.initialize()
-            except ResponseError:
-                if last or args[0] != "RECLAIM.READGROUP":
-                    raise
-                await client.nodes_manager.initialize()
-                if client.get_node_from_key(key).name == node.name:
-                    raise
-        raise AssertionError("unreachable")
+        return await self._run(_cluster.to_key(self.client, args, key))
 
     async def _send_keyless(self, args: tuple[Any, ...]) -> Any:
-        client = self.client
-        sub = c.text(args[1]).upper()
-        if sub == "IMPORT":
-            return await self._import_by_node(args)
-        replies = [
-            await client.execute_command(*args, target_nodes=node) for node in client.get_primaries()
-        ]
-        if sub == "LIST":
-            return _cluster.merge_lists(replies, args)
-        if sub == "EXPORT":
-            return _cluster.merge_exports(replies)
-        return replies[0] if replies else None
+        return await self._run(_cluster.keyless(self.client, args))
 
-    async def _import_by_node(self, args: tuple[Any, ...]) -> Any:
-        client = self.client
-        parts = _cluster.import_by_node(client, args)
-        if parts is None:  # let the server say what is wrong with the document
-            return await client.execute_command(*args, target_nodes=client.get_random_node())
-        replies = []
-        for node, part, places in parts:
-            replies.append((await client.execute_command(*part, target_nodes=node), places))
-        return _cluster.merge_imports(replies)
+    async def _run(self, steps: _cluster.Steps) -> Any:
+        """As :meth:`redis_reclaim.Reclaim._run`, with the asyncio client."""
+        return await _steps.run_async(steps, self._do_cluster)
+
+    async def _do_cluster(self, step: _cluster.Send | _cluster.Refresh) -> Any:
+        if isinstance(step, _cluster.Send):
+            return await self.client.execute_command(*step.args, target_nodes=step.node)
+        await self.client.nodes_manager.initialize()
+        return None
 
     policy_set = _method(c.policy_set)
     policy_get = _method(c.policy_get)
@@ -176,58 +138,25 @@ class AsyncReclaim:
         return await self.execute(Command(args, key, c.batches))
 
 
-#: A handler of AsyncWorker: a coroutine function (or a plain function, called in the loop).
-AsyncHandler = Callable[[Any, Fields], Union[Awaitable[object], object]]
+#: A handler of AsyncWorker: a coroutine function (or a plain function, called in the loop), with
+#: a third argument (:class:`~redis_reclaim.Context`) when it takes one.
+AsyncHandler = Union[
+    Callable[[Any, Fields], Union[Awaitable[object], object]],
+    Callable[[Any, Fields, Context], Union[Awaitable[object], object]],
+]
 
 
-class AsyncWorker:
+class AsyncWorker(WorkerBase[AsyncHandler]):
     """:class:`redis_reclaim.Worker` for ``redis.asyncio``: the same contract, with ``await
     worker.run()``; ``handler`` may be a coroutine function. The heartbeat is a task of the same
     event loop, so a handler must not block the loop (await, or run blocking work in a thread
     with ``asyncio.to_thread``), or the leases are not renewed while it blocks. Signals are
     handled with ``loop.add_signal_handler`` when ``run`` runs in the main thread."""
 
-    def __init__(
-        self,
-        client: Any,
-        stream: Name,
-        group: Name,
-        consumer: Name,
-        handler: AsyncHandler,
-        *,
-        count: int = 10,
-        block_ms: int = 1000,
-        failure_delay_ms: Optional[int] = None,
-        heartbeat_ms: Optional[int] = None,
-        max_hold_ms: Optional[int] = None,
-        stop_after_idle_ms: Optional[int] = None,
-        handle_signals: bool = True,
-    ) -> None:
-        self.client = client
+    reclaim: AsyncReclaim
+
+    def _connect(self, client: Any) -> None:
         self.reclaim = AsyncReclaim(client)
-        self.stream, self.group, self.consumer = stream, group, consumer
-        self.handler = handler
-        self.count, self.block_ms = count, block_ms
-        self.failure_delay_ms = failure_delay_ms
-        self.heartbeat_ms = heartbeat_ms
-        self.max_hold_ms = max_hold_ms
-        self.stop_after_idle_ms = stop_after_idle_ms
-        self.handle_signals = handle_signals
-        self.counts: Counter[str] = Counter()
-        self._stopping = False
-        self._held = Held()
-        self._settler = Settler(stream, group, consumer, failure_delay_ms, self.counts)
-
-    def stop(self) -> None:
-        """Asks ``run`` to return after the entry in hand."""
-        self._stopping = True
-
-    @property
-    def stopping(self) -> bool:
-        return self._stopping
-
-    def held(self) -> list[Any]:
-        return self._held.all()
 
     async def deliveries(self, entry_id: Any) -> Optional[int]:
         """As :meth:`redis_reclaim.Worker.deliveries`."""
@@ -237,106 +166,64 @@ class AsyncWorker:
         return int(pel[0]["times_delivered"]) if pel else None
 
     async def run(self) -> None:
-        """Reads and handles entries until :meth:`stop`, a signal or ``stop_after_idle_ms``."""
-        self._stopping = False
-        every_s = (self.heartbeat_ms or heartbeat_ms(await self._min_idle())) / 1000
-        beat = asyncio.ensure_future(self._beat(every_s))
+        """As :meth:`redis_reclaim.Worker.run`."""
+        self._stop.clear()
+        loop = self._loop(self.handler)
         restore = self._install_signals()
-        last = time.monotonic()
-        pause = FIRST_PAUSE_S
         try:
-            while not self._stopping:
-                try:
-                    batch = await self._read()
-                except TRANSIENT as e:
-                    log.warning("reading %r failed (%s): again in %.1f s", self.stream, e, pause)
-                    await asyncio.sleep(pause)
-                    pause = min(pause * 2, MAX_PAUSE_S)
-                    continue
-                pause = FIRST_PAUSE_S
-                if batch:
-                    await self._handle_batch(batch)
-                    last = time.monotonic()
-                elif self.stop_after_idle_ms is not None and (
-                    time.monotonic() - last >= self.stop_after_idle_ms / 1000
-                ):
-                    break
-        finally:
-            beat.cancel()
+            policy = await self._drive(loop.start())
+            beat = asyncio.ensure_future(self._beat(loop, self._every_s(policy)))
             try:
-                await beat
-            except asyncio.CancelledError:
-                pass
-            try:
-                await self._give_back(self._held.all())
+                await self._drive(loop.run())
             finally:
-                restore()
+                beat.cancel()
+                try:
+                    await beat
+                except asyncio.CancelledError:
+                    pass
+        finally:
+            restore()
 
-    async def _read(self) -> list[tuple[Any, Fields]]:
-        got = await self.reclaim.read_entries(
-            self.group, self.consumer, [self.stream], count=self.count, block=self.block_ms
-        )
-        return [e for _stream, entries in got for e in entries]
+    async def _drive(self, steps: Steps[R]) -> R:
+        """As :meth:`redis_reclaim.Worker._drive`, with the asyncio client."""
+        return await _steps.run_async(steps, self._do)
 
-    async def _handle_batch(self, batch: list[tuple[Any, Fields]]) -> None:
-        self._held.add([entry_id for entry_id, _ in batch])
-        for entry_id, fields in batch:
-            if self._stopping:
-                return
-            if not self._held.holds(entry_id):
-                self.counts["lost"] += 1
-                log.warning("entry %s lost before it was handled (its lease ran out)", entry_name(entry_id))
-                continue
-            error: Optional[Exception] = None
+    async def _do(self, step: Step) -> Any:
+        if type(step) is Call:
             try:
-                result = self.handler(entry_id, fields)
+                if step.ctx is None:
+                    result = self.handler(step.entry_id, step.fields)
+                else:
+                    result = self.handler(step.entry_id, step.fields, step.ctx)
                 if inspect.isawaitable(result):
                     await result
             except Exception as e:  # noqa: BLE001 - every failure of the handler is an outcome
-                error = e
-            await self._run_steps(self._settler.settle(entry_id, outcome(error, self.failure_delay_ms)))
-            self._held.release(entry_id)
+                return e
+            return None
+        if isinstance(step, Command):
+            return await self.reclaim.execute(step)
+        if isinstance(step, Pipeline):
+            return await self._pipeline(step.commands)
+        if isinstance(step, Pending):
+            return await self.client.xpending_range(**self._pending_args(step))
+        if isinstance(step, Pause):
+            await asyncio.sleep(step.seconds)
+        return None
 
-    async def _run_steps(self, steps: Steps[R]) -> R:
-        """As :meth:`redis_reclaim.Worker._run_steps`, with the asyncio client."""
-        reply: Any = None
-        error: Optional[RedisError] = None
-        while True:
-            try:
-                command = steps.send(reply) if error is None else steps.throw(error)
-            except StopIteration as stop:
-                return cast(R, stop.value)
-            try:
-                reply, error = await self.reclaim.execute(command), None
-            except RedisError as e:
-                reply, error = None, e
+    async def _pipeline(self, commands: tuple[Command[Any], ...]) -> list[Any]:
+        pipe = self.client.pipeline(transaction=False)
+        for command in commands:
+            pipe.execute_command(*command.args)
+        raw = await pipe.execute(raise_on_error=False)
+        return [r if isinstance(r, Exception) else cmd.parse(r) for cmd, r in zip(commands, raw)]
 
-    async def _give_back(self, ids: list[Any]) -> None:
-        await self._run_steps(self._settler.give_back(ids))
-        for i in ids:
-            self._held.release(i)
-
-    async def _beat(self, every_s: float) -> None:
-        max_hold_s = None if self.max_hold_ms is None else self.max_hold_ms / 1000
+    async def _beat(self, loop: Any, every_s: float) -> None:
         while True:
             await asyncio.sleep(every_s)
-            ids = self._held.to_renew(max_hold_s)
-            if not ids:
-                continue
             try:
-                renewed = await self.reclaim.extend(self.stream, self.group, self.consumer, *ids)
-            except RedisError as e:
-                log.warning("renewing %d leases failed (%s): again in %.1f s", len(ids), e, every_s)
-                continue
-            for i in self._held.renewed(ids, renewed):
-                log.warning("entry %s is no longer ours (its lease ran out)", entry_name(i))
-
-    async def _min_idle(self) -> Optional[int]:
-        try:
-            p = await self.reclaim.policy_get(self.stream, self.group)
-        except RedisError:
-            return None
-        return None if p is None else p.min_idle
+                await self._drive(loop.beat(self._max_hold_s, every_s))
+            except Exception as e:  # noqa: BLE001 - the heartbeat must go on
+                log.warning("renewing leases failed (%s): again in %.1f s", e, every_s)
 
     def _install_signals(self) -> Callable[[], None]:
         if not self.handle_signals or threading.current_thread() is not threading.main_thread():

@@ -15,9 +15,8 @@ from typing import (
 )
 
 from redis.cluster import RedisCluster
-from redis.exceptions import AskError, MovedError, RedisClusterException, ResponseError
 
-from . import _cluster
+from . import _cluster, _steps
 from . import _commands as c
 from ._commands import Command, Name
 
@@ -81,6 +80,11 @@ class Reclaim:
         self.client: Any = client
         self._cluster = isinstance(client, RedisCluster)
 
+    @property
+    def is_cluster(self) -> bool:
+        """Whether the client is a ``RedisCluster``."""
+        return self._cluster
+
     # -- sending -------------------------------------------------------------------------------
 
     def execute(self, command: Command[R]) -> R:
@@ -92,55 +96,22 @@ class Reclaim:
         return command.parse(self._send_keyless(command.args))
 
     def _send_to_key(self, args: tuple[Any, ...], key: Name) -> Any:
-        """Sends ``args`` to the primary serving ``key``'s slot. The server refuses a keyed
-        command on another node with MOVED or ASK, which redis-py follows; when the slot map
-        changed under it (a reshard, a failover) the map is read again and the command sent
-        again, at most ``_cluster.ATTEMPTS`` times. A RECLAIM.READGROUP that fails may have
-        reached a node that no longer serves its streams (a module version that does not have
-        Redis check the slot of READGROUP's streams answers NOGROUP there, or an error of its
-        own): the map is read again, and the command sent again if the key's node changed."""
-        client = self.client
-        for attempt in range(_cluster.ATTEMPTS):
-            last = attempt == _cluster.ATTEMPTS - 1
-            node = client.get_node_from_key(key)
-            try:
-                return client.execute_command(*args, target_nodes=node)
-            except (MovedError, AskError, RedisClusterException):
-                if last:
-                    raise
-                client.nodes_manager.initialize()
-            except ResponseError:
-                if last or args[0] != "RECLAIM.READGROUP":
-                    raise
-                client.nodes_manager.initialize()
-                if client.get_node_from_key(key).name == node.name:
-                    raise
-        raise AssertionError("unreachable")
+        """Sends ``args`` to the node of ``key`` (see ``_cluster.to_key``)."""
+        return self._run(_cluster.to_key(self.client, args, key))
 
     def _send_keyless(self, args: tuple[Any, ...]) -> Any:
         """LIST and EXPORT from every primary, merged; IMPORT split by the node of each stream."""
-        client = self.client
-        sub = c.text(args[1]).upper()
-        if sub == "IMPORT":
-            return self._import_by_node(args)
-        replies = [
-            client.execute_command(*args, target_nodes=node) for node in client.get_primaries()
-        ]
-        if sub == "LIST":
-            return _cluster.merge_lists(replies, args)
-        if sub == "EXPORT":
-            return _cluster.merge_exports(replies)
-        return replies[0] if replies else None
+        return self._run(_cluster.keyless(self.client, args))
 
-    def _import_by_node(self, args: tuple[Any, ...]) -> Any:
-        client = self.client
-        parts = _cluster.import_by_node(client, args)
-        if parts is None:  # let the server say what is wrong with the document
-            return client.execute_command(*args, target_nodes=client.get_random_node())
-        replies = []
-        for node, part, places in parts:
-            replies.append((client.execute_command(*part, target_nodes=node), places))
-        return _cluster.merge_imports(replies)
+    def _run(self, steps: _cluster.Steps) -> Any:
+        """Runs the steps of ``_cluster`` with this client."""
+        return _steps.run(steps, self._do_cluster)
+
+    def _do_cluster(self, step: _cluster.Send | _cluster.Refresh) -> Any:
+        if isinstance(step, _cluster.Send):
+            return self.client.execute_command(*step.args, target_nodes=step.node)
+        self.client.nodes_manager.initialize()
+        return None
 
     # -- the commands --------------------------------------------------------------------------
 
