@@ -25,6 +25,19 @@ const POLICY: &str = "MIN-IDLE 3600000 MAX-DELIVERIES 3 DLQ s:dlq INTERVAL 36000
 /// IMPORT's document of [`POLICY`].
 const DOC: &str = r#"{"version":1,"policies":[{"key":"s","group":"g","dlq":"s:dlq","max-deliveries":3,"min-idle":3600000,"interval":3600000}]}"#;
 
+/// `RECLAIM.POLICY SET s g` [`POLICY`] and `more` options, which must answer OK.
+fn set_the_policy(c: &mut Connection, more: &[&str]) {
+    policy_ok(
+        c,
+        &[
+            &["SET", "s", "g"][..],
+            &POLICY.split(' ').collect::<Vec<_>>(),
+            more,
+        ]
+        .concat(),
+    );
+}
+
 /// A fresh database: stream `s` (entries 1-1 to 4-1), group `g`, 1-1 and 2-1 pending at consumer
 /// `c`; the DLQ `s:dlq` with a record naming entry 4-1 of `s`, and the policy [`POLICY`].
 fn setup(c: &mut Connection) {
@@ -63,14 +76,7 @@ fn setup(c: &mut Connection) {
             "4-1",
         ],
     );
-    policy_ok(
-        c,
-        &[
-            &["SET", "s", "g"][..],
-            &POLICY.split(' ').collect::<Vec<_>>(),
-        ]
-        .concat(),
-    );
+    set_the_policy(c, &[]);
 }
 
 /// What a refused command must leave as it was: the keys (stream, DLQ, task keys, policy key),
@@ -166,7 +172,7 @@ fn check_user(s: &Server, c: &mut Connection, user: &str, rules: &[&str], want: 
     for (name, _) in COMMANDS {
         setup(c);
         run(c, &["ACL", "DELUSER", user]);
-        acl_setuser(c, &[&[user, "on", "nopass"][..], rules].concat());
+        acl_user(c, user, rules);
         let mut u = s.conn_as(user);
         let w = want
             .iter()
@@ -193,6 +199,12 @@ fn check_user(s: &Server, c: &mut Connection, user: &str, rules: &[&str], want: 
 
 fn noperm(cmd: &str, key: &str) -> Want {
     Want::Ours(ours(cmd, key))
+}
+
+/// The table of a role whose keys Redis refuses for every command (declared keys out of reach)
+/// but the `except` ones ([`role_table`] over [`COMMANDS`]).
+fn refused_but(except: &[(&'static str, Want)]) -> Vec<(&'static str, Want)> {
+    role_table(COMMANDS.iter().map(|c| c.0), Want::RedisKey, except)
 }
 
 fn in_import(field: &str, cmd: &str, key: &str) -> Want {
@@ -233,24 +245,11 @@ fn key_patterns_every_command_and_key_role() {
         &mut c,
         "dlqonly",
         &["~s:dlq", "~reclaim:*", "+@all"],
-        &[
-            ("set", K),
-            ("get", K),
-            ("del", K),
-            ("pause", K),
-            ("resume", K),
+        &refused_but(&[
             ("import", in_import("key", "XCLAIM", STREAM)),
-            ("sweep", K),
-            ("stats", K),
-            ("health", K),
-            ("simulate", K),
-            ("readgroup", K),
-            ("extend", K),
-            ("nack", K),
-            ("term", K),
             ("redrive", noperm("XCLAIM", DLQ_STREAMS)),
-            ("redrive-source", K),
-        ],
+            ("redrive-status", Want::Ok),
+        ]),
     );
     // Read-only keys: what only reads is allowed.
     check_user(
@@ -258,20 +257,14 @@ fn key_patterns_every_command_and_key_role() {
         &mut c,
         "ronly",
         &["%R~s", "%R~s:dlq", "+@all"],
-        &[
-            ("set", K),
-            ("del", K),
-            ("pause", K),
-            ("resume", K),
+        &refused_but(&[
             ("import", in_import("key", "XCLAIM", STREAM)),
-            ("sweep", K),
-            ("readgroup", K),
-            ("extend", K),
-            ("nack", K),
-            ("term", K),
-            ("redrive", K),
-            ("redrive-source", K),
-        ],
+            ("get", Want::Ok),
+            ("stats", Want::Ok),
+            ("health", Want::Ok),
+            ("simulate", Want::Ok),
+            ("redrive-status", Want::Ok),
+        ]),
     );
     // Write-only keys: what would copy entries (dead-letters) or show them is refused.
     check_user(
@@ -294,10 +287,15 @@ fn key_patterns_every_command_and_key_role() {
             ("redrive-status", K),
         ],
     );
-    // Every key, but not the commands the module's work would be: `-xclaim`, `-xadd`.
+    without_the_stream_commands(&s, &mut c);
+}
+
+/// Users with every key but not the commands the module's work would be (`-xclaim`, `-xadd`):
+/// the module refuses as the command it lacks; with every command, everything is allowed.
+fn without_the_stream_commands(s: &Server, c: &mut Connection) {
     check_user(
-        &s,
-        &mut c,
+        s,
+        c,
         "noxclaim",
         &["~s", "~s:dlq", "+@all", "-xclaim"],
         &[
@@ -312,8 +310,8 @@ fn key_patterns_every_command_and_key_role() {
         ],
     );
     check_user(
-        &s,
-        &mut c,
+        s,
+        c,
         "noxadd",
         &[
             "~s",
@@ -337,7 +335,7 @@ fn key_patterns_every_command_and_key_role() {
         ],
     );
     // Every key and command: everything is allowed.
-    check_user(&s, &mut c, "full", &["~s", "~s:dlq", "+@all"], &[]);
+    check_user(s, c, "full", &["~s", "~s:dlq", "+@all"], &[]);
 }
 
 /// Selectors: each command is checked against each selector with its keys, never a key in one
@@ -348,25 +346,7 @@ fn selectors_grant_only_what_one_selector_allows() {
     let s = Server::new();
     let mut c = s.conn();
     use Want::RedisKey as K;
-    let refused_all = [
-        ("set", K),
-        ("get", K),
-        ("del", K),
-        ("pause", K),
-        ("resume", K),
-        ("import", in_import("key", "XCLAIM", STREAM)),
-        ("sweep", K),
-        ("stats", K),
-        ("health", K),
-        ("simulate", K),
-        ("readgroup", K),
-        ("extend", K),
-        ("nack", K),
-        ("term", K),
-        ("redrive", K),
-        ("redrive-source", K),
-        ("redrive-status", K),
-    ];
+    let refused_all = refused_but(&[("import", in_import("key", "XCLAIM", STREAM))]);
     check_user(
         &s,
         &mut c,
@@ -384,24 +364,13 @@ fn selectors_grant_only_what_one_selector_allows() {
         &mut c,
         "split",
         &["~app:*", "+@all", "(~s ~s:dlq +@stream)"],
-        &[
-            ("set", K),
-            ("get", K),
-            ("del", K),
-            ("pause", K),
-            ("resume", K),
-            ("sweep", K),
-            ("stats", K),
-            ("health", K),
-            ("simulate", K),
+        &refused_but(&[
+            ("import", Want::Ok),
             ("readgroup", worker.clone()),
             ("extend", worker.clone()),
             ("nack", worker.clone()),
             ("term", worker),
-            ("redrive", K),
-            ("redrive-source", K),
-            ("redrive-status", K),
-        ],
+        ]),
     );
 }
 
@@ -466,7 +435,7 @@ fn block_as(
     rules: &[&str],
 ) -> std::thread::JoinHandle<Result<Value, String>> {
     let mut c = s.conn();
-    acl_setuser(&mut c, &[&[user, "on", "nopass"][..], rules].concat());
+    acl_user(&mut c, user, rules);
     let mut u = s.conn_as(user);
     let k = readgroup_cmd("s", "g", user, 10, Some(10_000));
     std::thread::spawn(move || {
@@ -488,37 +457,16 @@ fn issue_a_woken_read_checks_again_the_policy_changed() {
     let mut c = s.conn();
     run(&mut c, &["XADD", "s", "1-1", "f", "1"]);
     run(&mut c, &["XGROUP", "CREATE", "s", "g", "0"]);
-    policy_ok(
-        &mut c,
-        &[
-            &["SET", "s", "g"][..],
-            &POLICY.split(' ').collect::<Vec<_>>(),
-        ]
-        .concat(),
-    );
+    set_the_policy(&mut c, &[]);
     deliver(&mut c, "s", "g", "x", None);
     let reader = block_as(&s, "w", &["~s", "~s:dlq", "+@all"]);
     readers_blocked(&mut c, 1);
     // At once (MULTI): the DLQ becomes vault:dlq, 1-1 waits in the inbox at its limit (a read
     // dead-letters it), and a new entry wakes the reader. The timer leaves 1-1 (not stale).
     run(&mut c, &["MULTI"]);
-    run(
-        &mut c,
-        &[
-            "RECLAIM.POLICY",
-            "SET",
-            "s",
-            "g",
-            "MIN-IDLE",
-            "3600000",
-            "MAX-DELIVERIES",
-            "1",
-            "DLQ",
-            "vault:dlq",
-            "INTERVAL",
-            "3600000",
-        ],
-    );
+    let set =
+        "RECLAIM.POLICY SET s g MIN-IDLE 3600000 MAX-DELIVERIES 1 DLQ vault:dlq INTERVAL 3600000";
+    run(&mut c, &set.split(' ').collect::<Vec<_>>());
     run(
         &mut c,
         &["XCLAIM", "s", "g", "reclaim", "0", "1-1", "JUSTID"],
@@ -551,14 +499,7 @@ fn a_woken_read_checks_again_the_user_changed() {
     let s = Server::new();
     let mut c = s.conn();
     run(&mut c, &["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
-    policy_ok(
-        &mut c,
-        &[
-            &["SET", "s", "g"][..],
-            &POLICY.split(' ').collect::<Vec<_>>(),
-        ]
-        .concat(),
-    );
+    set_the_policy(&mut c, &[]);
     for (revoke, want) in [
         ("-xclaim", ours("XCLAIM", STREAM)),
         ("-xreadgroup", ours("XREADGROUP", STREAM)),
@@ -592,15 +533,7 @@ fn a_read_with_nothing_due_is_checked_as_any_read() {
     let s = Server::new();
     let mut c = s.conn();
     setup(&mut c);
-    policy_ok(
-        &mut c,
-        &[
-            &["SET", "s", "g"][..],
-            &POLICY.split(' ').collect::<Vec<_>>(),
-            &["DLQ-MAXLEN", "100"],
-        ]
-        .concat(),
-    );
+    set_the_policy(&mut c, &["DLQ-MAXLEN", "100"]);
     // The default user reads what is new (3-1, 4-1), then finds nothing: by then reads know
     // that nothing can be due for an hour (1-1 and 2-1 are fresh at `c`).
     for _ in 0..3 {
@@ -693,14 +626,7 @@ fn issue_tombstones_with_max_deliveries_0() {
 /// `RECLAIM.SWEEP` after 4 deliveries each.
 fn three_dead_letters(c: &mut Connection) {
     run(c, &["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
-    policy_ok(
-        c,
-        &[
-            &["SET", "s", "g"][..],
-            &POLICY.split(' ').collect::<Vec<_>>(),
-        ]
-        .concat(),
-    );
+    set_the_policy(c, &[]);
     let ids = add_numbered(c, "s", 3);
     deliver(c, "s", "g", "w", None);
     set_deliveries(c, b"s", b"g", b"w", &ids, 4);
@@ -777,7 +703,7 @@ fn what_a_caller_may_not_read_does_not_appear() {
         // Write-only on the vault: it may not read it (XINFO, XLEN, ...).
         ("wo", &["~app:*", "%W~vault:*", "+@all"][..]),
     ] {
-        acl_setuser(&mut c, &[&[user, "on", "nopass"][..], rules].concat());
+        acl_user(&mut c, user, rules);
         let mut u = s.conn_as(user);
         let listed: Vec<Vec<u8>> = list_policies(&mut u)
             .into_iter()
@@ -866,16 +792,33 @@ fn the_policy_key_follows_its_stream() {
         );
     }
     let _: i64 = q(&mut meta, &["EXISTS", key]);
-    policy_ok(
-        &mut app,
-        &[
-            &["SET", "s", "g"][..],
-            &POLICY.split(' ').collect::<Vec<_>>(),
-        ]
-        .concat(),
-    );
+    set_the_policy(&mut app, &[]);
     assert_eq!(del_policy(&mut app, b"s", b"g"), 1);
     assert!(!exists(&mut c, key));
+}
+
+/// The worker commands of [`COMMANDS`].
+const WORKER: [&str; 4] = ["readgroup", "extend", "nack", "term"];
+/// Those that only read.
+const READS: [&str; 5] = ["get", "stats", "health", "simulate", "redrive-status"];
+/// Those that write.
+const WRITES: [&str; 7] = [
+    "set", "del", "pause", "resume", "sweep", "import", "redrive",
+];
+
+/// The command `name` of [`COMMANDS`] as `user`, on a fresh [`setup`]: allowed, or its error.
+fn verdict(s: &Server, c: &mut Connection, user: &str, name: &str) -> Result<(), String> {
+    setup(c);
+    let k = command(name);
+    let mut u = s.conn_as(user);
+    k.query::<Value>(&mut u)
+        .map(|_| ())
+        .map_err(|_| error_of(&mut u, &k))
+}
+
+/// Whether `e` is Redis's refusal of the command itself (not of a key).
+fn cmd_refused(e: &str) -> bool {
+    e.starts_with("NOPERM") && e.contains("has no permissions to run the '")
 }
 
 /// The ACL categories: on servers with `RM_SetCommandACLCategories` (Redis 7.2+, Valkey 8) the
@@ -890,24 +833,6 @@ fn acl_categories_and_the_recipes() {
     let categories = stream_category(&mut c);
     let cats: Vec<String> = q(&mut c, &["ACL", "CAT"]);
     let own = cats.iter().any(|x| x == "reclaim");
-    let case = |c: &mut Connection, name: &str| {
-        setup(c);
-        command(name)
-    };
-    let verdict = |s: &Server, c: &mut Connection, user: &str, name: &str| -> Result<(), String> {
-        let k = case(c, name);
-        let mut u = s.conn_as(user);
-        k.query::<Value>(&mut u)
-            .map(|_| ())
-            .map_err(|_| error_of(&mut u, &k))
-    };
-    let cmd_refused =
-        |e: &str| e.starts_with("NOPERM") && e.contains("has no permissions to run the '");
-    let worker = ["readgroup", "extend", "nack", "term"];
-    let reads = ["get", "stats", "health", "simulate", "redrive-status"];
-    let writes = [
-        "set", "del", "pause", "resume", "sweep", "import", "redrive",
-    ];
     let users: [(&str, &[&str]); 4] = [
         ("stream", &["~*", "+@stream"]),
         ("read", &["~*", "+@read"]),
@@ -915,9 +840,9 @@ fn acl_categories_and_the_recipes() {
         ("nodanger", &["~*", "+@all", "-@dangerous"]),
     ];
     for (user, rules) in users {
-        acl_setuser(&mut c, &[&[user, "on", "nopass"][..], rules].concat());
+        acl_user(&mut c, user, rules);
     }
-    for name in worker {
+    for name in WORKER {
         let r = verdict(&s, &mut c, "stream", name);
         if categories {
             assert_eq!(r, Ok(()), "+@stream {name}");
@@ -952,7 +877,7 @@ fn acl_categories_and_the_recipes() {
             assert!(cmd_refused(&r.unwrap_err()), "7.0: +@read {name}");
         }
     }
-    for name in writes {
+    for name in WRITES {
         let r = verdict(&s, &mut c, "read", name).unwrap_err();
         assert!(cmd_refused(&r), "+@read {name}: {r}");
         assert_eq!(
@@ -962,26 +887,32 @@ fn acl_categories_and_the_recipes() {
         );
     }
     if own {
-        // @reclaim grants the module's commands, not the stream commands they act as.
-        acl_setuser(&mut c, &["mod", "on", "nopass", "~*", "+@reclaim"]);
-        assert_eq!(
-            verdict(&s, &mut c, "mod", "readgroup"),
-            Err(ours("XREADGROUP", STREAM))
-        );
-        assert_eq!(
-            verdict(&s, &mut c, "mod", "stats"),
-            Err(ours("XPENDING", STREAM))
-        );
-        acl_setuser(&mut c, &["mod", "+@stream"]);
-        for name in worker.iter().chain(&reads).chain(&writes) {
-            assert_eq!(
-                verdict(&s, &mut c, "mod", name),
-                Ok(()),
-                "+@reclaim +@stream {name}"
-            );
-        }
+        the_reclaim_category(&s, &mut c);
     }
-    // The recipes of docs/security.md, on every server.
+    the_recipes(&s, &mut c);
+}
+
+/// `@reclaim` grants the module's commands, not the stream commands they act as.
+fn the_reclaim_category(s: &Server, c: &mut Connection) {
+    acl_setuser(c, &["mod", "on", "nopass", "~*", "+@reclaim"]);
+    assert_eq!(
+        verdict(s, c, "mod", "readgroup"),
+        Err(ours("XREADGROUP", STREAM))
+    );
+    assert_eq!(verdict(s, c, "mod", "stats"), Err(ours("XPENDING", STREAM)));
+    acl_setuser(c, &["mod", "+@stream"]);
+    for name in WORKER.iter().chain(&READS).chain(&WRITES) {
+        assert_eq!(
+            verdict(s, c, "mod", name),
+            Ok(()),
+            "+@reclaim +@stream {name}"
+        );
+    }
+}
+
+/// The recipes of docs/security.md, on every server: the worker's and the monitor's rules allow
+/// their commands and refuse the others.
+fn the_recipes(s: &Server, c: &mut Connection) {
     let worker_rules = [
         "~orders*",
         "~s*",
@@ -1002,37 +933,23 @@ fn acl_categories_and_the_recipes() {
         "+reclaim.policy|export",
         "+reclaim.redrive|status",
     ];
-    acl_setuser(
-        &mut c,
-        &[&["w7", "on", "nopass"][..], &worker_rules].concat(),
-    );
-    acl_setuser(
-        &mut c,
-        &[&["m7", "on", "nopass"][..], &monitor_rules].concat(),
-    );
-    for name in worker {
-        assert_eq!(
-            verdict(&s, &mut c, "w7", name),
-            Ok(()),
-            "worker recipe {name}"
-        );
+    acl_user(c, "w7", &worker_rules);
+    acl_user(c, "m7", &monitor_rules);
+    for name in WORKER {
+        assert_eq!(verdict(s, c, "w7", name), Ok(()), "worker recipe {name}");
     }
     for name in ["stats", "set", "redrive"] {
         assert!(
-            cmd_refused(&verdict(&s, &mut c, "w7", name).unwrap_err()),
+            cmd_refused(&verdict(s, c, "w7", name).unwrap_err()),
             "worker recipe {name}"
         );
     }
-    for name in reads {
-        assert_eq!(
-            verdict(&s, &mut c, "m7", name),
-            Ok(()),
-            "monitor recipe {name}"
-        );
+    for name in READS {
+        assert_eq!(verdict(s, c, "m7", name), Ok(()), "monitor recipe {name}");
     }
     for name in ["readgroup", "set", "redrive", "sweep"] {
         assert!(
-            cmd_refused(&verdict(&s, &mut c, "m7", name).unwrap_err()),
+            cmd_refused(&verdict(s, c, "m7", name).unwrap_err()),
             "monitor recipe {name}"
         );
     }

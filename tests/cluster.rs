@@ -9,60 +9,15 @@
 
 use reclaim_testkit::*;
 
-/// A cluster node with the module (its `nodes.conf` in its own temporary directory).
-fn node() -> Server {
-    Server::start(&[
-        "--cluster-enabled",
-        "yes",
-        "--cluster-config-file",
-        "nodes.conf",
-        "--cluster-node-timeout",
-        "5000",
-    ])
-}
-
-fn keyslot(c: &mut Connection, key: &[u8]) -> i64 {
-    cmd("CLUSTER")
-        .arg("KEYSLOT")
-        .arg(key)
-        .query(c)
-        .expect("CLUSTER KEYSLOT")
-}
-
-fn cluster_info(c: &mut Connection, field: &str) -> String {
-    let text: String = cmd("CLUSTER").arg("INFO").query(c).expect("CLUSTER INFO");
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .map(|v| v.trim().to_string())
-        .unwrap_or_default()
-}
-
-fn myid(c: &mut Connection) -> String {
-    cmd("CLUSTER").arg("MYID").query(c).expect("CLUSTER MYID")
-}
-
 /// The policy keys of the selected database.
 fn policy_keys(c: &mut Connection) -> Vec<Vec<u8>> {
     let keys: Vec<Vec<u8>> = cmd("KEYS").arg("reclaim:policy:*").query(c).expect("KEYS");
     keys
 }
 
-/// Gives `c`'s node every slot and waits until its cluster is up.
-fn own_all_slots(c: &mut Connection) {
-    let _: () = cmd("CLUSTER")
-        .arg("ADDSLOTSRANGE")
-        .arg(0)
-        .arg(16383)
-        .query(c)
-        .expect("CLUSTER ADDSLOTSRANGE");
-    wait_for(20, "cluster_state:ok", || {
-        (cluster_info(c, "cluster_state") == "ok").then_some(())
-    });
-}
-
 #[test]
 fn policy_keys_share_their_streams_slot_and_cross_slot_dlqs_are_refused() {
-    let s = node();
+    let s = cluster_node();
     let mut c = s.conn();
     own_all_slots(&mut c);
     let streams: [&[u8]; 4] = [b"jobs", b"{t}jobs", b"a{b}c", b"\xff{\x00}\r\n"];
@@ -121,24 +76,9 @@ fn policy_keys_share_their_streams_slot_and_cross_slot_dlqs_are_refused() {
 
 #[test]
 fn policy_moves_with_its_stream_when_the_slot_migrates() {
-    let a = node();
-    let b = node();
-    let mut ca = a.conn();
-    let mut cb = b.conn();
-    own_all_slots(&mut ca);
-    let _: () = cmd("CLUSTER")
-        .arg("MEET")
-        .arg("127.0.0.1")
-        .arg(b.port)
-        .query(&mut ca)
-        .expect("CLUSTER MEET");
-    wait_for(20, "both nodes in one cluster, state ok", || {
-        (cluster_info(&mut ca, "cluster_known_nodes") == "2"
-            && cluster_info(&mut cb, "cluster_known_nodes") == "2"
-            && cluster_info(&mut cb, "cluster_state") == "ok")
-            .then_some(())
-    });
-    let (ida, idb) = (myid(&mut ca), myid(&mut cb));
+    let two = TwoNodes::start();
+    let (mut ca, mut cb) = (two.a.conn(), two.b.conn());
+    let (ida, idb) = (&two.ida, &two.idb);
 
     // On A: a stream with a dead consumer's entries and a policy that finds nothing stale yet.
     let st: &[u8] = b"{t}jobs";
@@ -152,35 +92,12 @@ fn policy_moves_with_its_stream_when_the_slot_migrates() {
 
     // Migrate the slot: every key in it (the stream and its policy key) goes to B.
     let slot = keyslot(&mut ca, st);
-    let setslot = |c: &mut Connection, how: &str, id: &str| {
-        let _: () = cmd("CLUSTER")
-            .arg("SETSLOT")
-            .arg(slot)
-            .arg(how)
-            .arg(id)
-            .query(c)
-            .unwrap_or_else(|e| panic!("SETSLOT {how}: {e}"));
-    };
-    setslot(&mut cb, "IMPORTING", &ida);
-    setslot(&mut ca, "MIGRATING", &idb);
-    let keys: Vec<Vec<u8>> = cmd("CLUSTER")
-        .arg("GETKEYSINSLOT")
-        .arg(slot)
-        .arg(100)
-        .query(&mut ca)
-        .expect("GETKEYSINSLOT");
+    set_slot(&mut cb, slot, "IMPORTING", ida);
+    set_slot(&mut ca, slot, "MIGRATING", idb);
+    let keys = keys_in_slot(&mut ca, slot);
     assert_eq!(keys.len(), 2, "the stream and its policy key: {keys:?}");
     assert!(keys.iter().any(|k| k == st), "{keys:?}");
-    let _: () = cmd("MIGRATE")
-        .arg("127.0.0.1")
-        .arg(b.port)
-        .arg("")
-        .arg(0)
-        .arg(5000)
-        .arg("KEYS")
-        .arg(&keys)
-        .query(&mut ca)
-        .expect("MIGRATE");
+    two.migrate(&mut ca, &keys);
     // B holds the keys but does not serve the slot yet (importing): its timer's steps are
     // refused by the server (`non local key`). That is a wait, not an error of the policy: no
     // error counted, state `waiting`, and `RECLAIM.STATS` (asked with ASKING, as a client
@@ -194,8 +111,8 @@ fn policy_moves_with_its_stream_when_the_slot_migrates() {
     let st_b = stats(&mut cb, "{t}jobs", "g");
     assert_eq!(str_field(&st_b, "status"), "active");
     assert_eq!(int_field(&st_b, "errors"), 0);
-    setslot(&mut cb, "NODE", &idb);
-    setslot(&mut ca, "NODE", &idb);
+    set_slot(&mut cb, slot, "NODE", idb);
+    set_slot(&mut ca, slot, "NODE", idb);
     // Served: B's next step runs (INTERVAL 20 ms) and the policy is active again, no error.
     wait_for(20, "B's policy active once the slot is its own", || {
         let line = policy_lines(&mut cb).pop()?;
@@ -212,18 +129,7 @@ fn policy_moves_with_its_stream_when_the_slot_migrates() {
     assert!(moved.starts_with("MOVED"), "{moved}");
 
     // B sweeps it: an entry made stale on B is moved to the inbox by B's timer.
-    set_deliveries(&mut cb, st, b"g", b"dead", &ids[..1], 1);
-    let _: Vec<String> = cmd("XCLAIM")
-        .arg(st)
-        .arg("g")
-        .arg("dead")
-        .arg(0)
-        .arg(&ids[0])
-        .arg("IDLE")
-        .arg(700_000)
-        .arg("JUSTID")
-        .query(&mut cb)
-        .expect("XCLAIM IDLE");
+    set_pending(&mut cb, ("{t}jobs", "g"), "dead", &ids[..1], 700_000, 1);
     wait_for(20, "B moves the stale entry", || {
         (int_field(&stats(&mut cb, "{t}jobs", "g"), "claimed") == 1).then_some(())
     });
@@ -241,7 +147,7 @@ fn policy_moves_with_its_stream_when_the_slot_migrates() {
 /// restart too, and a `SET` on the new stream (with a DLQ in its slot) repairs it.
 #[test]
 fn a_restored_policy_with_a_dlq_in_another_slot_is_invalid() {
-    let mut s = node();
+    let mut s = cluster_node();
     let mut c = s.conn();
     own_all_slots(&mut c);
     create_group(&mut c, b"{a}s", b"g");
@@ -272,9 +178,7 @@ fn a_restored_policy_with_a_dlq_in_another_slot_is_invalid() {
     run(&mut c, &["SAVE"]);
     s.restart();
     let mut c = s.conn();
-    wait_for(20, "cluster_state:ok", || {
-        (cluster_info(&mut c, "cluster_state") == "ok").then_some(())
-    });
+    wait_cluster_ok(&mut c, 20);
     check(&mut c);
     set_policy(
         &mut c,
@@ -375,23 +279,9 @@ fn assert_routed_as_streams(c: &mut Connection, st: &str, dlq: &str, want: &str)
 /// streams of two slots; with ASKING the importing node serves the moved stream with its policy.
 #[test]
 fn every_keyed_command_is_redirected_as_its_stream_command() {
-    let a = node();
-    let b = node();
-    let mut ca = a.conn();
-    let mut cb = b.conn();
-    own_all_slots(&mut ca);
-    let _: () = cmd("CLUSTER")
-        .arg("MEET")
-        .arg("127.0.0.1")
-        .arg(b.port)
-        .query(&mut ca)
-        .expect("CLUSTER MEET");
-    wait_for(20, "both nodes in one cluster, state ok", || {
-        (cluster_info(&mut ca, "cluster_known_nodes") == "2"
-            && cluster_info(&mut cb, "cluster_state") == "ok")
-            .then_some(())
-    });
-    let (ida, idb) = (myid(&mut ca), myid(&mut cb));
+    let nodes = TwoNodes::start();
+    let (mut ca, mut cb) = (nodes.a.conn(), nodes.b.conn());
+    let (ida, idb) = (&nodes.ida, &nodes.idb);
     let (st, two, dlq) = ("{r}jobs", "{r}two", "{r}dlq");
     let slot = keyslot(&mut ca, st.as_bytes());
     for s in [st, two] {
@@ -404,8 +294,8 @@ fn every_keyed_command_is_redirected_as_its_stream_command() {
         b"g",
         &PolicyView::new(60_000, 100).with_dlq(dlq.as_bytes(), 3),
     );
-    let addr_a = format!("127.0.0.1:{}", a.port);
-    let addr_b = format!("127.0.0.1:{}", b.port);
+    let addr_a = format!("127.0.0.1:{}", nodes.a.port);
+    let addr_b = format!("127.0.0.1:{}", nodes.b.port);
 
     // Stable: B sends everything to A.
     assert_routed_as_streams(&mut cb, st, dlq, &format!("MOVED {slot} {addr_a}"));
@@ -416,33 +306,12 @@ fn every_keyed_command_is_redirected_as_its_stream_command() {
     assert_eq!(error_of(&mut ca, cmd("RECLAIM.READGROUP").arg(&cross)), xr);
 
     // The slot opens: B imports, A migrates. B still sends clients without ASKING to A.
-    let setslot = |c: &mut Connection, how: &str, id: &str| {
-        let _: () = cmd("CLUSTER")
-            .arg("SETSLOT")
-            .arg(slot)
-            .arg(how)
-            .arg(id)
-            .query(c)
-            .unwrap_or_else(|e| panic!("SETSLOT {how}: {e}"));
-    };
-    setslot(&mut cb, "IMPORTING", &ida);
-    setslot(&mut ca, "MIGRATING", &idb);
+    set_slot(&mut cb, slot, "IMPORTING", ida);
+    set_slot(&mut ca, slot, "MIGRATING", idb);
     assert_routed_as_streams(&mut cb, st, dlq, &format!("MOVED {slot} {addr_a}"));
-    let migrate = |c: &mut Connection, keys: &[Vec<u8>]| {
-        let _: () = cmd("MIGRATE")
-            .arg("127.0.0.1")
-            .arg(b.port)
-            .arg("")
-            .arg(0)
-            .arg(5000)
-            .arg("KEYS")
-            .arg(keys)
-            .query(c)
-            .expect("MIGRATE");
-    };
     // One of two streams moved: a read of both gets TRYAGAIN on A (some keys here, some gone)
     // and on B (ASKING: some keys there, some not yet).
-    migrate(&mut ca, &[two.as_bytes().to_vec()]);
+    nodes.migrate(&mut ca, &[two.as_bytes().to_vec()]);
     let both = ["GROUP", "g", "c", "STREAMS", st, two, ">", ">"];
     let xr = error_of(&mut ca, cmd("XREADGROUP").arg(&both));
     assert!(xr.starts_with("TRYAGAIN"), "{xr}");
@@ -464,13 +333,8 @@ fn every_keyed_command_is_redirected_as_its_stream_command() {
     );
 
     // Everything moved: A answers ASK; B serves the stream and its policy to an ASKING client.
-    let keys: Vec<Vec<u8>> = cmd("CLUSTER")
-        .arg("GETKEYSINSLOT")
-        .arg(slot)
-        .arg(100)
-        .query(&mut ca)
-        .expect("GETKEYSINSLOT");
-    migrate(&mut ca, &keys);
+    let keys = keys_in_slot(&mut ca, slot);
+    nodes.migrate(&mut ca, &keys);
     assert_routed_as_streams(&mut ca, st, dlq, &format!("ASK {slot} {addr_b}"));
     let read = asking(
         &mut cb,
@@ -484,8 +348,8 @@ fn every_keyed_command_is_redirected_as_its_stream_command() {
     assert!(stats.contains("passes"), "{stats}");
 
     // The slot is B's: A sends everything there.
-    setslot(&mut cb, "NODE", &idb);
-    setslot(&mut ca, "NODE", &idb);
+    set_slot(&mut cb, slot, "NODE", idb);
+    set_slot(&mut ca, slot, "NODE", idb);
     assert_routed_as_streams(&mut ca, st, dlq, &format!("MOVED {slot} {addr_b}"));
     assert_eq!(
         get_policy(&mut cb, st.as_bytes(), b"g").map(|p| p.max_deliveries),
@@ -532,7 +396,7 @@ fn blocked_readers(
 /// cluster is ok.
 #[test]
 fn while_the_cluster_is_down_sweeps_wait_and_readers_get_clusterdown() {
-    let s = node();
+    let s = cluster_node();
     let mut c = s.conn();
     own_all_slots(&mut c);
     let (st, dlq) = ("{d}jobs", "{d}dlq");
@@ -562,7 +426,7 @@ fn while_the_cluster_is_down_sweeps_wait_and_readers_get_clusterdown() {
         .query(&mut c)
         .expect("DELSLOTS");
     wait_for(10, "cluster_state:fail", || {
-        (cluster_info(&mut c, "cluster_state") == "fail").then_some(())
+        (cluster_info_field(&mut c, "cluster_state") == "fail").then_some(())
     });
     let (x, r) = (x.join().expect("XREADGROUP"), r.join().expect("READGROUP"));
     assert!(x.starts_with("CLUSTERDOWN"), "{x}");
@@ -578,8 +442,13 @@ fn while_the_cluster_is_down_sweeps_wait_and_readers_get_clusterdown() {
             (line["status"] == "cluster-down" && skipped > skipped_before + 3).then_some(())
         },
     );
+    // No pass while the cluster is down: the module looked at its state three more times (a
+    // tick skipped each time) and the policy's passes did not move.
     let passes = policy_lines(&mut c).pop().expect("the policy's INFO line")["passes"].clone();
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    let skipped = reclaim_info(&mut c, "ticks_skipped_cluster_down");
+    wait_for(10, "three more ticks skipped for the cluster", || {
+        (reclaim_info(&mut c, "ticks_skipped_cluster_down") >= skipped + 3).then_some(())
+    });
     let line = policy_lines(&mut c).pop().expect("the policy's INFO line");
     assert_eq!(line["passes"], passes, "no pass while the cluster is down");
     assert_eq!(reclaim_info(&mut c, "errors"), errors_before);
@@ -604,58 +473,22 @@ fn while_the_cluster_is_down_sweeps_wait_and_readers_get_clusterdown() {
 /// exists` on 7.0.
 #[test]
 fn a_reader_blocked_on_a_migrated_stream_ends_as_xreadgroup() {
-    let a = node();
-    let b = node();
-    let mut ca = a.conn();
-    let mut cb = b.conn();
-    own_all_slots(&mut ca);
-    let _: () = cmd("CLUSTER")
-        .arg("MEET")
-        .arg("127.0.0.1")
-        .arg(b.port)
-        .query(&mut ca)
-        .expect("CLUSTER MEET");
-    wait_for(20, "both nodes in one cluster, state ok", || {
-        (cluster_info(&mut ca, "cluster_known_nodes") == "2"
-            && cluster_info(&mut cb, "cluster_state") == "ok")
-            .then_some(())
-    });
-    let (ida, idb) = (myid(&mut ca), myid(&mut cb));
+    let nodes = TwoNodes::start();
+    let (mut ca, mut cb) = (nodes.a.conn(), nodes.b.conn());
     let st = "{m}jobs";
     create_group(&mut ca, st.as_bytes(), b"g");
     set_policy(&mut ca, st.as_bytes(), b"g", &PolicyView::new(60_000, 100));
     let slot = keyslot(&mut ca, st.as_bytes());
-    let (x, r) = blocked_readers(&a, st);
+    let (x, r) = blocked_readers(&nodes.a, st);
     wait_for(10, "two blocked readers", || {
         (info_int(&mut ca, "clients", "blocked_clients") == 2).then_some(())
     });
-    for (c, how, id) in [(&mut cb, "IMPORTING", &ida), (&mut ca, "MIGRATING", &idb)] {
-        let _: () = cmd("CLUSTER")
-            .arg("SETSLOT")
-            .arg(slot)
-            .arg(how)
-            .arg(id)
-            .query(c)
-            .expect("SETSLOT");
-    }
-    let keys: Vec<Vec<u8>> = cmd("CLUSTER")
-        .arg("GETKEYSINSLOT")
-        .arg(slot)
-        .arg(100)
-        .query(&mut ca)
-        .expect("GETKEYSINSLOT");
-    let _: () = cmd("MIGRATE")
-        .arg("127.0.0.1")
-        .arg(b.port)
-        .arg("")
-        .arg(0)
-        .arg(5000)
-        .arg("KEYS")
-        .arg(&keys)
-        .query(&mut ca)
-        .expect("MIGRATE");
+    set_slot(&mut cb, slot, "IMPORTING", &nodes.ida);
+    set_slot(&mut ca, slot, "MIGRATING", &nodes.idb);
+    let keys = keys_in_slot(&mut ca, slot);
+    nodes.migrate(&mut ca, &keys);
     let (x, r) = (x.join().expect("XREADGROUP"), r.join().expect("READGROUP"));
-    let ask = format!("ASK {slot} 127.0.0.1:{}", b.port);
+    let ask = format!("ASK {slot} 127.0.0.1:{}", nodes.b.port);
     assert!(
         x == ask || x == "UNBLOCKED the stream key no longer exists",
         "{x}"
@@ -670,23 +503,8 @@ fn a_reader_blocked_on_a_migrated_stream_ends_as_xreadgroup() {
 /// under the policy's rules there).
 #[test]
 fn a_reader_blocked_on_a_demoted_node_ends_as_xreadgroup() {
-    let a = node();
-    let b = node();
-    let mut ca = a.conn();
-    let mut cb = b.conn();
-    own_all_slots(&mut ca);
-    let _: () = cmd("CLUSTER")
-        .arg("MEET")
-        .arg("127.0.0.1")
-        .arg(b.port)
-        .query(&mut ca)
-        .expect("CLUSTER MEET");
-    wait_for(20, "both nodes in one cluster", || {
-        (cluster_info(&mut ca, "cluster_known_nodes") == "2"
-            && cluster_info(&mut cb, "cluster_known_nodes") == "2")
-            .then_some(())
-    });
-    let ida = myid(&mut ca);
+    let TwoNodes { a, b, ida, .. } = TwoNodes::start();
+    let (mut ca, mut cb) = (a.conn(), b.conn());
     // B learns A's ID from the handshake, then may replicate it.
     wait_for(20, "B a replica of A", || {
         cmd("CLUSTER")
@@ -745,18 +563,7 @@ fn a_reader_blocked_on_a_demoted_node_ends_as_xreadgroup() {
         assert_eq!(redirect_text(&e), moved, "{name}");
     }
     // B serves it, with the policy: the dead consumer's entry, made stale, is handed over.
-    set_deliveries(&mut cb, st.as_bytes(), b"g", b"dead", &ids, 1);
-    let _: Vec<String> = cmd("XCLAIM")
-        .arg(st)
-        .arg("g")
-        .arg("dead")
-        .arg(0)
-        .arg(&ids[0])
-        .arg("IDLE")
-        .arg(70_000)
-        .arg("JUSTID")
-        .query(&mut cb)
-        .expect("XCLAIM IDLE");
+    set_pending(&mut cb, (st, "g"), "dead", &ids, 70_000, 1);
     let got = take_inbox(&mut cb, st, "g", "reclaim", "w", 1);
     assert_eq!(got, [(ids[0].clone(), 2)]);
 }
@@ -811,17 +618,9 @@ fn run_script(script: &str, env: &[(&str, String)]) -> String {
     text
 }
 
-/// docs/cluster.md's cluster-wide export and import, run as written: the policies of a whole
-/// 3-primary cluster exported (one document per primary) and imported with `IMPORT ... LOCAL`
-/// into another 3-primary cluster whose slots are laid out differently (a reshard): each policy
-/// lands once, on the primary that serves its stream, and each node reports the others as
-/// `elsewhere`. Its `redis-cli --cluster call` lines work too.
-#[test]
-fn a_whole_cluster_is_exported_and_imported_as_the_docs_show() {
-    let src = Cluster::start(3, 0, 5000, &[]);
-    let dst = Cluster::start(3, 0, 5000, &[]);
-    // Two streams per primary of the source; the first of node 0's in its lowest slot, which
-    // the destination moves to its node 1 before the import.
+/// Two streams per primary of `src` (group `g`), each with a policy of its own; the first of the
+/// first primary's in its lowest slot (the one a reshard of 1 slot moves). Returns them in order.
+fn two_policies_per_primary(src: &Cluster) -> Vec<(String, PolicyView)> {
     let mut want = Vec::new();
     for (n, p) in src.primaries().into_iter().enumerate() {
         let low = src.lowest_slot(p);
@@ -835,6 +634,36 @@ fn a_whole_cluster_is_exported_and_imported_as_the_docs_show() {
             want.push((st, pol));
         }
     }
+    want
+}
+
+/// The policy of `st` (group `g`) is `pol` on the primary of `cl` that serves `st`, and every
+/// other primary answers its `GET` with `MOVED`.
+fn assert_only_on_its_primary(cl: &Cluster, st: &str, pol: &PolicyView) {
+    let owner = cl.owner(key_slot(st.as_bytes()));
+    for p in cl.primaries() {
+        if p == owner {
+            let got = get_policy(&mut cl.conn(p), st.as_bytes(), b"g");
+            assert_eq!(got.as_ref(), Some(pol), "{st} on its primary");
+        } else {
+            let get = cmd("RECLAIM.POLICY").arg("GET").arg(st).arg("g").clone();
+            let moved = error_of(&mut cl.conn(p), &get);
+            assert!(moved.starts_with("MOVED"), "{st}: {moved}");
+        }
+    }
+}
+
+/// docs/cluster.md's cluster-wide export and import, run as written: the policies of a whole
+/// 3-primary cluster exported (one document per primary) and imported with `IMPORT ... LOCAL`
+/// into another 3-primary cluster whose slots are laid out differently (a reshard): each policy
+/// lands once, on the primary that serves its stream, and each node reports the others as
+/// `elsewhere`. Its `redis-cli --cluster call` lines work too.
+#[test]
+fn a_whole_cluster_is_exported_and_imported_as_the_docs_show() {
+    let src = Cluster::start(3, 0, 5000, &[]);
+    let dst = Cluster::start(3, 0, 5000, &[]);
+    // The first stream of the source is moved to the destination's node 1 before the import.
+    let want = two_policies_per_primary(&src);
     // The stream of the docs' examples, on its primary.
     let orders = PolicyView::new(30_000, 1000).with_dlq(b"{orders}:dlq", 5);
     let mut c = src.conn(src.owner(key_slot(b"{orders}:in")));
@@ -889,17 +718,7 @@ fn a_whole_cluster_is_exported_and_imported_as_the_docs_show() {
     assert_eq!(got, Some(orders));
     assert_eq!(dst.owner(key_slot(want[0].0.as_bytes())), p1);
     for (st, pol) in &want {
-        let owner = dst.owner(key_slot(st.as_bytes()));
-        for p in dst.primaries() {
-            if p == owner {
-                let got = get_policy(&mut dst.conn(p), st.as_bytes(), b"g");
-                assert_eq!(got.as_ref(), Some(pol), "{st} on its primary");
-            } else {
-                let get = cmd("RECLAIM.POLICY").arg("GET").arg(st).arg("g").clone();
-                let moved = error_of(&mut dst.conn(p), &get);
-                assert!(moved.starts_with("MOVED"), "{st}: {moved}");
-            }
-        }
+        assert_only_on_its_primary(&dst, st, pol);
     }
     let lists: usize = dst
         .primaries()
@@ -912,34 +731,13 @@ fn a_whole_cluster_is_exported_and_imported_as_the_docs_show() {
 /// `IMPORT ... LOCAL` on one node: the reply's `imported` and `elsewhere` (key, group, slot).
 #[test]
 fn import_local_reports_the_policies_of_other_nodes() {
-    let a = node();
-    let mut c = a.conn();
-    own_all_slots(&mut c);
-    // A second node serves the slot of `{far}s`.
-    let b = node();
-    let mut cb = b.conn();
-    let _: () = cmd("CLUSTER")
-        .arg("MEET")
-        .arg("127.0.0.1")
-        .arg(b.port)
-        .query(&mut c)
-        .expect("MEET");
-    wait_for(20, "both nodes in one cluster, state ok", || {
-        (cluster_info(&mut c, "cluster_known_nodes") == "2"
-            && cluster_info(&mut cb, "cluster_state") == "ok")
-            .then_some(())
-    });
+    // A serves every slot but that of `{far}s`, which B serves.
+    let TwoNodes { a, b, idb, .. } = TwoNodes::start();
+    let (mut c, mut cb) = (a.conn(), b.conn());
     let far = "{far}s";
     let slot = keyslot(&mut c, far.as_bytes());
-    let idb = myid(&mut cb);
     for con in [&mut cb, &mut c] {
-        let _: () = cmd("CLUSTER")
-            .arg("SETSLOT")
-            .arg(slot)
-            .arg("NODE")
-            .arg(&idb)
-            .query(con)
-            .expect("SETSLOT NODE");
+        set_slot(con, slot, "NODE", &idb);
     }
     let doc = format!(
         r#"{{"version": 1, "policies": [{{"key": "near", "group": "g", "min-idle": 500}}, {{"key": "{far}", "group": "g"}}]}}"#

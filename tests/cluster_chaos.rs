@@ -17,8 +17,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
-use std::path::Path;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use reclaim_testkit::*;
@@ -36,36 +35,6 @@ fn epoch_ms() -> i64 {
         .unwrap_or(0)
 }
 
-fn crate_dir() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// `python3` with `.cache/py` (redis-py, `make py-deps`) in front of PYTHONPATH; panics with what
-/// to do when redis-py 5 or later cannot be imported.
-fn python() -> Command {
-    let deps = crate_dir().join(".cache/py");
-    let path = match std::env::var_os("PYTHONPATH") {
-        Some(p) => std::env::join_paths(std::iter::once(deps).chain(std::env::split_paths(&p)))
-            .expect("PYTHONPATH"),
-        None => deps.into_os_string(),
-    };
-    let ok = Command::new("python3")
-        .env("PYTHONPATH", &path)
-        .args([
-            "-c",
-            "import redis, sys; sys.exit(int(redis.__version__.split('.')[0]) < 5)",
-        ])
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        ok,
-        "python3 with redis-py 5 or later is needed: `make py-deps` installs it into .cache/py"
-    );
-    let mut c = Command::new("python3");
-    c.env("PYTHONPATH", path);
-    c
-}
-
 /// The producers and workers (one Python process), killed on drop.
 struct Workers {
     child: Child,
@@ -76,7 +45,7 @@ struct Workers {
 impl Workers {
     fn start(seeds: &[String], streams: &[String], log: std::path::PathBuf) -> Workers {
         let mut child = python()
-            .arg(crate_dir().join("tests/python/cluster_workers.py"))
+            .arg(project_dir().join("tests/python/cluster_workers.py"))
             .args(["--seeds", &seeds.join(",")])
             .args(["--streams", &streams.join(",")])
             .args(["--group", GROUP, "--consumers", "2", "--rate", "20"])
@@ -178,16 +147,10 @@ fn unserved_ms(times: &[i64], c: &Change) -> Option<(i64, i64)> {
     Some((longest, first_after - c.end))
 }
 
-#[test]
-#[ignore = "a 6-node cluster with redis-py workers: make test-cluster"]
-fn workers_follow_reshards_a_failover_and_a_killed_primary() {
-    let mut cl = Cluster::start(3, 1, NODE_TIMEOUT_MS, &[]);
-    let p = cl.primaries();
-    assert_eq!(p.len(), 3, "{:?}", cl.topology());
-    let (pa, pb, pc) = (p[0], p[1], p[2]);
-
-    // Six streams, two per primary. The first of A's and of C's is in its primary's lowest slot:
-    // the one `redis-cli --cluster reshard --cluster-slots 1` moves.
+/// The six streams of the scenario, two per primary (`pa`, `pb`, `pc`), each with its group and
+/// a policy (DLQ in its slot): `(name, stream)`. The first of A's and of C's is in its primary's
+/// lowest slot: the one `redis-cli --cluster reshard --cluster-slots 1` moves.
+fn six_streams(cl: &Cluster, [pa, pb, pc]: [usize; 3]) -> Vec<(&'static str, String)> {
     let low = |n: usize| cl.lowest_slot(n);
     let slots = [
         ("a1", low(pa)),
@@ -197,12 +160,11 @@ fn workers_follow_reshards_a_failover_and_a_killed_primary() {
         ("c1", low(pc)),
         ("c2", low(pc) + 500),
     ];
-    let streams: Vec<String> = slots
+    let streams: Vec<(&str, String)> = slots
         .iter()
-        .map(|(name, slot)| format!("{}jobs", tag_for_slot(name, *slot)))
+        .map(|(name, slot)| (*name, format!("{}jobs", tag_for_slot(name, *slot))))
         .collect();
-    let dlq_of = |st: &str| st.replace("jobs", "dlq");
-    for st in &streams {
+    for (_, st) in &streams {
         let mut c = cl.conn(cl.owner(key_slot(st.as_bytes())));
         let _: () = cmd("XGROUP")
             .arg("CREATE")
@@ -227,58 +189,60 @@ fn workers_follow_reshards_a_failover_and_a_killed_primary() {
             .query(&mut c)
             .expect("RECLAIM.POLICY SET");
     }
-    let stream_of = |name: &str| streams[slots.iter().position(|x| x.0 == name).unwrap()].clone();
+    streams
+}
+
+/// The DLQ of stream `st`, in its slot.
+fn dlq_of(st: &str) -> String {
+    st.replace("jobs", "dlq")
+}
+
+/// A connection to the primary that serves `key` now.
+fn owner_conn(cl: &Cluster, key: &str) -> Connection {
+    cl.conn(cl.owner(key_slot(key.as_bytes())))
+}
+
+/// Under the workers' load (3 s between changes): two reshards (A's lowest slot, stream a1, to B;
+/// C's, stream c1, to A), a `CLUSTER FAILOVER` of B and a SIGKILL of B's new primary.
+fn topology_changes(
+    cl: &mut Cluster,
+    streams: &[(&str, String)],
+    [pa, pb, pc]: [usize; 3],
+) -> Vec<Change> {
+    let load = || std::thread::sleep(Duration::from_secs(3));
+    let stream_of = |name: &str| {
+        let st = streams.iter().find(|x| x.0 == name).expect("a stream");
+        st.1.clone()
+    };
     // The streams node `n` serves now.
     let served_by = |cl: &Cluster, n: usize| -> Vec<String> {
         streams
             .iter()
+            .map(|(_, st)| st.clone())
             .filter(|st| cl.owner(key_slot(st.as_bytes())) == n)
-            .cloned()
             .collect()
     };
-
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut w = Workers::start(&cl.addrs(), &streams, dir.path().join("events.jsonl"));
-    wait_for(60, "a first delivery on every stream", || {
-        let served: BTreeSet<String> = w
-            .events()
-            .iter()
-            .filter(|e| s(e, "ev") == "deliver")
-            .map(|e| s(e, "s"))
-            .collect();
-        (served.len() == streams.len()).then_some(())
-    });
-    let load = || std::thread::sleep(Duration::from_secs(3));
     load();
-
     let mut changes = Vec::new();
-    // 1. A's lowest slot (stream a1) to B.
-    let start = epoch_ms();
-    cl.reshard(pa, pb, 1);
-    changes.push(Change {
-        what: "reshard a1 A->B".into(),
-        start,
-        end: epoch_ms(),
-        streams: vec![stream_of("a1")],
-    });
-    assert_eq!(cl.owner(key_slot(stream_of("a1").as_bytes())), pb);
-    cl.wait_ok(30);
-    load();
-    // 2. C's lowest slot (stream c1) to A.
-    let start = epoch_ms();
-    cl.reshard(pc, pa, 1);
-    changes.push(Change {
-        what: "reshard c1 C->A".into(),
-        start,
-        end: epoch_ms(),
-        streams: vec![stream_of("c1")],
-    });
-    assert_eq!(cl.owner(key_slot(stream_of("c1").as_bytes())), pa);
-    cl.wait_ok(30);
-    load();
-    // 3. CLUSTER FAILOVER of B (now serving b1, b2 and a1) to its replica.
+    for (what, from, to, name) in [
+        ("reshard a1 A->B", pa, pb, "a1"),
+        ("reshard c1 C->A", pc, pa, "c1"),
+    ] {
+        let start = epoch_ms();
+        cl.reshard(from, to, 1);
+        changes.push(Change {
+            what: what.into(),
+            start,
+            end: epoch_ms(),
+            streams: vec![stream_of(name)],
+        });
+        assert_eq!(cl.owner(key_slot(stream_of(name).as_bytes())), to);
+        cl.wait_ok(30);
+        load();
+    }
+    // CLUSTER FAILOVER of B (now serving b1, b2 and a1) to its replica.
     let rb = cl.replicas_of(pb)[0];
-    let moved = served_by(&cl, pb);
+    let moved = served_by(cl, pb);
     let start = epoch_ms();
     cl.failover(rb);
     changes.push(Change {
@@ -289,9 +253,9 @@ fn workers_follow_reshards_a_failover_and_a_killed_primary() {
     });
     cl.wait_replicas_synced(30);
     load();
-    // 4. SIGKILL of the new primary of B's slots: its replica (B, demoted by the failover) takes
+    // SIGKILL of the new primary of B's slots: its replica (B, demoted by the failover) takes
     // over after the node timeout.
-    let moved = served_by(&cl, rb);
+    let moved = served_by(cl, rb);
     let start = epoch_ms();
     cl.kill(rb);
     cl.wait_promoted(pb, 60);
@@ -303,17 +267,24 @@ fn workers_follow_reshards_a_failover_and_a_killed_primary() {
     });
     cl.wait_primary(pb, 60);
     load();
+    changes
+}
 
-    // Drain: no more entries; every acknowledged one handled.
+/// Stops the producers, waits until every stream is drained (nothing pending, the group has
+/// read up to the last entry), then stops the workers.
+fn drain(cl: &Cluster, w: &mut Workers, streams: &[String]) {
     w.say("stop-producers");
-    std::thread::sleep(Duration::from_millis(300));
-    let owner_conn = |st: &str| cl.conn(cl.owner(key_slot(st.as_bytes())));
-    // Drained: on every stream, nothing pending and the group has read up to the last entry.
+    wait_for(30, "the producers to stop", || {
+        w.events()
+            .iter()
+            .any(|e| s(e, "ev") == "producers-stopped")
+            .then_some(())
+    });
     let backlog = || -> Vec<(String, i64, bool)> {
         streams
             .iter()
             .map(|st| {
-                let (pending, read_all) = drain_state(&mut owner_conn(st), st);
+                let (pending, read_all) = drain_state(&mut owner_conn(cl, st), st);
                 (st.clone(), pending, read_all)
             })
             .filter(|(_, p, all)| *p != 0 || !all)
@@ -334,27 +305,35 @@ fn workers_follow_reshards_a_failover_and_a_killed_primary() {
         std::thread::sleep(Duration::from_millis(100));
     }
     w.stop();
-    let events = w.events();
+}
 
-    // What was added (acknowledged XADDs), handed to handlers, acknowledged, dead-lettered.
-    let mut poison: BTreeMap<(String, String), bool> = BTreeMap::new();
-    let mut runs: BTreeMap<(String, String), usize> = BTreeMap::new();
-    let mut acked: BTreeSet<(String, String)> = BTreeSet::new();
-    let mut times: BTreeMap<String, Vec<i64>> = BTreeMap::new();
-    let mut errors: BTreeMap<String, usize> = BTreeMap::new();
-    let mut cluster_errors = Vec::new();
-    for e in &events {
+/// What the workers' log says: what was added (acknowledged XADDs, poison or not), handed to
+/// handlers (runs per entry, delivery times per stream), acknowledged, and the errors that
+/// reached the worker code.
+#[derive(Default)]
+struct Tally {
+    poison: BTreeMap<(String, String), bool>,
+    runs: BTreeMap<(String, String), usize>,
+    acked: BTreeSet<(String, String)>,
+    times: BTreeMap<String, Vec<i64>>,
+    errors: BTreeMap<String, usize>,
+    cluster_errors: Vec<String>,
+}
+
+fn tally(events: &[serde_json::Value]) -> Tally {
+    let mut t = Tally::default();
+    for e in events {
         let key = (s(e, "s"), s(e, "id"));
         match s(e, "ev").as_str() {
             "add" => {
-                poison.insert(key, i(e, "poison") == 1);
+                t.poison.insert(key, i(e, "poison") == 1);
             }
             "deliver" => {
-                *runs.entry(key.clone()).or_default() += 1;
-                times.entry(key.0).or_default().push(i(e, "t"));
+                *t.runs.entry(key.clone()).or_default() += 1;
+                t.times.entry(key.0).or_default().push(i(e, "t"));
             }
             "ack" => {
-                acked.insert(key);
+                t.acked.insert(key);
             }
             "error" => {
                 let msg = s(e, "msg");
@@ -363,22 +342,29 @@ fn workers_follow_reshards_a_failover_and_a_killed_primary() {
                 } else {
                     s(e, "type")
                 };
-                *errors.entry(format!("{} {kind}", s(e, "who"))).or_default() += 1;
+                *t.errors
+                    .entry(format!("{} {kind}", s(e, "who")))
+                    .or_default() += 1;
                 if is_cluster_error(&msg) {
-                    cluster_errors.push(e.to_string());
+                    t.cluster_errors.push(e.to_string());
                 }
             }
             _ => {}
         }
     }
+    t
+}
+
+/// How many times each (stream, entry ID) is in its stream's DLQ.
+fn dead_letters(cl: &Cluster, streams: &[String]) -> BTreeMap<(String, String), usize> {
     let mut dead: BTreeMap<(String, String), usize> = BTreeMap::new();
-    for st in &streams {
+    for st in streams {
         let dlq = dlq_of(st);
         let entries: redis::Value = cmd("XRANGE")
             .arg(&dlq)
             .arg("-")
             .arg("+")
-            .query(&mut owner_conn(&dlq))
+            .query(&mut owner_conn(cl, &dlq))
             .expect("XRANGE dlq");
         for e in items(&entries) {
             let fields = pairs(&items(e)[1]);
@@ -390,21 +376,15 @@ fn workers_follow_reshards_a_failover_and_a_killed_primary() {
             *dead.entry((st.clone(), id)).or_default() += 1;
         }
     }
+    dead
+}
 
-    let n_poison = poison.values().filter(|p| **p).count();
-    eprintln!(
-        "cluster chaos on {}: {} entries added ({} poison), {} handler runs, {} dead-lettered; errors that reached workers: {:?}",
-        server_binary(),
-        poison.len(),
-        n_poison,
-        runs.values().sum::<usize>(),
-        dead.len(),
-        errors
-    );
-    assert!(n_poison > 0, "no poison entry was added");
-    // Nothing acknowledged lost: every normal entry acknowledged by a worker, every poison entry
-    // in its stream's DLQ exactly once.
-    for (key, &is_poison) in &poison {
+/// Nothing acknowledged lost: every normal entry acknowledged by a worker, every poison entry in
+/// its stream's DLQ exactly once; no handler ran more than MAX-DELIVERIES times on an entry; no
+/// cluster error reached the worker code.
+fn assert_nothing_lost(t: &Tally, dead: &BTreeMap<(String, String), usize>) {
+    assert!(t.poison.values().any(|p| *p), "no poison entry was added");
+    for (key, &is_poison) in &t.poison {
         if is_poison {
             assert_eq!(
                 dead.get(key),
@@ -412,28 +392,30 @@ fn workers_follow_reshards_a_failover_and_a_killed_primary() {
                 "poison entry {key:?} in its DLQ once"
             );
         } else {
-            assert!(acked.contains(key), "entry {key:?} never acknowledged");
+            assert!(t.acked.contains(key), "entry {key:?} never acknowledged");
             assert!(
                 !dead.contains_key(key),
                 "normal entry {key:?} dead-lettered"
             );
         }
     }
-    // No handler ran more than MAX-DELIVERIES times on an entry.
-    let worst = runs.iter().max_by_key(|(_, n)| **n);
+    let worst = t.runs.iter().max_by_key(|(_, n)| **n);
     if let Some((key, n)) = worst {
         assert!(*n <= MAX_DELIVERIES, "{key:?} handled {n} times");
     }
-    // No cluster error reached the worker code.
     assert!(
-        cluster_errors.is_empty(),
-        "cluster errors reached the workers: {cluster_errors:#?}"
+        t.cluster_errors.is_empty(),
+        "cluster errors reached the workers: {:#?}",
+        t.cluster_errors
     );
-    // Every stream a change moved was served again within 2 s + the node timeout of the change
-    // (the slot handed over, the replica promoted), and was not left unserved longer than the
-    // change took plus that.
+}
+
+/// Every stream a change moved was served again within 2 s + the node timeout of the change
+/// (the slot handed over, the replica promoted), and was not left unserved longer than the
+/// change took plus that.
+fn assert_served_again(changes: &[Change], times: &BTreeMap<String, Vec<i64>>) {
     let mut late = Vec::new();
-    for c in &changes {
+    for c in changes {
         for st in &c.streams {
             let t = times.get(st).cloned().unwrap_or_default();
             let took = c.end - c.start;
@@ -457,6 +439,44 @@ fn workers_follow_reshards_a_failover_and_a_killed_primary() {
         late.is_empty(),
         "streams not served again within {SERVED_AGAIN_MS} ms: {late:?}"
     );
+}
+
+#[test]
+#[ignore = "a 6-node cluster with redis-py workers: make test-cluster"]
+fn workers_follow_reshards_a_failover_and_a_killed_primary() {
+    let mut cl = Cluster::start(3, 1, NODE_TIMEOUT_MS, &[]);
+    let p = cl.primaries();
+    assert_eq!(p.len(), 3, "{:?}", cl.topology());
+    let primaries = [p[0], p[1], p[2]];
+    let named = six_streams(&cl, primaries);
+    let streams: Vec<String> = named.iter().map(|(_, st)| st.clone()).collect();
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut w = Workers::start(&cl.addrs(), &streams, dir.path().join("events.jsonl"));
+    wait_for(60, "a first delivery on every stream", || {
+        let served: BTreeSet<String> = w
+            .events()
+            .iter()
+            .filter(|e| s(e, "ev") == "deliver")
+            .map(|e| s(e, "s"))
+            .collect();
+        (served.len() == streams.len()).then_some(())
+    });
+    let changes = topology_changes(&mut cl, &named, primaries);
+    drain(&cl, &mut w, &streams);
+    let t = tally(&w.events());
+    let dead = dead_letters(&cl, &streams);
+    eprintln!(
+        "cluster chaos on {}: {} entries added ({} poison), {} handler runs, {} dead-lettered; errors that reached workers: {:?}",
+        server_binary(),
+        t.poison.len(),
+        t.poison.values().filter(|p| **p).count(),
+        t.runs.values().sum::<usize>(),
+        dead.len(),
+        t.errors
+    );
+    assert_nothing_lost(&t, &dead);
+    assert_served_again(&changes, &t.times);
     drop(cl);
 }
 

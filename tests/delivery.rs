@@ -303,18 +303,7 @@ fn block_wakes_on_xadd_and_on_an_entry_turning_stale_and_times_out() {
         Vec::<Entry>::new()
     );
     // An XADD wakes a blocked reader.
-    let port = s.port;
-    let adder = std::thread::spawn(move || {
-        let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
-            .unwrap()
-            .get_connection()
-            .unwrap();
-        wait_for(10, "the reader to block", || {
-            (reclaim_info(&mut c, "blocked_readers") == 1).then_some(())
-        });
-        let id: String = q(&mut c, &["XADD", "b", "*", "f", "v"]);
-        id
-    });
+    let adder = add_once_a_reader_blocks(&s, "b");
     let got = readgroup(&mut c, "b", "workers", "w1", 1, Some(0));
     let id = adder.join().unwrap();
     assert_eq!(got, vec![(id.clone(), vec![b"f".to_vec(), b"v".to_vec()])]);
@@ -337,6 +326,21 @@ fn block_wakes_on_xadd_and_on_an_entry_turning_stale_and_times_out() {
     let third = blocked.join().unwrap();
     assert!(third.is_empty() || third[0].0 == id, "{third:?}");
     no_reader_blocked(&mut c);
+}
+
+/// A thread that appends `f v` to `key` once a reader blocks on the server; joins with the ID.
+fn add_once_a_reader_blocks(s: &Server, key: &str) -> std::thread::JoinHandle<String> {
+    let (port, key) = (s.port, key.to_string());
+    std::thread::spawn(move || {
+        let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        wait_for(10, "the reader to block", || {
+            (reclaim_info(&mut c, "blocked_readers") == 1).then_some(())
+        });
+        q(&mut c, &["XADD", &key, "*", "f", "v"])
+    })
 }
 
 /// Waits until `INFO reclaim` counts no blocked reader: the gauge drops when the server frees a
@@ -664,4 +668,269 @@ fn a_backlog_drains_without_an_empty_read_or_a_wait() {
     for e in twice {
         assert_eq!(items(&e)[3], Value::Int(2), "{e:?}");
     }
+}
+
+/// One entry of a `DELIVERY-METADATA` reply: id, fields, ms since its last delivery, count.
+type MetaEntry = (String, Vec<Vec<u8>>, i64, i64);
+
+/// The streams of a `RECLAIM.READGROUP ... DELIVERY-METADATA` reply (RESP2 array of pairs or
+/// RESP3 map; nil: none), each entry checked to be `[id, fields, integer, integer]`.
+fn meta_reply(v: &Value) -> Vec<(String, Vec<MetaEntry>)> {
+    let pairs: Vec<(Value, Value)> = match v {
+        Value::Nil => return Vec::new(),
+        Value::Map(m) => m.clone(),
+        Value::Array(a) => a
+            .iter()
+            .map(|p| match p {
+                Value::Array(kv) if kv.len() == 2 => (kv[0].clone(), kv[1].clone()),
+                other => panic!("not a [key, entries] pair: {other:?}"),
+            })
+            .collect(),
+        other => panic!("not XREADGROUP's shape: {other:?}"),
+    };
+    pairs
+        .into_iter()
+        .map(|(k, entries)| {
+            let key: String = redis::from_redis_value(k).unwrap();
+            let Value::Array(entries) = entries else {
+                panic!("entries: {entries:?}")
+            };
+            let entries = entries
+                .into_iter()
+                .map(|e| match e {
+                    Value::Array(e) => match &e[..] {
+                        [id, fields, Value::Int(idle), Value::Int(count)] => (
+                            redis::from_redis_value(id.clone()).unwrap(),
+                            redis::from_redis_value(fields.clone()).unwrap(),
+                            *idle,
+                            *count,
+                        ),
+                        other => panic!("not [id, fields, idle, count]: {other:?}"),
+                    },
+                    other => panic!("entry: {other:?}"),
+                })
+                .collect();
+            (key, entries)
+        })
+        .collect()
+}
+
+/// `RECLAIM.READGROUP GROUP g <consumer> [COUNT n] [BLOCK ms] DELIVERY-METADATA STREAMS keys >...`.
+fn read_meta(
+    c: &mut Connection,
+    consumer: &str,
+    count: usize,
+    block: Option<u64>,
+    keys: &[&str],
+) -> Value {
+    let mut k = cmd("RECLAIM.READGROUP");
+    k.arg(&["GROUP", "workers", consumer]);
+    if count > 0 {
+        k.arg("COUNT").arg(count);
+    }
+    if let Some(ms) = block {
+        k.arg("BLOCK").arg(ms);
+    }
+    k.arg("DELIVERY-METADATA").arg("STREAMS").arg(keys);
+    for _ in keys {
+        k.arg(">");
+    }
+    k.query(c).expect("RECLAIM.READGROUP ... DELIVERY-METADATA")
+}
+
+/// The README's policy with a pass every 10 minutes, once its first pass is over: the sweep
+/// does not move an entry a test made stale while the test reads it.
+fn quiet_policy(c: &mut Connection, s: &str) {
+    create_group(c, s.as_bytes(), b"workers");
+    let opts = format!("MIN-IDLE 300 MAX-DELIVERIES 3 DLQ {s}:dlq INTERVAL 600000");
+    set_policy_opts(c, s, "workers", &opts);
+    wait_for(10, "the policy's first pass", || {
+        (stat(c, s, "workers", "passes") >= 1).then_some(())
+    });
+}
+
+fn fv(f: &str, v: &str) -> Vec<Vec<u8>> {
+    vec![f.as_bytes().to_vec(), v.as_bytes().to_vec()]
+}
+
+#[test]
+fn delivery_metadata_gives_each_entry_its_idle_time_and_count_in_resp2_and_resp3() {
+    let s = Server::new();
+    for resp3 in [false, true] {
+        let mut c = if resp3 { s.conn3() } else { s.conn() };
+        let key = if resp3 { "m3" } else { "m2" };
+        quiet_policy(&mut c, key);
+        let a: String = q(&mut c, &["XADD", key, "*", "f", "a"]);
+        let b: String = q(&mut c, &["XADD", key, "*", "f", "b"]);
+        // New entries: 0 and 0, as Redis 8.4's XREADGROUP ... CLAIM replies them.
+        let got = meta_reply(&read_meta(&mut c, "w1", 1, None, &[key]));
+        assert_eq!(
+            got,
+            vec![(key.to_string(), vec![(a.clone(), fv("f", "a"), 0, 0)])]
+        );
+        assert_eq!(owners(&mut c, key, "workers")[&a], ("w1".to_string(), 1));
+        // w1's entry, made idle 5 s after two deliveries by a client's XCLAIM (no delivery
+        // added with JUSTID): handed to w2 with the PEL's idle time and count before this
+        // delivery; then b, new.
+        let _: Value = run(
+            &mut c,
+            &[
+                "XCLAIM",
+                key,
+                "workers",
+                "w1",
+                "0",
+                &a,
+                "IDLE",
+                "5000",
+                "RETRYCOUNT",
+                "2",
+                "JUSTID",
+            ],
+        );
+        let t = Instant::now();
+        let got = meta_reply(&read_meta(&mut c, "w2", 10, None, &[key]));
+        let waited = t.elapsed().as_millis() as i64;
+        assert_eq!(got.len(), 1, "{got:?}");
+        let entries = &got[0].1;
+        assert_eq!(entries.len(), 2, "{entries:?}");
+        let (id, fields, idle, count) = &entries[0];
+        assert_eq!((id, fields, *count), (&a, &fv("f", "a"), 2));
+        assert!((5000..=5000 + waited + 50).contains(idle), "idle {idle}");
+        assert_eq!(entries[1], (b.clone(), fv("f", "b"), 0, 0));
+        // The PEL counts this delivery: what a worker's next read would say of it.
+        let o = owners(&mut c, key, "workers");
+        assert_eq!(
+            (&o[&a], &o[&b]),
+            (&("w2".to_string(), 3), &("w2".to_string(), 1))
+        );
+        // Nothing left: nil, as without the option.
+        assert_eq!(read_meta(&mut c, "w2", 10, None, &[key]), Value::Nil);
+        // A NACKed entry comes back from the inbox with its idle since the NACK, its count kept.
+        let _: i64 = q(&mut c, &["RECLAIM.NACK", key, "workers", "w2", &b]);
+        let got = meta_reply(&read_meta(&mut c, "w3", 10, None, &[key]));
+        let (id, _, idle, count) = &got[0].1[0];
+        assert_eq!((id, *count), (&b, 1));
+        assert!((0..1000).contains(idle), "idle {idle}");
+    }
+}
+
+#[test]
+fn delivery_metadata_with_block_several_streams_and_no_policy() {
+    let s = Server::new();
+    let mut c = s.conn();
+    quiet_policy(&mut c, "{t}p");
+    create_group(&mut c, b"{t}plain", b"workers");
+    // BLOCK, woken by an XADD: the new entry with 0 0.
+    let adder = add_once_a_reader_blocks(&s, "{t}p");
+    let got = meta_reply(&read_meta(&mut c, "w1", 1, Some(0), &["{t}p"]));
+    let id = adder.join().unwrap();
+    assert_eq!(
+        got,
+        vec![("{t}p".to_string(), vec![(id.clone(), fv("f", "v"), 0, 0)])]
+    );
+    no_reader_blocked(&mut c);
+    // BLOCK that times out: nil.
+    assert_eq!(read_meta(&mut c, "w1", 1, Some(50), &["{t}p"]), Value::Nil);
+    // Two streams, one under a policy with a redelivery due, one without a policy.
+    let _: Value = run(
+        &mut c,
+        &[
+            "XCLAIM", "{t}p", "workers", "w1", "0", &id, "IDLE", "4000", "JUSTID",
+        ],
+    );
+    let n: String = q(&mut c, &["XADD", "{t}plain", "*", "g", "h"]);
+    for resp3 in [false, true] {
+        let mut c = if resp3 { s.conn3() } else { s.conn() };
+        let got = meta_reply(&read_meta(&mut c, "w2", 0, None, &["{t}p", "{t}plain"]));
+        if resp3 {
+            // Both read by the RESP2 round: nothing left.
+            assert!(got.is_empty(), "{got:?}");
+            continue;
+        }
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(got[0].0, "{t}p");
+        let (rid, _, idle, count) = &got[0].1[0];
+        assert_eq!((rid, *count), (&id, 1));
+        assert!(*idle >= 4000, "idle {idle}");
+        assert_eq!(
+            got[1],
+            (
+                "{t}plain".to_string(),
+                vec![(n.clone(), fv("g", "h"), 0, 0)]
+            )
+        );
+    }
+    // A stream without a policy alone, in RESP3: 0 0 too.
+    let mut c3 = s.conn3();
+    let m: String = q(&mut c3, &["XADD", "{t}plain", "*", "x", "y"]);
+    let got = meta_reply(&read_meta(&mut c3, "w2", 0, None, &["{t}plain"]));
+    assert_eq!(
+        got,
+        vec![("{t}plain".to_string(), vec![(m, fv("x", "y"), 0, 0)])]
+    );
+}
+
+#[test]
+fn delivery_metadata_errors_are_xreadgroups() {
+    let s = Server::new();
+    let mut c = s.conn();
+    readme_policy(&mut c, "e");
+    let _: () = q(&mut c, &["SET", "str", "x"]);
+    let _: String = q(&mut c, &["XADD", "e", "*", "f", "v"]);
+    // The errors of the read without the option, the same with it (one stream and several).
+    for args in [
+        &["GROUP", "nope", "c", "STREAMS", "e", ">"][..],
+        &["GROUP", "workers", "c", "STREAMS", "missing", ">"],
+        &["GROUP", "workers", "c", "STREAMS", "str", ">"],
+        &["GROUP", "nope", "c", "STREAMS", "e", "e", ">", ">"],
+        &["GROUP", "workers", "c", "NOACK", "STREAMS", "e", ">"],
+        &["GROUP", "workers", "c", "COUNT", "x", "STREAMS", "e", ">"],
+        &["GROUP", "workers", "c", "STREAMS", "e", "0"],
+    ] {
+        let plain = error_of(&mut c, cmd("RECLAIM.READGROUP").arg(args));
+        let mut with: Vec<&str> = vec!["DELIVERY-METADATA"];
+        with.extend_from_slice(args);
+        let meta = error_of(&mut c, cmd("RECLAIM.READGROUP").arg(&with));
+        assert_eq!(meta, plain, "{args:?}");
+    }
+    assert_eq!(
+        error_of(
+            &mut c,
+            cmd("RECLAIM.READGROUP").arg(&[
+                "DELIVERY-METADATA",
+                "GROUP",
+                "nope",
+                "c",
+                "STREAMS",
+                "e",
+                ">"
+            ])
+        ),
+        "NOGROUP No such key 'e' or consumer group 'nope' in XREADGROUP with GROUP option"
+    );
+    // The option takes no value.
+    assert_eq!(
+        error_of(
+            &mut c,
+            cmd("RECLAIM.READGROUP").arg(&[
+                "GROUP",
+                "workers",
+                "c",
+                "DELIVERY-METADATA",
+                "1",
+                "STREAMS",
+                "e",
+                ">"
+            ])
+        ),
+        "ERR syntax error"
+    );
+    // Nothing was read by the refused calls.
+    assert!(owners(&mut c, "e", "workers").is_empty());
+    // Keys: the streams, as without the option.
+    let argv =
+        "COMMAND GETKEYS RECLAIM.READGROUP GROUP g c DELIVERY-METADATA COUNT 1 STREAMS a b > >";
+    let keys: Vec<String> = q(&mut c, &argv.split(' ').collect::<Vec<_>>());
+    assert_eq!(keys, ["a", "b"]);
 }

@@ -14,7 +14,6 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 
@@ -29,47 +28,6 @@ const MAX_DELIVERIES: i64 = 3;
 /// Workers stop after this long with nothing handed to them, far more than a redelivery takes
 /// (MIN-IDLE plus one INTERVAL): the test waits for the drained state, then for them to stop.
 const UNTIL_IDLE_MS: &str = "5000";
-
-fn crate_dir() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// `python3` with `.cache/py` (where `make test-python` installs redis-py) in front of PYTHONPATH; panics
-/// with what to do when redis-py 5 or later cannot be imported.
-fn python() -> Command {
-    let deps = crate_dir().join(".cache/py");
-    let path = match std::env::var_os("PYTHONPATH") {
-        Some(p) => std::env::join_paths(std::iter::once(deps).chain(std::env::split_paths(&p)))
-            .expect("PYTHONPATH"),
-        None => deps.into_os_string(),
-    };
-    let check = Command::new("python3")
-        .env("PYTHONPATH", &path)
-        .args([
-            "-c",
-            "import redis, sys; print(redis.__version__); sys.exit(int(redis.__version__.split('.')[0]) < 5)",
-        ])
-        .output();
-    let problem = match check {
-        Ok(out) if out.status.success() => {
-            let mut c = Command::new("python3");
-            c.env("PYTHONPATH", path);
-            return c;
-        }
-        Ok(out) => format!(
-            "{}: {}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout).trim(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ),
-        Err(e) => format!("python3 did not start: {e}"),
-    };
-    panic!(
-        "python3 with redis-py 5 or later is needed for this test: `make test-python` (or `make py-deps`) \
-         installs redis-py into .cache/py (python3 -m pip install --target .cache/py 'redis>=5,<9'); \
-         the check `import redis` said {problem}"
-    );
-}
 
 /// The `worker` example binary, built by `cargo test` (and `cargo build --examples`) in the
 /// target directory of this test binary: `<target dir>/<profile>/examples/worker`.
@@ -259,7 +217,7 @@ fn drains_with_poison(command: impl Fn() -> Command) {
 #[test]
 #[ignore = "needs redis-py from PyPI: make test-python"]
 fn python_worker_drains_a_stream_with_a_poison_entry() {
-    let script = crate_dir().join("examples/worker.py");
+    let script = project_dir().join("examples/worker.py");
     drains_with_poison(|| {
         let mut c = python();
         c.arg(&script);
@@ -270,6 +228,24 @@ fn python_worker_drains_a_stream_with_a_poison_entry() {
 #[test]
 fn rust_worker_drains_a_stream_with_a_poison_entry() {
     drains_with_poison(rust_worker);
+}
+
+/// The steering test's stream: group, a policy with `BACKOFF`, and its jobs: a long one (three
+/// times `MIN-IDLE`), a flaky one and a bad one; their IDs.
+fn steering_jobs(con: &mut Connection) -> [String; 3] {
+    create_group(con, STREAM.as_bytes(), GROUP.as_bytes());
+    let opts = format!(
+        "MIN-IDLE {MIN_IDLE} MAX-DELIVERIES {MAX_DELIVERIES} DLQ {DLQ} INTERVAL 100 \
+         BACKOFF EXPONENTIAL 8000"
+    );
+    set_policy_opts(con, STREAM, GROUP, &opts);
+    let job_ms = (3 * MIN_IDLE).to_string();
+    [
+        &["job", "long", "ms", &job_ms][..],
+        &["job", "flaky", "flaky", "1"],
+        &["job", "bad", "bad", "v0:{"],
+    ]
+    .map(|fields| q(con, &[&["XADD", STREAM, "*"][..], fields].concat()))
 }
 
 /// A pool of two `examples/steering_worker.py` on a policy with `BACKOFF`, given a job that runs
@@ -284,27 +260,9 @@ fn rust_worker_drains_a_stream_with_a_poison_entry() {
 fn python_steering_worker_extends_nacks_and_terms() {
     let server = Server::new();
     let mut con = server.conn();
-    create_group(&mut con, STREAM.as_bytes(), GROUP.as_bytes());
-    let opts = format!(
-        "MIN-IDLE {MIN_IDLE} MAX-DELIVERIES {MAX_DELIVERIES} DLQ {DLQ} INTERVAL 100 \
-         BACKOFF EXPONENTIAL 8000"
-    );
-    set_policy_opts(&mut con, STREAM, GROUP, &opts);
-    let job_ms = (3 * MIN_IDLE).to_string();
-    let long: String = q(
-        &mut con,
-        &["XADD", STREAM, "*", "job", "long", "ms", &job_ms],
-    );
-    let flaky: String = q(
-        &mut con,
-        &["XADD", STREAM, "*", "job", "flaky", "flaky", "1"],
-    );
-    let bad: String = q(
-        &mut con,
-        &["XADD", STREAM, "*", "job", "bad", "bad", "v0:{"],
-    );
+    let [long, flaky, bad] = steering_jobs(&mut con);
     let good = add_entries(&mut con, STREAM.as_bytes(), "good", 3);
-    let script = crate_dir().join("examples/steering_worker.py");
+    let script = project_dir().join("examples/steering_worker.py");
     let mut pool = Pool::start(server.port, &["w1", "w2"], || {
         let mut c = python();
         c.arg(&script).args(["--retry-delay-ms", "300"]);
@@ -367,9 +325,14 @@ fn python_steering_worker_extends_nacks_and_terms() {
     for id in &good {
         assert_eq!(said(id), [format!("ok {id} delivery 1")], "{lines:?}");
     }
-    let dlq = xrange(&mut con, DLQ.as_bytes());
+    assert_dead_lettered_by_term(&mut con, &bad, &about(&bad)[0].0);
+}
+
+/// The DLQ holds `bad` alone, dead-lettered by `termed_by`'s `RECLAIM.TERM` on its first
+/// delivery with its reason; nothing pending; the flaky entry's retry the one hand-over.
+fn assert_dead_lettered_by_term(con: &mut Connection, bad: &str, termed_by: &str) {
+    let dlq = xrange(con, DLQ.as_bytes());
     assert_eq!(dlq.len(), 1, "{dlq:?}");
-    let termed_by = &about(&bad)[0].0;
     assert_eq!(entry_field(&dlq[0], "reclaim-id"), bad.as_bytes());
     assert_eq!(entry_field(&dlq[0], "bad"), b"v0:{");
     assert_eq!(
@@ -381,13 +344,60 @@ fn python_steering_worker_extends_nacks_and_terms() {
         entry_field(&dlq[0], "reclaim-consumer"),
         termed_by.as_bytes()
     );
-    assert_eq!(pel_total(&mut con, STREAM, GROUP), 0);
-    let st = stats(&mut con, STREAM, GROUP);
+    assert_eq!(pel_total(con, STREAM, GROUP), 0);
+    let st = stats(con, STREAM, GROUP);
     // The one hand-over after a first delivery is the flaky entry's retry: the long job was never
     // handed to anyone again.
     assert_eq!(int_field(&st, "redelivered"), 1, "{st:?}");
     assert_eq!(int_field(&st, "dead-lettered"), 1, "{st:?}");
     assert_eq!(int_field(&st, "inbox"), 0, "{st:?}");
+}
+
+/// The streams, groups and policies of [`redis_py_parses_readgroup_as_xreadgroup`].
+fn parity_streams(con: &mut Connection, protocols: &[&str]) {
+    for s in ["s1", "s2"] {
+        for p in protocols {
+            create_group(con, s.as_bytes(), format!("plain-{p}").as_bytes());
+            create_group(con, s.as_bytes(), format!("reclaim-{p}").as_bytes());
+        }
+    }
+    run(con, &["XADD", "s1", "*", "item", "book", "qty", "1"]);
+    run(con, &["XADD", "s1", "*", "item", "pen"]);
+    run(
+        con,
+        &["XADD", "s2", "*", "item", "ink", "note", "h\u{e9}llo"],
+    );
+    run(con, &["XADD", "s1", "*", "item", "cup"]);
+    run(con, &["XADD", "s2", "*", "item", "map"]);
+    // In each reclaim group a consumer took the two oldest entries of s1 and went quiet: with a
+    // MIN-IDLE of 1 ms the sweep moves them to the inbox; then a MIN-IDLE of a minute keeps
+    // everything else where it is while Python reads.
+    let quick = PolicyView::new(1, 10);
+    for p in protocols {
+        let g = format!("reclaim-{p}");
+        deliver(con, "s1", &g, "gone", Some(2));
+        set_policy(con, b"s1", g.as_bytes(), &quick);
+        set_policy(con, b"s2", g.as_bytes(), &quick);
+    }
+    wait_for(
+        10,
+        "the quiet consumer's entries in each reclaim group's inbox",
+        || {
+            protocols
+                .iter()
+                .all(|p| {
+                    let pel = pending(con, "s1", &format!("reclaim-{p}"));
+                    pel.len() == 2 && pel.iter().all(|e| e.consumer == "reclaim" && e.count == 1)
+                })
+                .then_some(())
+        },
+    );
+    let slow = PolicyView::new(60_000, 10_000);
+    for p in protocols {
+        let g = format!("reclaim-{p}");
+        set_policy(con, b"s1", g.as_bytes(), &slow);
+        set_policy(con, b"s2", g.as_bytes(), &slow);
+    }
 }
 
 /// Streams s1 and s2 with the same 3 and 2 entries in the groups plain-P (no policy, nothing read)
@@ -400,52 +410,10 @@ fn redis_py_parses_readgroup_as_xreadgroup() {
     let server = Server::new();
     let mut con = server.conn();
     let protocols = ["2", "3", "default"];
-    for s in ["s1", "s2"] {
-        for p in protocols {
-            create_group(&mut con, s.as_bytes(), format!("plain-{p}").as_bytes());
-            create_group(&mut con, s.as_bytes(), format!("reclaim-{p}").as_bytes());
-        }
-    }
-    run(&mut con, &["XADD", "s1", "*", "item", "book", "qty", "1"]);
-    run(&mut con, &["XADD", "s1", "*", "item", "pen"]);
-    run(
-        &mut con,
-        &["XADD", "s2", "*", "item", "ink", "note", "h\u{e9}llo"],
-    );
-    run(&mut con, &["XADD", "s1", "*", "item", "cup"]);
-    run(&mut con, &["XADD", "s2", "*", "item", "map"]);
-    // In each reclaim group a consumer took the two oldest entries of s1 and went quiet: with a
-    // MIN-IDLE of 1 ms the sweep moves them to the inbox; then a MIN-IDLE of a minute keeps
-    // everything else where it is while Python reads.
-    let quick = PolicyView::new(1, 10);
-    for p in protocols {
-        let g = format!("reclaim-{p}");
-        deliver(&mut con, "s1", &g, "gone", Some(2));
-        set_policy(&mut con, b"s1", g.as_bytes(), &quick);
-        set_policy(&mut con, b"s2", g.as_bytes(), &quick);
-    }
-    wait_for(
-        10,
-        "the quiet consumer's entries in each reclaim group's inbox",
-        || {
-            protocols
-                .iter()
-                .all(|p| {
-                    let pel = pending(&mut con, "s1", &format!("reclaim-{p}"));
-                    pel.len() == 2 && pel.iter().all(|e| e.consumer == "reclaim" && e.count == 1)
-                })
-                .then_some(())
-        },
-    );
-    let slow = PolicyView::new(60_000, 10_000);
-    for p in protocols {
-        let g = format!("reclaim-{p}");
-        set_policy(&mut con, b"s1", g.as_bytes(), &slow);
-        set_policy(&mut con, b"s2", g.as_bytes(), &slow);
-    }
+    parity_streams(&mut con, &protocols);
 
     let out = python()
-        .arg(crate_dir().join("tests/python/readgroup_parity.py"))
+        .arg(project_dir().join("tests/python/readgroup_parity.py"))
         .arg(server.port.to_string())
         .output()
         .expect("run python3");

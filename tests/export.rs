@@ -98,7 +98,7 @@ fn export_flushdb_import_gives_the_same_policies_binary_names_included() {
             "key": "orders", "group": "wörkers", "min-idle": 1000, "max-deliveries": 2,
             "dlq": "orders:dlq", "claimant": "reclaim", "count": 100, "interval": 5000,
             "backoff": {"exponential": 60000}, "liveness": 30000, "storm": null,
-            "dlq-maxlen": 0, "dlq-maxage": 0, "tombstones": false
+            "dlq-maxlen": 0, "dlq-maxage": 0, "tombstones": false, "forget-idle": 0
         })
     );
     assert!(!doc.contains("state") && !doc.contains("paused"), "{doc}");
@@ -163,7 +163,7 @@ fn a_document_with_one_bad_policy_changes_nothing_and_names_it() {
         ),
         (
             r#"{"key": "orders", "group": "audit", "state": "paused"}"#,
-            "ERR policies[2] (key 'orders', group 'audit'), field 'state': unknown field `state`, expected one of `key`, `group`, `min-idle`, `max-deliveries`, `dlq`, `claimant`, `count`, `interval`, `backoff`, `liveness`, `storm`, `dlq-maxlen`, `dlq-maxage`, `tombstones`",
+            "ERR policies[2] (key 'orders', group 'audit'), field 'state': unknown field `state`, expected one of `key`, `group`, `min-idle`, `max-deliveries`, `dlq`, `claimant`, `count`, `interval`, `backoff`, `liveness`, `storm`, `dlq-maxlen`, `dlq-maxage`, `tombstones`, `forget-idle`",
         ),
         // A DLQ in the module's own namespace.
         (

@@ -55,7 +55,10 @@ fn fixtures() -> Vec<Fixture> {
             3,
             b"orders",
             b"workers",
-            PolicyView::new(250, 20).with_dlq(b"orders:dlq", 2),
+            // FORGET-IDLE (encoding version 5) through every save and load.
+            PolicyView::new(250, 20)
+                .with_dlq(b"orders:dlq", 2)
+                .with_forget_idle(3_600_000),
         ),
         fx(3, TAG_STREAM, TAG_GROUP, PolicyView::new(100, 30)),
     ]

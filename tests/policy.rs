@@ -33,7 +33,7 @@ fn policy_replies_resp2() {
         &mut c,
         b"s",
         b"g",
-        &words("min-idle 5 Max-Deliveries 3 dlq s:dlq CLAIMANT worker-9 Count 7 INTERVAL 250 backoff list 5 300 liveness 2000 storm 50 60000 dlq-maxlen 1000 Dlq-MaxAge 86400000 TOMBSTONES Yes"),
+        &words("min-idle 5 Max-Deliveries 3 dlq s:dlq CLAIMANT worker-9 Count 7 INTERVAL 250 backoff list 5 300 liveness 2000 storm 50 60000 dlq-maxlen 1000 Dlq-MaxAge 86400000 TOMBSTONES Yes forget-idle 600000"),
     );
     let full = PolicyView {
         min_idle: 5,
@@ -48,6 +48,7 @@ fn policy_replies_resp2() {
         dlq_maxlen: 1000,
         dlq_maxage: 86400000,
         tombstones: true,
+        forget_idle: 600000,
         state: b"active".to_vec(),
         status: None,
     };

@@ -1683,3 +1683,191 @@ fn acl_sweep_needs_write_access_to_the_dlq() {
     let n: i64 = cmd("XLEN").arg("d:dlq").query(&mut admin).unwrap();
     assert_eq!(n, 1);
 }
+
+/// The consumers of (s, g), by name, with (pending, idle ms) as `XINFO CONSUMERS` lists them.
+fn consumers(
+    c: &mut Connection,
+    s: &str,
+    g: &str,
+) -> std::collections::BTreeMap<String, (i64, i64)> {
+    let v: Vec<std::collections::HashMap<String, Value>> = q(c, &["XINFO", "CONSUMERS", s, g]);
+    v.into_iter()
+        .map(|m| {
+            let int = |k: &str| match &m[k] {
+                Value::Int(n) => *n,
+                other => panic!("{k}: {other:?}"),
+            };
+            let name: String = redis::from_redis_value(m["name"].clone()).unwrap();
+            (name, (int("pending"), int("idle")))
+        })
+        .collect()
+}
+
+#[test]
+fn forget_idle_deletes_idle_consumers_without_pending_entries_everywhere() {
+    let s = Server::start(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let replica = s.replica(&[]);
+    let mut c = s.conn();
+    create_group(&mut c, b"f", b"g");
+    let ids = add_entries(&mut c, b"f", "x", 2);
+    // busy keeps an entry pending; gone acknowledged its own; the module's own two exist too.
+    let _: Value = run(
+        &mut c,
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "busy",
+            "COUNT",
+            "1",
+            "STREAMS",
+            "f",
+            ">",
+        ],
+    );
+    let _: Value = run(
+        &mut c,
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "gone",
+            "COUNT",
+            "1",
+            "STREAMS",
+            "f",
+            ">",
+        ],
+    );
+    let _: i64 = q(&mut c, &["XACK", "f", "g", &ids[1]]);
+    for own in ["reclaim", "reclaim:delayed"] {
+        let _: i64 = q(&mut c, &["XGROUP", "CREATECONSUMER", "f", "g", own]);
+    }
+    // Nothing is ever stale: the pass only forgets.
+    set_policy_opts(
+        &mut c,
+        "f",
+        "g",
+        "MIN-IDLE 3600000 INTERVAL 50 FORGET-IDLE 400",
+    );
+    let get: Vec<Value> = q(&mut c, &["RECLAIM.POLICY", "GET", "f", "g"]);
+    let at = get
+        .iter()
+        .position(|v| *v == Value::BulkString(b"forget-idle".to_vec()));
+    assert_eq!(get[at.expect("forget-idle in GET") + 1], Value::Int(400));
+    // Within one pass once it has: a pass that starts after that deletes it.
+    wait_for(10, "gone idle for FORGET-IDLE", || {
+        consumers(&mut c, "f", "g")
+            .get("gone")
+            .map_or(true, |g| g.1 >= 400)
+            .then_some(())
+    });
+    wait_passes(&mut c, "f", "g", 2);
+    let left = consumers(&mut c, "f", "g");
+    assert_eq!(
+        left.keys().collect::<Vec<_>>(),
+        ["busy", "reclaim", "reclaim:delayed"],
+        "{left:?}"
+    );
+    assert_eq!(left["busy"].0, 1);
+    // More passes: busy (pending) and the module's own stay, however idle.
+    wait_passes(&mut c, "f", "g", 3);
+    assert_eq!(consumers(&mut c, "f", "g").len(), 3);
+    assert_eq!(stat(&mut c, "f", "g", "consumers-forgotten"), 1);
+    assert_eq!(reclaim_info(&mut c, "consumers_forgotten"), 1);
+    // The replica and the AOF delete it too, as XGROUP DELCONSUMER.
+    let mut rc = replica.conn();
+    wait_for(10, "the deletion on the replica", || {
+        let on_replica = consumers(&mut rc, "f", "g");
+        (on_replica.keys().collect::<Vec<_>>() == ["busy", "reclaim", "reclaim:delayed"])
+            .then_some(())
+    });
+    let deleted: Vec<Vec<Vec<u8>>> = s
+        .aof_manifest_files()
+        .iter()
+        .filter(|f| f.1 == "i")
+        .flat_map(|f| parse_aof(&f.2))
+        .filter(|c| is_cmd(c, "XGROUP") && c[1].eq_ignore_ascii_case(b"DELCONSUMER"))
+        .collect();
+    assert_eq!(deleted.len(), 1, "{deleted:?}");
+    assert_eq!(
+        deleted[0][2..],
+        [b"f".to_vec(), b"g".to_vec(), b"gone".to_vec()]
+    );
+}
+
+#[test]
+fn forget_idle_is_checked_as_xgroup_delconsumer_and_bad_values_change_nothing() {
+    let s = Server::new();
+    let mut c = s.conn();
+    create_group(&mut c, b"f", b"g");
+    let _: () = q(
+        &mut c,
+        &[
+            "ACL",
+            "SETUSER",
+            "u",
+            "on",
+            "nopass",
+            "~*",
+            "+@all",
+            "-xgroup|delconsumer",
+        ],
+    );
+    let mut u = s.conn();
+    let _: () = q(&mut u, &["AUTH", "u", "x"]);
+    assert_eq!(
+        set_policy_err(&mut u, b"f", b"g", &[b"FORGET-IDLE", b"1000"]),
+        "NOPERM this user has no permissions to run XGROUP on the stream key"
+    );
+    set_policy_opts(&mut u, "f", "g", "FORGET-IDLE 0");
+    for (v, want) in [
+        ("-1", "ERR FORGET-IDLE must be a non-negative integer (ms)"),
+        ("1.5", "ERR FORGET-IDLE must be a non-negative integer (ms)"),
+        (
+            "99999999999999999999",
+            "ERR FORGET-IDLE must be a non-negative integer (ms)",
+        ),
+    ] {
+        assert_eq!(
+            set_policy_err(&mut c, b"f", b"g", &[b"FORGET-IDLE", v.as_bytes()]),
+            want
+        );
+    }
+    let get: Vec<Value> = q(&mut c, &["RECLAIM.POLICY", "GET", "f", "g"]);
+    let at = get
+        .iter()
+        .position(|v| *v == Value::BulkString(b"forget-idle".to_vec()));
+    assert_eq!(get[at.unwrap() + 1], Value::Int(0));
+}
+
+#[test]
+fn forget_idle_deletes_at_most_100_consumers_per_pass() {
+    let s = Server::new();
+    let mut c = s.conn();
+    create_group(&mut c, b"many", b"g");
+    // The timer's first pass, then none for 10 minutes: RECLAIM.SWEEP runs the passes.
+    set_policy_opts(&mut c, "many", "g", "INTERVAL 600000 FORGET-IDLE 300");
+    wait_for(10, "the policy's first pass", || {
+        (stat(&mut c, "many", "g", "passes") >= 1).then_some(())
+    });
+    let mut p = redis::pipe();
+    for i in 0..150 {
+        p.cmd("XGROUP")
+            .arg(&["CREATECONSUMER", "many", "g"])
+            .arg(format!("pod-{i}"));
+    }
+    let _: Vec<i64> = p.query(&mut c).unwrap();
+    wait_for(10, "every consumer idle for FORGET-IDLE", || {
+        consumers(&mut c, "many", "g")
+            .values()
+            .all(|(_, idle)| *idle >= 300)
+            .then_some(())
+    });
+    let _: Value = run(&mut c, &["RECLAIM.SWEEP", "many", "g"]);
+    assert_eq!(consumers(&mut c, "many", "g").len(), 50);
+    assert_eq!(stat(&mut c, "many", "g", "consumers-forgotten"), 100);
+    let _: Value = run(&mut c, &["RECLAIM.SWEEP", "many", "g"]);
+    assert!(consumers(&mut c, "many", "g").is_empty());
+    assert_eq!(stat(&mut c, "many", "g", "consumers-forgotten"), 150);
+}

@@ -5,9 +5,11 @@
 
 use crate::ffi::args::{block, int, key, one_of, string, word, Arg};
 
-/// The first version, and the one that added the delivery model, steering and the DLQ tools.
+/// The first version, the one that added the delivery model, steering and the DLQ tools, and
+/// the next (delivery metadata on read, `FORGET-IDLE`).
 pub const V010: &str = "0.1.0";
 pub const V020: &str = "0.2.0";
+pub const V030: &str = "0.3.0";
 
 const BACKOFF: &[Arg] = &[
     word("FIXED"),
@@ -35,6 +37,7 @@ macro_rules! with_policy_options {
             int("n").token("DLQ-MAXLEN").optional().since(V020),
             int("ms").token("DLQ-MAXAGE").optional().since(V020),
             one_of("tombstones", YES_NO).token("TOMBSTONES").optional().since(V020),
+            int("ms").token("FORGET-IDLE").optional().since(V030),
         ]
     };
 }
@@ -74,6 +77,7 @@ pub const READGROUP: &[Arg] = &[
     block("group-consumer", &[string("group"), string("consumer")]).token("GROUP"),
     int("count").token("COUNT").optional(),
     int("milliseconds").token("BLOCK").optional(),
+    word("DELIVERY-METADATA").optional().since(V030),
     block(
         "streams",
         &[key("key", 0).multiple(), word(">").multiple_token()],

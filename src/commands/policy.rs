@@ -44,13 +44,14 @@ pub(super) fn policy_map(p: &Policy) -> Vec<(&'static str, Reply)> {
             "tombstones",
             Reply::Bytes(crate::model::text::yes_no(p.tombstones).to_vec()),
         ),
+        ("forget-idle", Reply::Int(p.forget_idle_ms)),
         ("state", Reply::Bytes(p.state.name().as_bytes().to_vec())),
     ]
 }
 
 /// `RECLAIM.POLICY SET key group [MIN-IDLE ms] [MAX-DELIVERIES n] [DLQ dlq-key] [CLAIMANT consumer]
 /// [COUNT n] [INTERVAL ms] [BACKOFF ...] [LIVENESS ms] [STORM n window-ms] [DLQ-MAXLEN n]
-/// [DLQ-MAXAGE ms] [TOMBSTONES yes|no]` -> `+OK`. Replaces any policy of (key, group) in the selected db and
+/// [DLQ-MAXAGE ms] [TOMBSTONES yes|no] [FORGET-IDLE ms]` -> `+OK`. Replaces any policy of (key, group) in the selected db and
 /// restarts its pass. Propagated to replicas and the AOF as the same command with every option
 /// explicit. Errors: see [`policy::parse_set_options`], plus NOPERM when the caller may not do
 /// what the policy will do to its keys ([`access::policy_work`]: the timer acts with the rights of
@@ -429,7 +430,7 @@ fn change_state(ctx: &Context, stream: &[u8], group: &[u8], state: State) -> Cmd
 pub(super) fn policy_help(_ctx: &Context, _args: &[RedisString]) -> CmdResult {
     let lines: &[&str] = &[
         "RECLAIM.POLICY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-        "SET <key> <group> [MIN-IDLE <ms>] [MAX-DELIVERIES <n>] [DLQ <dlq-key>] [CLAIMANT <consumer>] [COUNT <n>] [INTERVAL <ms>] [BACKOFF FIXED|EXPONENTIAL <max-ms>|LIST <ms> [<ms> ...]] [LIVENESS <ms>] [STORM <n> <window-ms>] [DLQ-MAXLEN <n>] [DLQ-MAXAGE <ms>] [TOMBSTONES yes|no]",
+        "SET <key> <group> [MIN-IDLE <ms>] [MAX-DELIVERIES <n>] [DLQ <dlq-key>] [CLAIMANT <consumer>] [COUNT <n>] [INTERVAL <ms>] [BACKOFF FIXED|EXPONENTIAL <max-ms>|LIST <ms> [<ms> ...]] [LIVENESS <ms>] [STORM <n> <window-ms>] [DLQ-MAXLEN <n>] [DLQ-MAXAGE <ms>] [TOMBSTONES yes|no] [FORGET-IDLE <ms>]",
         "    Set (replace) the reclaim policy of a stream's consumer group.",
         "GET <key> <group>",
         "    Return the policy as field/value pairs, its live status first, or nil.",

@@ -1,4 +1,5 @@
-//! `RECLAIM.READGROUP GROUP group consumer [COUNT count] [BLOCK ms] STREAMS key [key ...] > [> ...]`:
+//! `RECLAIM.READGROUP GROUP group consumer [COUNT count] [BLOCK ms] [DELIVERY-METADATA] STREAMS key
+//! [key ...] > [> ...]`:
 //! claim-on-read for every worker of a pool, the drop-in for `XREADGROUP ... >` that also hands
 //! out redeliveries under the stream's policy.
 //!
@@ -10,7 +11,9 @@
 //! primary, in the AOF and on replicas (`XCLAIM` and `XREADGROUP` propagate each delivery with
 //! its count). Replies are forwarded from those calls (`RM_ReplyWithCallReply`), in
 //! XREADGROUP's shape: an array of `[key, entries]` in RESP2, a map in RESP3, nil when there is
-//! nothing.
+//! nothing. With `DELIVERY-METADATA` each entry is `[id, fields, idle-ms, delivery-count]`, as
+//! Redis 8.4's `XREADGROUP ... CLAIM` replies: a redelivered entry's idle time and count as the
+//! PEL had them just before this delivery, `0 0` for a new entry (known without a call).
 //!
 //! `BLOCK` blocks on the streams' keys ([`crate::ffi::blocked`]): an `XADD`, a move to the inbox
 //! by the sweep or a destroyed group wakes the reader; a deleted stream ends the wait with
@@ -22,18 +25,17 @@ use redis_module::{raw, CallReply, CallResult, Context, ContextFlags, KeyType, R
 
 use crate::commands::common::READGROUP_KEY;
 use crate::engine::pending::{self, Failed, Query};
-use crate::engine::readgroup::{note_reader, nothing_due, redeliver, Redelivery};
+use crate::engine::readgroup::{note_reader, nothing_due, redeliver, Handed, Redelivery};
 use crate::ffi::acl::{seeds, Caller, Seeds};
 use crate::ffi::blocked::{self, Waiter};
 use crate::ffi::command::{CmdResult, Reply};
-use crate::ffi::streams::{Fields, StreamId};
 use crate::ffi::{self, cluster, write_opts, RawReply};
 use crate::model::access::{self, ReadWrites};
 use crate::model::error::{self, ReclaimError};
 use crate::model::keys;
 use crate::model::metrics;
 use crate::model::policy::Policy;
-use crate::model::readgroup::{key_positions, parse_args, Request};
+use crate::model::readgroup::{key_positions, parse_args, Request, DELIVERY_METADATA};
 use crate::model::text::printable;
 use crate::state::store;
 
@@ -71,7 +73,7 @@ fn streams<'a>(ctx: &Context, req: &'a Request) -> Vec<Stream<'a>> {
 struct StreamRead {
     key: Vec<u8>,
     /// The entries handed over again, oldest first.
-    redelivered: Vec<(StreamId, Fields)>,
+    redelivered: Vec<Handed>,
     /// The `XREADGROUP` of new entries: nil or `[[key, [entry, ...]]]`.
     new: Option<CallResult<'static>>,
 }
@@ -166,9 +168,9 @@ fn xreadgroup_args<'a>(req: &'a Request, key: &'a [u8], count: &'a str) -> Vec<&
     args
 }
 
-/// The client's own arguments after the command name without `BLOCK ms`: XREADGROUP's, as they
-/// are (a one-stream read that hands nothing over passes them on, nothing copied). `bytes`: the
-/// bytes of `args` after the command name.
+/// The client's own arguments after the command name without `BLOCK ms` and
+/// `DELIVERY-METADATA`: XREADGROUP's, as they are (a one-stream read that hands nothing over
+/// passes them on, nothing copied). `bytes`: the bytes of `args` after the command name.
 fn xreadgroup_argv(args: &[RedisString], bytes: &[&[u8]]) -> Argv {
     let mut out = Argv::new();
     let mut i = 1;
@@ -185,7 +187,7 @@ fn xreadgroup_argv(args: &[RedisString], bytes: &[&[u8]]) -> Argv {
         } else {
             1
         };
-        if !a.eq_ignore_ascii_case(b"BLOCK") {
+        if !a.eq_ignore_ascii_case(b"BLOCK") && !a.eq_ignore_ascii_case(DELIVERY_METADATA) {
             out.extend(args[i..(i + width).min(args.len())].iter().map(|s| s.inner));
         }
         i += width;
@@ -205,11 +207,44 @@ enum Served {
     Nothing { more: bool },
 }
 
+/// The new entries of a one-stream read that hands nothing over: XREADGROUP's reply forwarded
+/// as Redis wrote it (the client's own arguments, `argv`, passed on when given); nothing replied
+/// on nil (`more` as [`serve`] found it).
+fn forward_new(
+    ctx: &Context,
+    req: &Request,
+    key: &[u8],
+    argv: Option<&[RedisString]>,
+    more: bool,
+) -> Served {
+    let r = match argv {
+        Some(a) => {
+            let bytes: Bytes = a.iter().skip(1).map(|s| s.as_slice()).collect();
+            RawReply::call_argv(ctx, c"XREADGROUP", &mut xreadgroup_argv(a, &bytes))
+        }
+        None => {
+            let count = req.count.to_string();
+            RawReply::call(ctx, c"XREADGROUP", &xreadgroup_args(req, key, &count))
+        }
+    };
+    if r.is_nil() {
+        return Served::Nothing { more };
+    }
+    // An error goes out as every error of the module does (`reply_error`): XREADGROUP writes
+    // the key and group names into its `NOGROUP` as they are.
+    match r.error_text() {
+        Some(e) => ffi::command::reply_error(ctx, &e),
+        None => r.forward(ctx),
+    }
+    Served::Replied
+}
+
 /// Serves `req` on `streams` (COUNT per stream, as XREADGROUP) and replies, unless no stream gave
 /// anything. A read of one stream that hands nothing over again (the common case) forwards the
 /// new entries' `XREADGROUP` reply as Redis wrote it, unparsed, in the client's protocol: the
 /// cost of a plain `XREADGROUP` plus one `RM_Call`, with the client's own arguments (`argv`,
-/// when called from the command) passed on as they are.
+/// when called from the command) passed on as they are. With `DELIVERY-METADATA` the reply is
+/// always written entry by entry, each with its metadata.
 fn serve(ctx: &Context, req: &Request, streams: &[Stream], argv: Option<&[RedisString]>) -> Served {
     let single = streams.len() == 1;
     let mut more = false;
@@ -221,27 +256,8 @@ fn serve(ctx: &Context, req: &Request, streams: &[Stream], argv: Option<&[RedisS
         };
         more |= red.more;
         let handed = red.entries.len() as i64;
-        if single && handed == 0 {
-            let r = match argv {
-                Some(a) => {
-                    let bytes: Bytes = a.iter().skip(1).map(|s| s.as_slice()).collect();
-                    RawReply::call_argv(ctx, c"XREADGROUP", &mut xreadgroup_argv(a, &bytes))
-                }
-                None => {
-                    let count = req.count.to_string();
-                    RawReply::call(ctx, c"XREADGROUP", &xreadgroup_args(req, s.key, &count))
-                }
-            };
-            if r.is_nil() {
-                return Served::Nothing { more };
-            }
-            // An error goes out as every error of the module does (`reply_error`): XREADGROUP
-            // writes the key and group names into its `NOGROUP` as they are.
-            match r.error_text() {
-                Some(e) => ffi::command::reply_error(ctx, &e),
-                None => r.forward(ctx),
-            }
-            return Served::Replied;
+        if single && handed == 0 && !req.delivery_metadata {
+            return forward_new(ctx, req, s.key, argv, more);
         }
         let mut read = StreamRead {
             key: s.key.to_vec(),
@@ -258,8 +274,14 @@ fn serve(ctx: &Context, req: &Request, streams: &[Stream], argv: Option<&[RedisS
             let args = xreadgroup_args(req, s.key, &count);
             read.new = Some(ctx.call_ext("XREADGROUP", &write_opts(), &args[..]));
         }
+        if let Some(Err(e)) = &read.new {
+            // One stream read with its metadata, which met XREADGROUP's own error (a missing
+            // group) before any write: the error, as the unparsed path replies it.
+            ffi::command::reply_error(ctx, &String::from_utf8_lossy(e.as_bytes()));
+            return Served::Replied;
+        }
         let new = read.new_entries();
-        if single || !read.redelivered.is_empty() || !new.is_empty() {
+        if !read.redelivered.is_empty() || !new.is_empty() {
             reads.push((read, new));
         }
     }
@@ -270,14 +292,23 @@ fn serve(ctx: &Context, req: &Request, streams: &[Stream], argv: Option<&[RedisS
         .iter()
         .map(|(r, new)| (r.key.as_slice(), r.redelivered.len() + new.len()))
         .collect();
+    let meta = req.delivery_metadata;
     ffi::command::reply_keyed(ctx, &keyed, |i| {
         let (r, new) = &reads[i];
-        for (id, fields) in &r.redelivered {
-            ffi::streams::reply_entry(ctx, *id, fields);
+        for h in &r.redelivered {
+            let m = meta.then_some((h.idle_ms, h.deliveries));
+            ffi::streams::reply_entry(ctx, h.id, &h.fields, m);
         }
         for e in new {
             // SAFETY: the elements of `r.new`, which lives until the reply is written.
-            unsafe { ffi::command::reply_call_reply(ctx, *e) };
+            unsafe {
+                if meta {
+                    // A new entry: never delivered before, as Redis 8.4 says of it.
+                    ffi::command::reply_call_entry_with(ctx, *e, (0, 0));
+                } else {
+                    ffi::command::reply_call_reply(ctx, *e);
+                }
+            }
         }
     });
     Served::Replied
@@ -319,6 +350,16 @@ pub fn readgroup_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
                 &flags,
             )?;
             note_reader(ctx, key, r.group, r.consumer, facts.liveness_ms);
+            if r.delivery_metadata {
+                // New entries only, written with their metadata (`0 0`: no call to learn it).
+                let req = r.to_request();
+                if let Served::Nothing { more } =
+                    serve(ctx, &req, std::slice::from_ref(&stream), None)
+                {
+                    wait_or_nil(ctx, req, flags, more);
+                }
+                return Ok(Reply::Done);
+            }
             let reply = RawReply::call_argv(ctx, c"XREADGROUP", &mut xreadgroup_argv(args, &a));
             if reply.is_nil() {
                 wait_or_nil(ctx, r.to_request(), flags, false);

@@ -134,6 +134,7 @@ pub(super) fn stats(ctx: &Context, args: &[RedisString]) -> CmdResult {
         n(Stat::DlqTrimmed),
         n(Stat::Tombstones),
         n(Stat::EvictedKeys),
+        n(Stat::ConsumersForgotten),
         ("inbox", Reply::Int(inbox)),
         ("stale-not-before", Reply::Int(rt.stale_not_before_ms())),
         (

@@ -194,31 +194,54 @@ impl Owners {
 /// (`XINFO CONSUMERS key group`'s `idle`, O(consumers)); empty when the stream or group does not
 /// exist.
 pub fn consumers_idle(ctx: &Context, stream: &[u8], group: &[u8]) -> HashMap<Vec<u8>, i64> {
+    consumers(ctx, stream, group)
+        .into_iter()
+        .map(|c| (c.name, c.idle_ms))
+        .collect()
+}
+
+/// One consumer as `XINFO CONSUMERS` lists it.
+pub struct ConsumerInfo {
+    pub name: Vec<u8>,
+    /// Its pending entries.
+    pub pending: i64,
+    /// ms since the server last saw it (`idle`).
+    pub idle_ms: i64,
+}
+
+/// The consumers of (`stream`, `group`) (`XINFO CONSUMERS key group`, O(consumers)); empty when
+/// the stream or group does not exist.
+pub fn consumers(ctx: &Context, stream: &[u8], group: &[u8]) -> Vec<ConsumerInfo> {
     let args: [&[u8]; 3] = [b"CONSUMERS", stream, group];
     let r: CallResult = ctx.call_ext("XINFO", &read_opts(), &args[..]);
-    let mut idle_ms = HashMap::new();
+    let mut out = Vec::new();
     if let Ok(CallReply::Array(consumers)) = r {
         for c in consumers.iter() {
             let Ok(CallReply::Array(c)) = c else {
                 continue;
             };
             // name <name> pending <n> idle <ms> [inactive <ms>] (RESP2: flat pairs).
-            let (mut name, mut idle) = (None, None);
+            let (mut name, mut pending, mut idle) = (None, None, None);
             for i in (0..c.len()).step_by(2) {
                 let key = c.get(i).as_ref().and_then(call_bytes);
                 let value = c.get(i + 1);
                 match key.as_deref() {
                     Some(b"name") => name = value.as_ref().and_then(call_bytes),
+                    Some(b"pending") => pending = value.as_ref().and_then(call_int),
                     Some(b"idle") => idle = value.as_ref().and_then(call_int),
                     _ => {}
                 }
             }
-            if let (Some(name), Some(idle)) = (name, idle) {
-                idle_ms.insert(name, idle);
+            if let (Some(name), Some(pending), Some(idle_ms)) = (name, pending, idle) {
+                out.push(ConsumerInfo {
+                    name,
+                    pending,
+                    idle_ms,
+                });
             }
         }
     }
-    idle_ms
+    out
 }
 
 /// The owners' liveness for `page` of (`stream`, `group`) under `p`: read (`XINFO CONSUMERS key

@@ -40,11 +40,21 @@ const PAGE_MAX: i64 = 1000;
 /// where it stopped ([`Redelivery::more`]).
 const SEARCH_MAX: i64 = 4000;
 
+/// One entry handed over again, with what the PEL said of it just before: its idle time (ms
+/// since its last delivery or move) and its delivery count, this delivery not counted (what
+/// Redis 8.4's `XREADGROUP ... CLAIM` replies for an entry it claims).
+pub struct Handed {
+    pub id: StreamId,
+    pub fields: Fields,
+    pub idle_ms: i64,
+    pub deliveries: i64,
+}
+
 /// What a read was handed again from the PEL.
 #[derive(Default)]
 pub struct Redelivery {
     /// The entries handed over, oldest first, with their fields.
-    pub entries: Vec<(StreamId, Fields)>,
+    pub entries: Vec<Handed>,
     /// The search stopped at its bound ([`SEARCH_MAX`]) before the end of the PEL: entries after
     /// it may be due.
     pub more: bool,
@@ -151,7 +161,7 @@ fn hand_over(
     p: &Policy,
     due: Vec<Pending>,
     out: &mut Outcome,
-) -> Vec<(StreamId, Fields)> {
+) -> Vec<Handed> {
     let (key, group) = (id.stream.as_slice(), id.group.as_slice());
     let (dead, give): (Vec<Pending>, Vec<Pending>) = due
         .into_iter()
@@ -203,7 +213,12 @@ fn hand_over(
     present
         .into_iter()
         .filter(|(i, _, _)| claimed.binary_search(i).is_ok())
-        .map(|(i, _, f)| (i, f))
+        .map(|(i, e, f)| Handed {
+            id: i,
+            fields: f,
+            idle_ms: e.idle_ms,
+            deliveries: e.deliveries,
+        })
         .collect()
 }
 

@@ -10,7 +10,7 @@
 
 use redis_module::Context;
 
-use crate::engine::pending;
+use crate::engine::{consumers, pending};
 use crate::model::clock::now_ms;
 use crate::model::outcome::{Outcome, Stop};
 use crate::model::policy::{Policy, State};
@@ -48,7 +48,8 @@ pub fn settle<R>(
 
 /// The bookkeeping after every step of a pass (the timer's, [`crate::server::scheduler`], and
 /// `RECLAIM.SWEEP`'s): `fold` counts the step in the policy's run-time state (under the lock), its
-/// dead-letters are settled ([`settle`]), and a step that ended the pass notes the PEL's summary
+/// dead-letters are settled ([`settle`]), a step that ended the pass deletes the consumers
+/// `FORGET-IDLE` forgets ([`consumers::forget_idle`], counted) and notes the PEL's summary
 /// for `RECLAIM.HEALTH` and `INFO reclaim`: the one the step read, in the same spell under the
 /// lock, else read now (`XPENDING key group`, with no lock held). Returns `fold`'s result
 /// (`None`: the policy is not known).
@@ -60,8 +61,15 @@ pub fn after_step<R>(
     fold: impl FnOnce(&mut Runtime) -> R,
 ) -> Option<R> {
     let kept = out.summary.clone().filter(|_| out.pass_done);
+    // A pass ended: the consumers `FORGET-IDLE` forgets go (no lock held).
+    let forgotten = if out.pass_done {
+        consumers::forget_idle(ctx, id, p)
+    } else {
+        0
+    };
     let r = settle(ctx, id, p, out, |rt| {
         let r = fold(rt);
+        rt.count_forgotten(forgotten);
         if let Some(s) = kept {
             rt.note_summary(s);
         }

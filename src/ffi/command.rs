@@ -449,3 +449,29 @@ pub unsafe fn reply_call_reply(ctx: &Context, r: *mut raw::RedisModuleCallReply)
         raw::RedisModule_ReplyWithCallReply.unwrap()(ctx.ctx, r);
     }
 }
+
+/// Forwards one entry of an `XREADGROUP` call reply (`[id, fields]`) with delivery metadata, as
+/// Redis 8.4's `XREADGROUP ... CLAIM` replies a new entry: `[id, fields, idle, count]`, the two
+/// integers given.
+///
+/// # Safety
+/// `entry` is a live call reply of a two-element array (it must live until this returns).
+pub unsafe fn reply_call_entry_with(
+    ctx: &Context,
+    entry: *mut raw::RedisModuleCallReply,
+    (idle, count): (i64, i64),
+) {
+    unsafe {
+        raw::RedisModule_ReplyWithArray.unwrap()(ctx.ctx, 4);
+        for i in 0..2 {
+            let e = raw::RedisModule_CallReplyArrayElement.unwrap()(entry, i);
+            if e.is_null() {
+                raw::RedisModule_ReplyWithNull.unwrap()(ctx.ctx);
+            } else {
+                raw::RedisModule_ReplyWithCallReply.unwrap()(ctx.ctx, e);
+            }
+        }
+        raw::RedisModule_ReplyWithLongLong.unwrap()(ctx.ctx, idle);
+        raw::RedisModule_ReplyWithLongLong.unwrap()(ctx.ctx, count);
+    }
+}

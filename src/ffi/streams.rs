@@ -1,7 +1,7 @@
 //! Direct stream access through the module API, without an `RM_Call` round trip: keys opened with
 //! `RM_OpenKey` ([`Key`]), entries read in one walk of `RM_StreamIterator*` ([`Key::read_entries`]),
 //! appends with `RM_StreamAdd` ([`Key::add`]) and their explicit propagation with `RM_Replicate`
-//! ([`replicate_xadd`]), replies of entries as XREADGROUP writes them ([`reply_entry`]).
+//! ([`replicate_xadd`]), replies of entries as XREADGROUP writes them ([`reply_entry`], with or without delivery metadata).
 //!
 //! What a command would also do is done here by hand where it matters: an append fires the
 //! stream's `xadd` keyspace event and is propagated as `XADD key <id> field value ...` with its
@@ -325,16 +325,22 @@ pub fn replicate_xadd(
     }
 }
 
-/// Replies one entry as XREADGROUP does, `[id, [field, value, ...]]`.
-pub fn reply_entry(ctx: &Context, id: StreamId, fields: &[RedisString]) {
+/// Replies one entry as XREADGROUP does, `[id, [field, value, ...]]`; with `meta` (idle ms,
+/// delivery count) as Redis 8.4's `XREADGROUP ... CLAIM` does, `[id, [field, value, ...], idle,
+/// count]`, both integers.
+pub fn reply_entry(ctx: &Context, id: StreamId, fields: &[RedisString], meta: Option<(i64, i64)>) {
     let id = IdText::of(id);
     let id = id.as_bytes();
     unsafe {
-        raw::RedisModule_ReplyWithArray.unwrap()(ctx.ctx, 2);
+        raw::RedisModule_ReplyWithArray.unwrap()(ctx.ctx, if meta.is_some() { 4 } else { 2 });
         raw::RedisModule_ReplyWithStringBuffer.unwrap()(ctx.ctx, id.as_ptr().cast(), id.len());
         raw::RedisModule_ReplyWithArray.unwrap()(ctx.ctx, fields.len() as c_long);
         for f in fields {
             raw::RedisModule_ReplyWithString.unwrap()(ctx.ctx, f.inner);
+        }
+        if let Some((idle, count)) = meta {
+            raw::RedisModule_ReplyWithLongLong.unwrap()(ctx.ctx, idle);
+            raw::RedisModule_ReplyWithLongLong.unwrap()(ctx.ctx, count);
         }
     }
 }

@@ -46,13 +46,15 @@ pub enum Word {
     Groups,
     Force,
     Retrycount,
+    Xgroup,
+    Delconsumer,
     Zadd,
     Hset,
 }
 
 impl Word {
     /// How many words there are (their indexes are `0..COUNT`).
-    pub const COUNT: usize = 30;
+    pub const COUNT: usize = 32;
 
     /// The word's text.
     pub fn text(self) -> &'static str {
@@ -85,6 +87,8 @@ impl Word {
             Word::Groups => "GROUPS",
             Word::Force => "FORCE",
             Word::Retrycount => "RETRYCOUNT",
+            Word::Xgroup => "XGROUP",
+            Word::Delconsumer => "DELCONSUMER",
             Word::Zadd => "ZADD",
             Word::Hset => "HSET",
         }
@@ -225,7 +229,7 @@ fn dlq_writes_to<'a>(dlq: &'a [u8], trims: bool, out: &mut AsList<'a>) {
 /// (`RECLAIM.POLICY SET`, `IMPORT`: the timer then acts with these rights) and for
 /// `RECLAIM.SWEEP`: `XCLAIM` (moves to the claimant) and `XACK` (dead-letters, purges) on the
 /// stream; with a DLQ, `XRANGE` on the stream (a dead-letter copies the entry) and the DLQ's
-/// writes ([`dlq_writes`]).
+/// writes ([`dlq_writes`]); with `FORGET-IDLE`, `XGROUP DELCONSUMER` on the stream.
 pub fn policy_work<'a>(stream: &'a [u8], group: &'a [u8], p: &'a Policy) -> AsList<'a> {
     let mut out = smallvec![
         As::new(
@@ -253,6 +257,13 @@ pub fn policy_work<'a>(stream: &'a [u8], group: &'a [u8], p: &'a Policy) -> AsLi
                 w(Word::Count),
                 w(Word::One),
             ],
+        ));
+    }
+    if p.forget_idle_ms > 0 {
+        out.push(As::new(
+            Word::Xgroup,
+            error::KEY_STREAM,
+            &[w(Word::Delconsumer), n(stream), n(group), w(Word::Field)],
         ));
     }
     dlq_writes(p, &mut out);

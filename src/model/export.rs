@@ -69,7 +69,7 @@ pub const MAX_POLICIES: usize = 10_000;
 /// Longest document `RECLAIM.POLICY IMPORT` takes, in bytes (16 MiB).
 pub const MAX_BYTES: usize = 16 << 20;
 /// Longest parser message quoted in an error (characters).
-const MAX_MESSAGE: usize = 200;
+const MAX_MESSAGE: usize = 240;
 
 /// A binary-safe name (stream key, group, DLQ, claimant). In JSON: a string when the bytes are
 /// valid UTF-8 (JSON escapes NUL, CR, LF, quotes and backslashes itself), otherwise an object
@@ -193,6 +193,8 @@ pub struct PolicyDoc {
     pub dlq_maxage: Option<i64>,
     /// `TOMBSTONES yes|no` as a JSON boolean.
     pub tombstones: Option<bool>,
+    /// `FORGET-IDLE ms` (0: consumers are never deleted).
+    pub forget_idle: Option<i64>,
 }
 
 impl PolicyDoc {
@@ -220,6 +222,7 @@ impl PolicyDoc {
             dlq_maxlen: Some(p.dlq_maxlen),
             dlq_maxage: Some(p.dlq_maxage_ms),
             tombstones: Some(p.tombstones),
+            forget_idle: Some(p.forget_idle_ms),
         }
     }
 
@@ -277,6 +280,9 @@ impl PolicyDoc {
         }
         if let Some(v) = self.tombstones {
             opt("TOMBSTONES", vec![crate::model::text::yes_no(v).to_vec()]);
+        }
+        if let Some(v) = self.forget_idle {
+            opt("FORGET-IDLE", vec![num(v)]);
         }
         w
     }
@@ -746,7 +752,8 @@ mod tests {
       "storm": null,
       "dlq-maxlen": 0,
       "dlq-maxage": 0,
-      "tombstones": false
+      "tombstones": false,
+      "forget-idle": 0
     }
   ]
 }"#;
@@ -934,7 +941,7 @@ mod tests {
             ),
             (
                 r#"{"key": "orders", "group": "workers", "state": "paused"}"#,
-                "ERR policies[1] (key 'orders', group 'workers'), field 'state': unknown field `state`, expected one of `key`, `group`, `min-idle`, `max-deliveries`, `dlq`, `claimant`, `count`, `interval`, `backoff`, `liveness`, `storm`, `dlq-maxlen`, `dlq-maxage`, `tombstones`",
+                "ERR policies[1] (key 'orders', group 'workers'), field 'state': unknown field `state`, expected one of `key`, `group`, `min-idle`, `max-deliveries`, `dlq`, `claimant`, `count`, `interval`, `backoff`, `liveness`, `storm`, `dlq-maxlen`, `dlq-maxage`, `tombstones`, `forget-idle`",
             ),
             // Types: the JSON parser's message, with the field.
             (
@@ -967,7 +974,7 @@ mod tests {
             ),
             (
                 r#"{"key": "orders", "group": "workers", "min_idle": 5}"#,
-                "ERR policies[1] (key 'orders', group 'workers'), field 'min_idle': unknown field `min_idle`, expected one of `key`, `group`, `min-idle`, `max-deliveries`, `dlq`, `claimant`, `count`, `interval`, `backoff`, `liveness`, `storm`, `dlq-maxlen`, `dlq-maxage`, `tombstones`",
+                "ERR policies[1] (key 'orders', group 'workers'), field 'min_idle': unknown field `min_idle`, expected one of `key`, `group`, `min-idle`, `max-deliveries`, `dlq`, `claimant`, `count`, `interval`, `backoff`, `liveness`, `storm`, `dlq-maxlen`, `dlq-maxage`, `tombstones`, `forget-idle`",
             ),
             (
                 r#"{"key": "orders", "group": "workers", "count": 1, "count": 2}"#,

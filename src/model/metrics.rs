@@ -68,11 +68,13 @@ pub enum Stat {
     /// policy, DLQs, redrive task keys. The total counts each key once; a policy counts its
     /// stream's and its DLQ's ([`Counters::add_own`]).
     EvictedKeys,
+    /// Consumers deleted by `FORGET-IDLE` (idle that long, nothing pending).
+    ConsumersForgotten,
 }
 
 impl Stat {
     /// Every stat, in `INFO reclaim` order.
-    pub const ALL: [Stat; 14] = [
+    pub const ALL: [Stat; 15] = [
         Stat::Passes,
         Stat::FullPasses,
         Stat::ScansSkipped,
@@ -87,6 +89,7 @@ impl Stat {
         Stat::DlqTrimmed,
         Stat::Tombstones,
         Stat::EvictedKeys,
+        Stat::ConsumersForgotten,
     ];
 
     /// The field name in `INFO reclaim` (after `reclaim_`).
@@ -106,6 +109,7 @@ impl Stat {
             Stat::DlqTrimmed => "dlq_trimmed",
             Stat::Tombstones => "tombstones",
             Stat::EvictedKeys => "evicted_keys",
+            Stat::ConsumersForgotten => "consumers_forgotten",
         }
     }
 
@@ -126,12 +130,14 @@ impl Stat {
             Stat::DlqTrimmed => "dlq-trimmed",
             Stat::Tombstones => "tombstones",
             Stat::EvictedKeys => "evicted-keys",
+            Stat::ConsumersForgotten => "consumers-forgotten",
         }
     }
 }
 
 /// The server-wide sum of each [`Stat`], indexed by `Stat as usize`.
-static TOTALS: [Counter; 14] = [
+static TOTALS: [Counter; 15] = [
+    Counter::new(),
     Counter::new(),
     Counter::new(),
     Counter::new(),
@@ -162,7 +168,7 @@ pub fn total(s: Stat) -> u64 {
 /// [`Counters::add`] also adds to the server-wide total of `INFO reclaim`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Counters {
-    counts: [u64; 14],
+    counts: [u64; 15],
     /// Wall-clock time (ms since the epoch) when the last complete pass ended; 0 = never.
     pub last_pass_ms: i64,
     /// Time spent in the steps of the last complete pass, in µs.

@@ -141,6 +141,10 @@ pub struct Policy {
     /// `tombstones`: an entry found deleted from the stream while pending gets a DLQ record
     /// (`reclaim-reason deleted`, the `reclaim-*` fields only) with its `XACK`. Needs a DLQ.
     pub tombstones: bool,
+    /// `forget-idle`: ms; a consumer of the group idle (`XINFO CONSUMERS` `idle`) at least this
+    /// long with no pending entries is deleted by the sweep (`XGROUP DELCONSUMER`), never the
+    /// claimant or `<claimant>:delayed`. 0 = off.
+    pub forget_idle_ms: i64,
     /// Whether moves and dead-letters run now (not an option: see [`State`]).
     pub state: State,
 }
@@ -160,6 +164,7 @@ impl Default for Policy {
             dlq_maxlen: 0,
             dlq_maxage_ms: 0,
             tombstones: false,
+            forget_idle_ms: 0,
             state: State::Active,
         }
     }
@@ -201,6 +206,8 @@ impl Policy {
         a.push(self.dlq_maxage_ms.to_string().into_bytes());
         a.push(b"TOMBSTONES".to_vec());
         a.push(yes_no(self.tombstones).to_vec());
+        a.push(b"FORGET-IDLE".to_vec());
+        a.push(self.forget_idle_ms.to_string().into_bytes());
         a
     }
 
@@ -274,6 +281,9 @@ impl Policy {
         if self.dlq_maxage_ms < 0 {
             return bad("DLQ-MAXAGE", "a non-negative integer (ms)");
         }
+        if self.forget_idle_ms < 0 {
+            return bad("FORGET-IDLE", "a non-negative integer (ms)");
+        }
         let rule = |s| Some(ReclaimError::Static(s));
         if matches!(self.backoff, Backoff::Exponential(max) if max < self.min_idle_ms) {
             return rule(error::BACKOFF_BELOW_MIN_IDLE);
@@ -346,6 +356,18 @@ impl Policy {
             && consumer.ends_with(PARKED_SUFFIX)
     }
 
+    /// Whether `FORGET-IDLE` deletes `consumer`, which has `pending` entries and was last seen
+    /// `idle_ms` ago: on, idle at least `FORGET-IDLE`, nothing pending, and not the module's own
+    /// (the claimant, `<claimant>:delayed`, `<claimant>:parked`).
+    pub fn forgets(&self, consumer: &[u8], pending: i64, idle_ms: i64) -> bool {
+        self.forget_idle_ms > 0
+            && pending == 0
+            && idle_ms >= self.forget_idle_ms
+            && consumer != self.claimant.as_slice()
+            && !self.is_delayed(consumer)
+            && !self.is_parked(consumer)
+    }
+
     /// The words after `BACKOFF`: `FIXED`, `EXPONENTIAL max-ms` or `LIST ms ...`.
     pub fn backoff_words(&self) -> Vec<Vec<u8>> {
         let n = |v: &i64| v.to_string().into_bytes();
@@ -408,6 +430,7 @@ const SET_OPTIONS: &[&str] = &[
     "DLQ-MAXLEN",
     "DLQ-MAXAGE",
     "TOMBSTONES",
+    "FORGET-IDLE",
 ];
 
 /// One option of `RECLAIM.POLICY SET`: (canonical name, index of the name, its values).
@@ -515,6 +538,7 @@ pub struct Changes {
     dlq_maxlen: Option<i64>,
     dlq_maxage_ms: Option<i64>,
     tombstones: Option<bool>,
+    forget_idle_ms: Option<i64>,
 }
 
 impl Changes {
@@ -574,6 +598,15 @@ impl Changes {
                     return Err(ReclaimError::Static(error::TOMBSTONES_SYNTAX));
                 })
             }
+            "FORGET-IDLE" => {
+                self.forget_idle_ms = Some(number(
+                    name,
+                    "a non-negative integer (ms)",
+                    first,
+                    0,
+                    i64::MAX,
+                )?)
+            }
             _ => {
                 self.liveness_ms = Some(number(
                     name,
@@ -606,6 +639,7 @@ impl Changes {
         p.dlq_maxlen = self.dlq_maxlen.unwrap_or(p.dlq_maxlen);
         p.dlq_maxage_ms = self.dlq_maxage_ms.unwrap_or(p.dlq_maxage_ms);
         p.tombstones = self.tombstones.unwrap_or(p.tombstones);
+        p.forget_idle_ms = self.forget_idle_ms.unwrap_or(p.forget_idle_ms);
         if matches!(p.backoff, Backoff::Exponential(max) if max < p.min_idle_ms) {
             return Err(ReclaimError::Static(error::BACKOFF_BELOW_MIN_IDLE));
         }
@@ -662,12 +696,12 @@ fn read_changes(
 /// Parses the options of `RECLAIM.POLICY SET key group [MIN-IDLE ms] [MAX-DELIVERIES n]
 /// [DLQ dlq-key] [CLAIMANT consumer] [COUNT n] [INTERVAL ms] [BACKOFF FIXED | EXPONENTIAL max-ms |
 /// LIST ms [ms ...]] [LIVENESS ms] [STORM n window-ms] [DLQ-MAXLEN n] [DLQ-MAXAGE ms]
-/// [TOMBSTONES yes|no]` (everything after `group`). Option names are
+/// [TOMBSTONES yes|no] [FORGET-IDLE ms]` (everything after `group`). Option names are
 /// case-insensitive; values are binary-safe.
 ///
 /// Errors: unknown option, repeated option, option without value, number out of range
 /// (`MIN-IDLE`, `COUNT`, `INTERVAL` >= 1, `COUNT` <= [`MAX_COUNT`], `MAX-DELIVERIES` and
-/// `LIVENESS` >= 0), a malformed `BACKOFF`, `BACKOFF EXPONENTIAL` below `MIN-IDLE`,
+/// `LIVENESS`, `FORGET-IDLE` >= 0), a malformed `BACKOFF`, `BACKOFF EXPONENTIAL` below `MIN-IDLE`,
 /// `TOMBSTONES` neither `yes` nor `no` (any case), `MAX-DELIVERIES`, `DLQ-MAXLEN`, `DLQ-MAXAGE`
 /// > 0 or `TOMBSTONES yes` without `DLQ`, `DLQ` equal to `stream`.
 pub fn parse_set_options(stream: &[u8], opts: &[&[u8]]) -> Result<Policy, ReclaimError> {
@@ -827,7 +861,7 @@ mod tests {
         let a: Vec<&[u8]> = args.iter().map(|v| v.as_slice()).collect();
         assert_eq!(parse_set_options(b"orders", &a).unwrap(), p);
         assert_eq!(
-            &args[args.len() - 6..],
+            &args[args.len() - 8..args.len() - 2],
             [
                 &b"DLQ-MAXLEN"[..],
                 b"100",
@@ -1334,12 +1368,12 @@ mod tests {
                 num(),
                 backoff,
             ),
-            (num(), storm, num(), num(), any::<bool>()),
+            (num(), storm, num(), num(), any::<bool>(), num()),
         )
             .prop_map(
                 |(
                     (min_idle_ms, max_deliveries, dlq, count, interval_ms, backoff),
-                    (liveness_ms, storm, dlq_maxlen, dlq_maxage_ms, tombstones),
+                    (liveness_ms, storm, dlq_maxlen, dlq_maxage_ms, tombstones, forget_idle_ms),
                 )| Policy {
                     min_idle_ms,
                     max_deliveries,
@@ -1353,9 +1387,41 @@ mod tests {
                     dlq_maxlen,
                     dlq_maxage_ms,
                     tombstones,
+                    forget_idle_ms,
                     state: State::Paused,
                 },
             )
+    }
+
+    #[test]
+    fn forget_idle_deletes_only_idle_consumers_with_nothing_pending() {
+        let p = set(&["FORGET-IDLE", "600000"]).unwrap();
+        assert_eq!(p.forget_idle_ms, 600_000);
+        assert!(p
+            .to_args()
+            .ends_with(&[b"FORGET-IDLE".to_vec(), b"600000".to_vec()]));
+        assert!(p.forgets(b"pod-1", 0, 600_000));
+        assert!(!p.forgets(b"pod-1", 0, 599_999));
+        assert!(!p.forgets(b"pod-1", 1, i64::MAX));
+        assert!(!p.forgets(b"reclaim", 0, i64::MAX));
+        assert!(!p.forgets(b"reclaim:delayed", 0, i64::MAX));
+        assert!(p.forgets(b"reclaim:delayed2", 0, i64::MAX));
+        let off = Policy::default();
+        assert_eq!(off.forget_idle_ms, 0);
+        assert!(!off.forgets(b"pod-1", 0, i64::MAX));
+        for (args, want) in [
+            (
+                &["FORGET-IDLE", "-1"][..],
+                "ERR FORGET-IDLE must be a non-negative integer (ms)",
+            ),
+            (
+                &["FORGET-IDLE", "x"],
+                "ERR FORGET-IDLE must be a non-negative integer (ms)",
+            ),
+            (&["FORGET-IDLE"], "ERR option FORGET-IDLE needs a value"),
+        ] {
+            assert_eq!(set(args).unwrap_err().to_string(), want, "{args:?}");
+        }
     }
 
     #[test]

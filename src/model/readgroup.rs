@@ -1,5 +1,7 @@
 //! `RECLAIM.READGROUP`'s request and its parser (pure): XREADGROUP's syntax, options in any
-//! order before `STREAMS`, accepting only the ID `>`.
+//! order before `STREAMS`, accepting only the ID `>`, plus the pure token `DELIVERY-METADATA`
+//! (each entry of the reply then carries its idle time and delivery count, as Redis 8.4's
+//! `XREADGROUP ... CLAIM` replies them).
 
 use crate::model::error::{self, ReclaimError};
 use crate::model::text::parse_i64;
@@ -16,9 +18,14 @@ pub struct Request {
     pub count: i64,
     /// `BLOCK` ms (`None`: do not block; 0: wait forever).
     pub block_ms: Option<i64>,
+    /// `DELIVERY-METADATA`: each entry replied as `[id, fields, idle-ms, delivery-count]`.
+    pub delivery_metadata: bool,
     /// The stream keys, in order.
     pub keys: Vec<Vec<u8>>,
 }
+
+/// The option that adds each entry's delivery metadata to the reply.
+pub const DELIVERY_METADATA: &[u8] = b"DELIVERY-METADATA";
 
 /// Parses the arguments after the command name, as XREADGROUP does (options in any order before
 /// `STREAMS`, then keys and as many IDs), accepting only the ID `>`.
@@ -29,6 +36,7 @@ pub fn parse_args<'a>(args: &[&'a [u8]]) -> Result<Args<'a>, ReclaimError> {
         consumer: b"",
         count: 0,
         block_ms: None,
+        delivery_metadata: false,
         keys: smallvec::SmallVec::new(),
     };
     let mut group_given = false;
@@ -54,6 +62,9 @@ pub fn parse_args<'a>(args: &[&'a [u8]]) -> Result<Args<'a>, ReclaimError> {
             i += 3;
         } else if o.eq_ignore_ascii_case(b"NOACK") {
             return Err(error::READGROUP_NOACK.into());
+        } else if o.eq_ignore_ascii_case(DELIVERY_METADATA) {
+            req.delivery_metadata = true;
+            i += 1;
         } else if o.eq_ignore_ascii_case(b"STREAMS") && more > 0 {
             let rest = &args[i + 1..];
             if rest.len() % 2 != 0 {
@@ -90,6 +101,7 @@ pub struct Args<'a> {
     pub consumer: &'a [u8],
     pub count: i64,
     pub block_ms: Option<i64>,
+    pub delivery_metadata: bool,
     pub keys: smallvec::SmallVec<[&'a [u8]; 4]>,
 }
 
@@ -101,6 +113,7 @@ impl Args<'_> {
             consumer: self.consumer.to_vec(),
             count: self.count,
             block_ms: self.block_ms,
+            delivery_metadata: self.delivery_metadata,
             keys: self.keys.iter().map(|k| k.to_vec()).collect(),
         }
     }
@@ -119,7 +132,7 @@ pub fn key_positions(argv: &[&[u8]]) -> Vec<usize> {
             i += 2;
         } else if o.eq_ignore_ascii_case(b"GROUP") {
             i += 3;
-        } else if o.eq_ignore_ascii_case(b"NOACK") {
+        } else if o.eq_ignore_ascii_case(b"NOACK") || o.eq_ignore_ascii_case(DELIVERY_METADATA) {
             i += 1;
         } else if o.eq_ignore_ascii_case(b"STREAMS") {
             let rest = argv.len() - i - 1;
@@ -157,6 +170,21 @@ mod tests {
             (0, &b"STREAMS"[..], &b"COUNT"[..])
         );
         assert_eq!(r.block_ms, None);
+        assert!(!r.delivery_metadata);
+        // DELIVERY-METADATA: a pure token, in any place before STREAMS, any case.
+        for args in [
+            "GROUP g c DELIVERY-METADATA STREAMS a >",
+            "delivery-metadata GROUP g c COUNT 1 STREAMS a >",
+            "GROUP g c COUNT 1 Delivery-Metadata BLOCK 5 STREAMS a >",
+        ] {
+            let r = p(args).unwrap();
+            assert!(r.delivery_metadata, "{args}");
+            assert_eq!(r.keys, vec![b"a".to_vec()], "{args}");
+        }
+        // A group or consumer of that name is a name.
+        let r = p("GROUP DELIVERY-METADATA DELIVERY-METADATA STREAMS a >").unwrap();
+        assert_eq!(r.group, b"DELIVERY-METADATA");
+        assert!(!r.delivery_metadata);
     }
 
     #[test]
@@ -170,6 +198,11 @@ mod tests {
         // Names that read like options: the group, the consumer, a stream.
         assert_eq!(k("R GROUP STREAMS COUNT NOACK STREAMS STREAMS >"), [6]);
         assert_eq!(k("R COUNT 1 GROUP g c STREAMS a b c > > >"), [7, 8, 9]);
+        assert_eq!(k("R GROUP g c DELIVERY-METADATA STREAMS a >"), [6]);
+        assert_eq!(
+            k("R delivery-metadata GROUP g c COUNT 2 STREAMS a b > >"),
+            [8, 9]
+        );
         // Syntax errors: no keys (the command replies the error where it runs).
         for bad in [
             "R GROUP g c STREAMS a b >",
@@ -189,6 +222,13 @@ mod tests {
             ("GROUP g c STREAMS a 0", error::READGROUP_ONLY_NEW),
             ("GROUP g c STREAMS a $", error::READGROUP_ONLY_NEW),
             ("GROUP g c NOACK STREAMS a >", error::READGROUP_NOACK),
+            (
+                "GROUP g c DELIVERY-METADATA NOACK STREAMS a >",
+                error::READGROUP_NOACK,
+            ),
+            ("GROUP g c DELIVERY-METADATA STREAMS", error::SYNTAX),
+            ("GROUP g c DELIVERY-METADATA=1 STREAMS a >", error::SYNTAX),
+            ("DELIVERY-METADATA STREAMS a >", error::READGROUP_NO_GROUP),
             ("GROUP g c BOGUS STREAMS a >", error::SYNTAX),
             ("GROUP g c COUNT", error::SYNTAX),
             ("GROUP g c", error::SYNTAX),

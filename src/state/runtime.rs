@@ -760,6 +760,11 @@ impl Runtime {
         count_outcome(&mut self.counters, out);
     }
 
+    /// Counts `n` consumers deleted by `FORGET-IDLE` (`consumers-forgotten`).
+    pub fn count_forgotten(&mut self, n: u64) {
+        self.counters.add(Stat::ConsumersForgotten, n);
+    }
+
     /// Counts `n` entries handed to readers again (`redelivered`).
     pub fn count_redelivered(&mut self, n: u64) {
         self.counters.add(Stat::Redelivered, n);

@@ -34,9 +34,9 @@ use crate::state::registry;
 /// RDB encoding version of a policy value.
 /// 1: 0.1.0 (MIN-IDLE, MAX-DELIVERIES, DLQ, CLAIMANT, COUNT, INTERVAL); 2: also BACKOFF and
 /// LIVENESS; 3: also STORM and the state (active, paused, storm); 4: also DLQ-MAXLEN, DLQ-MAXAGE
-/// and TOMBSTONES. Older values load with BACKOFF FIXED, LIVENESS 0, no STORM, active, DLQ-MAXLEN
-/// 0, DLQ-MAXAGE 0, TOMBSTONES no.
-const ENCODING_VERSION: i32 = 4;
+/// and TOMBSTONES; 5: also FORGET-IDLE. Older values load with BACKOFF FIXED, LIVENESS 0, no
+/// STORM, active, DLQ-MAXLEN 0, DLQ-MAXAGE 0, TOMBSTONES no, FORGET-IDLE 0.
+const ENCODING_VERSION: i32 = 5;
 
 /// All policies of one stream, by consumer group (binary-safe names).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -427,6 +427,7 @@ fn save_set(out: &mut impl Sink, set: &PolicySet) {
         out.signed(p.dlq_maxlen);
         out.signed(p.dlq_maxage_ms);
         out.unsigned(u64::from(p.tombstones));
+        out.signed(p.forget_idle_ms);
     }
 }
 
@@ -487,6 +488,7 @@ fn load_set(rdb: *mut raw::RedisModuleIO, encver: i32) -> Option<PolicySet> {
         } else {
             (0, 0, false)
         };
+        let forget_idle_ms = if encver >= 5 { load_i64(rdb)? } else { 0 };
         let p = Policy {
             min_idle_ms,
             max_deliveries,
@@ -500,6 +502,7 @@ fn load_set(rdb: *mut raw::RedisModuleIO, encver: i32) -> Option<PolicySet> {
             dlq_maxlen,
             dlq_maxage_ms,
             tombstones,
+            forget_idle_ms,
             state,
         };
         // Kept as it is, whatever its options: one `SET` would refuse is marked invalid where
@@ -819,15 +822,15 @@ mod tests {
         (real, set.heap_bytes())
     }
 
-    /// What Redis 7.0.15 replied to `DUMP reclaim:policy:{orders}:orders` after `RECLAIM.POLICY
+    /// What Redis 7.0.15 replied (encoding version 5) to `DUMP reclaim:policy:{orders}:orders` after `RECLAIM.POLICY
     /// SET orders workers DLQ orders:dlq MAX-DELIVERIES 3 CLAIMANT fixer BACKOFF LIST 100 200
     /// STORM 5 60000` and `RECLAIM.POLICY PAUSE orders workers`.
     const SERVER_DUMP: &[u8] = &[
-        7, 129, 173, 231, 37, 106, 41, 169, 148, 4, 5, 6, 111, 114, 100, 101, 114, 115, 2, 1, 5, 7,
+        7, 129, 173, 231, 37, 106, 41, 169, 148, 5, 5, 6, 111, 114, 100, 101, 114, 115, 2, 1, 5, 7,
         119, 111, 114, 107, 101, 114, 115, 2, 128, 0, 0, 234, 96, 2, 3, 2, 1, 5, 10, 111, 114, 100,
         101, 114, 115, 58, 100, 108, 113, 5, 5, 102, 105, 120, 101, 114, 2, 64, 100, 2, 103, 16, 2,
         2, 2, 2, 2, 64, 100, 2, 64, 200, 2, 0, 2, 1, 2, 5, 2, 128, 0, 0, 234, 96, 2, 1, 2, 0, 2, 0,
-        2, 0, 0, 10, 0, 167, 133, 254, 191, 168, 58, 13, 98,
+        2, 0, 2, 0, 0, 10, 0, 121, 144, 254, 114, 174, 82, 167, 232,
     ];
 
     #[test]

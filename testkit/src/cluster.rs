@@ -440,8 +440,122 @@ impl Cluster {
 }
 
 /// `CLUSTER MYID` of the node of `c`.
-fn my_id(c: &mut Connection) -> String {
+pub fn my_id(c: &mut Connection) -> String {
     cmd("CLUSTER").arg("MYID").query(c).expect("CLUSTER MYID")
+}
+
+/// `CLUSTER KEYSLOT key`, as the node of `c` computes it.
+pub fn keyslot(c: &mut Connection, key: &[u8]) -> i64 {
+    cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(key)
+        .query(c)
+        .expect("CLUSTER KEYSLOT")
+}
+
+/// A lone cluster node with the module (`cluster-enabled`, its `nodes.conf` in its own temporary
+/// directory, `cluster-node-timeout` 5 s), serving no slot: a test gives it slots or joins it to
+/// others itself ([`own_all_slots`], [`TwoNodes`]).
+pub fn cluster_node() -> Server {
+    Server::start(&[
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        "nodes.conf",
+        "--cluster-node-timeout",
+        "5000",
+    ])
+}
+
+/// Waits (up to `secs`) until the node of `c` says `cluster_state:ok`.
+pub fn wait_cluster_ok(c: &mut Connection, secs: u64) {
+    wait_for(secs, "cluster_state:ok", || {
+        (cluster_info_field(c, "cluster_state") == "ok").then_some(())
+    });
+}
+
+/// Gives `c`'s node every slot (`CLUSTER ADDSLOTSRANGE 0 16383`) and waits until its cluster is up.
+pub fn own_all_slots(c: &mut Connection) {
+    let _: () = cmd("CLUSTER")
+        .arg("ADDSLOTSRANGE")
+        .arg(0)
+        .arg(SLOTS - 1)
+        .query(c)
+        .expect("CLUSTER ADDSLOTSRANGE");
+    wait_cluster_ok(c, 20);
+}
+
+/// `CLUSTER SETSLOT <slot> <how> <id>` on the node of `c` (`IMPORTING`, `MIGRATING`, `NODE`).
+pub fn set_slot(c: &mut Connection, slot: i64, how: &str, id: &str) {
+    let _: () = cmd("CLUSTER")
+        .arg("SETSLOT")
+        .arg(slot)
+        .arg(how)
+        .arg(id)
+        .query(c)
+        .unwrap_or_else(|e| panic!("SETSLOT {slot} {how} {id}: {e}"));
+}
+
+/// `CLUSTER GETKEYSINSLOT <slot> 100` on the node of `c`.
+pub fn keys_in_slot(c: &mut Connection, slot: i64) -> Vec<Vec<u8>> {
+    cmd("CLUSTER")
+        .arg("GETKEYSINSLOT")
+        .arg(slot)
+        .arg(100)
+        .query(c)
+        .expect("GETKEYSINSLOT")
+}
+
+/// Two cluster nodes with the module ([`cluster_node`]) in one cluster: A serves every slot, B
+/// none; each knows the other and B says the cluster is ok. Tests move slots between them as
+/// `redis-cli --cluster reshard` does ([`set_slot`], [`TwoNodes::migrate`]), or make B A's replica.
+pub struct TwoNodes {
+    /// The node that serves every slot.
+    pub a: Server,
+    /// The node that serves none.
+    pub b: Server,
+    /// A's node ID.
+    pub ida: String,
+    /// B's node ID.
+    pub idb: String,
+}
+
+impl TwoNodes {
+    /// Starts A and B, gives A every slot, `CLUSTER MEET`s B from A and waits until both know two
+    /// nodes and B's cluster is ok.
+    pub fn start() -> TwoNodes {
+        let (a, b) = (cluster_node(), cluster_node());
+        let (mut ca, mut cb) = (a.conn(), b.conn());
+        own_all_slots(&mut ca);
+        let _: () = cmd("CLUSTER")
+            .arg("MEET")
+            .arg("127.0.0.1")
+            .arg(b.port)
+            .query(&mut ca)
+            .expect("CLUSTER MEET");
+        wait_for(20, "both nodes in one cluster, state ok", || {
+            (cluster_info_field(&mut ca, "cluster_known_nodes") == "2"
+                && cluster_info_field(&mut cb, "cluster_known_nodes") == "2"
+                && cluster_info_field(&mut cb, "cluster_state") == "ok")
+                .then_some(())
+        });
+        let (ida, idb) = (my_id(&mut ca), my_id(&mut cb));
+        TwoNodes { a, b, ida, idb }
+    }
+
+    /// `MIGRATE 127.0.0.1 <B's port> "" 0 5000 KEYS <keys>` on A (through `ca`): the keys move to B.
+    pub fn migrate(&self, ca: &mut Connection, keys: &[Vec<u8>]) {
+        let _: () = cmd("MIGRATE")
+            .arg("127.0.0.1")
+            .arg(self.b.port)
+            .arg("")
+            .arg(0)
+            .arg(5000)
+            .arg("KEYS")
+            .arg(keys)
+            .query(ca)
+            .expect("MIGRATE");
+    }
 }
 
 /// What the command-line client printed (stdout and stderr) and whether it exited with 0.

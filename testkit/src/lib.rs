@@ -4,7 +4,7 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | [`cluster`] | a real Redis Cluster (`redis-cli --cluster create`), reshard, failover, a killed primary, key slots |
+//! | [`cluster`] | a real Redis Cluster (`redis-cli --cluster create`), reshard, failover, a killed primary, key slots; lone cluster nodes and [`TwoNodes`] (one serving every slot, one none), `SETSLOT`, `MIGRATE` |
 //! | [`server`] | starting redis-server with the module (free port, temp dir, kill on drop), replicas, restarts, logs, `role`, `FAILOVER TO`, the keyspace events of database 0 ([`listen`]) |
 //! | [`wait`] | polling for a state with a deadline ([`wait_for`]), `RECLAIM_TEST_SLOWDOWN`, `WAIT` for a replica |
 //! | [`replies`] | field/value replies, strings, errors, whole replies ([`reply_of`]), `INFO` fields, the server's clock |
@@ -12,7 +12,8 @@
 //! | [`streams`] | groups, entries, deliveries, the PEL (exact owners, idle times and counts: [`set_pending`]), waits for idle times and ages |
 //! | [`policies`] | `RECLAIM.POLICY` (parsed, and as exact replies) and `RECLAIM.STATS` |
 //! | [`readers`] | workers taking deliveries with `RECLAIM.READGROUP` (the inbox, redeliveries) |
-//! | [`acl`] | ACL users and connections authenticated as one |
+//! | [`acl`] | ACL users (a role: a user with its rules) and connections authenticated as one; a role's table of answers |
+//! | [`python`] | `python3` with redis-py from `.cache/py` ([`python()`]), the project's directory |
 //! | [`aof`] | AOF files and their commands |
 //! | [`words`] | commands given as words ([`q`], [`run`]) or as byte strings ([`bin_cmd`], [`args!`]) |
 //! | [`sweeper`] | the sweeper's progress: `RECLAIM.STATS` fields, waits for steps, passes, skips; `RECLAIM.SWEEP` |
@@ -32,6 +33,7 @@ pub mod docs;
 pub mod dump;
 pub mod errors;
 pub mod policies;
+pub mod python;
 pub mod readers;
 pub mod replies;
 pub mod server;
@@ -49,6 +51,7 @@ pub use dlq::*;
 pub use dump::*;
 pub use errors::*;
 pub use policies::*;
+pub use python::*;
 pub use readers::*;
 pub use replies::*;
 pub use server::*;

@@ -26,6 +26,8 @@ pub struct PolicyView {
     pub dlq_maxage: i64,
     /// `TOMBSTONES yes|no`.
     pub tombstones: bool,
+    /// `FORGET-IDLE ms` (0 = off).
+    pub forget_idle: i64,
     /// `active`, `paused` or `storm` (not an option of SET).
     pub state: Vec<u8>,
     /// The `status` GET and LIST show first (checked live, not part of the policy): `None` for
@@ -50,6 +52,7 @@ impl PolicyView {
             dlq_maxlen: 0,
             dlq_maxage: 0,
             tombstones: false,
+            forget_idle: 0,
             state: b"active".to_vec(),
             status: None,
         }
@@ -93,6 +96,7 @@ impl PolicyView {
             (bs(b"dlq-maxlen"), Value::Int(self.dlq_maxlen)),
             (bs(b"dlq-maxage"), Value::Int(self.dlq_maxage)),
             (bs(b"tombstones"), bs(tombstones)),
+            (bs(b"forget-idle"), Value::Int(self.forget_idle)),
             (bs(b"state"), bs(&self.state)),
         ]
     }
@@ -150,7 +154,13 @@ impl PolicyView {
         self
     }
 
-    /// The same policy with a LIVENESS.
+    /// The same policy with `FORGET-IDLE ms`.
+    pub fn with_forget_idle(mut self, ms: i64) -> PolicyView {
+        self.forget_idle = ms;
+        self
+    }
+
+    /// The same policy with `LIVENESS ms`.
     pub fn with_liveness(mut self, ms: i64) -> PolicyView {
         self.liveness = ms;
         self
@@ -217,6 +227,8 @@ impl PolicyView {
             } else {
                 b"no".to_vec()
             },
+            b"FORGET-IDLE".to_vec(),
+            self.forget_idle.to_string().into_bytes(),
         ]);
         a
     }
@@ -263,6 +275,7 @@ impl PolicyView {
                 b"no" => false,
                 other => panic!("tombstones is yes or no: {other:?}"),
             },
+            forget_idle: int("forget-idle"),
             state: bytes_of(&get("state")),
             // The policy only: its live status is not part of it.
             status: None,

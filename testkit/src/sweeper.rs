@@ -10,7 +10,7 @@ use crate::wait::wait_for;
 use crate::words::run;
 
 /// The fields of `RECLAIM.STATS`, in order (docs/commands.md).
-pub const STATS_FIELDS: [&str; 20] = [
+pub const STATS_FIELDS: [&str; 21] = [
     "passes",
     "claimed",
     "dead-lettered",
@@ -27,6 +27,7 @@ pub const STATS_FIELDS: [&str; 20] = [
     "dlq-trimmed",
     "tombstones",
     "evicted-keys",
+    "consumers-forgotten",
     "inbox",
     "stale-not-before",
     "cursor",

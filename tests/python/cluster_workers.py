@@ -18,7 +18,8 @@ The log (--log, JSON lines; `t` is ms since the epoch):
   {"ev":"ack","s":..,"id":..,"n":XACK's reply,"t":..}       the handler succeeded, XACK sent
   {"ev":"nack","s":..,"id":..,"t":..}                        the handler failed, NACK sent
   {"ev":"error","who":"producer"|"worker","s":..,"type":..,"msg":..,"t":..}
-  {"ev":"ready"} once every client is connected; {"ev":"stopped"} at the end.
+  {"ev":"ready"} once every client is connected; {"ev":"producers-stopped"} once every producer
+  ended after `stop-producers` (no XADD after it); {"ev":"stopped"} at the end.
 
 Standard input controls it: the line `stop-producers` stops the producers; `stop`, or the end of
 input, stops everything.
@@ -144,11 +145,12 @@ def main():
     args = ap.parse_args()
     log = Log(args.log)
     stop_producers, stop_all = threading.Event(), threading.Event()
-    threads = []
+    producers, threads = [], []
     for s in args.streams:
-        threads.append(threading.Thread(target=producer, args=(args, s, stop_producers, log)))
+        producers.append(threading.Thread(target=producer, args=(args, s, stop_producers, log)))
         for k in range(args.consumers):
             threads.append(threading.Thread(target=worker, args=(args, s, f"c{k}", stop_all, log)))
+    threads += producers
     for t in threads:
         t.daemon = True
         t.start()
@@ -156,6 +158,11 @@ def main():
     for line in sys.stdin:
         if line.strip() == "stop-producers":
             stop_producers.set()
+            # A producer's XADD in flight (redis-py retries through a cluster change) ends
+            # within its socket timeout.
+            for t in producers:
+                t.join(timeout=15)
+            log.write(ev="producers-stopped")
         elif line.strip() == "stop":
             break
     stop_producers.set()

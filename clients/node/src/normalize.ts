@@ -73,7 +73,7 @@ export interface StreamEntry<V = string> {
   fields: Fields<V>;
   /** With DELIVERY-METADATA: ms since the entry's previous delivery (0 for a new one). */
   idle?: number;
-  /** With DELIVERY-METADATA: the entry's delivery count, as the reply gives it. */
+  /** With DELIVERY-METADATA: how many times the entry was delivered before this read (0 for a new one, as Redis 8.4's XREADGROUP ... CLAIM). */
   deliveries?: number;
 }
 

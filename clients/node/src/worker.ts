@@ -246,7 +246,8 @@ export class Worker<V = string> extends EventEmitter {
       return entries.length;
     }
     if (meta) {
-      for (const e of entries) (this.held.get(e.id) as Held).attempt = Math.max(1, e.deliveries ?? 1);
+      // DELIVERY-METADATA gives the deliveries before this one (Redis 8.4's XREADGROUP ... CLAIM: 0 for a new entry).
+      for (const e of entries) (this.held.get(e.id) as Held).attempt = (e.deliveries ?? 0) + 1;
     } else {
       await this.attempts(entries.map((e) => e.id));
     }

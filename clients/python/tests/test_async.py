@@ -72,6 +72,10 @@ def test_commands(server: Server, protocol: Optional[int]) -> None:
         assert (await reclaim.sweep("orders", "workers"))["claimed"] == 0
         assert (await reclaim.simulate("orders", "workers"))["totals"]["none"] == 2
         assert await reclaim.redrive_status("orders:dlq") is None
+        # DELIVERY-METADATA: the NACKed entry (delivered once), then a new one (never).
+        new = await r.xadd("orders", {"n": "new"})
+        got = await reclaim.readgroup("workers", "d", "orders", delivery_metadata=True)
+        assert [(e.id, e.deliveries, e.attempt) for e in got[0][1]] == [(ids[0], 1, 2), (new, 0, 1)]
         assert await reclaim.policy_del("orders", "workers") is True
 
     run(server, protocol, test)

@@ -10,7 +10,8 @@ import pytest
 import redis
 from conftest import wait_for
 
-from redis_reclaim import Backoff, Policy, Reclaim
+from redis_reclaim import Backoff, Delivery, Policy, Reclaim
+from redis_reclaim._commands import text
 
 
 def group(r: redis.Redis, stream: str = "orders", name: str = "workers") -> None:
@@ -35,6 +36,7 @@ def test_policy_set_get_round_trip(r: redis.Redis) -> None:
         dlq_maxlen=100,
         dlq_maxage=86400000,
         tombstones=True,
+        forget_idle=600000,
     ) is True
     p = reclaim.policy_get("orders", "workers")
     assert p == Policy(
@@ -52,6 +54,7 @@ def test_policy_set_get_round_trip(r: redis.Redis) -> None:
         dlq_maxlen=100,
         dlq_maxage=86400000,
         tombstones=True,
+        forget_idle=600000,
         state="active",
     )
     # What the server stores, in its own words.
@@ -73,7 +76,7 @@ def test_policy_set_get_round_trip(r: redis.Redis) -> None:
         2000, 0, None, "reclaim", 100, 10000,
     )
     assert d.backoff == Backoff.steps(500, 3000) and str(d.backoff) == "LIST 500 3000"
-    assert (d.liveness, d.storm, d.tombstones) == (0, None, False)
+    assert (d.liveness, d.storm, d.tombstones, d.forget_idle) == (0, None, False, 0)
     assert reclaim.policy_get("orders", "nosuchgroup") is None
 
 
@@ -265,6 +268,55 @@ def test_readgroup_hands_out_redeliveries_first(r: redis.Redis) -> None:
     assert reclaim.stats("orders", "workers")["redelivered"] == 1
 
 
+def test_forget_idle_deletes_idle_consumers_without_pending_entries(r: redis.Redis) -> None:
+    reclaim = Reclaim(r)
+    group(r)
+    r.xadd("orders", {"n": "1"})
+    r.xreadgroup("workers", "busy", {"orders": ">"})
+    r.xgroup_createconsumer("orders", "workers", "pod-gone")
+    reclaim.policy_set("orders", "workers", min_idle=3600000, interval=20, forget_idle=200)
+    assert reclaim.policy_get("orders", "workers").forget_idle == 200  # type: ignore[union-attr]
+    wait_for("pod-gone forgotten", lambda: reclaim.stats("orders", "workers")["consumers-forgotten"] == 1)
+    assert [text(c["name"]) for c in r.xinfo_consumers("orders", "workers")] == ["busy"]
+    with pytest.raises(redis.ResponseError, match="FORGET-IDLE must be a non-negative integer"):
+        reclaim.policy_set("orders", "workers", min_idle=1000, forget_idle=-1)
+
+
+def test_readgroup_with_delivery_metadata(r: redis.Redis) -> None:
+    """DELIVERY-METADATA: every entry a Delivery (id, fields, idle, deliveries) in every protocol,
+    as Redis 8.4's XREADGROUP ... CLAIM replies: a new entry 0 and 0, one handed over again its
+    idle time and the deliveries before this one."""
+    reclaim = Reclaim(r)
+    group(r)
+    group(r, "other")
+    # A pass every 10 minutes: the sweep does not move the entry made stale below.
+    reclaim.policy_set(
+        "orders", "workers", min_idle=300, max_deliveries=5, dlq="orders:dlq", interval=600000
+    )
+    wait_for("the policy's first pass", lambda: reclaim.stats("orders", "workers")["passes"] >= 1)
+    first = r.xadd("orders", {"n": "1"})
+    got = reclaim.readgroup("workers", "alice", {"orders": ">"}, count=1, delivery_metadata=True)
+    assert got == [("orders", [(first, {"n": "1"}, 0, 0)])]
+    d = got[0][1][0]
+    assert isinstance(d, Delivery) and (d.id, d.idle, d.deliveries, d.attempt) == (first, 0, 0, 1)
+    # alice's entry, made idle 5 s after two deliveries (a client's XCLAIM, JUSTID: none added).
+    r.xclaim("orders", "workers", "alice", 0, [first], idle=5000, retrycount=2, justid=True)
+    second = r.xadd("orders", {"n": "2"})
+    other = r.xadd("other", {"o": "x"})
+    got = reclaim.readgroup("workers", "bob", ["orders", "other"], count=10, delivery_metadata=True)
+    assert [s for s, _ in got] == ["orders", "other"]
+    (redelivered, new), others = got[0][1], got[1][1]
+    assert (redelivered.id, redelivered.fields, redelivered.deliveries) == (first, {"n": "1"}, 2)
+    assert 5000 <= redelivered.idle < 60000 and redelivered.attempt == 3
+    assert new == Delivery(second, {"n": "2"}, 0, 0)
+    assert others == [Delivery(other, {"o": "x"}, 0, 0)]
+    assert r.xpending_range("orders", "workers", first, first, 1)[0]["times_delivered"] == 3
+    # Nothing left: empty, blocking or not; read_entries keeps its shape without the option.
+    assert reclaim.readgroup("workers", "bob", "orders", block=10, delivery_metadata=True) == []
+    r.xadd("orders", {"n": "3"})
+    assert reclaim.read_entries("workers", "bob", "orders")[0][1][0][1] == {"n": "3"}
+
+
 def test_readgroup_arguments() -> None:
     from redis_reclaim._commands import readgroup_args
 
@@ -274,6 +326,9 @@ def test_readgroup_arguments() -> None:
     )
     assert readgroup_args("g", "c", "a", None, None)[0] == (
         "RECLAIM.READGROUP", "GROUP", "g", "c", "STREAMS", "a", ">",
+    )
+    assert readgroup_args("g", "c", ["a", "b"], 1, None, True)[0] == (
+        "RECLAIM.READGROUP", "GROUP", "g", "c", "COUNT", 1, "DELIVERY-METADATA", "STREAMS", "a", "b", ">", ">",
     )
     with pytest.raises(ValueError, match="'>' only"):
         readgroup_args("g", "c", {"a": "0"}, None, None)

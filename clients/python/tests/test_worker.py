@@ -531,11 +531,12 @@ def test_nack_reason_is_sent_only_where_the_server_takes_it() -> None:
 
 def test_delivery_metadata_replies_are_read_in_both_protocols() -> None:
     """Pure: ``RECLAIM.READGROUP ... DELIVERY-METADATA`` entries are ``[id, fields, ms, count]``
-    in RESP2 (an array of [stream, entries]) and RESP3 (a map); the count is the attempt."""
+    in RESP2 (an array of [stream, entries]) and RESP3 (a map); the count is the deliveries before
+    this one (Redis 8.4's XREADGROUP ... CLAIM: 0 for a new entry), so the attempt is the count + 1."""
     from redis_reclaim._worker import meta_batches
 
-    resp2 = [[b"orders", [[b"1-0", [b"a", b"1"], 12, 3], [b"2-0", [b"b", b"2"], 0, 1]]]]
-    resp3 = {b"orders": [[b"1-0", [b"a", b"1"], 12, 3], [b"2-0", [b"b", b"2"], 0, 1]]}
+    resp2 = [[b"orders", [[b"1-0", [b"a", b"1"], 12, 2], [b"2-0", [b"b", b"2"], 0, 0]]]]
+    resp3 = {b"orders": [[b"1-0", [b"a", b"1"], 12, 2], [b"2-0", [b"b", b"2"], 0, 0]]}
     expected = [(b"1-0", {b"a": b"1"}, 3), (b"2-0", {b"b": b"2"}, 1)]
     assert meta_batches(resp2) == expected and meta_batches(resp3) == expected
     assert meta_batches(None) == []

@@ -2,7 +2,7 @@
 worker that consumes a stream's group with them (:class:`Worker`); their asyncio twins are in
 :mod:`redis_reclaim.asyncio`. The guide is docs/python.md in the project."""
 
-from ._commands import Backoff, Command, Fields, Imported, Name, Policy, Reply
+from ._commands import Backoff, Command, Delivery, Fields, Imported, Name, Policy, Reply
 from ._worker import Context, Permanent, PolicyError, Retry
 from .client import Reclaim
 from .worker import Handler, Worker
@@ -13,6 +13,7 @@ __all__ = [
     "Backoff",
     "Command",
     "Context",
+    "Delivery",
     "Fields",
     "Handler",
     "Imported",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Generic, Iterable, Mapping, Optional, Sequence, TypeVar, Union
+from typing import Any, Callable, Generic, Iterable, Mapping, NamedTuple, Optional, Sequence, TypeVar, Union
 
 #: A key, group or consumer name, or a stream ID, as redis-py accepts it.
 Name = Union[str, bytes]
@@ -153,6 +153,8 @@ class Policy:
     dlq_maxlen: int
     dlq_maxage: int
     tombstones: bool
+    #: ``FORGET-IDLE``: ms after which an idle consumer with nothing pending is deleted (0: off).
+    forget_idle: int = 0
     #: ``active``, ``paused`` or ``storm``: how the policy runs now (not an option of SET).
     state: str = field(default="active")
     #: What the policy does now, checked live as ``RECLAIM.STATS`` shows it: ``active``, or
@@ -175,6 +177,7 @@ class Policy:
             "dlq_maxlen": self.dlq_maxlen,
             "dlq_maxage": self.dlq_maxage,
             "tombstones": self.tombstones,
+            "forget_idle": self.forget_idle,
         }
 
 
@@ -202,6 +205,7 @@ def parse_policy(reply: Any, stream: Optional[Name] = None, group: Optional[Name
         dlq_maxlen=int(m["dlq-maxlen"]),
         dlq_maxage=int(m["dlq-maxage"]),
         tombstones=text(m["tombstones"]) == "yes",
+        forget_idle=int(m.get("forget-idle", 0)),
         state=text(m["state"]),
         status=text(m["status"]) if "status" in m else "active",
     )
@@ -221,6 +225,7 @@ def policy_options(
     dlq_maxlen: Optional[int] = None,
     dlq_maxage: Optional[int] = None,
     tombstones: Optional[bool] = None,
+    forget_idle: Optional[int] = None,
 ) -> list[Any]:
     """The options of ``RECLAIM.POLICY SET`` (and ``RECLAIM.SIMULATE``'s what-if) that are not None."""
     out: list[Any] = []
@@ -247,6 +252,8 @@ def policy_options(
         out += ["DLQ-MAXAGE", dlq_maxage]
     if tombstones is not None:
         out += ["TOMBSTONES", "yes" if tombstones else "no"]
+    if forget_idle is not None:
+        out += ["FORGET-IDLE", forget_idle]
     return out
 
 
@@ -269,12 +276,14 @@ def policy_set(
     dlq_maxlen: Optional[int] = None,
     dlq_maxage: Optional[int] = None,
     tombstones: Optional[bool] = None,
+    forget_idle: Optional[int] = None,
 ) -> Command[bool]:
     """``RECLAIM.POLICY SET``: creates or **replaces** the policy of (stream, group).
 
     An option left as None takes the module's default, not its previous value (use
     :meth:`Policy.options` to change one option). ``backoff`` is a :class:`Backoff` or its text
-    (``"EXPONENTIAL 60000"``); ``storm`` is ``(n, window_ms)``. Returns True.
+    (``"EXPONENTIAL 60000"``); ``storm`` is ``(n, window_ms)``; ``forget_idle`` (ms) deletes the
+    group's consumers idle that long with nothing pending. Returns True.
     """
     opts = policy_options(
         min_idle=min_idle,
@@ -289,6 +298,7 @@ def policy_set(
         dlq_maxlen=dlq_maxlen,
         dlq_maxage=dlq_maxage,
         tombstones=tombstones,
+        forget_idle=forget_idle,
     )
     return Command(("RECLAIM.POLICY", "SET", stream, group, *opts), stream, _ok)
 
@@ -441,6 +451,7 @@ def simulate(
     dlq_maxlen: Optional[int] = None,
     dlq_maxage: Optional[int] = None,
     tombstones: Optional[bool] = None,
+    forget_idle: Optional[int] = None,
 ) -> Command[Reply]:
     """``RECLAIM.SIMULATE``: what a pass would do now, entry by entry, without doing it.
 
@@ -462,6 +473,7 @@ def simulate(
         dlq_maxlen=dlq_maxlen,
         dlq_maxage=dlq_maxage,
         tombstones=tombstones,
+        forget_idle=forget_idle,
     )
     extra = ["LIMIT", limit] if limit is not None else []
     return Command(
@@ -524,9 +536,11 @@ def readgroup_args(
     streams: Streams,
     count: Optional[int],
     block: Optional[int],
+    delivery_metadata: bool = False,
 ) -> tuple[tuple[Any, ...], Name]:
     """``RECLAIM.READGROUP``'s arguments and routing key, from ``xreadgroup``-style arguments:
-    ``streams`` maps each stream to ``">"`` (the only ID it reads with), or lists the streams."""
+    ``streams`` maps each stream to ``">"`` (the only ID it reads with), or lists the streams;
+    ``delivery_metadata`` adds ``DELIVERY-METADATA``."""
     if isinstance(streams, Mapping):
         keys = list(streams)
         for k, v in streams.items():
@@ -543,25 +557,49 @@ def readgroup_args(
         args += ["COUNT", count]
     if block is not None:
         args += ["BLOCK", block]
+    if delivery_metadata:
+        args.append("DELIVERY-METADATA")
     args += ["STREAMS", *keys, *([">"] * len(keys))]
     return tuple(args), keys[0]
 
 
-def _entry(e: Any) -> tuple[Any, Fields]:
-    entry_id, values = e[0], e[1]
+class Delivery(NamedTuple):
+    """An entry read with ``delivery_metadata=True`` (``RECLAIM.READGROUP ...
+    DELIVERY-METADATA``), in the order of Redis 8.4's ``XREADGROUP ... CLAIM`` reply: its ID, its
+    fields, ``idle``, the ms since its last delivery (or its last move into the inbox), and
+    ``deliveries``, how many times it was delivered before this read; both ``0`` for a new
+    entry. ``attempt`` is this delivery's number (``deliveries + 1``)."""
+
+    id: Any
+    fields: Fields
+    idle: int
+    deliveries: int
+
+    @property
+    def attempt(self) -> int:
+        return self.deliveries + 1
+
+
+def _fields(values: Any) -> Fields:
     if isinstance(values, Mapping):
-        return entry_id, dict(values)
+        return dict(values)
     if values is None:
-        return entry_id, {}
-    return entry_id, {values[i]: values[i + 1] for i in range(0, len(values), 2)}
+        return {}
+    return {values[i]: values[i + 1] for i in range(0, len(values), 2)}
 
 
-def batches(reply: Any) -> list[tuple[Any, list[tuple[Any, Fields]]]]:
-    """The entries of a ``RECLAIM.READGROUP`` (or ``XREADGROUP``) reply, as
-    ``[(stream, [(entry_id, fields), ...]), ...]``, from any shape it arrives in: RESP2's array,
-    RESP3's map, or what redis-py's XREADGROUP parser made of either (a list of ``[stream,
-    entries]``, a dict of stream to entries, or to ``[entries]`` with ``protocol=3`` before
-    redis-py 8)."""
+def _entry(e: Any) -> tuple[Any, Fields]:
+    return e[0], _fields(e[1])
+
+
+def _delivery(e: Any) -> Delivery:
+    if len(e) < 4:
+        raise ValueError(f"not an entry with its delivery metadata: {e!r}")
+    return Delivery(e[0], _fields(e[1]), int(e[2]), int(e[3]))
+
+
+def _stream_entries(reply: Any) -> list[tuple[Any, list[Any]]]:
+    """The ``(stream, [entry, ...])`` pairs of an XREADGROUP-shaped reply, entries as sent."""
     if not reply:
         return []
     pairs: Iterable[Any] = reply.items() if isinstance(reply, Mapping) else reply
@@ -572,8 +610,25 @@ def batches(reply: Any) -> list[tuple[Any, list[tuple[Any, Fields]]]]:
             entries[0][0], (list, tuple)
         ):
             entries = list(entries[0])  # redis-py 5-7, protocol=3: {stream: [entries]}
-        out.append((stream, [_entry(e) for e in entries if e is not None]))
+        out.append((stream, [e for e in entries if e is not None]))
     return out
+
+
+def batches(reply: Any) -> list[tuple[Any, list[tuple[Any, Fields]]]]:
+    """The entries of a ``RECLAIM.READGROUP`` (or ``XREADGROUP``) reply, as
+    ``[(stream, [(entry_id, fields), ...]), ...]``, from any shape it arrives in: RESP2's array,
+    RESP3's map, or what redis-py's XREADGROUP parser made of either (a list of ``[stream,
+    entries]``, a dict of stream to entries, or to ``[entries]`` with ``protocol=3`` before
+    redis-py 8)."""
+    return [(stream, [_entry(e) for e in entries]) for stream, entries in _stream_entries(reply)]
+
+
+def deliveries(reply: Any) -> list[tuple[Any, list[Delivery]]]:
+    """The entries of a ``RECLAIM.READGROUP ... DELIVERY-METADATA`` reply (each ``[id, fields,
+    idle, count]``), as ``[(stream, [Delivery, ...]), ...]``, in RESP2 and RESP3 alike."""
+    return [
+        (stream, [_delivery(e) for e in entries]) for stream, entries in _stream_entries(reply)
+    ]
 
 
 def extend(stream: Name, group: Name, consumer: Name, *ids: Name) -> Command[list[Any]]:

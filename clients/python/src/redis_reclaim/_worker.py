@@ -261,7 +261,7 @@ def has_token(token: str) -> Callable[[Any], bool]:
 
 def meta_batches(reply: Any) -> list[Entry]:
     """The entries of a ``RECLAIM.READGROUP ... DELIVERY-METADATA`` reply (RESP2 or RESP3, raw):
-    each ``[id, fields, ms-since-last-delivery, delivery-count]``."""
+    each ``[id, fields, ms-since-last-delivery, deliveries-before]``; the attempt is the count + 1."""
     out: list[Entry] = []
     pairs: Iterable[Any] = reply.items() if isinstance(reply, Mapping) else (reply or [])
     for _stream, entries in pairs:
@@ -274,7 +274,8 @@ def meta_batches(reply: Any) -> list[Entry]:
             else:
                 values = values or []
                 fields = {values[i]: values[i + 1] for i in range(0, len(values), 2)}
-            out.append((e[0], fields, int(e[3]) if len(e) > 3 and e[3] is not None else None))
+            # The deliveries before this one (Redis 8.4's XREADGROUP ... CLAIM: 0 for a new entry).
+            out.append((e[0], fields, int(e[3]) + 1 if len(e) > 3 and e[3] is not None else None))
     return out
 
 

@@ -115,9 +115,13 @@ class AsyncReclaim:
         streams: c.Streams,
         count: Optional[int] = None,
         block: Optional[int] = None,
+        delivery_metadata: bool = False,
     ) -> Any:
         """As :meth:`redis_reclaim.Reclaim.readgroup`: parsed as the client parses
-        ``xreadgroup``'s reply."""
+        ``xreadgroup``'s reply; with ``delivery_metadata=True``, ``[(stream, [Delivery, ...])]``."""
+        if delivery_metadata:
+            args, key = c.readgroup_args(group, consumer, streams, count, block, True)
+            return await self.execute(Command(args, key, c.deliveries))
         args, key = c.readgroup_args(group, consumer, streams, count, block)
         return await self.execute(Command(args, key, xreadgroup_parser(self.client)))
 

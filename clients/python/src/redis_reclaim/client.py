@@ -141,11 +141,18 @@ class Reclaim:
         streams: c.Streams,
         count: Optional[int] = None,
         block: Optional[int] = None,
+        delivery_metadata: bool = False,
     ) -> Any:
         """``RECLAIM.READGROUP``: reads new entries and those due for redelivery, with the
         arguments of redis-py's ``xreadgroup`` (``streams`` maps each stream to ``">"``, or
         lists them) and its reply, parsed exactly as the client parses ``xreadgroup``'s in its
-        protocol (RESP2 or RESP3) and version."""
+        protocol (RESP2 or RESP3) and version. With ``delivery_metadata=True``
+        (``DELIVERY-METADATA``) each entry comes with its idle time and delivery count, in one
+        shape whatever the protocol and version: ``[(stream, [Delivery, ...]), ...]``, empty
+        when nothing came."""
+        if delivery_metadata:
+            args, key = c.readgroup_args(group, consumer, streams, count, block, True)
+            return self.execute(Command(args, key, c.deliveries))
         args, key = c.readgroup_args(group, consumer, streams, count, block)
         return self.execute(Command(args, key, xreadgroup_parser(self.client)))
 
