@@ -805,24 +805,8 @@ fn import_local_reports_the_policies_of_other_nodes() {
 /// policy key and its delay key) and is delivered by the node it lands on, not before its time.
 #[test]
 fn a_parked_delay_moves_with_its_slot() {
-    let a = node();
-    let b = node();
-    let mut ca = a.conn();
-    let mut cb = b.conn();
-    own_all_slots(&mut ca);
-    let _: () = cmd("CLUSTER")
-        .arg("MEET")
-        .arg("127.0.0.1")
-        .arg(b.port)
-        .query(&mut ca)
-        .expect("CLUSTER MEET");
-    wait_for(20, "both nodes in one cluster, state ok", || {
-        (cluster_info(&mut ca, "cluster_known_nodes") == "2"
-            && cluster_info(&mut cb, "cluster_known_nodes") == "2"
-            && cluster_info(&mut cb, "cluster_state") == "ok")
-            .then_some(())
-    });
-    let (ida, idb) = (myid(&mut ca), myid(&mut cb));
+    let two = TwoNodes::start();
+    let (mut ca, mut cb) = (two.a.conn(), two.b.conn());
     let st: &[u8] = b"{t}jobs";
     create_group(&mut ca, st, b"g");
     set_policy_opts(&mut ca, "{t}jobs", "g", "MIN-IDLE 500 INTERVAL 50");
@@ -835,23 +819,9 @@ fn a_parked_delay_moves_with_its_slot() {
     );
     assert_eq!(n, 1);
     let slot = keyslot(&mut ca, st);
-    let setslot = |c: &mut Connection, how: &str, id: &str| {
-        let _: () = cmd("CLUSTER")
-            .arg("SETSLOT")
-            .arg(slot)
-            .arg(how)
-            .arg(id)
-            .query(c)
-            .unwrap_or_else(|e| panic!("SETSLOT {how}: {e}"));
-    };
-    setslot(&mut cb, "IMPORTING", &ida);
-    setslot(&mut ca, "MIGRATING", &idb);
-    let keys: Vec<Vec<u8>> = cmd("CLUSTER")
-        .arg("GETKEYSINSLOT")
-        .arg(slot)
-        .arg(100)
-        .query(&mut ca)
-        .expect("GETKEYSINSLOT");
+    set_slot(&mut cb, slot, "IMPORTING", &two.ida);
+    set_slot(&mut ca, slot, "MIGRATING", &two.idb);
+    let keys = keys_in_slot(&mut ca, slot);
     assert!(
         keys.iter().any(|k| k == b"reclaim:delay:{t}:{t}jobs"),
         "{keys:?}"
@@ -861,18 +831,9 @@ fn a_parked_delay_moves_with_its_slot() {
         3,
         "the stream, its policy key, its delay key: {keys:?}"
     );
-    let _: () = cmd("MIGRATE")
-        .arg("127.0.0.1")
-        .arg(b.port)
-        .arg("")
-        .arg(0)
-        .arg(5000)
-        .arg("KEYS")
-        .arg(&keys)
-        .query(&mut ca)
-        .expect("MIGRATE");
-    setslot(&mut cb, "NODE", &idb);
-    setslot(&mut ca, "NODE", &idb);
+    two.migrate(&mut ca, &keys);
+    set_slot(&mut cb, slot, "NODE", &two.idb);
+    set_slot(&mut ca, slot, "NODE", &two.idb);
     let pel = pending_raw(&mut cb, st, b"g");
     assert_eq!(pel, [(id.clone(), b"reclaim:parked".to_vec(), 1)]);
     let got = wait_for(20, "the parked entry on B", || {
