@@ -800,3 +800,53 @@ fn import_local_reports_the_policies_of_other_nodes() {
         "{err}"
     );
 }
+
+/// A delay longer than the lease parked on one node migrates with its slot (the stream, its
+/// policy key and its delay key) and is delivered by the node it lands on, not before its time.
+#[test]
+fn a_parked_delay_moves_with_its_slot() {
+    let two = TwoNodes::start();
+    let (mut ca, mut cb) = (two.a.conn(), two.b.conn());
+    let st: &[u8] = b"{t}jobs";
+    create_group(&mut ca, st, b"g");
+    set_policy_opts(&mut ca, "{t}jobs", "g", "MIN-IDLE 500 INTERVAL 50");
+    let id: String = q(&mut ca, &["XADD", "{t}jobs", "*", "job", "x"]);
+    assert_eq!(readgroup(&mut ca, "{t}jobs", "g", "w1", 1, None).len(), 1);
+    let before = server_ms(&mut ca);
+    let n: i64 = q(
+        &mut ca,
+        &["RECLAIM.NACK", "{t}jobs", "g", "w1", &id, "DELAY", "3000"],
+    );
+    assert_eq!(n, 1);
+    let slot = keyslot(&mut ca, st);
+    set_slot(&mut cb, slot, "IMPORTING", &two.ida);
+    set_slot(&mut ca, slot, "MIGRATING", &two.idb);
+    let keys = keys_in_slot(&mut ca, slot);
+    assert!(
+        keys.iter().any(|k| k == b"reclaim:delay:{t}:{t}jobs"),
+        "{keys:?}"
+    );
+    assert_eq!(
+        keys.len(),
+        3,
+        "the stream, its policy key, its delay key: {keys:?}"
+    );
+    two.migrate(&mut ca, &keys);
+    set_slot(&mut cb, slot, "NODE", &two.idb);
+    set_slot(&mut ca, slot, "NODE", &two.idb);
+    let pel = pending_raw(&mut cb, st, b"g");
+    assert_eq!(pel, [(id.clone(), b"reclaim:parked".to_vec(), 1)]);
+    let got = wait_for(20, "the parked entry on B", || {
+        readgroup(&mut cb, "{t}jobs", "g", "w2", 1, Some(50))
+            .into_iter()
+            .next()
+    });
+    assert_eq!(got.0, id);
+    assert!(server_ms(&mut cb) >= before + 3000);
+    assert_eq!(
+        pending_raw(&mut cb, st, b"g"),
+        [(id.clone(), b"w2".to_vec(), 2)]
+    );
+    let left: i64 = q(&mut cb, &["EXISTS", "reclaim:delay:{t}:{t}jobs"]);
+    assert_eq!(left, 0);
+}

@@ -687,7 +687,10 @@ fn redis_cli_shows_the_syntax_as_a_hint() {
             "RECLAIM.READGROUP ",
             "GROUP group consumer [COUNT count] [BLOCK milliseconds] [DELIVERY-METADATA] STREAMS key [key ...] > [> ...]",
         ),
-        ("RECLAIM.NACK ", "key group consumer id [id ...] [DELAY ms]"),
+        (
+            "RECLAIM.NACK ",
+            "key group consumer id [id ...] [DELAY ms] [REASON text]",
+        ),
     ];
     for (typed, hint) in cases {
         // Ctrl-U clears the line, then the command is typed.

@@ -36,6 +36,8 @@ struct Sim {
     now_ms: i64,
     entries: Vec<Planned>,
     totals: Vec<(String, i64)>,
+    delayed: i64,
+    next_due_ms: Option<i64>,
     more: i64,
 }
 
@@ -60,7 +62,16 @@ fn parse_sim(v: &Value) -> Sim {
     let names: Vec<&str> = top.iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(
         names,
-        ["policy", "halted", "now-ms", "entries", "totals", "more"],
+        [
+            "policy",
+            "halted",
+            "now-ms",
+            "entries",
+            "totals",
+            "more",
+            "delayed",
+            "next-due-ms"
+        ],
         "{v:?}"
     );
     let entries = items(&top[3].1)
@@ -96,6 +107,8 @@ fn parse_sim(v: &Value) -> Sim {
         entries,
         totals,
         more: int_of(&top[5].1),
+        delayed: int_of(&top[6].1),
+        next_due_ms: (top[7].1 != Value::Nil).then(|| int_of(&top[7].1)),
     }
 }
 
@@ -160,7 +173,7 @@ fn every_kind(c: &mut Connection, s: &str) -> Vec<(String, String, String)> {
         "g",
         &format!("MIN-IDLE 10000 MAX-DELIVERIES 3 DLQ {s}:dlq BACKOFF EXPONENTIAL 1000000 LIVENESS {LIVENESS}"),
     );
-    for i in 1..=15 {
+    for i in 1..=16 {
         let id = format!("{i}-0");
         let got: String = q(c, &["XADD", s, &id, "n", &i.to_string()]);
         assert_eq!(got, id);
@@ -206,6 +219,9 @@ fn every_kind(c: &mut Connection, s: &str) -> Vec<(String, String, String)> {
     // Over the limit: dead-lettered, alive or not.
     set_pending(c, (s, "g"), "alive", &["15-0"], 0, 9);
     kind("15-0", "dead-letter", "over-delivered");
+    // Given back with a NACK ... DELAY longer than its due idle (100 s): parked, never stale.
+    set_pending(c, (s, "g"), "alive", &["16-0"], 0, 1);
+    kind("16-0", "none", "parked");
     let _: i64 = q(c, &["XDEL", s, "7-0", "8-0"]);
     let _: i64 = q(c, &["XTRIM", s, "MINID", "3"]);
     let nack = |c: &mut Connection, id: &str, delay: &str| {
@@ -224,6 +240,7 @@ fn every_kind(c: &mut Connection, s: &str) -> Vec<(String, String, String)> {
         },
     );
     nack(c, "13-0", "10000");
+    nack(c, "16-0", "100000");
     want
 }
 
@@ -239,11 +256,18 @@ fn simulate_plans_what_sweep_then_does_and_what_ifs_change_nothing() {
     let before = untouched(&mut c, "s");
     let live = before.policy.clone().unwrap();
 
-    // The live policy over the whole PEL (LIMIT above its 13 entries).
+    // The live policy over the whole PEL (LIMIT above its 14 entries).
     let server_ms = server_ms(&mut c);
     let sim = simulate(&mut c, "s", "g", &["LIMIT", "100"]);
     assert_eq!(sim.plan(), want);
     assert_eq!(sim.more, 0);
+    // 13-0 delayed, 16-0 parked (due 100 s after its NACK).
+    assert_eq!(sim.delayed, 2);
+    let due = sim.next_due_ms.expect("the parked entry's due time");
+    assert!(
+        due > server_ms + 90_000 && due <= server_ms + 100_000,
+        "{due} {server_ms}"
+    );
     assert_eq!(sim.policy, live);
     assert_eq!(sim.halted, None);
     assert!(
@@ -273,7 +297,7 @@ fn simulate_plans_what_sweep_then_does_and_what_ifs_change_nothing() {
             ("move".to_string(), 2),
             ("dead-letter".to_string(), 3),
             ("purge".to_string(), 4),
-            ("none".to_string(), 6)
+            ("none".to_string(), 7)
         ]
     );
     // The default LIMIT is COUNT (100); LIMIT 3: the first three, and more to come.
@@ -453,6 +477,7 @@ fn simulate_plans_what_sweep_then_does_and_what_ifs_change_nothing() {
             ("12-0", "backoff"),
             ("13-0", "delayed"),
             ("14-0", "in-inbox"),
+            ("16-0", "parked"),
         ]
     );
 }

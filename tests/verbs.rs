@@ -79,14 +79,15 @@ fn nack_gives_back_now_or_after_the_delay_with_the_count_unchanged() {
     let b: String = q(&mut c, &["XADD", "n", "*", "job", "b"]);
     let got = readgroup(&mut c, "n", "g", "w1", 2, None);
     assert_eq!(got.len(), 2);
-    // Too long a delay is refused, naming the limit; nothing changes.
+    // A delay over the maximum is refused, naming the entry's due idle; nothing changes (delays
+    // longer than the lease: tests/delays.rs).
     let e = error_of(
         &mut c,
-        cmd("RECLAIM.NACK").arg(&["n", "g", "w1", &a, "DELAY", "1001"]),
+        cmd("RECLAIM.NACK").arg(&["n", "g", "w1", &a, "DELAY", "2592000001"]),
     );
     assert_eq!(
         e,
-        "ERR DELAY 1001 is longer than 1000, the idle (ms) after which the entry is due (MIN-IDLE or its BACKOFF step)"
+        "ERR DELAY 2592000001 is longer than 1000, the idle (ms) after which the entry is due, and than 2592000000 (30 days), the longest delay"
     );
     assert_eq!(owner(&mut c, "n", &a), Some(("w1".into(), 1)));
     // Another consumer's NACK releases nothing.
@@ -209,7 +210,10 @@ fn verbs_refuse_a_missing_policy_and_bad_ids() {
         &mut c,
         cmd("RECLAIM.NACK").arg(&["y", "g", "w", "1-0", "DELAY", "-1"]),
     );
-    assert_eq!(e, "ERR DELAY must be a non-negative integer (ms)");
+    assert_eq!(
+        e,
+        "ERR DELAY must be an integer from 0 to 2592000000 (ms, 30 days)"
+    );
     let e = error_of(
         &mut c,
         cmd("RECLAIM.NACK").arg(&["y", "g", "w", "1-0", "DELAY"]),

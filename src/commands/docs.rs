@@ -96,6 +96,7 @@ pub const NACK: &[Arg] = &[
     string("consumer"),
     string("id").multiple(),
     int("ms").token("DELAY").optional(),
+    string("text").token("REASON").optional(),
 ];
 pub const TERM: &[Arg] = &[
     key("key", 0),

@@ -38,14 +38,22 @@ fn opt_int(v: Option<i64>) -> Reply {
 
 /// What `XPENDING key group` says now: `pending`, `inbox`, `consumers` and
 /// `max-consumer-pending` (the CLAIMANT left out, as in `last-pass` and `INFO reclaim`),
-/// `oldest-pending-age-ms`, and the consumers holding the most entries (the CLAIMANT included:
-/// its count is the inbox); nil when it cannot be read (no stream or group).
+/// `oldest-pending-age-ms`, the consumers holding the most entries (the CLAIMANT included:
+/// its count is the inbox), `delayed` (given back with `RECLAIM.NACK ... DELAY`: held by
+/// `<claimant>:delayed` or parked) and `next-due-ms` (the earliest due time of a parked entry, from
+/// the first records of the delay key); nil when it cannot be read (no stream or group).
 fn live(ctx: &Context, stream: &[u8], group: &[u8], p: &Policy, now: i64) -> Reply {
     let mut holders: Vec<(Vec<u8>, u64)> = Vec::new();
     let each = |c: &[u8], n| holders.push((c.to_vec(), n));
     let Some(s) = pending::summary(ctx, stream, group, &p.claimant, each) else {
         return Reply::Null;
     };
+    let delayed: u64 = holders
+        .iter()
+        .filter(|(c, _)| p.is_delayed(c) || p.is_parked(c))
+        .map(|(_, n)| n)
+        .sum();
+    let next_due = crate::engine::parked::next_due(ctx, stream, group);
     holders.sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     holders.truncate(MAX_LISTED);
     Reply::Map(vec![
@@ -72,6 +80,8 @@ fn live(ctx: &Context, stream: &[u8], group: &[u8], p: &Policy, now: i64) -> Rep
                     .collect(),
             ),
         ),
+        ("delayed", Reply::Int(delayed as i64)),
+        ("next-due-ms", opt_int(next_due)),
     ])
 }
 

@@ -302,7 +302,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         acl: "write stream fast",
         first_key: 1,
         arity: -5,
-        summary: "Give a consumer's own pending entries back for redelivery, now or after a delay",
+        summary: "Give a consumer's own pending entries back for redelivery, now or after a delay (up to 30 days), with a reason",
         complexity: "O(M log N) for M IDs",
         since: V020,
         args: d::NACK,

@@ -16,7 +16,7 @@ use crate::model::breaker::Breaker;
 use crate::model::clock::{epoch_ms, now_ms};
 use crate::model::error::{self, ReclaimError};
 use crate::model::outcome::Stop;
-use crate::model::planner::Action;
+use crate::model::planner::{Action, Rule};
 use crate::model::policy::{self, Policy, State};
 use crate::state::config;
 use crate::state::registry::{self, PolicyId};
@@ -91,7 +91,9 @@ fn simulated_allowance(id: &PolicyId, p: &Policy, fresh: bool) -> u64 {
 /// (nil, or why no pass runs now: [`halted_reason`]), `now-ms`, `entries` (per entry examined,
 /// in PEL order: `id`, `consumer`, `idle`, `deliveries`, `action`, `rule`), `totals` (entries
 /// per action: `move`, `dead-letter`, `purge`, `none`) and `more` (1 when the PEL has entries
-/// after the last one examined): what `RECLAIM.SWEEP key group LIMIT n` would do now (for a
+/// after the last one examined), `delayed` (entries examined given back with a delay and not due
+/// yet: rules `delayed` and `parked`) and `next-due-ms` (the earliest due time of the group's
+/// parked entries, nil: none): what `RECLAIM.SWEEP key group LIMIT n` would do now (for a
 /// halted policy: once it runs again, after `RECLAIM.POLICY RESUME` or `CONFIG SET
 /// reclaim.enabled yes`), decided by the sweep's own code ([`sweep::simulate`]), dead-letters
 /// cut at the `STORM` allowance ([`simulated_allowance`]). `LIMIT` defaults to the evaluated
@@ -159,6 +161,12 @@ pub(super) fn simulate_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
             (a.name(), Reply::Int(n.count() as i64))
         })
         .collect();
+    // Given back with a delay and not due yet: delayed or parked.
+    let delayed = plan
+        .entries
+        .iter()
+        .filter(|e| matches!(e.rule, Rule::Delayed | Rule::Parked))
+        .count();
     Ok(Reply::Map(vec![
         ("policy", Reply::Map(policy_map(&p))),
         ("halted", halted.map_or(Reply::Null, name)),
@@ -166,5 +174,10 @@ pub(super) fn simulate_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
         ("entries", Reply::Array(entries)),
         ("totals", Reply::Map(totals)),
         ("more", Reply::Int(plan.more as i64)),
+        ("delayed", Reply::Int(delayed as i64)),
+        (
+            "next-due-ms",
+            crate::engine::parked::next_due(ctx, stream, group).map_or(Reply::Null, Reply::Int),
+        ),
     ]))
 }

@@ -9,6 +9,7 @@
 use redis_module::{CallOptionsBuilder, CallReply, CallResult, Context, RedisString};
 
 use crate::engine::deadletter::Dlq;
+use crate::engine::parked;
 use crate::engine::pending::{self, Failed, Query};
 use crate::engine::settle;
 use crate::ffi;
@@ -17,7 +18,7 @@ use crate::model::access;
 use crate::model::error::{self, ReclaimError};
 use crate::model::outcome::Outcome;
 use crate::model::planner::{self, Pending};
-use crate::model::policy::{Policy, State};
+use crate::model::policy::{Policy, State, MAX_DELAY_MS, MAX_REASON_BYTES};
 use crate::state::registry::{self, PolicyId};
 use crate::state::store;
 
@@ -173,55 +174,175 @@ pub fn extend_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     ))
 }
 
-/// `RECLAIM.NACK key group consumer id [id ...] [DELAY ms]` -> how many entries were released.
-/// The consumer's own entries are due again after `DELAY` ms, their count unchanged: with `DELAY
-/// 0` (the default) they move to the claimant's inbox at once; otherwise to the consumer
-/// `<claimant>:delayed`, idle set so that they turn stale after `DELAY` ms. A `DELAY` longer than
-/// the idle that makes an entry due is refused, nothing changed.
+/// `RECLAIM.NACK`'s options after the IDs: `DELAY ms` and `REASON text`, each once, any order.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct NackOptions<'a> {
+    delay: i64,
+    reason: Option<&'a [u8]>,
+}
+
+/// Parses `key group consumer id [id ...] [DELAY ms] [REASON text]`: the IDs end at the first
+/// argument that is not a stream ID (an option's name, or Redis's own error for a bad ID).
+fn parse_nack<'a>(a: &[&'a [u8]]) -> Result<(Verb<'a>, NackOptions<'a>), ReclaimError> {
+    let is = |x: &[u8], w: &str| x.eq_ignore_ascii_case(w.as_bytes());
+    let is_option = |x: &[u8]| is(x, "DELAY") || is(x, "REASON");
+    let end = (3..a.len())
+        .find(|&i| planner::parse_id(a[i]).is_none())
+        .unwrap_or(a.len());
+    if end < a.len() && !is_option(a[end]) {
+        return Err(error::INVALID_ID.into());
+    }
+    if end == 3 {
+        return Err(error::SYNTAX.into());
+    }
+    let mut o = NackOptions::default();
+    let (mut delay_seen, mut i) = (false, end);
+    while i < a.len() {
+        let word = if is(a[i], "DELAY") {
+            "DELAY"
+        } else if is(a[i], "REASON") {
+            "REASON"
+        } else {
+            return Err(error::SYNTAX.into());
+        };
+        let Some(value) = a.get(i + 1) else {
+            return Err(ReclaimError::MissingValue(word));
+        };
+        if word == "DELAY" {
+            if delay_seen {
+                return Err(ReclaimError::RepeatedOption(word));
+            }
+            delay_seen = true;
+            // Above MAX_DELAY_MS: refused once the caller's entries are known (nack_cmd).
+            o.delay = crate::model::text::parse_i64(value)
+                .filter(|d| *d >= 0)
+                .ok_or(error::DELAY_RANGE)?;
+        } else {
+            if o.reason.is_some() {
+                return Err(ReclaimError::RepeatedOption(word));
+            }
+            if value.len() > MAX_REASON_BYTES {
+                return Err(error::REASON_TOO_LONG.into());
+            }
+            o.reason = Some(value);
+        }
+        i += 2;
+    }
+    let v = Verb {
+        stream: a[0],
+        group: a[1],
+        consumer: a[2],
+        ids: a[3..end].to_vec(),
+        option: None,
+    };
+    Ok((v, o))
+}
+
+/// `RECLAIM.NACK key group consumer id [id ...] [DELAY ms] [REASON text]` -> how many entries
+/// were released. The consumer's own entries are due again after `DELAY` ms, their count
+/// unchanged: with `DELAY 0` (the default) they move to the claimant's inbox at once; with a delay
+/// no longer than an entry's due idle, to the consumer `<claimant>:delayed`, idle set so that it
+/// turns stale after `DELAY` ms; with a longer one (up to [`MAX_DELAY_MS`]) it is parked
+/// (`engine::parked`): `<claimant>:parked`, its due time in the stream's delay key.
 pub fn nack_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let a = slices(args);
-    let v = parse(&a, "DELAY")?;
-    let delay = match v.option {
-        None => 0,
-        Some(d) => crate::model::text::parse_i64(d)
-            .filter(|d| *d >= 0)
-            .ok_or(error::DELAY_RANGE)?,
-    };
+    let (v, o) = parse_nack(&a)?;
     let p = policy_of(ctx, &v, claims)?;
     let mine = owned(ctx, &v)?;
-    if let Some(e) = mine.iter().find(|e| delay > p.due_idle(e.deliveries)) {
-        return Err(ReclaimError::DelayTooLong(delay, p.due_idle(e.deliveries)));
+    if o.delay > MAX_DELAY_MS {
+        // Names the due idle of the first entry, which a client can give back instead (the
+        // error of a delay over the lease before delays could be parked: clients parse it).
+        return Err(match mine.first() {
+            Some(e) => error::delay_too_long(o.delay, p.due_idle(e.deliveries)),
+            None => error::DELAY_RANGE.into(),
+        });
     }
-    let mut released = 0;
-    if delay == 0 {
-        let ids: Vec<&[u8]> = mine.iter().map(|e| e.id.as_slice()).collect();
+    let (long, short): (Vec<&Pending>, Vec<&Pending>) = mine
+        .iter()
+        .partition(|e| o.delay > 0 && o.delay > p.due_idle(e.deliveries));
+    check_nack_keys(
+        ctx,
+        &v,
+        !long.is_empty(),
+        o.reason.is_some() && !mine.is_empty(),
+    )?;
+    let mut released: Vec<Vec<u8>> = Vec::new();
+    let id = PolicyId::new(ffi::selected_db(ctx), v.stream, v.group);
+    if o.delay == 0 {
+        let ids: Vec<&[u8]> = short.iter().map(|e| e.id.as_slice()).collect();
         if !ids.is_empty() {
-            released = reclaim_to(ctx, &v, &p.claimant, &ids, None).len();
+            released = reclaim_to(ctx, &v, &p.claimant, &ids, None);
         }
     } else {
-        // One XCLAIM per idle time (entries with other counts may need other idles).
-        let delayed = p.delayed();
-        let mut by_idle: Vec<(i64, Vec<&[u8]>)> = Vec::new();
-        for e in &mine {
-            let idle = p.due_idle(e.deliveries) - delay;
-            match by_idle.iter_mut().find(|(i, _)| *i == idle) {
-                Some((_, ids)) => ids.push(&e.id),
-                None => by_idle.push((idle, vec![&e.id])),
-            }
-        }
-        for (idle, ids) in by_idle {
-            released += reclaim_to(ctx, &v, &delayed, &ids, Some(idle)).len();
-        }
+        released = delay_within_lease(ctx, &v, &p, &short, o.delay);
     }
-    if released > 0 {
-        let id = PolicyId::new(ffi::selected_db(ctx), v.stream, v.group);
-        // Older idle times than the passes saw: what they learnt no longer holds.
+    if !released.is_empty() {
+        // Older idle times than the passes saw (or the inbox filled): what they learnt no
+        // longer holds.
         registry::update(&id, |rt| rt.idle_set_older());
-        if delay == 0 {
-            crate::ffi::blocked::signal_if_waiting(ctx, id.db, v.stream);
+    }
+    if !long.is_empty() {
+        let due = crate::model::clock::epoch_ms().saturating_add(o.delay);
+        let ids: Vec<&[u8]> = long.iter().map(|e| e.id.as_slice()).collect();
+        let parked = parked::park(ctx, v.stream, v.group, &p, &ids, due);
+        if !parked.is_empty() {
+            registry::update(&id, |rt| rt.note_parked(due));
+        }
+        released.extend(parked);
+    }
+    if let Some(reason) = o.reason {
+        parked::record(ctx, v.stream, v.group, v.consumer, reason, &mine, &released);
+    }
+    if !released.is_empty() && o.delay == 0 {
+        crate::ffi::blocked::signal_if_waiting(ctx, id.db, v.stream);
+    }
+    Ok(Reply::Int(released.len() as i64))
+}
+
+/// What a `NACK` writes besides the stream, checked before anything is written: the delay key
+/// when it parks (`park`: as `ZADD`), the NACK record key with `REASON` (`record`: as `HSET`);
+/// each refused when it holds another type.
+fn check_nack_keys(ctx: &Context, v: &Verb, park: bool, record: bool) -> Result<(), ReclaimError> {
+    if park {
+        let key = crate::model::keys::delay_key(v.stream);
+        ffi::acl::check_caller(ctx, &access::park(v.stream, v.group, v.consumer, &key))?;
+        if parked::delay_key_type(ctx, v.stream) == Some(false) {
+            return Err(error::WRONGTYPE_DELAY_KEY.into());
         }
     }
-    Ok(Reply::Int(released as i64))
+    if record {
+        let key = crate::model::keys::nack_key(v.stream);
+        ffi::acl::check_caller(ctx, &access::record(&key))?;
+        if parked::nack_key_type(ctx, v.stream) == Some(false) {
+            return Err(error::WRONGTYPE_NACK_KEY.into());
+        }
+    }
+    Ok(())
+}
+
+/// `entries` given back `delay` ms from now, within their due idle: to `<claimant>:delayed`, idle
+/// `due - delay` (one `XCLAIM` per idle: entries with other counts may need other idles).
+fn delay_within_lease(
+    ctx: &Context,
+    v: &Verb,
+    p: &Policy,
+    entries: &[&Pending],
+    delay: i64,
+) -> Vec<Vec<u8>> {
+    let delayed = p.delayed();
+    let mut by_idle: Vec<(i64, Vec<&[u8]>)> = Vec::new();
+    for e in entries {
+        let idle = p.due_idle(e.deliveries) - delay;
+        match by_idle.iter_mut().find(|(i, _)| *i == idle) {
+            Some((_, ids)) => ids.push(&e.id),
+            None => by_idle.push((idle, vec![&e.id])),
+        }
+    }
+    let mut out = Vec::new();
+    for (idle, ids) in by_idle {
+        out.extend(reclaim_to(ctx, v, &delayed, &ids, Some(idle)));
+    }
+    out
 }
 
 /// `RECLAIM.TERM key group consumer id [id ...] [REASON text]` -> how many entries were
@@ -275,6 +396,49 @@ mod tests {
                 )
             })
             .map_err(|e| e.to_string())
+    }
+
+    fn n(s: &str) -> Result<(usize, i64, Option<String>), String> {
+        let a: Vec<&[u8]> = s.split(' ').map(str::as_bytes).collect();
+        parse_nack(&a)
+            .map(|(v, o)| {
+                let reason = o.reason.map(|r| String::from_utf8_lossy(r).into_owned());
+                (v.ids.len(), o.delay, reason)
+            })
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn nack_options_in_any_order_each_once() {
+        assert_eq!(n("s g c 1-0 2"), Ok((2, 0, None)));
+        assert_eq!(
+            n("s g c 1-0 DELAY 5 REASON DELAY"),
+            Ok((1, 5, Some("DELAY".into())))
+        );
+        assert_eq!(
+            n("s g c 1-0 reason x delay 2592000000"),
+            Ok((1, MAX_DELAY_MS, Some("x".into())))
+        );
+        assert_eq!(n("s g c DELAY 5"), Err(error::SYNTAX.to_string()));
+        assert_eq!(n("s g c 1-0 x-1"), Err(error::INVALID_ID.to_string()));
+        assert_eq!(n("s g c 1-0 DELAY 1 2-0"), Err(error::SYNTAX.to_string()));
+        assert_eq!(
+            n("s g c 1-0 DELAY 2592000001"),
+            Ok((1, MAX_DELAY_MS + 1, None))
+        );
+        assert_eq!(n("s g c 1-0 DELAY -1"), Err(error::DELAY_RANGE.to_string()));
+        assert_eq!(
+            n("s g c 1-0 REASON"),
+            Err("ERR option REASON needs a value".into())
+        );
+        assert_eq!(
+            n("s g c 1-0 REASON a REASON b"),
+            Err("ERR option REASON given more than once".into())
+        );
+        let long = format!("s g c 1-0 REASON {}", "x".repeat(MAX_REASON_BYTES + 1));
+        assert_eq!(n(&long), Err(error::REASON_TOO_LONG.to_string()));
+        let max = format!("s g c 1-0 REASON {}", "x".repeat(MAX_REASON_BYTES));
+        assert!(n(&max).is_ok());
     }
 
     #[test]

@@ -26,7 +26,8 @@ use crate::engine::guards::is_non_stream;
 use crate::ffi::cluster::{self, Refusal};
 use crate::ffi::events;
 use crate::ffi::streams::{self, Fields, Key, KeyKind, StreamId};
-use crate::ffi::write_opts;
+use crate::ffi::{read_opts, write_opts};
+use crate::model::keys;
 use crate::model::outcome::{Outcome, Stop};
 use crate::model::planner::{self, Pending};
 use crate::model::policy::Policy;
@@ -165,8 +166,15 @@ impl<'a> Appender<'a> {
         }
     }
 
-    /// Appends `e` with `fields` and the `reclaim-*` fields, as the sweep always did.
-    fn append(&self, e: &Pending, fields: &[RedisString]) -> Result<(), Stop> {
+    /// Appends `e` with `fields` and the `reclaim-*` fields, as the sweep always did; with `last`
+    /// (the consumer and reason of the `RECLAIM.NACK ... REASON` of its last delivery), that
+    /// consumer as `reclaim-consumer` and the reason as `reclaim-last-error`, last.
+    fn append(
+        &self,
+        e: &Pending,
+        fields: &[RedisString],
+        last: Option<&Last2>,
+    ) -> Result<(), Stop> {
         let key = self.key.get_or_init(|| Key::open(self.ctx, self.dlq, true));
         match key.kind() {
             KeyKind::Other => return Err(Stop::WrongTypeDlq),
@@ -177,14 +185,19 @@ impl<'a> Appender<'a> {
         let deliveries = self
             .deliveries
             .of(count.format(e.deliveries as u64).as_bytes());
-        let consumer = self.consumer.of(&e.consumer);
+        let consumer = self.consumer.of(last.map_or(&e.consumer[..], |l| &l.0[..]));
         let [stream, group, reason, moved] = &self.fixed;
+        let s = |b: &[u8]| RedisString::create_from_slice(self.ctx.ctx, b);
+        let last_error = last.map(|l| [s(LAST_ERROR), s(&l.1)]);
         let n = &self.names;
         let mut argv: Vec<*mut raw::RedisModuleString> = Vec::with_capacity(fields.len() + 14);
         argv.extend(fields.iter().map(|x| x.inner));
         argv.extend([n[0], stream.inner, n[1], group.inner, n[2], id.inner]);
         argv.extend([n[3], consumer, n[4], deliveries]);
         argv.extend([n[5], reason.inner, n[6], moved.inner]);
+        if let Some([name, text]) = &last_error {
+            argv.extend([name.inner, text.inner]);
+        }
         let Some(added) = key.add(&mut argv) else {
             return Err(Stop::Error("XADD to the DLQ failed".into()));
         };
@@ -192,6 +205,13 @@ impl<'a> Appender<'a> {
         Ok(())
     }
 }
+
+/// The field of a DLQ entry that holds the reason of the last `RECLAIM.NACK ... REASON` of an
+/// entry dead-lettered by `MAX-DELIVERIES`.
+pub const LAST_ERROR: &[u8] = b"reclaim-last-error";
+
+/// The consumer and reason of an entry's last NACK record that applies to it.
+type Last2 = (Vec<u8>, Vec<u8>);
 
 /// Bytes of entry fields a batch of moves copies out ahead of the move in progress: the live OOM
 /// check before each move sees at most this much of the module's own copies of entries not yet
@@ -303,6 +323,11 @@ impl<'a> Dlq<'a> {
         let mut bodies = Bodies::new(self.ctx, self.stream);
         let dname = RedisString::create_from_slice(self.ctx.ctx, dlq);
         let appender = Appender::new(self, &dname, reason);
+        let (records, found) = if reason == REASON_LIMIT {
+            self.nack_records(entries)
+        } else {
+            (Vec::new(), Vec::new())
+        };
         let mut moved: Vec<&[u8]> = Vec::with_capacity(entries.len());
         let mut gone: Vec<&Pending> = Vec::new();
         let mut failure = None;
@@ -324,7 +349,7 @@ impl<'a> Dlq<'a> {
                 gone.push(e);
                 continue;
             };
-            match appender.append(e, &fields) {
+            match appender.append(e, &fields, records.get(k).and_then(Option::as_ref)) {
                 Ok(()) => {
                     moved.push(&e.id);
                     self.dead_letters
@@ -352,11 +377,65 @@ impl<'a> Dlq<'a> {
             events::notify(self.ctx, self.stream, events::DEADLETTER);
         }
         let (buried, res) = self.bury(&gone, out);
+        self.drop_nack_records(&found, &moved, &gone);
         self.trim_dlq(moved.len() as u64 + buried, out);
         match (failure, res) {
             (Some(f), _) | (None, Err(f)) => Err(f),
             (None, Ok(())) => Ok(()),
         }
+    }
+
+    /// The NACK records of `entries` (`HMGET` of the stream's NACK record key, when it is a
+    /// hash): per entry, the consumer and reason of a record written at its current delivery
+    /// count (its last attempt ended with that NACK), and the IDs that have a record.
+    fn nack_records(&self, entries: &[Pending]) -> (Vec<Option<Last2>>, Vec<Vec<u8>>) {
+        let key = keys::nack_key(self.stream);
+        let name = RedisString::create_from_slice(self.ctx.ctx, &key);
+        if self.ctx.open_key(&name).key_type() != redis_module::KeyType::Hash {
+            return (Vec::new(), Vec::new());
+        }
+        let fields: Vec<Vec<u8>> = entries
+            .iter()
+            .map(|e| keys::delay_member(self.group, &e.id))
+            .collect();
+        let mut args: Vec<&[u8]> = vec![&key];
+        args.extend(fields.iter().map(Vec::as_slice));
+        let r: CallResult = self.ctx.call_ext("HMGET", &read_opts(), &args[..]);
+        let Ok(CallReply::Array(a)) = r else {
+            return (Vec::new(), Vec::new());
+        };
+        let mut found = Vec::new();
+        let records = a
+            .iter()
+            .zip(entries)
+            .map(|(x, e)| {
+                let Ok(CallReply::String(v)) = x else {
+                    return None;
+                };
+                found.push(e.id.clone());
+                let v = v.as_bytes();
+                let (count, consumer, reason) = keys::parse_nack_record(v)?;
+                (count == e.deliveries).then(|| (consumer.to_vec(), reason.to_vec()))
+            })
+            .collect();
+        (records, found)
+    }
+
+    /// Drops the NACK records (`found`) of the entries that left the PEL (`moved`, `gone`):
+    /// one `HDEL` (replicated); Redis deletes the key with its last field.
+    fn drop_nack_records(&self, found: &[Vec<u8>], moved: &[&[u8]], gone: &[&Pending]) {
+        let left: Vec<Vec<u8>> = found
+            .iter()
+            .filter(|id| moved.contains(&id.as_slice()) || gone.iter().any(|g| &g.id == *id))
+            .map(|id| keys::delay_member(self.group, id))
+            .collect();
+        if left.is_empty() {
+            return;
+        }
+        let key = keys::nack_key(self.stream);
+        let mut args: Vec<&[u8]> = vec![&key];
+        args.extend(left.iter().map(Vec::as_slice));
+        let _: CallResult = self.ctx.call_ext("HDEL", &write_opts(), &args[..]);
     }
 
     /// With `TOMBSTONES yes`, takes out of `entries` those whose stream entry is gone and gives

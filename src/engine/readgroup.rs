@@ -100,7 +100,7 @@ pub fn redeliver(
         liveness_ms: p.liveness_ms,
         writes: ReadWrites::of(p),
     };
-    let view = registry::begin_read(&id, consumer, facts).unwrap_or(ReadView {
+    let mut view = registry::begin_read(&id, consumer, facts).unwrap_or(ReadView {
         inbox: true,
         ..ReadView::default()
     });
@@ -108,6 +108,17 @@ pub fn redeliver(
         return Redelivery::default();
     }
     let now = epoch_ms();
+    if now >= view.parked_due_ms {
+        // Parked entries due now turn stale entries of `<claimant>:delayed`: look from the head.
+        let r = crate::engine::parked::release(ctx, key, group, p, now);
+        registry::update(&id, |rt| {
+            rt.parked_released(r.moved, r.next_ms, r.wrong_type)
+        });
+        if r.moved > 0 {
+            view.horizon_ms = 0;
+            view.cursor = None;
+        }
+    }
     if !view.inbox && now < view.horizon_ms {
         // Nothing can be due: no call into Redis.
         return Redelivery::default();

@@ -48,11 +48,13 @@ pub enum Word {
     Retrycount,
     Xgroup,
     Delconsumer,
+    Zadd,
+    Hset,
 }
 
 impl Word {
     /// How many words there are (their indexes are `0..COUNT`).
-    pub const COUNT: usize = 30;
+    pub const COUNT: usize = 32;
 
     /// The word's text.
     pub fn text(self) -> &'static str {
@@ -87,6 +89,8 @@ impl Word {
             Word::Retrycount => "RETRYCOUNT",
             Word::Xgroup => "XGROUP",
             Word::Delconsumer => "DELCONSUMER",
+            Word::Zadd => "ZADD",
+            Word::Hset => "HSET",
         }
     }
 }
@@ -322,6 +326,33 @@ pub fn own_entries<'a>(stream: &'a [u8], group: &'a [u8], consumer: &'a [u8]) ->
             ID,
             w(Word::Justid),
         ],
+    )]
+}
+
+/// What `RECLAIM.NACK ... DELAY` longer than an entry's due idle does besides [`own_entries`]:
+/// `ZADD delay-key 0 member` (the due time into the stream's delay key, `keys::delay_key`).
+pub fn park<'a>(
+    stream: &'a [u8],
+    group: &'a [u8],
+    consumer: &'a [u8],
+    delay_key: &'a [u8],
+) -> AsList<'a> {
+    let mut out = own_entries(stream, group, consumer);
+    out.push(As::new(
+        Word::Zadd,
+        error::KEY_DELAY,
+        &[n(delay_key), w(Word::Zero), w(Word::Field)],
+    ));
+    out
+}
+
+/// What `RECLAIM.NACK ... REASON` does besides [`own_entries`]: `HSET nack-key field value` (the
+/// record of the consumer and its reason, `keys::nack_key`).
+pub fn record<'a>(nack_key: &'a [u8]) -> AsList<'a> {
+    smallvec![As::new(
+        Word::Hset,
+        error::KEY_NACK,
+        &[n(nack_key), w(Word::Field), w(Word::Value)],
     )]
 }
 

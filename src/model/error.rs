@@ -44,7 +44,22 @@ pub const POLICY_KEY_TAKEN: &str =
 /// An ID that is not a stream ID (Redis's own text).
 pub const INVALID_ID: &str = "ERR Invalid stream ID specified as stream command argument";
 /// `RECLAIM.NACK ... DELAY` that is not a non-negative integer.
-pub const DELAY_RANGE: &str = "ERR DELAY must be a non-negative integer (ms)";
+pub const DELAY_RANGE: &str = "ERR DELAY must be an integer from 0 to 2592000000 (ms, 30 days)";
+/// `RECLAIM.NACK ... DELAY d` longer than [`crate::model::policy::MAX_DELAY_MS`]: (d, the idle
+/// that makes the first of the caller's entries due; a client may give that back instead).
+pub fn delay_too_long(d: i64, due: i64) -> ReclaimError {
+    ReclaimError::Redis(format!(
+        "ERR DELAY {d} is longer than {due}, the idle (ms) after which the entry is due, and than 2592000000 (30 days), the longest delay"
+    ))
+}
+/// `RECLAIM.NACK ... DELAY` that parks entries while the stream's delay key holds another type.
+pub const WRONGTYPE_DELAY_KEY: &str =
+    "WRONGTYPE the delay key of this stream (reclaim:delay:{...}) holds a value that is not a sorted set";
+/// `RECLAIM.NACK ... REASON` while the stream's NACK record key holds another type.
+pub const WRONGTYPE_NACK_KEY: &str =
+    "WRONGTYPE the NACK record key of this stream (reclaim:nack:{...}) holds a value that is not a hash";
+/// `RECLAIM.NACK ... REASON` longer than [`crate::model::policy::MAX_REASON_BYTES`].
+pub const REASON_TOO_LONG: &str = "ERR REASON is longer than 1024 bytes";
 /// `RECLAIM.TERM` on a policy without a DLQ.
 pub const TERM_NEEDS_DLQ: &str = "ERR the policy of this key and group has no DLQ";
 /// A `BACKOFF` that is none of its three forms.
@@ -104,6 +119,10 @@ pub const IMPORT_NOT_SERVED: &str =
     "ERR this node does not serve the stream key's hash slot (import each node's own policies there)";
 /// The key a refused check names ([`ReclaimError::NoPerm`]): the stream of a policy (or of a read).
 pub const KEY_STREAM: &str = "the stream key";
+/// ... the stream's delay key (`RECLAIM.NACK ... DELAY` longer than an entry's due idle).
+pub const KEY_DELAY: &str = "the delay key";
+/// ... the stream's NACK records (`RECLAIM.NACK ... REASON`).
+pub const KEY_NACK: &str = "the NACK record key";
 /// ... the DLQ of a policy (or of `RECLAIM.REDRIVE`).
 pub const KEY_DLQ: &str = "the DLQ key";
 /// ... the `SOURCE` stream of `RECLAIM.REDRIVE`.
@@ -160,8 +179,6 @@ pub enum ReclaimError {
     /// An error reply of a command the module ran for the caller, passed on as Redis wrote it
     /// (printable): `WRONGTYPE ...`, `NOGROUP ...`.
     Redis(String),
-    /// `RECLAIM.NACK ... DELAY d` longer than the idle that makes an entry due: (d, that idle).
-    DelayTooLong(i64, i64),
     /// `RECLAIM.READGROUP` on a stream key that does not exist or has no such group; carries the
     /// key and the group (printable). Same text as XREADGROUP's.
     NoGroup(String, String),
@@ -280,10 +297,6 @@ impl fmt::Display for ReclaimError {
             ReclaimError::BadNumber(o, range) => write!(f, "ERR {o} must be {range}"),
             ReclaimError::Static(s) => f.write_str(s),
             ReclaimError::Redis(e) => f.write_str(e),
-            ReclaimError::DelayTooLong(d, due) => write!(
-                f,
-                "ERR DELAY {d} is longer than {due}, the idle (ms) after which the entry is due (MIN-IDLE or its BACKOFF step)"
-            ),
             ReclaimError::NoGroup(k, g) => write!(
                 f,
                 "NOGROUP No such key '{k}' or consumer group '{g}' in XREADGROUP with GROUP option"

@@ -93,6 +93,56 @@ pub fn policy_key(stream: &[u8]) -> Vec<u8> {
     k
 }
 
+/// Prefix of the key that holds a stream's parked entries (a sorted set): `RECLAIM.NACK ...
+/// DELAY` longer than an idle time can express.
+pub const DELAY_KEY_PREFIX: &[u8] = b"reclaim:delay:";
+
+/// The key of `stream`'s parked entries (a sorted set: member [`delay_member`], score the
+/// wall-clock ms they are due): `reclaim:delay:{TAG}:STREAM`, in the stream's slot.
+pub fn delay_key(stream: &[u8]) -> Vec<u8> {
+    tagged(DELAY_KEY_PREFIX, stream)
+}
+
+/// A parked entry's member in [`delay_key`]: the group's name, a NUL byte, the entry ID (IDs
+/// hold no NUL, so [`split_delay_member`] splits at the last one, whatever the group holds).
+pub fn delay_member(group: &[u8], id: &[u8]) -> Vec<u8> {
+    [group, b"\0", id].concat()
+}
+
+/// The (group, entry ID) of a [`delay_member`]; `None` for a member of another shape.
+pub fn split_delay_member(member: &[u8]) -> Option<(&[u8], &[u8])> {
+    let nul = member.iter().rposition(|&b| b == 0)?;
+    let (group, id) = (&member[..nul], &member[nul + 1..]);
+    (!id.is_empty() && id.iter().all(|&b| b.is_ascii_digit() || b == b'-')).then_some((group, id))
+}
+
+/// Prefix of the key that holds the last `RECLAIM.NACK ... REASON` of a stream's entries (a hash).
+pub const NACK_KEY_PREFIX: &[u8] = b"reclaim:nack:";
+
+/// The key of `stream`'s NACK records (a hash: field [`delay_member`] of the entry, value
+/// [`nack_record`]): `reclaim:nack:{TAG}:STREAM`, in the stream's slot.
+pub fn nack_key(stream: &[u8]) -> Vec<u8> {
+    tagged(NACK_KEY_PREFIX, stream)
+}
+
+/// A NACK record: the entry's delivery count when it was given back, the consumer that gave it
+/// back and its reason: `<count>:<consumer length>:<consumer><reason>` (binary-safe).
+pub fn nack_record(count: i64, consumer: &[u8], reason: &[u8]) -> Vec<u8> {
+    let head = format!("{count}:{}:", consumer.len());
+    [head.as_bytes(), consumer, reason].concat()
+}
+
+/// The (count, consumer, reason) of a [`nack_record`]; `None` for a value of another shape.
+pub fn parse_nack_record(v: &[u8]) -> Option<(i64, &[u8], &[u8])> {
+    let c1 = v.iter().position(|&b| b == b':')?;
+    let count = crate::model::text::parse_i64(&v[..c1])?;
+    let rest = &v[c1 + 1..];
+    let c2 = rest.iter().position(|&b| b == b':')?;
+    let len: usize = std::str::from_utf8(&rest[..c2]).ok()?.parse().ok()?;
+    let body = &rest[c2 + 1..];
+    (len <= body.len()).then(|| (count, &body[..len], &body[len..]))
+}
+
 /// Prefix of the key that holds a DLQ's `RECLAIM.REDRIVE` task (a hash).
 pub const REDRIVE_KEY_PREFIX: &[u8] = b"reclaim:redrive:";
 /// Prefix of the key that holds the entries a running redrive task moved (a set).
@@ -122,14 +172,20 @@ pub fn redrive_moved_key(dlq: &[u8]) -> Vec<u8> {
 }
 
 /// Whether `name` is in the module's own key namespace: a policy key (`reclaim:policy:...`), a
-/// redrive task key (`reclaim:redrive:...`) or a redrive moved-set key
-/// (`reclaim:redrive-moved:...`). By prefix, so that no such name can be a DLQ, a redrive's DLQ or
+/// redrive task key (`reclaim:redrive:...`), a redrive moved-set key
+/// (`reclaim:redrive-moved:...`) or a stream's parked entries (`reclaim:delay:...`). By prefix, so that no such name can be a DLQ, a redrive's DLQ or
 /// its `SOURCE` key, whether or not the module made that key yet (a name of another shape under
 /// these prefixes is refused too: the namespace is the module's).
 pub fn is_module_key(name: &[u8]) -> bool {
-    [POLICY_KEY_PREFIX, REDRIVE_KEY_PREFIX, REDRIVE_MOVED_PREFIX]
-        .iter()
-        .any(|p| name.starts_with(p))
+    [
+        POLICY_KEY_PREFIX,
+        REDRIVE_KEY_PREFIX,
+        REDRIVE_MOVED_PREFIX,
+        DELAY_KEY_PREFIX,
+        NACK_KEY_PREFIX,
+    ]
+    .iter()
+    .any(|p| name.starts_with(p))
 }
 
 /// The stream whose policies a key named `name` holds, when `name` is a well-formed policy key
@@ -167,6 +223,31 @@ pub fn migrating_target(nodes: &[u8], slot: u16) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn delay_keys_and_members() {
+        assert_eq!(delay_key(b"orders"), b"reclaim:delay:{orders}:orders");
+        assert_eq!(delay_key(b"{app}:in"), b"reclaim:delay:{app}:{app}:in");
+        assert_eq!(key_slot(&delay_key(b"a}b")), key_slot(b"a}b"));
+        assert!(is_module_key(&delay_key(b"x")));
+        let m = delay_member(b"g\0with nul", b"1-2");
+        assert_eq!(
+            split_delay_member(&m),
+            Some((&b"g\0with nul"[..], &b"1-2"[..]))
+        );
+        assert_eq!(split_delay_member(b"no separator"), None);
+        assert_eq!(split_delay_member(b"g\0"), None);
+        assert_eq!(split_delay_member(b"g\0x-1"), None);
+        assert_eq!(nack_key(b"orders"), b"reclaim:nack:{orders}:orders");
+        let r = nack_record(3, b"w:1", b"timed out: 5 s\0\xff");
+        assert_eq!(
+            parse_nack_record(&r),
+            Some((3, &b"w:1"[..], &b"timed out: 5 s\0\xff"[..]))
+        );
+        assert_eq!(parse_nack_record(b"3:9:w"), None);
+        assert_eq!(parse_nack_record(b"x:1:w"), None);
+        assert_eq!(parse_nack_record(b"garbage"), None);
+    }
 
     #[test]
     fn migrating_targets_come_from_cluster_nodes() {

@@ -72,6 +72,9 @@ pub enum Rule {
     /// Owned by `<CLAIMANT>:delayed` (given back with `RECLAIM.NACK ... DELAY`), its delay not
     /// over yet: untouched.
     Delayed,
+    /// Owned by `<CLAIMANT>:parked` (given back with a `RECLAIM.NACK ... DELAY` longer than its
+    /// due idle): never stale by idle; the timer releases it when its due time comes. Untouched.
+    Parked,
     /// Idle below `MIN-IDLE`: untouched.
     Fresh,
     /// Idle at least `MIN-IDLE` but below the `BACKOFF` step of its count: untouched.
@@ -100,6 +103,7 @@ impl Rule {
             Rule::Stale => Action::Move,
             Rule::InInbox
             | Rule::Delayed
+            | Rule::Parked
             | Rule::Fresh
             | Rule::Backoff
             | Rule::Held
@@ -114,6 +118,7 @@ impl Rule {
             Rule::OverDelivered => "over-delivered",
             Rule::InInbox => "in-inbox",
             Rule::Delayed => "delayed",
+            Rule::Parked => "parked",
             Rule::Fresh => "fresh",
             Rule::Backoff => "backoff",
             Rule::Held => "held",
@@ -125,9 +130,10 @@ impl Rule {
 }
 
 /// Whether `p` is stale under `policy`: idle for at least the time its delivery count needs
-/// (`MIN-IDLE`, grown by `BACKOFF`: [`Policy::due_idle`]).
+/// (`MIN-IDLE`, grown by `BACKOFF`: [`Policy::due_idle`]). A parked entry ([`Policy::parked`])
+/// never is: its due time is not an idle time.
 pub fn is_stale(p: &Pending, policy: &Policy) -> bool {
-    p.idle_ms >= policy.due_idle(p.deliveries)
+    p.idle_ms >= policy.due_idle(p.deliveries) && !policy.is_parked(&p.consumer)
 }
 
 /// Whether `p` may be taken from its owner now: the module holds it (the inbox, or given back
@@ -167,6 +173,8 @@ pub fn decide(p: &Pending, policy: &Policy, first: Option<(u64, u64)>, quiet: bo
     } else if !is_stale(p, policy) {
         if policy.is_delayed(&p.consumer) {
             Rule::Delayed
+        } else if policy.is_parked(&p.consumer) {
+            Rule::Parked
         } else if p.idle_ms >= policy.min_idle_ms {
             Rule::Backoff
         } else {
@@ -342,12 +350,13 @@ impl Default for Fresh {
 
 impl Fresh {
     /// Adds the entries of `page` that the sweep may have to handle later: not stale yet, or
-    /// held by a live owner; but not those waiting in the inbox that never need the sweep (only
+    /// held by a live owner; but not parked ones, nor those waiting in the inbox that never need the sweep (only
     /// those at their last delivery go to the DLQ when they go stale).
     pub fn observe(&mut self, page: &[Pending], policy: &Policy, owners: Owners) {
         for p in page {
             let later = policy.max_deliveries > 0 && p.deliveries >= policy.max_deliveries;
-            if in_inbox(p, policy) && !later {
+            // Parked entries turn due when the timer releases them (which forgets the horizon).
+            if (in_inbox(p, policy) && !later) || policy.is_parked(&p.consumer) {
                 continue;
             }
             let remaining = if !is_stale(p, policy) {
@@ -992,6 +1001,18 @@ mod tests {
         let mut delayed = pe("1-0", 200, 2);
         delayed.consumer = p.delayed();
         assert_eq!(classify(&delayed, &p, false), Action::Move);
+        // Parked: never stale by idle, never dead-lettered at its limit while parked, not
+        // watched by the horizon (the timer releases it).
+        let mut parked = pe("1-0", 10_000_000, 3);
+        parked.consumer = p.parked();
+        assert!(!is_stale(&parked, &p));
+        assert_eq!(decide(&parked, &p, Some((0, 0)), true), Rule::Parked);
+        assert_eq!(Rule::Parked.name(), "parked");
+        parked.deliveries = 4;
+        assert_eq!(decide(&parked, &p, Some((0, 0)), true), Rule::OverDelivered);
+        let mut f = Fresh::default();
+        f.observe(&[parked], &p, &|_| true);
+        assert_eq!(f.watched, 0);
         // What a pass learns: the least time left, 0 for a held entry.
         let mut f = Fresh::default();
         f.observe(&[pe("2-0", 150, 2)], &p, &|_| true);

@@ -26,6 +26,16 @@ pub const DEFAULT_INTERVAL_MS: i64 = 10_000;
 /// What follows the claimant's name in the name of the consumer that holds delayed entries.
 pub const DELAYED_SUFFIX: &[u8] = b":delayed";
 
+/// What follows the claimant's name in the name of the consumer that holds parked entries
+/// (`RECLAIM.NACK ... DELAY` longer than the entry's due idle), until the timer releases them.
+pub const PARKED_SUFFIX: &[u8] = b":parked";
+
+/// The longest `RECLAIM.NACK ... DELAY`, ms: 30 days.
+pub const MAX_DELAY_MS: i64 = 30 * 24 * 3600 * 1000;
+
+/// The longest `RECLAIM.NACK ... REASON`, bytes.
+pub const MAX_REASON_BYTES: usize = 1024;
+
 /// Most values of `BACKOFF LIST`.
 pub const MAX_BACKOFF_STEPS: usize = 64;
 
@@ -332,15 +342,30 @@ impl Policy {
             && consumer.ends_with(DELAYED_SUFFIX)
     }
 
+    /// The consumer that holds entries parked by `RECLAIM.NACK ... DELAY` for longer than their
+    /// due idle: the claimant's name followed by `:parked`. Its entries are never stale: their
+    /// due time is kept in the stream's delay key (`keys::delay_key`), and the timer releases them.
+    pub fn parked(&self) -> Vec<u8> {
+        [self.claimant.as_slice(), PARKED_SUFFIX].concat()
+    }
+
+    /// Whether `consumer` is [`Policy::parked`] (without building its name).
+    pub fn is_parked(&self, consumer: &[u8]) -> bool {
+        consumer.len() == self.claimant.len() + PARKED_SUFFIX.len()
+            && consumer.starts_with(&self.claimant)
+            && consumer.ends_with(PARKED_SUFFIX)
+    }
+
     /// Whether `FORGET-IDLE` deletes `consumer`, which has `pending` entries and was last seen
     /// `idle_ms` ago: on, idle at least `FORGET-IDLE`, nothing pending, and not the module's own
-    /// (the claimant, `<claimant>:delayed`).
+    /// (the claimant, `<claimant>:delayed`, `<claimant>:parked`).
     pub fn forgets(&self, consumer: &[u8], pending: i64, idle_ms: i64) -> bool {
         self.forget_idle_ms > 0
             && pending == 0
             && idle_ms >= self.forget_idle_ms
             && consumer != self.claimant.as_slice()
             && !self.is_delayed(consumer)
+            && !self.is_parked(consumer)
     }
 
     /// The words after `BACKOFF`: `FIXED`, `EXPONENTIAL max-ms` or `LIST ms ...`.

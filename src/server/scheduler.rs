@@ -327,6 +327,9 @@ fn visit(ctx: &Context, id: &PolicyId, now: u64, deadline: Instant) -> bool {
     let left_ns = deadline.saturating_duration_since(t0).as_nanos() as u64;
     let enabled = config::enabled();
     let fault = store::fault(&id.stream, &policy);
+    if fault.is_none() && policy.halted(enabled).is_none() {
+        release_parked(ctx, id, &policy);
+    }
     let planned = registry::update(id, |rt| {
         rt.plan_step(&policy, fault, enabled, now, epoch_ms(), left_ns)
     });
@@ -366,6 +369,25 @@ fn visit(ctx: &Context, id: &PolicyId, now: u64, deadline: Instant) -> bool {
         crate::ffi::blocked::signal_if_waiting(ctx, id.db, &id.stream);
     }
     true
+}
+
+/// Releases the parked entries of policy `id` that are due (before its step, so the pass that
+/// starts now moves them), when its run-time state says one may be, or a pass starts.
+fn release_parked(ctx: &Context, id: &PolicyId, policy: &Policy) {
+    let wall = epoch_ms();
+    if registry::read(id, |rt| rt.parked_check_due(wall)) != Some(true) {
+        return;
+    }
+    let r = crate::engine::parked::release(ctx, &id.stream, &id.group, policy, wall);
+    let first_bad = registry::update(id, |rt| {
+        rt.parked_released(r.moved, r.next_ms, r.wrong_type)
+    });
+    if first_bad == Some(true) {
+        ctx.log_warning(&format!(
+            "reclaim: the delay key of stream {} holds a value that is not a sorted set: kept, nothing parked there is released",
+            crate::model::text::printable(&id.stream)
+        ));
+    }
 }
 
 /// The step `plan` of policy `id` (value `policy`), stopping early at `deadline`: first the

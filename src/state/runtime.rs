@@ -305,6 +305,12 @@ pub struct Runtime {
     inbox_empty: bool,
     /// What the last read kept of the policy's value (`None`: read it).
     read_facts: Option<Box<ReadFacts>>,
+    /// Wall-clock ms at which an entry of this group parked in the stream's delay key may be due
+    /// at the earliest (0: unknown, look; `i64::MAX`: none parked). Learnt by each look
+    /// ([`Runtime::parked_released`]), lowered by `RECLAIM.NACK` ([`Runtime::note_parked`]).
+    parked_due_ms: i64,
+    /// The stream's delay key held another type at the last look (logged once).
+    parked_wrong_type: bool,
 }
 
 /// When consumers last talked to the module (`RECLAIM.READGROUP`, `EXTEND`, `NACK`, `TERM`),
@@ -451,6 +457,8 @@ pub struct ReadFacts {
 pub struct ReadView {
     /// Wall-clock ms before which no pending entry of another consumer can be due (0: unknown).
     pub horizon_ms: i64,
+    /// Wall-clock ms before which no parked entry can be due (0: unknown).
+    pub parked_due_ms: i64,
     /// Where the next page of the PEL starts (`None`: the head).
     pub cursor: Option<Vec<u8>>,
     /// Whether the claimant's inbox may hold entries (`false`: a read found it empty, and
@@ -605,7 +613,36 @@ impl Runtime {
     /// paused or held by its `STORM` breaker, and its inbox may hold entries or what passes and
     /// reads learnt says an entry of another consumer may be due.
     pub fn readers_may_find(&self, now: i64) -> bool {
-        self.held == State::Active && (!self.inbox_empty || self.read_horizon() <= now)
+        self.held == State::Active
+            && (!self.inbox_empty || self.read_horizon() <= now || self.parked_due_ms <= now)
+    }
+
+    /// Whether the timer's visit at wall-clock `wall` looks at the stream's parked entries
+    /// first: one may be due, or a pass is about to start (each pass looks, so what this server
+    /// did not write itself, before a promotion, a load or a `SWAPDB`, is found within one
+    /// `INTERVAL`).
+    pub fn parked_check_due(&self, wall: i64) -> bool {
+        self.pass.is_none() || wall >= self.parked_due_ms
+    }
+
+    /// `RECLAIM.NACK` parked an entry due at wall-clock `due_ms`.
+    pub fn note_parked(&mut self, due_ms: i64) {
+        self.parked_due_ms = self.parked_due_ms.min(due_ms);
+    }
+
+    /// A look at the parked entries released `released` of them (now stale entries of
+    /// `<claimant>:delayed`: an older idle time than passes saw) and found the next one due at
+    /// wall-clock `next` (`i64::MAX`: none).
+    /// `wrong_type`: the delay key holds another type; returns whether that is new (logged
+    /// once).
+    pub fn parked_released(&mut self, released: usize, next: i64, wrong_type: bool) -> bool {
+        self.parked_due_ms = next;
+        if released > 0 {
+            self.idle_set_older();
+        }
+        let new = wrong_type && !self.parked_wrong_type;
+        self.parked_wrong_type = wrong_type;
+        new
     }
 
     /// A read by `consumer` begins at monotonic ms `now`: notes the sighting (`LIVENESS`
@@ -619,6 +656,7 @@ impl Runtime {
         }
         ReadView {
             horizon_ms: self.read_horizon(),
+            parked_due_ms: self.parked_due_ms,
             cursor: self.read_scan.cursor.clone(),
             inbox: !self.inbox_empty,
         }
@@ -630,7 +668,11 @@ impl Runtime {
     /// reader must be allowed to write, `LIVENESS`); `None`: read the policy and look (also while
     /// a client's touch waits for [`Runtime::confirm`]: it may have made entries due).
     pub fn quick_read(&self, wall: i64) -> Option<&ReadFacts> {
-        if self.inbox_empty && wall < self.read_horizon() && !self.wants_confirmation() {
+        if self.inbox_empty
+            && wall < self.read_horizon()
+            && wall < self.parked_due_ms
+            && !self.wants_confirmation()
+        {
             return self.read_facts.as_deref();
         }
         None
@@ -1077,6 +1119,7 @@ impl Runtime {
     /// Forgets what passes learnt (checked delivery counts, when entries can be stale): the PEL
     /// may be a new one (the stream or group appeared, the server became a primary again).
     pub fn forget_learnt(&mut self) {
+        self.parked_due_ms = 0;
         self.unchecked = Unchecked::All;
         self.idle_mark = self.idle_mark.wrapping_add(1);
         self.forget_horizon();
@@ -1412,9 +1455,22 @@ mod tests {
         rt.begin_read(b"c", facts.clone(), 0);
         rt.note_inbox_empty();
         rt.note_read_page(None, None, 1_000, 500);
+        // Parked entries not looked at yet: the read looks.
+        assert_eq!(rt.quick_read(1_400), None);
+        assert!(!rt.parked_released(0, i64::MAX, false));
         // Before the horizon (1,500): no look, the DLQ writes to check.
         assert_eq!(rt.quick_read(1_400), Some(&facts));
         assert_eq!(rt.quick_read(1_500), None);
+        // A NACK parks an entry due at 1,300: reads from then on look (and release it).
+        rt.note_parked(1_300);
+        assert_eq!(rt.quick_read(1_200), Some(&facts));
+        assert_eq!(rt.quick_read(1_300), None);
+        assert!(rt.readers_may_find(1_300));
+        rt.parked_released(1, i64::MAX, false);
+        assert_eq!(rt.quick_read(1_400), None, "released: an older idle time");
+        rt.begin_read(b"c", facts.clone(), 0);
+        rt.note_inbox_empty();
+        rt.note_read_page(None, None, 1_000, 500);
         // A client's touch (XCLAIM ... IDLE) waits for its confirmation: the read looks.
         rt.note_touch(b"c", true, 5);
         assert_eq!(rt.quick_read(1_400), None);

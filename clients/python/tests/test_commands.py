@@ -346,8 +346,10 @@ def test_extend_nack_term(r: redis.Redis) -> None:
     assert reclaim.extend("orders", "workers", "bob", ids[0]) == []
     assert reclaim.nack("orders", "workers", "alice", ids[0]) == 1
     assert reclaim.nack("orders", "workers", "alice", ids[1], delay=5000) == 1
-    with pytest.raises(redis.ResponseError, match=r"^DELAY 20000 is longer than 10000, the idle \(ms\) after which the entry is due \(MIN-IDLE or its BACKOFF step\)$"):
-        reclaim.nack("orders", "workers", "alice", ids[2], delay=20000)
+    with pytest.raises(redis.ResponseError, match=r"^DELAY must be an integer from 0 to 2592000000 \(ms, 30 days\)$"):
+        reclaim.nack("orders", "workers", "alice", ids[2], delay=-1)
+    with pytest.raises(redis.ResponseError, match=r"^REASON is longer than 1024 bytes$"):
+        reclaim.nack("orders", "workers", "alice", ids[2], delay=20000, reason=b"x" * 1025)
     assert reclaim.term("orders", "workers", "alice", ids[2], reason="schema v1 rejected") == 1
     assert reclaim.term("orders", "workers", "alice", ids[3]) == 1
     owners = {p["message_id"]: p["consumer"] for p in r.xpending_range("orders", "workers", "-", "+", 10)}

@@ -276,7 +276,6 @@ def test_a_retry_longer_than_the_server_allows_is_refused(r: redis.Redis, caplog
     setup(r, min_idle=LEASE_MS, max_deliveries=MAX_DELIVERIES, dlq="orders:dlq", interval=50)
     e = r.xadd("orders", {"n": "1"})
     calls: list[float] = []
-    w: Worker
 
     def handle(entry_id: str, fields: dict[str, str]) -> None:
         calls.append(time.monotonic())
@@ -290,6 +289,29 @@ def test_a_retry_longer_than_the_server_allows_is_refused(r: redis.Redis, caplog
     assert calls[1] - calls[0] >= LEASE_MS / 1000 - 0.05
     assert w.counts["refused"] == 1 and w.counts["acked"] == 1 and w.counts["retried"] == 0
     assert f"Retry({10**15} ms) of entry {e} refused" in caplog.text
+
+
+def test_a_retry_longer_than_the_lease_is_parked(r: redis.Redis) -> None:
+    setup(r, min_idle=LEASE_MS, max_deliveries=MAX_DELIVERIES, dlq="orders:dlq", interval=50)
+    e = r.xadd("orders", {"n": "1"})
+    calls: list[float] = []
+
+    def handle(entry_id: str, fields: dict[str, str]) -> None:
+        calls.append(time.monotonic())
+        raise Retry(3_600_000)  # an hour, far more than the lease: parked, not cut short
+
+    w = Worker(r, "orders", "workers", "w", handle)
+    t = start(w)
+    wait_for("the entry parked", lambda: owners(r) == {e: "reclaim:parked"})
+
+    def idle() -> int:
+        return int(r.xpending_range("orders", "workers", "-", "+", 1)[0]["time_since_delivered"])
+
+    wait_for("three leases parked", lambda: idle() >= 3 * LEASE_MS)
+    stop([w], [t])
+    assert len(calls) == 1 and owners(r) == {e: "reclaim:parked"}
+    assert w.counts["retried"] == 1
+    assert r.zcard("reclaim:delay:{orders}:orders") == 1
 
 
 @pytest.mark.parametrize("case", ["none", "typo", "paused"])

@@ -427,6 +427,8 @@ def _parse_simulation(stream: Name, group: Name) -> Callable[[Any], Reply]:
             "entries": entries,
             "totals": _parse_counts(m["totals"]),
             "more": int(m["more"]) == 1,
+            "delayed": int(m.get("delayed") or 0),
+            "next-due-ms": _opt_int(m.get("next-due-ms")),
         }
 
     return parse
@@ -502,6 +504,9 @@ def _parse_health(reply: Any) -> Reply:
         live = fields_of(m["live"])
         live["oldest-pending-age-ms"] = _opt_int(live["oldest-pending-age-ms"])
         live["by-consumer"] = [(c, int(n)) for c, n in live["by-consumer"] or []]
+        if "next-due-ms" in live:
+            live["delayed"] = int(live["delayed"])
+            live["next-due-ms"] = _opt_int(live["next-due-ms"])
     deliveries = fields_of(m["deliveries"])
     deliveries["pass"] = opt_text(deliveries["pass"])
     deliveries["buckets"] = _parse_counts(deliveries["buckets"] or [])
@@ -633,11 +638,20 @@ def extend(stream: Name, group: Name, consumer: Name, *ids: Name) -> Command[lis
 
 
 def nack(
-    stream: Name, group: Name, consumer: Name, *ids: Name, delay: Optional[int] = None
+    stream: Name,
+    group: Name,
+    consumer: Name,
+    *ids: Name,
+    delay: Optional[int] = None,
+    reason: Optional[Name] = None,
 ) -> Command[int]:
     """``RECLAIM.NACK``: gives the consumer's own entries back for redelivery, at once or
-    ``delay`` ms from now (at most their lease); returns how many it released."""
-    extra = ("DELAY", delay) if delay is not None else ()
+    ``delay`` ms from now (up to 30 days: beyond their lease they are parked), with ``reason``
+    (at most 1024 bytes) kept for the DLQ's ``reclaim-last-error``; returns how many it
+    released."""
+    extra: tuple[Any, ...] = ("DELAY", delay) if delay is not None else ()
+    if reason is not None:
+        extra += ("REASON", reason)
     return Command(("RECLAIM.NACK", stream, group, consumer, *ids, *extra), stream, _int)
 
 
