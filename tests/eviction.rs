@@ -92,12 +92,13 @@ fn allkeys_eviction_is_told_once_and_config_set_noeviction_clears_it() {
         ) == 1)
             .then_some(())
     });
-    // maxmemory 0 under allkeys-*: nothing can be evicted either.
+    // maxmemory 0 under allkeys-*: nothing can be evicted either. The limit goes first: the other
+    // order is a real risk for the time between the two commands, which a tick may see and tell.
+    run(&mut c, &["CONFIG", "SET", "maxmemory", "0"]);
     run(
         &mut c,
         &["CONFIG", "SET", "maxmemory-policy", "allkeys-lfu"],
     );
-    run(&mut c, &["CONFIG", "SET", "maxmemory", "0"]);
     let passes = stat(&mut c, "orders", "workers", "passes");
     wait_passes(&mut c, "orders", "workers", passes + 3);
     assert_eq!(
