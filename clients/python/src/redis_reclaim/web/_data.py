@@ -25,7 +25,7 @@ META = (b"reclaim-stream", b"reclaim-group", b"reclaim-id", b"reclaim-consumer",
 #: The fields of GET/LIST the overview knows; any other (a newer module's) is shown as it is.
 KNOWN = {"key", "group", "status", "min-idle", "max-deliveries", "dlq", "claimant", "count",
          "interval", "backoff", "liveness", "storm", "dlq-maxlen", "dlq-maxage", "tombstones",
-         "state"}
+         "state", "forget-idle"}
 
 
 def _raw_list(reply: Any) -> list[dict[str, Any]]:
