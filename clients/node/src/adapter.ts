@@ -224,7 +224,12 @@ class IORedisClusterAdapter implements Adapter {
   }
 
   pipeline(commands: readonly (readonly Arg[])[], key?: string | Buffer): Promise<Settled[]> {
-    return this.routed(key, (n) => n.pipeline(commands), (rs) => rs.find((r) => !r.ok && r.error instanceof ReclaimError && REROUTE.has(r.error.code)));
+    // The first reply that says the slot moved (its error, not the whole result): all of a
+    // pipeline's commands share `key`'s slot, so they are all sent again to the new owner.
+    return this.routed(key, (n) => n.pipeline(commands), (rs) => {
+      const moved = rs.find((r) => !r.ok && r.error instanceof ReclaimError && REROUTE.has(r.error.code));
+      return moved && !moved.ok ? moved.error : null;
+    });
   }
 
   usable(): boolean {

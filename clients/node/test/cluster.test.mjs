@@ -104,7 +104,7 @@ test('a Worker on a cluster: its stream\'s slot moves to another primary mid-run
     const to = (src + 1) % 3;
     await cluster.moveSlot(slot, src, to);
     await add(50, 50);
-    await waitFor(`the next 50 after the reshard (${kind})`, () => w.counts.acked === 100, 30_000).catch((e) => { throw new Error(`${e.message}: ${JSON.stringify(w.counts)} ${errors.map(String).join('; ')}`); });
+    await waitFor(`the next 50 after the reshard (${kind})`, () => w.counts.acked === 100, 30_000).catch((e) => { throw new Error(`${e.message}: ${JSON.stringify(w.counts)} ${errors.map((e) => (e && (e.stack || e.message)) || JSON.stringify(e)).join('; ')}`); });
     await w.close();
     assert.equal(seen.size, 100);
     assert.ok([...seen.values()].every((n) => n === 1));
