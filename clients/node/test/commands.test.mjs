@@ -76,10 +76,11 @@ for (const [kind, protocol] of CLIENTS) {
       assert.equal(dlq.length, 1);
       const dl = dlq[0][1];
       assert.equal(dl[dl.indexOf('reclaim-reason') + 1], 'bad blob');
-      await assert.rejects(reclaim.nack(s, 'workers', 'bob', ids[2], { delay: 120000 }), (e) => {
+      // A delay longer than the lease parks the entry; longer than 30 days is refused.
+      await assert.rejects(reclaim.nack(s, 'workers', 'bob', ids[2], { delay: 2592000001 }), (e) => {
         assert.ok(e instanceof ReclaimError);
         assert.equal(e.code, 'ERR');
-        assert.equal(e.message, 'ERR DELAY 120000 is longer than 60000, the idle (ms) after which the entry is due (MIN-IDLE or its BACKOFF step)');
+        assert.equal(e.message, 'ERR DELAY 2592000001 is longer than 60000, the idle (ms) after which the entry is due, and than 2592000000 (30 days), the longest delay');
         return true;
       });
       const swept = await reclaim.sweep(s, 'workers');
