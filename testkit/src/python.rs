@@ -17,7 +17,11 @@ pub fn project_dir() -> PathBuf {
 /// front of PYTHONPATH; panics with what to do, and what `import redis` said, when redis-py 5 or
 /// later cannot be imported.
 pub fn python() -> Command {
-    let deps = project_dir().join(".cache/py");
+    // RECLAIM_PY_DEPS: another folder of Python packages in its place (make test-cluster's
+    // .cache/py-cluster, with a redis-py whose RedisCluster follows a failover at once).
+    let deps = std::env::var_os("RECLAIM_PY_DEPS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| project_dir().join(".cache/py"));
     let path = match std::env::var_os("PYTHONPATH") {
         Some(p) => std::env::join_paths(std::iter::once(deps).chain(std::env::split_paths(&p)))
             .expect("PYTHONPATH"),
