@@ -44,7 +44,7 @@ run: build ## Start redis-server on 127.0.0.1:6379 with the module (PORT=... to 
 	redis-server target/run/redis.conf --port $(PORT)
 
 test: build ## Unit tests + integration tests against real redis-server processes
-	$(CARGO_CMD) test --release -- --test-threads=2
+	$(CARGO_CMD) test --release --workspace -- --test-threads=2
 
 # The Debian package (docs/loading.md), built by cargo-deb from [package.metadata.deb] in Cargo.toml
 # (version from [package]); cargo-deb is installed from crates.io into .cache/cargo-deb the first time.

@@ -9,7 +9,8 @@
 pub mod commands;
 pub mod engine;
 pub mod ffi;
-pub mod model;
+/// The pure core, its own crate (core/, `reclaim-core`): no Redis call, no `redis_module` import.
+pub use reclaim_core as model;
 pub mod server;
 pub mod state;
 

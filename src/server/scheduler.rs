@@ -116,7 +116,7 @@ fn tick(ctx: &Context) {
     // of their own.
     if blocked(ctx).is_none() && config::enabled() {
         let budget = aim();
-        let (start, cpu_start) = (Instant::now(), metrics::thread_cpu_us());
+        let (start, cpu_start) = (Instant::now(), crate::ffi::thread_cpu_us());
         if crate::engine::redrive::run(ctx, start + budget) {
             let us = record_time(start, cpu_start);
             metrics::REDRIVE_MAX_ROUND_US.max(us);
@@ -247,7 +247,7 @@ fn run_slice(ctx: &Context, count_skips: bool) -> bool {
         return false;
     }
     let start = Instant::now();
-    let cpu_start = metrics::thread_cpu_us();
+    let cpu_start = crate::ffi::thread_cpu_us();
     let deadline = start + aim();
     let now = now_ms();
     let db_before = ffi::selected_db(ctx);
@@ -301,7 +301,7 @@ fn record_time(start: Instant, cpu_start: u64) -> u64 {
     let us = start.elapsed().as_micros() as u64;
     metrics::LAST_TICK_US.set(us);
     metrics::MAX_TICK_US.max(us);
-    metrics::MAX_TICK_CPU_US.max(metrics::thread_cpu_us().saturating_sub(cpu_start));
+    metrics::MAX_TICK_CPU_US.max(crate::ffi::thread_cpu_us().saturating_sub(cpu_start));
     if us > config::tick_budget_us().max(0) as u64 {
         metrics::OVER_BUDGET.add(1);
     }

@@ -6,5 +6,6 @@ pub mod config;
 pub mod eviction;
 pub mod redrive;
 pub mod registry;
-pub mod runtime;
+/// One policy's run-time state: pure, in the core crate (core/src/runtime.rs).
+pub use reclaim_core::runtime;
 pub mod store;

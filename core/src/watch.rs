@@ -1,7 +1,7 @@
 //! Which client commands can invalidate what a pass learnt about a PEL (pure).
 //!
 //! A pass may conclude that no delivery count is over `MAX-DELIVERIES` and that no pending entry
-//! can be stale before some time (see [`crate::model::planner::Horizon`]). Only three commands can
+//! can be stale before some time (see [`crate::planner::Horizon`]). Only three commands can
 //! break that without the module doing it itself, and each names the consumer that owns the
 //! entries it touched:
 //! - `XREADGROUP` with an ID other than `>` re-delivers a consumer's own pending entries (history):
@@ -9,11 +9,11 @@
 //! - `XCLAIM` adds a delivery (or sets `RETRYCOUNT`), and can set any idle time (`IDLE`, `TIME`);
 //! - `XAUTOCLAIM` adds a delivery, idle time 0.
 //!
-//! The module's command filter ([`crate::server::filter::on_client_command`]) passes every client command
+//! The module's command filter (`server::filter::on_client_command`) passes every client command
 //! here (also those run by Lua scripts, functions, and other modules' `RM_Call`), and touches the
-//! consumers named ([`crate::state::registry::touch`]). A command queued in `MULTI` passes the filter
+//! consumers named (`state::registry::touch`). A command queued in `MULTI` passes the filter
 //! when it is queued, not when `EXEC` runs it: every `EXEC` makes the recent touches again
-//! ([`is_exec`], [`crate::state::registry::touch_on_exec`]).
+//! ([`is_exec`], `state::registry::touch_on_exec`).
 
 /// Whether a command named `name` (any case) is `EXEC`: the commands it runs were seen when they
 /// were queued, so the recent touches are made again (`registry::touch_on_exec`).

@@ -7,8 +7,8 @@
 //! (`INTERVAL`), how the DLQ is kept short (`DLQ-MAXLEN`, `DLQ-MAXAGE`) and whether entries
 //! deleted while pending leave a record in it (`TOMBSTONES`).
 
-use crate::model::error::{self, ReclaimError};
-use crate::model::text::{parse_i64, printable, yes_no};
+use crate::error::{self, ReclaimError};
+use crate::text::{parse_i64, printable, yes_no};
 
 /// Default `MIN-IDLE`, in ms: an entry idle this long (or longer) is stale.
 pub const DEFAULT_MIN_IDLE_MS: i64 = 60_000;
@@ -219,7 +219,7 @@ impl Policy {
     /// Why moves and dead-letters may not run now, as the error a command gets: `reclaim.enabled`
     /// is `no` (`enabled` false: [`error::DISABLED`]), or the policy is paused
     /// ([`error::POLICY_PAUSED`]); `None` when they may (an open `STORM` breaker stops only
-    /// dead-letters: see the `dead_letters` allowance of [`crate::engine::deadletter::Dlq`]).
+    /// dead-letters: see the `dead_letters` allowance of `engine::deadletter::Dlq`).
     pub fn halted(&self, enabled: bool) -> Option<&'static str> {
         if !enabled {
             Some(error::DISABLED)
@@ -304,7 +304,7 @@ impl Policy {
         }
         match self.dlq.as_deref() {
             Some(d) if d == stream => rule(error::DLQ_IS_STREAM),
-            Some(d) if crate::model::keys::is_module_key(d) => rule(error::DLQ_IS_MODULE_KEY),
+            Some(d) if crate::keys::is_module_key(d) => rule(error::DLQ_IS_MODULE_KEY),
             _ => None,
         }
     }
@@ -313,7 +313,7 @@ impl Policy {
     /// `stream` (what the server answers `SET` with, `CROSSSLOT`): why this policy cannot run
     /// where it is.
     pub fn fault_at(&self, stream: &[u8], cluster: bool) -> Option<ReclaimError> {
-        use crate::model::keys::key_slot;
+        use crate::keys::key_slot;
         self.fault(stream).or_else(|| {
             let d = self.dlq.as_deref()?;
             (cluster && key_slot(d) != key_slot(stream))
@@ -660,10 +660,7 @@ impl Changes {
         if p.dlq.as_deref() == Some(stream) {
             return Err(ReclaimError::Static(error::DLQ_IS_STREAM));
         }
-        if p.dlq
-            .as_deref()
-            .is_some_and(crate::model::keys::is_module_key)
-        {
+        if p.dlq.as_deref().is_some_and(crate::keys::is_module_key) {
             return Err(ReclaimError::Static(error::DLQ_IS_MODULE_KEY));
         }
         Ok(p)

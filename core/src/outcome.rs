@@ -2,7 +2,7 @@
 //! ([`Outcome`]), and a group's PEL in summary form ([`Summary`]). Pure values: the executor
 //! fills them in, the run-time state and the counters read them.
 
-use crate::model::planner::{Fresh, Tally};
+use crate::planner::{Fresh, Tally};
 
 /// Why a step ended before handling every entry it read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -207,7 +207,7 @@ mod tests {
         );
         let mut out = b"status=".to_vec();
         Stop::NoGroup.write_status(&mut out, b"s", b"a,b", |o, n| {
-            crate::model::metrics::info_escape_into(o, n)
+            crate::metrics::info_escape_into(o, n)
         });
         assert_eq!(out, b"status=waiting: no group a%2Cb".to_vec());
         assert!(Stop::NoStream.is_missing() && !Stop::Storm.is_missing());

@@ -59,8 +59,8 @@ use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::model::error::{self, InPolicy, ReclaimError};
-use crate::model::policy::{self, Backoff, Policy};
+use crate::error::{self, InPolicy, ReclaimError};
+use crate::policy::{self, Backoff, Policy};
 
 /// The version of the document this module writes and reads.
 pub const VERSION: u64 = 1;
@@ -279,7 +279,7 @@ impl PolicyDoc {
             opt("DLQ-MAXAGE", vec![num(v)]);
         }
         if let Some(v) = self.tombstones {
-            opt("TOMBSTONES", vec![crate::model::text::yes_no(v).to_vec()]);
+            opt("TOMBSTONES", vec![crate::text::yes_no(v).to_vec()]);
         }
         if let Some(v) = self.forget_idle {
             opt("FORGET-IDLE", vec![num(v)]);
@@ -596,9 +596,9 @@ pub fn import_args<'a>(args: &[&'a [u8]]) -> Result<ImportArgs<'a>, ReclaimError
             out.doc = doc;
             Ok(out)
         }
-        [_, other] if args.len() == 2 => Err(ReclaimError::UnknownOption(
-            crate::model::text::printable(other),
-        )),
+        [_, other] if args.len() == 2 => {
+            Err(ReclaimError::UnknownOption(crate::text::printable(other)))
+        }
         _ => Err(error::SYNTAX.into()),
     }
 }

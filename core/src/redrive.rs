@@ -2,12 +2,12 @@
 //! the command's request and options' parser, the task ([`Task`]: its [`Phase`], `quota`,
 //! `settle`, `check_canary`), a DLQ entry's [`Origin`], and the task's pacing ([`Bucket`]:
 //! `RATE` tokens, what an entry costs, `may_start`). The steps themselves are
-//! [`crate::engine::redrive`]'s.
+//! `engine::redrive`'s.
 
 use std::time::Duration;
 
-use crate::model::error::{self, ReclaimError};
-use crate::model::text::{parse_i64, printable};
+use crate::error::{self, ReclaimError};
+use crate::text::{parse_i64, printable};
 
 /// Largest `COUNT`, `RATE` and `CANARY` value.
 pub const MAX_NUMBER: i64 = 1_000_000_000;

@@ -16,7 +16,7 @@
 //! a [`Rule`]; its [`Action`] follows from the rule. The sweep acts on the action
 //! ([`plan`]); `RECLAIM.SIMULATE` reports both.
 
-use crate::model::policy::Policy;
+use crate::policy::Policy;
 
 /// One pending entry as `XPENDING key group start end count` reports it (Redis 6.2+ extended
 /// form): ID, owner (consumer), idle time in ms, delivery count.
@@ -89,7 +89,7 @@ pub enum Rule {
     Deleted,
     /// Over-delivered, but the `STORM` breaker allows no more dead-letters now (its allowance is
     /// used up by the entries before it, or the breaker is open): untouched, the entry stays
-    /// pending (the sweep stops its dead-letters there, [`crate::model::outcome::Stop::Storm`]). Known to
+    /// pending (the sweep stops its dead-letters there, [`crate::outcome::Stop::Storm`]). Known to
     /// the executor only: never returned by [`decide`].
     Storm,
 }
@@ -744,7 +744,7 @@ mod tests {
     #[test]
     fn each_rule_of_the_table_and_its_action() {
         let mut p = pol(1000, 3);
-        p.backoff = crate::model::policy::Backoff::Exponential(100_000);
+        p.backoff = crate::policy::Backoff::Exponential(100_000);
         p.liveness_ms = 5000;
         let of = |id: &str, owner: &[u8], idle: i64, n: i64| Pending {
             consumer: owner.to_vec(),
@@ -985,7 +985,7 @@ mod tests {
     #[test]
     fn backoff_and_liveness_decide_when_an_entry_is_due() {
         let mut p = pol(100, 3);
-        p.backoff = crate::model::policy::Backoff::Exponential(1000);
+        p.backoff = crate::policy::Backoff::Exponential(1000);
         // Count 2 needs 200 ms, count 3 400 ms.
         assert_eq!(classify(&pe("1-0", 150, 2), &p, true), Action::Untouched);
         assert_eq!(classify(&pe("1-0", 200, 2), &p, true), Action::Move);

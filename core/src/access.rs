@@ -10,8 +10,8 @@
 
 use smallvec::{smallvec, SmallVec};
 
-use crate::model::error::{self, ReclaimError};
-use crate::model::policy::Policy;
+use crate::error::{self, ReclaimError};
+use crate::policy::Policy;
 
 /// The words of the checks' commands (their names, keywords and placeholders): the same in every
 /// check, so the ACL layer keeps their strings, one per word ([`Word::COUNT`]).

@@ -42,7 +42,7 @@ impl<'a> Reader<'a> {
     pub fn next_item(&mut self) -> Option<Item<'a>> {
         let line = self.line()?;
         let (&kind, rest) = line.split_first()?;
-        let int = || crate::model::text::parse_i64(rest);
+        let int = || crate::text::parse_i64(rest);
         match kind {
             b'*' => Some(Item::Array(int()?)),
             b':' => Some(Item::Int(int()?)),

@@ -135,7 +135,7 @@ pub fn nack_record(count: i64, consumer: &[u8], reason: &[u8]) -> Vec<u8> {
 /// The (count, consumer, reason) of a [`nack_record`]; `None` for a value of another shape.
 pub fn parse_nack_record(v: &[u8]) -> Option<(i64, &[u8], &[u8])> {
     let c1 = v.iter().position(|&b| b == b':')?;
-    let count = crate::model::text::parse_i64(&v[..c1])?;
+    let count = crate::text::parse_i64(&v[..c1])?;
     let rest = &v[c1 + 1..];
     let c2 = rest.iter().position(|&b| b == b':')?;
     let len: usize = std::str::from_utf8(&rest[..c2]).ok()?.parse().ok()?;

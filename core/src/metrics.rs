@@ -414,22 +414,6 @@ pub fn fields(state: &[(&'static str, u64)]) -> Vec<(&'static str, u64)> {
     f
 }
 
-/// CPU time the calling thread has used, µs (`CLOCK_THREAD_CPUTIME_ID`; 0 if unavailable).
-pub fn thread_cpu_us() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime only writes the timespec it is given.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return 0;
-    }
-    (ts.tv_sec as u64)
-        .saturating_mul(1_000_000)
-        .saturating_add(ts.tv_nsec as u64 / 1000)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,11 +2,11 @@
 //!
 //! A policy with `STORM n window-ms` may dead-letter at most n entries within any window of
 //! window-ms; the entry that would be the (n+1)-th opens the breaker (the policy's state becomes
-//! `storm`, see [`crate::model::policy::State`]). The count is kept in [`SLICES`] slices of the window, so
+//! `storm`, see [`crate::policy::State`]). The count is kept in [`SLICES`] slices of the window, so
 //! it covers between (SLICES-1)/SLICES of the window and all of it: constant memory per policy,
 //! whatever the rate.
 
-use crate::model::policy::Storm;
+use crate::policy::Storm;
 
 /// Slices of one window.
 pub const SLICES: usize = 16;

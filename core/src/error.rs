@@ -28,7 +28,7 @@ pub const TOMBSTONES_SYNTAX: &str = "ERR TOMBSTONES must be yes or no";
 /// `DLQ` names the stream the policy watches.
 pub const DLQ_IS_STREAM: &str = "ERR the DLQ key must differ from the stream key";
 /// `DLQ` (of `RECLAIM.POLICY SET`/`IMPORT`/`SIMULATE`) or the DLQ of `RECLAIM.REDRIVE` names a
-/// key in the module's own namespace ([`crate::model::keys::is_module_key`]).
+/// key in the module's own namespace ([`crate::keys::is_module_key`]).
 pub const DLQ_IS_MODULE_KEY: &str = "ERR the DLQ key is a key the module keeps for itself (reclaim:policy:..., reclaim:redrive:..., reclaim:redrive-moved:...)";
 /// `RECLAIM.REDRIVE ... SOURCE key group` with a key in the module's own namespace.
 pub const SOURCE_IS_MODULE_KEY: &str = "ERR the SOURCE key is a key the module keeps for itself (reclaim:policy:..., reclaim:redrive:..., reclaim:redrive-moved:...)";
@@ -45,7 +45,7 @@ pub const POLICY_KEY_TAKEN: &str =
 pub const INVALID_ID: &str = "ERR Invalid stream ID specified as stream command argument";
 /// `RECLAIM.NACK ... DELAY` that is not a non-negative integer.
 pub const DELAY_RANGE: &str = "ERR DELAY must be an integer from 0 to 2592000000 (ms, 30 days)";
-/// `RECLAIM.NACK ... DELAY d` longer than [`crate::model::policy::MAX_DELAY_MS`]: (d, the idle
+/// `RECLAIM.NACK ... DELAY d` longer than [`crate::policy::MAX_DELAY_MS`]: (d, the idle
 /// that makes the first of the caller's entries due; a client may give that back instead).
 pub fn delay_too_long(d: i64, due: i64) -> ReclaimError {
     ReclaimError::Redis(format!(
@@ -58,7 +58,7 @@ pub const WRONGTYPE_DELAY_KEY: &str =
 /// `RECLAIM.NACK ... REASON` while the stream's NACK record key holds another type.
 pub const WRONGTYPE_NACK_KEY: &str =
     "WRONGTYPE the NACK record key of this stream (reclaim:nack:{...}) holds a value that is not a hash";
-/// `RECLAIM.NACK ... REASON` longer than [`crate::model::policy::MAX_REASON_BYTES`].
+/// `RECLAIM.NACK ... REASON` longer than [`crate::policy::MAX_REASON_BYTES`].
 pub const REASON_TOO_LONG: &str = "ERR REASON is longer than 1024 bytes";
 /// `RECLAIM.TERM` on a policy without a DLQ.
 pub const TERM_NEEDS_DLQ: &str = "ERR the policy of this key and group has no DLQ";
@@ -99,10 +99,10 @@ pub const UNBLOCKED_NO_GROUP: &str =
 pub fn ask(slot: u16, to: &[u8]) -> String {
     format!("ASK {slot} {}", String::from_utf8_lossy(to))
 }
-/// `RECLAIM.POLICY IMPORT` of a document longer than [`crate::model::export::MAX_BYTES`].
+/// `RECLAIM.POLICY IMPORT` of a document longer than [`crate::export::MAX_BYTES`].
 pub const IMPORT_TOO_LARGE: &str =
     "ERR the policy document is longer than 16777216 bytes (16 MiB): split it";
-/// `RECLAIM.POLICY IMPORT` of a document with more than [`crate::model::export::MAX_POLICIES`] policies.
+/// `RECLAIM.POLICY IMPORT` of a document with more than [`crate::export::MAX_POLICIES`] policies.
 pub const IMPORT_TOO_MANY: &str =
     "ERR the policy document holds more than 10000 policies: split it";
 /// `RECLAIM.POLICY IMPORT` without `REPLACE` of a policy whose (key, group) has one already
@@ -162,7 +162,7 @@ pub const READONLY: &str = "READONLY You can't write against a read only replica
 pub const INTERNAL: &str = "ERR internal error in the reclaim module (see the server log)";
 
 /// Everything a command can answer with instead of a result: the one error type of every command
-/// handler. `Display` gives the exact wire text; [`crate::ffi::command::run_command`] sends it.
+/// handler. `Display` gives the exact wire text; `ffi::command::run_command` sends it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReclaimError {
     /// An option name that is not known for this command. Carries the option as typed.
@@ -196,7 +196,7 @@ pub enum ReclaimError {
     /// An error of one policy of a `RECLAIM.POLICY IMPORT` document, naming it.
     InPolicy(Box<InPolicy>),
     /// The caller's ACL does not allow what the module would do for it, checked as the Redis
-    /// command that would do the same ([`crate::model::access`]): (that command, the key it acts
+    /// command that would do the same ([`crate::access`]): (that command, the key it acts
     /// on: [`KEY_STREAM`], [`KEY_DLQ`], [`KEY_SOURCE`], [`KEY_DLQ_STREAMS`]).
     NoPerm(&'static str, &'static str),
     /// A command that would act under a stored policy that cannot run where it is: carries why
@@ -266,12 +266,12 @@ pub struct InPolicy {
 impl fmt::Display for InPolicy {
     /// `<PREFIX> policies[<index>] (key '<key>', group '<group>'), field '<field>': <message>`,
     /// without the field part when the error is about no one field; a key or group that could
-    /// not be read shows as `?`. Names are [`crate::model::text::printable`].
+    /// not be read shows as `?`. Names are [`crate::text::printable`].
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let inner = self.error.to_string();
         let (code, msg) = inner.split_once(' ').unwrap_or(("ERR", inner.as_str()));
         let name = |n: &Option<Vec<u8>>| match n {
-            Some(b) => format!("'{}'", crate::model::text::printable(b)),
+            Some(b) => format!("'{}'", crate::text::printable(b)),
             None => "?".to_string(),
         };
         write!(
@@ -378,7 +378,7 @@ mod tests {
     /// of `b` (as the handlers build them: names through `printable`, JSON and server messages
     /// as text).
     fn errors_naming(b: &[u8]) -> Vec<ReclaimError> {
-        let name = crate::model::text::printable(b);
+        let name = crate::text::printable(b);
         let text = String::from_utf8_lossy(b).into_owned();
         let in_policy = |error| {
             ReclaimError::InPolicy(Box::new(InPolicy {

@@ -2,21 +2,21 @@
 //! progress and what passes learnt, and what client commands may have undone since (touches).
 //! Also the pass state machine ([`Runtime::start_pass`], [`Runtime::apply`]).
 //!
-//! Pure: no Redis calls. [`crate::state::registry`] owns every `Runtime` (one per policy it knows) and
+//! Pure: no Redis calls. `state::registry` owns every `Runtime` (one per policy it knows) and
 //! frees it with its policy; every collection here is bounded (see [`MAX_TRACKED`],
 //! [`MAX_TRACKED_BYTES`]), whatever the number of consumers that ever touched the stream.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use crate::model::access::ReadWrites;
-use crate::model::breaker::Breaker;
-use crate::model::error::ReclaimError;
-use crate::model::metrics::{self, Counters, Stat};
-use crate::model::outcome::{Outcome, Stop, Summary};
+use crate::access::ReadWrites;
+use crate::breaker::Breaker;
+use crate::error::ReclaimError;
+use crate::metrics::{self, Counters, Stat};
+use crate::outcome::{Outcome, Stop, Summary};
 use std::time::Duration;
 
-use crate::model::planner::{self, Horizon, PassKind, Tally};
-use crate::model::policy::{Policy, State, Storm};
+use crate::planner::{self, Horizon, PassKind, Tally};
+use crate::policy::{Policy, State, Storm};
 
 /// Most consumers one policy tracks in each of its sets ([`Unchecked::Consumers`], the recent
 /// touches): past it the policy falls back to checking everyone (a full pass, counted in
@@ -238,12 +238,12 @@ pub struct Runtime {
     cursor: Option<Vec<u8>>,
     /// ID-window width learned by windowed steps (0 = none yet).
     width: u128,
-    /// Monotonic time (ms, [`crate::model::clock::now_ms`]) at which the next step is due.
+    /// Monotonic time (ms, [`crate::clock::now_ms`]) at which the next step is due.
     due_ms: u64,
     /// µs spent in the steps of the pass in progress.
     pass_us: i64,
     /// Recent cost of handling one entry in a step, ns (0 = not measured yet); sizes steps to the
-    /// time left ([`crate::model::planner::step_entries`]).
+    /// time left ([`crate::planner::step_entries`]).
     entry_ns: u64,
     /// Counters since load.
     counters: Counters,
@@ -259,7 +259,7 @@ pub struct Runtime {
     recent: Recent,
     /// The pass in progress (`None` between passes).
     pass: Option<Pass>,
-    /// How far ahead (ms) the next scan looks; `None` = [`crate::model::planner::first_lookahead`].
+    /// How far ahead (ms) the next scan looks; `None` = [`crate::planner::first_lookahead`].
     lookahead_ms: Option<i64>,
     /// Wall-clock ms before which no pending entry can be stale (0 = unknown), from the last
     /// complete pass ([`Horizon::stale_not_before_ms`]).
@@ -270,7 +270,7 @@ pub struct Runtime {
     summary: Summary,
     /// What else the passes saw (`None` until a pass ended).
     health: Option<Box<Health>>,
-    /// The last state announced with a keyspace event ([`crate::ffi::events::notify_state`]); `""`:
+    /// The last state announced with a keyspace event (`ffi::events::notify_state`); `""`:
     /// none yet (a new policy is `active` without one).
     announced: &'static str,
     /// What the policy waited for when the server log was last told ([`Runtime::waiting_notice`]):
@@ -1314,7 +1314,7 @@ fn count_step(c: &mut Counters, out: &Outcome) {
 /// and the server-wide totals: the one place where an outcome becomes counters.
 fn count_outcome(c: &mut Counters, out: &Outcome) {
     c.add(Stat::Claimed, out.claimed);
-    c.dead_lettered_at(out.dead_lettered, crate::model::clock::epoch_ms());
+    c.dead_lettered_at(out.dead_lettered, crate::clock::epoch_ms());
     c.add(Stat::Deleted, out.deleted);
     c.add(Stat::OomSkips, out.oom_skips);
     c.add(Stat::DlqTrimmed, out.dlq_trimmed);

@@ -8,7 +8,7 @@
 //! - `volatile-*` with `maxmemory` above 0: only keys with a TTL can go, a risk while one of the
 //!   module's keys has one (`ttl_key`: the first such key the module knows of).
 
-use crate::model::text::printable;
+use crate::text::printable;
 
 /// The eviction risk to the module's keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

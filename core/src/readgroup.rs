@@ -3,8 +3,8 @@
 //! (each entry of the reply then carries its idle time and delivery count, as Redis 8.4's
 //! `XREADGROUP ... CLAIM` replies them).
 
-use crate::model::error::{self, ReclaimError};
-use crate::model::text::parse_i64;
+use crate::error::{self, ReclaimError};
+use crate::text::parse_i64;
 
 /// A parsed `RECLAIM.READGROUP`.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,0 +1,22 @@
+//! reclaim-core: redis-reclaim's pure core. Rules and values with no Redis call and no
+//! dependency on `redis-module`, `libc` or any FFI (the compiler keeps it so: this crate has none
+//! of them), unit- and property-tested without a server. The module crate names it `crate::model`
+//! (`pub use reclaim_core as model`); nothing here names the module crate.
+
+pub mod access;
+pub mod breaker;
+pub mod clock;
+pub mod error;
+pub mod eviction;
+pub mod export;
+pub mod keys;
+pub mod metrics;
+pub mod outcome;
+pub mod planner;
+pub mod policy;
+pub mod readgroup;
+pub mod redrive;
+pub mod resp;
+pub mod runtime;
+pub mod text;
+pub mod watch;
