@@ -59,6 +59,7 @@ $(CARGO_DEB):
 
 deb: build $(CARGO_DEB) ## The Debian package: /usr/lib/redis/modules/redis-reclaim.so and the docs (prints the .deb's path)
 	@rm -f $(DEB)
+	@awk 'NR == 1 { $$0 = "# redis-reclaim: an example configuration (Debian package: the module in /usr/lib/redis/modules)." } $$1 == "loadmodule" { $$2 = "/usr/lib/redis/modules/redis-reclaim.so" } 1' redis.conf.example >$(TARGET_DIR)/release/redis.conf.example
 	$(CARGO_DEB) --no-build --strip --quiet --output $(DEB)
 	@if command -v lintian >/dev/null; then lintian --fail-on error,warning --suppress-tags initial-upload-closes-no-bugs $(DEB); \
 	  else echo "make deb: lintian not installed (apt-get install lintian): not checked"; fi
