@@ -90,7 +90,8 @@ def test_rates_per_minute_from_the_samples() -> None:
     s.record(pid, {"claimed": 0, "dead-lettered": 0, "redelivered": 0}, now=1000.0)
     assert s.per_minute(pid) is None  # one sample: no rate yet
     s.record(pid, {"claimed": 5, "dead-lettered": 1, "redelivered": 30}, now=1030.0)
-    assert s.per_minute(pid) == {"claims": 10.0, "dead": 2.0, "deliveries": 60.0, "over": 30.0}
+    assert s.per_minute(pid) == {"claims": 10.0, "dead": 2.0, "deliveries": 60.0, "over": 30.0,
+                                 "delivered": 30}
     # every 10 s from then on: 12 deliveries and 1 dead-letter per interval; the rate is over the
     # last minute (72 and 6 per minute), whatever came before
     for i in range(1, 13):
@@ -99,6 +100,7 @@ def test_rates_per_minute_from_the_samples() -> None:
     got = s.per_minute(pid)
     assert got is not None
     assert (got["deliveries"], got["dead"], got["claims"], got["over"]) == (72.0, 6.0, 0.0, 60.0)
+    assert got["delivered"] == 72
     # a restarted server's counters start again from 0: not a negative rate
     s.record(pid, {"claimed": 0, "dead-lettered": 0, "redelivered": 0}, now=1160.0)
     got = s.per_minute(pid)

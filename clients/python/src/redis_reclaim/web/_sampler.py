@@ -72,7 +72,8 @@ class Sampler:
         """Claims, dead-letters and deliveries (``redelivered``: entries handed from the PEL to a
         worker by ``RECLAIM.READGROUP``) per minute, between the newest sample and the oldest one
         of the minute before it (the one just before that minute when none is in it); None
-        before two samples. A counter that went down (a restarted server) counts as 0."""
+        before two samples. A counter that went down (a restarted server) counts as 0. With them:
+        ``over``, the seconds between the two samples, and ``delivered``, the deliveries then."""
         with self._lock:
             ring = self._series.get(pid)
             if not ring or len(ring) < 2:
@@ -92,7 +93,8 @@ class Sampler:
         def rate(i: int) -> float:
             return max(0, last[i] - ref[i]) * MINUTE / dt
 
-        return {"claims": rate(1), "dead": rate(2), "deliveries": rate(3), "over": dt}
+        return {"claims": rate(1), "dead": rate(2), "deliveries": rate(3), "over": dt,
+                "delivered": max(0, last[3] - ref[3])}
 
     def run(self, sample: Callable[[list[PolicyId]], None], stop: threading.Event) -> None:
         """Calls ``sample(watched policies)`` every interval until ``stop`` is set."""
