@@ -361,13 +361,19 @@ def test_extend_nack_term(r: redis.Redis) -> None:
     ]
 
 
-def test_redrive(r: redis.Redis) -> None:
+def three_dead_letters(r: redis.Redis) -> tuple[Reclaim, list[Any]]:
+    """Three entries of ``orders workers`` dead-lettered into ``orders:dlq`` (RECLAIM.TERM)."""
     reclaim = Reclaim(r)
     group(r)
     reclaim.policy_set("orders", "workers", min_idle=10000, dlq="orders:dlq")
     ids = [r.xadd("orders", {"n": str(i)}) for i in range(3)]
     reclaim.read_entries("workers", "alice", "orders", count=3)
     assert reclaim.term("orders", "workers", "alice", *ids) == 3
+    return reclaim, ids
+
+
+def test_redrive(r: redis.Redis) -> None:
+    reclaim, ids = three_dead_letters(r)
     assert reclaim.redrive_status("orders:dlq") is None
     assert reclaim.redrive_cancel("orders:dlq") is False
     task = reclaim.redrive("orders:dlq", source=("orders", "workers"), rate=1)
@@ -385,6 +391,20 @@ def test_redrive(r: redis.Redis) -> None:
     st = reclaim.redrive_status("orders:dlq")
     assert st is not None and st["state"] == "done"
     assert sorted(p["message_id"] for p in r.xpending_range("orders", "workers", "-", "+", 10)) == ids
+
+
+def test_redrive_selected_ids(r: redis.Redis) -> None:
+    reclaim, ids = three_dead_letters(r)
+    dead = [e[0] for e in r.xrange("orders:dlq")]
+    # The first and the last DLQ entries, and one that is not in the DLQ (skipped).
+    assert reclaim.redrive("orders:dlq", ids=[dead[0], dead[2], "1-1"]) == 1
+    wait_for("the task done", lambda: (reclaim.redrive_status("orders:dlq") or {}).get("state") == "done")
+    st = reclaim.redrive_status("orders:dlq")
+    assert st is not None and (st["ids"], st["moved"], st["skipped"]) == (3, 2, 1)
+    assert [e[0] for e in r.xrange("orders:dlq")] == [dead[1]]
+    assert sorted(p["message_id"] for p in r.xpending_range("orders", "workers", "-", "+", 10)) == [ids[0], ids[2]]
+    with pytest.raises(redis.ResponseError, match="IDS must be an integer from 1 to 1000"):
+        reclaim.redrive("orders:dlq", ids=[])
 
 
 def test_bytes_client_keeps_names_as_bytes(rb: redis.Redis) -> None:
