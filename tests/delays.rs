@@ -32,6 +32,16 @@ fn add_and_take(c: &mut Connection, s: &str) -> String {
     id
 }
 
+/// A policy on `s` (MAX-DELIVERIES 10), one entry taken by `w1` and given back with `DELAY ms`:
+/// its ID and the server time just before the NACK.
+fn parked(c: &mut Connection, s: &str, ms: i64) -> (String, i64) {
+    policy(c, s, 10);
+    let id = add_and_take(c, s);
+    let before = server_ms(c);
+    assert_eq!(nack(c, s, &id, ms, &[]), 1);
+    (id, before)
+}
+
 /// `RECLAIM.NACK s g w1 id DELAY ms [extra...]`: the entries released.
 fn nack(c: &mut Connection, s: &str, id: &str, ms: i64, extra: &[&str]) -> i64 {
     cmd("RECLAIM.NACK")
@@ -95,10 +105,7 @@ fn wait_gone(c: &mut Connection, key: &str, what: &str) {
 fn a_delay_longer_than_the_lease_is_kept_then_delivered_and_the_key_goes() {
     let s = Server::new();
     let mut c = s.conn();
-    policy(&mut c, "d", 10);
-    let id = add_and_take(&mut c, "d");
-    let before = server_ms(&mut c);
-    assert_eq!(nack(&mut c, "d", &id, 2500, &[]), 1);
+    let (id, before) = parked(&mut c, "d", 2500);
     assert_parked(&mut c, "d", &id, 1, before, 2500);
     assert_eq!(q::<String>(&mut c, &["TYPE", &delay_key("d")]), "zset");
     // RECLAIM.HEALTH counts it apart, with its due time.
@@ -138,10 +145,7 @@ fn a_delay_survives_debug_reload_and_an_aof_restart() {
         "yes",
     ]);
     let mut c = s.conn();
-    policy(&mut c, "r", 10);
-    let id = add_and_take(&mut c, "r");
-    let before = server_ms(&mut c);
-    assert_eq!(nack(&mut c, "r", &id, 4000, &[]), 1);
+    let (id, before) = parked(&mut c, "r", 4000);
     let _: () = cmd("DEBUG").arg("RELOAD").query(&mut c).unwrap();
     assert_parked(&mut c, "r", &id, 1, before, 4000);
     s.restart();
@@ -157,10 +161,7 @@ fn a_promoted_replica_delivers_a_delay_its_primary_took() {
     let mut p = Server::new();
     let r = p.replica(&[]);
     let mut c = p.conn();
-    policy(&mut c, "f", 10);
-    let id = add_and_take(&mut c, "f");
-    let before = server_ms(&mut c);
-    assert_eq!(nack(&mut c, "f", &id, 3000, &[]), 1);
+    let (id, before) = parked(&mut c, "f", 3000);
     replica_acked(&mut c);
     p.kill();
     let mut rc = r.conn();
@@ -174,10 +175,7 @@ fn a_promoted_replica_delivers_a_delay_its_primary_took() {
 fn a_delay_moves_with_swapdb() {
     let s = Server::new();
     let mut c = s.conn();
-    policy(&mut c, "w", 10);
-    let id = add_and_take(&mut c, "w");
-    let before = server_ms(&mut c);
-    assert_eq!(nack(&mut c, "w", &id, 1500, &[]), 1);
+    let (id, before) = parked(&mut c, "w", 1500);
     let _: () = q(&mut c, &["SWAPDB", "0", "1"]);
     assert!(!exists(&mut c, &delay_key("w")));
     let mut c1 = s.conn_db(1);
