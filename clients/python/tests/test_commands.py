@@ -21,41 +21,25 @@ def group(r: redis.Redis, stream: str = "orders", name: str = "workers") -> None
 def test_policy_set_get_round_trip(r: redis.Redis) -> None:
     reclaim = Reclaim(r)
     group(r)
-    assert reclaim.policy_set(
-        "orders",
-        "workers",
+    # Every option: what is set is what GET gives back (BACKOFF as the value it parses to).
+    options: dict[str, Any] = dict(
         min_idle=1000,
         max_deliveries=2,
         dlq="orders:dlq",
         claimant="inbox",
         count=50,
         interval=500,
-        backoff=Backoff.exponential(8000),
         liveness=3000,
         storm=(10, 60000),
         dlq_maxlen=100,
         dlq_maxage=86400000,
         tombstones=True,
         forget_idle=600000,
-    ) is True
+    )
+    assert reclaim.policy_set("orders", "workers", backoff=Backoff.exponential(8000), **options) is True
     p = reclaim.policy_get("orders", "workers")
     assert p == Policy(
-        stream="orders",
-        group="workers",
-        min_idle=1000,
-        max_deliveries=2,
-        dlq="orders:dlq",
-        claimant="inbox",
-        count=50,
-        interval=500,
-        backoff=Backoff("EXPONENTIAL", (8000,)),
-        liveness=3000,
-        storm=(10, 60000),
-        dlq_maxlen=100,
-        dlq_maxage=86400000,
-        tombstones=True,
-        forget_idle=600000,
-        state="active",
+        stream="orders", group="workers", backoff=Backoff("EXPONENTIAL", (8000,)), state="active", **options
     )
     # What the server stores, in its own words.
     raw = r.execute_command("RECLAIM.POLICY", "GET", "orders", "workers")
