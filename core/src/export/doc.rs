@@ -18,7 +18,7 @@ use super::VERSION;
 /// `{"hex": "<two lower-case hex digits per byte>"}`. Import takes either form for any name (hex
 /// digits in either case).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Name(pub Vec<u8>);
+pub(crate) struct Name(pub(crate) Vec<u8>);
 
 impl Serialize for Name {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -86,7 +86,7 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
     rename_all = "lowercase",
     expecting = "\"fixed\", {\"exponential\": max-ms} or {\"list\": [ms, ...]}"
 )]
-pub enum BackoffDoc {
+pub(crate) enum BackoffDoc {
     /// `BACKOFF FIXED`.
     Fixed,
     /// `BACKOFF EXPONENTIAL max-ms`.
@@ -98,11 +98,11 @@ pub enum BackoffDoc {
 /// `STORM n window-ms` in JSON: `{"max": n, "window": ms}` (`null`: no breaker).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, expecting = "{\"max\": n, \"window\": ms}")]
-pub struct StormDoc {
+pub(crate) struct StormDoc {
     /// Most dead-letters within one window (`STORM`'s `n`).
-    pub max: i64,
+    pub(crate) max: i64,
     /// The window, ms (`STORM`'s `window-ms`).
-    pub window: i64,
+    pub(crate) window: i64,
 }
 
 /// One policy of a document: its key and group, then the options of `RECLAIM.POLICY SET`, each
@@ -115,33 +115,33 @@ pub struct StormDoc {
     rename_all = "kebab-case",
     expecting = "a policy object"
 )]
-pub struct PolicyDoc {
+pub(crate) struct PolicyDoc {
     /// The stream key.
-    pub key: Name,
+    pub(crate) key: Name,
     /// The consumer group.
-    pub group: Name,
-    pub min_idle: Option<i64>,
-    pub max_deliveries: Option<i64>,
-    pub dlq: Option<Name>,
-    pub claimant: Option<Name>,
-    pub count: Option<i64>,
-    pub interval: Option<i64>,
-    pub backoff: Option<BackoffDoc>,
-    pub liveness: Option<i64>,
-    pub storm: Option<StormDoc>,
+    pub(crate) group: Name,
+    pub(crate) min_idle: Option<i64>,
+    pub(crate) max_deliveries: Option<i64>,
+    pub(crate) dlq: Option<Name>,
+    pub(crate) claimant: Option<Name>,
+    pub(crate) count: Option<i64>,
+    pub(crate) interval: Option<i64>,
+    pub(crate) backoff: Option<BackoffDoc>,
+    pub(crate) liveness: Option<i64>,
+    pub(crate) storm: Option<StormDoc>,
     /// `DLQ-MAXLEN n` (0: no length limit).
-    pub dlq_maxlen: Option<i64>,
+    pub(crate) dlq_maxlen: Option<i64>,
     /// `DLQ-MAXAGE ms` (0: no age limit).
-    pub dlq_maxage: Option<i64>,
+    pub(crate) dlq_maxage: Option<i64>,
     /// `TOMBSTONES yes|no` as a JSON boolean.
-    pub tombstones: Option<bool>,
+    pub(crate) tombstones: Option<bool>,
     /// `FORGET-IDLE ms` (0: consumers are never deleted).
-    pub forget_idle: Option<i64>,
+    pub(crate) forget_idle: Option<i64>,
 }
 
 impl PolicyDoc {
     /// The policy of (`stream`, `group`), every option explicit (`dlq` is `null` when unset).
-    pub fn from_policy(stream: &[u8], group: &[u8], p: &Policy) -> PolicyDoc {
+    pub(crate) fn from_policy(stream: &[u8], group: &[u8], p: &Policy) -> PolicyDoc {
         PolicyDoc {
             key: Name(stream.to_vec()),
             group: Name(group.to_vec()),
@@ -171,7 +171,7 @@ impl PolicyDoc {
     /// The options of `RECLAIM.POLICY SET` that the fields given stand for, in SET's order, as
     /// SET's words. Each value is typed, so every option gets exactly its own words: an option
     /// name is never an integer, and no value can read as the next option.
-    pub fn set_words(&self) -> Vec<Vec<u8>> {
+    pub(crate) fn set_words(&self) -> Vec<Vec<u8>> {
         let mut w: Vec<Vec<u8>> = Vec::new();
         let num = |v: i64| v.to_string().into_bytes();
         let mut opt = |name: &str, values: Vec<Vec<u8>>| {
@@ -232,7 +232,7 @@ impl PolicyDoc {
     /// The policy, checked by `RECLAIM.POLICY SET`'s parser ([`policy::parse_set_options`]): the
     /// same rules, defaults and messages. An error comes with the field it is about (the option
     /// it names, in lower case).
-    pub fn to_policy(&self) -> Result<Policy, (Option<String>, ReclaimError)> {
+    pub(crate) fn to_policy(&self) -> Result<Policy, (Option<String>, ReclaimError)> {
         let words = self.set_words();
         let w: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
         policy::parse_set_options(&self.key.0, &w)

@@ -25,10 +25,10 @@
 //! }
 //! ```
 //!
-//! One [`PolicyDoc`] per policy: its key and group, then one field per option of
+//! One [`PolicyDoc`](doc::PolicyDoc) per policy: its key and group, then one field per option of
 //! `RECLAIM.POLICY SET`, named after the option in lower case. A field left out (or `null`) takes
 //! the option's default, as an option left out of SET. Names (key, group, `dlq`, `claimant`) are
-//! [`Name`]s: a JSON string when the bytes are UTF-8, else `{"hex": "..."}`.
+//! [`Name`](doc::Name)s: a JSON string when the bytes are UTF-8, else `{"hex": "..."}`.
 //!
 //! The policy's state (`active`, `paused`, `storm`: `RECLAIM.POLICY PAUSE`/`RESUME` and the
 //! `STORM` breaker) is operational, not configuration: it is not exported, and a policy that
@@ -36,13 +36,13 @@
 //!
 //! Import checks everything before anything is applied: the document's size, its JSON, its
 //! version and its number of policies ([`parse_document`]), then each policy in order through
-//! `RECLAIM.POLICY SET`'s own parser ([`PolicyDoc::to_policy`] builds SET's words and calls
-//! [`policy::parse_set_options`]), then that no (key, group) comes twice. Errors of one policy
-//! name it: its index, key and group, and the field ([`ReclaimError::InPolicy`]). What needs the
+//! `RECLAIM.POLICY SET`'s own parser ([`PolicyDoc::to_policy`](doc::PolicyDoc::to_policy) builds SET's words and calls
+//! [`policy::parse_set_options`](crate::policy::parse_set_options)), then that no (key, group) comes twice. Errors of one policy
+//! name it: its index, key and group, and the field ([`ReclaimError::InPolicy`](crate::error::ReclaimError::InPolicy)). What needs the
 //! keyspace (types, ACL, cluster slots, existing policies) is checked by the command handler.
 //!
-//! **A new option** is one `Option<...>` field of [`PolicyDoc`] (named after the option), a line
-//! in [`PolicyDoc::from_policy`] and one in [`PolicyDoc::set_words`] (an option of several values
+//! **A new option** is one `Option<...>` field of [`PolicyDoc`](doc::PolicyDoc) (named after the option), a line
+//! in [`PolicyDoc::from_policy`](doc::PolicyDoc::from_policy) and one in [`PolicyDoc::set_words`](doc::PolicyDoc::set_words) (an option of several values
 //! is a small object, as `storm`). Operational state is not configuration and gets no field. New optional
 //! fields keep [`VERSION`]: old documents still import, and an older module refuses a document
 //! that uses them (`unknown field`), which is right, since it could not honour them.
@@ -51,8 +51,8 @@
 //! policies; each policy stays raw JSON text (borrowed from the argument) until it is checked,
 //! and every value is read into its own type, so nothing grows beyond a small factor of the text.
 //!
-//! Where things are: `doc` holds the document's types ([`PolicyDoc`], [`Name`], [`BackoffDoc`],
-//! [`StormDoc`]) and writes a document ([`to_json`]); `parse` reads and checks one
+//! Where things are: `doc` holds the document's types ([`PolicyDoc`](doc::PolicyDoc), [`Name`](doc::Name), [`BackoffDoc`](doc::BackoffDoc),
+//! [`StormDoc`](doc::StormDoc)) and writes a document ([`to_json`]); `parse` reads and checks one
 //! ([`parse_document`], [`import_args`]); `errors` makes the errors of a policy name it
 //! ([`in_policy`]) and parser messages safe for a reply.
 
@@ -60,16 +60,16 @@ mod doc;
 mod errors;
 mod parse;
 
-pub use doc::{to_json, BackoffDoc, Name, PolicyDoc, StormDoc};
+pub use doc::to_json;
 pub use errors::in_policy;
 pub use parse::{import_args, parse_document, ImportArgs, Imported};
 
 /// The version of the document this module writes and reads.
-pub const VERSION: u64 = 1;
+pub(crate) const VERSION: u64 = 1;
 /// Most policies one `RECLAIM.POLICY IMPORT` takes.
-pub const MAX_POLICIES: usize = 10_000;
+pub(crate) const MAX_POLICIES: usize = 10_000;
 /// Longest document `RECLAIM.POLICY IMPORT` takes, in bytes (16 MiB).
-pub const MAX_BYTES: usize = 16 << 20;
+pub(crate) const MAX_BYTES: usize = 16 << 20;
 
 #[cfg(test)]
 mod tests {

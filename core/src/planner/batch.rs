@@ -7,7 +7,7 @@ use super::{decide, Action, Owners, Pending};
 
 /// Most entries in one dead-letter batch: a move costs several µs (one `XADD` each), and the
 /// deadline is only checked between batches.
-pub const DEAD_LETTER_BATCH: usize = 16;
+pub(crate) const DEAD_LETTER_BATCH: usize = 16;
 
 /// One unit of work for the executor, in PEL (ID) order.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -28,7 +28,7 @@ fn parse_u64(s: &[u8]) -> Option<u64> {
 
 /// Whether a pending entry was trimmed away: its ID is below the stream's first entry (`first`,
 /// `None` when the stream is empty). Stream IDs only grow, so such an entry cannot exist.
-pub fn is_trimmed(id: &[u8], first: Option<(u64, u64)>) -> bool {
+pub(crate) fn is_trimmed(id: &[u8], first: Option<(u64, u64)>) -> bool {
     match (parse_id(id), first) {
         (Some(i), Some(f)) => i < f,
         (Some(_), None) => true,

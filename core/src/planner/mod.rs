@@ -25,14 +25,16 @@ mod batch;
 mod ids;
 mod pass;
 
-pub use batch::{last_id, plan, Batch, DEAD_LETTER_BATCH};
+pub use batch::{last_id, plan, Batch};
 pub use ids::{
-    id_text, id_value, is_trimmed, next_width, parse_id, window_end, FIRST_WINDOW, WINDOW_TARGET_US,
+    id_text, id_value, next_width, parse_id, window_end, FIRST_WINDOW, WINDOW_TARGET_US,
 };
-pub use pass::{
-    bucket_count, first_lookahead, next_entry_ns, next_lookahead, pass_kind, step_entries, Fresh,
-    Horizon, PassKind, Tally, FIRST_ENTRY_NS, MAX_BUCKETS, WATCH_PAGES,
+pub use pass::{bucket_count, Fresh, PassKind, Tally, MAX_BUCKETS};
+pub(crate) use pass::{
+    first_lookahead, next_entry_ns, next_lookahead, pass_kind, step_entries, Horizon, WATCH_PAGES,
 };
+
+use ids::is_trimmed;
 
 use crate::policy::Policy;
 
@@ -164,7 +166,7 @@ fn takeable(p: &Pending, policy: &Policy, quiet: bool) -> bool {
 /// Whether `p` has used up its deliveries under `policy`: over `MAX-DELIVERIES`, or at it and
 /// stale with its owner quiet (its last attempt ended without an acknowledgement). Never with
 /// `MAX-DELIVERIES 0`. `quiet`: the owner has not been seen for `LIVENESS` ms.
-pub fn over_delivered(p: &Pending, policy: &Policy, quiet: bool) -> bool {
+pub(crate) fn over_delivered(p: &Pending, policy: &Policy, quiet: bool) -> bool {
     let max = policy.max_deliveries;
     max > 0
         && (p.deliveries < 0
@@ -205,12 +207,6 @@ pub fn decide(p: &Pending, policy: &Policy, first: Option<(u64, u64)>, quiet: bo
     }
 }
 
-/// What the sweep does with pending entry `p` under `policy`, whatever the stream holds (an
-/// entry still in the stream: [`decide`] without the trimming test).
-pub fn classify(p: &Pending, policy: &Policy, quiet: bool) -> Action {
-    decide(p, policy, Some((0, 0)), quiet).action()
-}
-
 /// Whether `p` is stale but kept by its owner, which was seen less than `LIVENESS` ms ago.
 pub fn held(p: &Pending, policy: &Policy, quiet: bool) -> bool {
     is_stale(p, policy) && !takeable(p, policy, quiet)
@@ -218,7 +214,7 @@ pub fn held(p: &Pending, policy: &Policy, quiet: bool) -> bool {
 
 /// Whether a consumer has been quiet for `LIVENESS` ms (`XINFO CONSUMERS` `idle`). `None` for a
 /// consumer the view does not know: quiet (a consumer that is gone cannot work on anything).
-pub type Owners<'a> = &'a dyn Fn(&[u8]) -> bool;
+pub(crate) type Owners<'a> = &'a dyn Fn(&[u8]) -> bool;
 
 /// Whether `p`'s next delivery would pass `MAX-DELIVERIES`: `RECLAIM.READGROUP` dead-letters
 /// it instead of handing it over (never with `MAX-DELIVERIES 0`).
@@ -229,6 +225,12 @@ pub fn delivery_would_pass_limit(p: &Pending, policy: &Policy) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What the sweep does with pending entry `p` under `policy`, whatever the stream holds (an
+    /// entry still in the stream: [`decide`] without the trimming test).
+    fn classify(p: &Pending, policy: &Policy, quiet: bool) -> Action {
+        decide(p, policy, Some((0, 0)), quiet).action()
+    }
 
     pub(super) fn pol(min_idle: i64, max: i64) -> Policy {
         Policy {

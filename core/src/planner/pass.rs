@@ -25,7 +25,7 @@ pub enum PassKind {
 /// Decides a new pass's kind. `counts_checked`: every delivery count is known to be within the
 /// limit, but maybe those of some consumers, which the pass checks first (`registry::Unchecked`); `now_ms` and `stale_not_before_ms` are wall-clock
 /// ms (the clock Redis computes idle times with, `mstime()`); `stale_not_before_ms` 0 = unknown.
-pub fn pass_kind(
+pub(crate) fn pass_kind(
     policy: &Policy,
     counts_checked: bool,
     now_ms: i64,
@@ -45,10 +45,10 @@ pub fn pass_kind(
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fresh {
     /// Entries read that were not stale yet (or stale but held by a live owner).
-    pub watched: u64,
+    pub(crate) watched: u64,
     /// The least time any of them needs to be due, ms (`i64::MAX`: none; 0 for an entry held
     /// by a live owner, which may be taken as soon as its owner goes quiet).
-    pub min_remaining_ms: i64,
+    pub(crate) min_remaining_ms: i64,
 }
 
 impl Default for Fresh {
@@ -84,7 +84,7 @@ impl Fresh {
     }
 
     /// Adds what another step saw.
-    pub fn merge(&mut self, other: &Fresh) {
+    pub(crate) fn merge(&mut self, other: &Fresh) {
         self.watched += other.watched;
         self.min_remaining_ms = self.min_remaining_ms.min(other.min_remaining_ms);
     }
@@ -173,19 +173,19 @@ impl Tally {
 /// `registry::touch`). So if every entry a pass scanned from `start_ms` on had an idle
 /// time below `I`, none can be stale before `start_ms + MIN-IDLE - I`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Horizon {
+pub(crate) struct Horizon {
     /// Wall-clock ms when the pass started.
-    pub start_ms: i64,
+    pub(crate) start_ms: i64,
     /// The `IDLE` threshold of the pass's scans, ms: entries below it were not returned.
     /// `MIN-IDLE` means the pass learnt nothing about fresh entries; 0 for a full pass.
-    pub threshold_ms: i64,
+    pub(crate) threshold_ms: i64,
     /// The returned entries that were not stale.
-    pub fresh: Fresh,
+    pub(crate) fresh: Fresh,
 }
 
 impl Horizon {
     /// A pass starting at `start_ms` with scans at `threshold_ms`.
-    pub fn new(start_ms: i64, threshold_ms: i64) -> Horizon {
+    pub(crate) fn new(start_ms: i64, threshold_ms: i64) -> Horizon {
         Horizon {
             start_ms,
             threshold_ms,
@@ -196,7 +196,7 @@ impl Horizon {
     /// Wall-clock ms before which no entry of the PEL can be stale, for a pass that ended with
     /// every stale entry it found handled: `start + min(MIN-IDLE - threshold, least time a
     /// returned entry needs)` (entries below the threshold need at least `MIN-IDLE - threshold`).
-    pub fn stale_not_before_ms(&self, min_idle_ms: i64) -> i64 {
+    pub(crate) fn stale_not_before_ms(&self, min_idle_ms: i64) -> i64 {
         let unseen = min_idle_ms.saturating_sub(self.threshold_ms.max(0));
         self.start_ms
             .saturating_add(unseen.min(self.fresh.min_remaining_ms).max(0))
@@ -205,12 +205,12 @@ impl Horizon {
 
 /// Most entries below `MIN-IDLE` that a scan pass may copy out, in pages of `COUNT`: past it the
 /// pass scans at `MIN-IDLE` (learning nothing more) and the next pass looks half as far ahead.
-pub const WATCH_PAGES: u64 = 4;
+pub(crate) const WATCH_PAGES: u64 = 4;
 
 /// How far ahead (ms) a policy's first scan looks: [`Horizon::threshold_ms`] is
 /// `MIN-IDLE - lookahead`. Half of `MIN-IDLE`, or 0 when that is shorter than `INTERVAL`
 /// (a pass could never be skipped).
-pub fn first_lookahead(policy: &Policy) -> i64 {
+pub(crate) fn first_lookahead(policy: &Policy) -> i64 {
     let half = policy.min_idle_ms / 2;
     if half < policy.interval_ms {
         0
@@ -222,7 +222,7 @@ pub fn first_lookahead(policy: &Policy) -> i64 {
 /// The next scan's lookahead after a scan pass that copied out `watched` fresh entries with
 /// lookahead `ms`: halved (to 0 below `INTERVAL`) when it copied more than [`WATCH_PAGES`] pages
 /// of `COUNT`, doubled (up to [`first_lookahead`]) when it copied less than one page.
-pub fn next_lookahead(ms: i64, watched: u64, policy: &Policy) -> i64 {
+pub(crate) fn next_lookahead(ms: i64, watched: u64, policy: &Policy) -> i64 {
     let cap = first_lookahead(policy);
     let count = policy.count.max(1) as u64;
     let next = if watched > WATCH_PAGES.saturating_mul(count) {
@@ -241,12 +241,12 @@ pub fn next_lookahead(ms: i64, watched: u64, policy: &Policy) -> i64 {
 
 /// The cost per entry a policy's first step assumes, ns: about a dead-letter move, the dearest
 /// kind of entry, so that a first step with a large `COUNT` stays within the budget.
-pub const FIRST_ENTRY_NS: u64 = 10_000;
+pub(crate) const FIRST_ENTRY_NS: u64 = 10_000;
 
 /// How many entries a step may read: `COUNT`, but no more than are likely to be handled in the
 /// `left_ns` ns left of the tick at `entry_ns` ns each (0 = not measured yet:
 /// [`FIRST_ENTRY_NS`]); at least 1.
-pub fn step_entries(count: i64, left_ns: u64, entry_ns: u64) -> i64 {
+pub(crate) fn step_entries(count: i64, left_ns: u64, entry_ns: u64) -> i64 {
     let count = count.max(1);
     let per = if entry_ns == 0 {
         FIRST_ENTRY_NS
@@ -259,7 +259,7 @@ pub fn step_entries(count: i64, left_ns: u64, entry_ns: u64) -> i64 {
 
 /// The cost per entry after a step that handled `entries` in `took_ns`: a moving average
 /// (3/4 of the old value, 1/4 of the new one), so one slow step does not shrink the next ones.
-pub fn next_entry_ns(old: u64, took_ns: u64, entries: u64) -> u64 {
+pub(crate) fn next_entry_ns(old: u64, took_ns: u64, entries: u64) -> u64 {
     let now = took_ns / entries.max(1);
     if old == 0 {
         now.max(1)

@@ -14,7 +14,7 @@ use crate::policy::State;
 use super::Runtime;
 
 /// Most PEL sizes a policy remembers, one per complete pass ([`Health::sizes`]).
-pub const PEL_HISTORY: usize = 16;
+pub(crate) const PEL_HISTORY: usize = 16;
 
 /// What the passes saw, for `RECLAIM.HEALTH` and the per-policy lines of `INFO reclaim`: only
 /// figures a pass already had in hand, each with the time it was taken. Bounded: a fixed number
@@ -88,16 +88,11 @@ impl Runtime {
         self.fault = fault;
     }
 
-    /// Why the stored policy cannot run where it is, as last seen (`None`: it can).
-    pub fn fault(&self) -> Option<&ReclaimError> {
-        self.fault.as_ref()
-    }
-
     /// The policy's state in one word, as `INFO reclaim` shows it and keyspace events announce
-    /// it: `invalid` while the stored policy cannot run where it is ([`Runtime::fault`]),
+    /// it: `invalid` while the stored policy cannot run where it is (its `fault`, [`Runtime::set_fault`]),
     /// `paused` or `storm` while the policy is held so ([`Runtime::held`]), else the last
     /// step's ([`Stop::state`]): `active`, `waiting`, `oom`, `storm` or `error`.
-    pub fn state(&self) -> &'static str {
+    pub(crate) fn state(&self) -> &'static str {
         if self.fault.is_some() {
             return "invalid";
         }

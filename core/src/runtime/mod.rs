@@ -13,7 +13,7 @@
 //!
 //! Pure: no Redis calls. `state::registry` owns every `Runtime` (one per policy it knows) and
 //! frees it with its policy; every collection here is bounded (see [`MAX_TRACKED`],
-//! [`MAX_TRACKED_BYTES`]), whatever the number of consumers that ever touched the stream. The
+//! [`MAX_TRACKED_BYTES`](tracking::MAX_TRACKED_BYTES)), whatever the number of consumers that ever touched the stream. The
 //! fields are private to this module: the files beside it reach them, nothing else does.
 
 mod health;
@@ -21,11 +21,12 @@ mod reader;
 mod storm;
 mod tracking;
 
-pub use health::{Health, PEL_HISTORY};
-pub use reader::{ReadFacts, ReadScan, ReadView};
-pub use tracking::{
-    Names, Recent, Seen, Touch, Unchecked, EXEC_REMARK_MS, MAX_TRACKED, MAX_TRACKED_BYTES,
-};
+pub use health::Health;
+pub use reader::{ReadFacts, ReadView};
+pub use tracking::{EXEC_REMARK_MS, MAX_TRACKED};
+
+use reader::ReadScan;
+use tracking::{Names, Recent, Seen, Unchecked};
 
 use std::time::Duration;
 
@@ -38,26 +39,26 @@ use crate::policy::{Policy, State};
 
 /// The pass in progress of a policy.
 #[derive(Debug, Clone)]
-pub struct Pass {
+pub(crate) struct Pass {
     /// What the pass does, decided when it started.
-    pub kind: PassKind,
+    pub(crate) kind: PassKind,
     /// Consumers whose own PELs are paged first (delivery counts check), in order; the one being
     /// paged is the first.
-    pub check: Vec<Vec<u8>>,
+    pub(crate) check: Vec<Vec<u8>>,
     /// [`Runtime::idle_mark`] when the pass started.
-    pub idle_mark: u64,
+    pub(crate) idle_mark: u64,
     /// How far ahead of `MIN-IDLE` (ms) its scans look: their `IDLE` threshold is `MIN-IDLE`
     /// minus this.
-    pub lookahead_ms: i64,
+    pub(crate) lookahead_ms: i64,
     /// What the pass has seen so far, for the next pass's schedule.
-    pub horizon: Horizon,
+    pub(crate) horizon: Horizon,
     /// A stale or over-delivered entry was left pending (DLQ of the wrong type, out of memory).
-    pub left_some: bool,
+    pub(crate) left_some: bool,
     /// A dead-letter move (or tombstone) was skipped for memory in this pass: it waits for the
     /// next one ([`Runtime::problem_after`]).
-    pub oom_skipped: bool,
+    pub(crate) oom_skipped: bool,
     /// The entries the pass read so far (consumer checks left out), for [`Health`].
-    pub tally: Tally,
+    pub(crate) tally: Tally,
 }
 
 /// Run-time state of one policy.

@@ -11,15 +11,15 @@ use super::Runtime;
 /// read from a cursor (as `XAUTOCLAIM`'s cursor goes): where the next page starts, and what the
 /// round learnt so far about when entries it passed turn due.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ReadScan {
+pub(crate) struct ReadScan {
     /// Last ID examined (`None`: the next page starts at the head of the PEL). Every entry up to
     /// it was either handed over or seen not due yet.
-    pub cursor: Option<Vec<u8>>,
+    pub(crate) cursor: Option<Vec<u8>>,
     /// Wall-clock ms when this round started (0: no round under way).
-    pub round_start_ms: i64,
+    pub(crate) round_start_ms: i64,
     /// The earliest wall-clock ms at which an entry this round saw not due yet turns due
     /// (`None`: none seen).
-    pub min_due_ms: Option<i64>,
+    pub(crate) min_due_ms: Option<i64>,
 }
 
 impl ReadScan {
@@ -28,7 +28,7 @@ impl ReadScan {
     /// at which an entry they saw not due yet turns due. At the end of a round, returns when the
     /// next due entry can appear at the earliest: what the round saw, and at most `min_idle` after
     /// the round started (entries it handed over, or delivered since, need that much idle time).
-    pub fn page(
+    pub(crate) fn page(
         &mut self,
         last: Option<Vec<u8>>,
         due: Option<i64>,
@@ -84,7 +84,7 @@ pub struct ReadView {
 impl Runtime {
     /// When, by what the last pass and `RECLAIM.READGROUP`'s last look learnt, a pending entry of
     /// another consumer can be stale at the earliest (wall-clock ms; 0: unknown).
-    pub fn read_horizon(&self) -> i64 {
+    pub(crate) fn read_horizon(&self) -> i64 {
         self.stale_not_before_ms.max(self.read_not_before_ms)
     }
 

@@ -16,7 +16,7 @@ pub const MAX_TRACKED: usize = 64;
 
 /// Most bytes of consumer names one policy tracks in each of its sets; past it, as for
 /// [`MAX_TRACKED`].
-pub const MAX_TRACKED_BYTES: usize = 16 * 1024;
+pub(crate) const MAX_TRACKED_BYTES: usize = 16 * 1024;
 
 /// How long (ms) a touch is made again at every `EXEC` (a command queued in `MULTI` is seen when
 /// it is queued, and runs at `EXEC`).
@@ -24,7 +24,7 @@ pub const EXEC_REMARK_MS: u64 = 10_000;
 
 /// Whose delivery counts may have risen since a pass last checked them.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum Unchecked {
+pub(crate) enum Unchecked {
     /// Anyone's: the next pass pages the whole PEL ([`PassKind::Full`]).
     #[default]
     All,
@@ -35,7 +35,7 @@ pub enum Unchecked {
 /// A bounded set of consumer names: at most [`MAX_TRACKED`] names and [`MAX_TRACKED_BYTES`]
 /// bytes of them.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Names {
+pub(crate) struct Names {
     pub(super) set: BTreeSet<Vec<u8>>,
     bytes: usize,
 }
@@ -68,17 +68,12 @@ impl Names {
     }
 
     /// How many names.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.set.len()
     }
 
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.set.is_empty()
-    }
-
     /// The names, in order.
-    pub fn iter(&self) -> impl Iterator<Item = &Vec<u8>> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Vec<u8>> {
         self.set.iter()
     }
 }
@@ -86,14 +81,14 @@ impl Names {
 /// A touch the command filter saw ([`Recent`]): when (server clock, ms), whether the command
 /// sets idle times, and the consumer's last sighting already applied for it (0: none).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Touch {
+pub(crate) struct Touch {
     /// Server clock (ms) when the filter saw the command: the command ran only if its consumer
     /// was seen at or after it (`XINFO CONSUMERS`' `idle`).
-    pub at: u64,
+    pub(crate) at: u64,
     /// `XCLAIM ... IDLE/TIME`.
-    pub sets_idle: bool,
+    pub(crate) sets_idle: bool,
     /// The sighting (server clock, ms) that last confirmed it (0: none yet).
-    pub applied: u64,
+    pub(crate) applied: u64,
 }
 
 /// The touches the command filter saw in the last [`EXEC_REMARK_MS`], by consumer, waiting to be
@@ -104,7 +99,7 @@ pub struct Touch {
 /// `MULTI` (seen when queued) counts when `EXEC` runs it. When a bound is passed, one marker
 /// stands for every consumer instead, until it expires.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Recent {
+pub(crate) struct Recent {
     by_consumer: BTreeMap<Vec<u8>, Touch>,
     bytes: usize,
     /// Every consumer was touched (a bound was passed).
@@ -115,12 +110,12 @@ pub struct Recent {
 
 impl Recent {
     /// Whether nothing is remembered.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.by_consumer.is_empty() && self.everyone.is_none()
     }
 
     /// How many consumers' touches were confirmed (and are remembered).
-    pub fn confirmed(&self) -> usize {
+    pub(crate) fn confirmed(&self) -> usize {
         self.by_consumer.values().filter(|t| t.applied > 0).count()
     }
 
@@ -184,7 +179,7 @@ impl Recent {
 /// ([`MAX_TRACKED`] names, [`MAX_TRACKED_BYTES`] bytes; past it the least recent one is
 /// forgotten), and entries older than `LIVENESS` are pruned on the timer.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Seen {
+pub(crate) struct Seen {
     by_consumer: BTreeMap<Vec<u8>, u64>,
     bytes: usize,
     /// How long (ms) a sighting counts (the policy's `LIVENESS` when it was noted).
@@ -193,7 +188,7 @@ pub struct Seen {
 
 impl Seen {
     /// Notes that `consumer` talked to the module at monotonic ms `now`.
-    pub fn note(&mut self, consumer: &[u8], now: u64, keep_ms: u64) {
+    pub(crate) fn note(&mut self, consumer: &[u8], now: u64, keep_ms: u64) {
         self.keep_ms = keep_ms;
         if let Some(at) = self.by_consumer.get_mut(consumer) {
             *at = now;
@@ -219,15 +214,8 @@ impl Seen {
         }
     }
 
-    /// Ms since `consumer` last talked to the module, if it did lately.
-    pub fn age(&self, consumer: &[u8], now: u64) -> Option<u64> {
-        self.by_consumer
-            .get(consumer)
-            .map(|at| now.saturating_sub(*at))
-    }
-
     /// Forgets sightings older than they count for; whether any is left.
-    pub fn prune(&mut self, now: u64) -> bool {
+    pub(crate) fn prune(&mut self, now: u64) -> bool {
         let keep = self.keep_ms;
         let mut bytes = 0;
         self.by_consumer.retain(|c, at| {
@@ -242,17 +230,17 @@ impl Seen {
     }
 
     /// How many consumers.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.by_consumer.len()
     }
 
     /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.by_consumer.is_empty()
     }
 
     /// The consumers and when (monotonic ms) each was last seen.
-    pub fn by_consumer(&self) -> impl Iterator<Item = (&Vec<u8>, &u64)> {
+    pub(crate) fn by_consumer(&self) -> impl Iterator<Item = (&Vec<u8>, &u64)> {
         self.by_consumer.iter()
     }
 }
