@@ -244,4 +244,30 @@ mod tests {
         rt.wait_for(Stop::Oom);
         assert_eq!(rt.waiting_notice(), None);
     }
+
+    #[test]
+    fn the_pel_history_is_bounded_and_a_filled_inbox_is_looked_at() {
+        let mut rt = Runtime::new(0);
+        assert!(rt.health().is_none());
+        rt.note_inbox_empty();
+        let n = PEL_HISTORY as u64 + 3;
+        for i in 0..n {
+            rt.note_summary(Summary {
+                at_ms: i as i64,
+                pending: i,
+                ..Summary::default()
+            });
+        }
+        let h = rt.health().unwrap();
+        assert_eq!(h.sizes.len(), PEL_HISTORY);
+        assert_eq!(h.sizes.front(), Some(&(3, 3)));
+        assert_eq!(h.sizes.back(), Some(&(n as i64 - 1, n - 1)));
+        assert_eq!(rt.summary().pending, n - 1);
+        assert!(!rt.begin_read(b"c", Default::default(), 0).inbox);
+        rt.note_summary(Summary {
+            inbox: 1,
+            ..Summary::default()
+        });
+        assert!(rt.begin_read(b"c", Default::default(), 0).inbox);
+    }
 }

@@ -604,4 +604,171 @@ mod tests {
         });
         assert_eq!(rt.problem(), Some(&Stop::NoGroup));
     }
+
+    /// A policy with `MAX-DELIVERIES 3` and a DLQ, `MIN-IDLE` 60 s, `INTERVAL` 1 s, `COUNT` 100.
+    fn counted() -> Policy {
+        Policy {
+            min_idle_ms: 60_000,
+            max_deliveries: 3,
+            dlq: Some(b"d".to_vec()),
+            interval_ms: 1_000,
+            count: 100,
+            ..Policy::default()
+        }
+    }
+
+    /// One timer step of `p` at monotonic `now` and wall-clock `wall` that reports `out`, as
+    /// the scheduler runs it (`plan_step`, `narrow_outcome`, `finish_step`); its plan.
+    fn step(rt: &mut Runtime, p: &Policy, mut out: Outcome, now: u64, wall: i64) -> StepPlan {
+        let plan = rt
+            .plan_step(p, None, true, now, wall, u64::MAX)
+            .expect("runs");
+        let checked = Runtime::narrow_outcome(&plan, &mut out);
+        rt.finish_step(checked, &out, Duration::from_micros(10), p, now, wall);
+        plan
+    }
+
+    #[test]
+    fn a_pass_goes_on_from_its_cursor_and_teaches_the_next_one() {
+        let p = counted();
+        let mut rt = Runtime::new(0);
+        // Counts unchecked: a full pass from the head, COUNT entries at most.
+        let half = Outcome {
+            examined: 100,
+            cursor: Some(b"5-0".to_vec()),
+            ..Outcome::default()
+        };
+        let plan = step(&mut rt, &p, half, 10, 1_000_000);
+        assert_eq!(plan.kind, PassKind::Full);
+        assert_eq!(
+            (plan.cursor, plan.consumer, plan.threshold_ms),
+            (None, None, 0)
+        );
+        assert_eq!(plan.max, 100);
+        // Stopped half-way: the same pass goes on from its cursor at once.
+        assert_eq!(rt.due_ms(), 10);
+        let done = Outcome {
+            examined: 3,
+            pass_done: true,
+            ..Outcome::default()
+        };
+        let plan = step(&mut rt, &p, done.clone(), 20, 1_000_010);
+        assert_eq!(plan.kind, PassKind::Full);
+        assert_eq!(plan.cursor.as_deref(), Some(&b"5-0"[..]));
+        // The pass ended: counted, due again after INTERVAL, the next one from the head.
+        assert_eq!(rt.due_ms(), 1_020);
+        assert_eq!(rt.cursor(), None);
+        assert_eq!(rt.counters().get(Stat::Passes), 1);
+        assert_eq!(rt.counters().get(Stat::FullPasses), 1);
+        assert_eq!(rt.health().unwrap().tally_kind, Some(PassKind::Full));
+        // It saw no fresh entry: nothing is stale before its start + MIN-IDLE.
+        assert_eq!(rt.stale_not_before_ms(), 1_060_000);
+        // Counts are checked now: before that the next pass only trims...
+        let plan = step(&mut rt, &p, done.clone(), 1_020, 1_001_000);
+        assert_eq!(plan.kind, PassKind::TrimOnly);
+        assert_eq!(rt.counters().get(Stat::ScansSkipped), 1);
+        assert_eq!(rt.counters().get(Stat::Passes), 2);
+        // ... and from then on it scans, looking ahead of MIN-IDLE.
+        let plan = step(&mut rt, &p, done, 2_020, 1_060_000);
+        assert_eq!(plan.kind, PassKind::Scan);
+        assert_eq!(plan.threshold_ms, 60_000 - planner::first_lookahead(&p));
+        assert_eq!(rt.counters().get(Stat::FullPasses), 1);
+    }
+
+    #[test]
+    fn a_touched_consumer_is_checked_first_then_the_pass_proper_runs() {
+        let p = counted();
+        let mut rt = Runtime::new(0);
+        let done = Outcome {
+            pass_done: true,
+            ..Outcome::default()
+        };
+        step(&mut rt, &p, done.clone(), 0, 1_000_000);
+        // A client's XCLAIM raised w1's counts (it ran: w1 was seen after it).
+        rt.note_touch(b"w1", false, 5);
+        rt.confirm(&[(b"w1".to_vec(), 5)].into());
+        let wall = 1_060_000;
+        let plan = step(&mut rt, &p, done.clone(), 1_000, wall);
+        assert_eq!(plan.kind, PassKind::Scan);
+        assert_eq!(plan.consumer.as_deref(), Some(&b"w1"[..]));
+        // The end of w1's PEL is not the end of the pass.
+        assert_eq!(rt.counters().get(Stat::ConsumerChecks), 1);
+        assert_eq!(rt.counters().get(Stat::Passes), 1);
+        assert_eq!(rt.due_ms(), 1_000);
+        let plan = step(&mut rt, &p, done, 1_000, wall);
+        assert_eq!((plan.kind, plan.consumer.clone()), (PassKind::Scan, None));
+        assert_eq!(rt.counters().get(Stat::Passes), 2);
+        // What the check narrowed: it teaches nothing about the PEL.
+        let mut out = Outcome {
+            pass_done: true,
+            ..Outcome::default()
+        };
+        let check = StepPlan {
+            consumer: Some(b"w1".to_vec()),
+            ..plan.clone()
+        };
+        assert!(Runtime::narrow_outcome(&check, &mut out));
+        assert!(!out.pass_done);
+        let mut out = Outcome {
+            pass_done: true,
+            ..Outcome::default()
+        };
+        assert!(!Runtime::narrow_outcome(&plan, &mut out));
+        assert!(out.pass_done);
+    }
+
+    #[test]
+    fn a_halted_policy_plans_nothing_and_is_looked_at_again_within_a_second() {
+        let mut p = counted();
+        p.interval_ms = 60_000;
+        let mut rt = Runtime::new(0);
+        assert!(rt.plan_step(&p, None, false, 100, 0, u64::MAX).is_none());
+        assert_eq!(rt.due_ms(), 100 + HALTED_RECHECK_MS);
+        assert_eq!(rt.status(false, false), "disabled");
+        p.state = State::Paused;
+        assert!(rt.plan_step(&p, None, true, 200, 0, u64::MAX).is_none());
+        assert_eq!(rt.state(), "paused");
+        p.state = State::Active;
+        let fault = Some(ReclaimError::Static("ERR invalid"));
+        assert!(rt.plan_step(&p, fault, true, 300, 0, u64::MAX).is_none());
+        assert_eq!((rt.state(), rt.due_ms()), ("invalid", 1_300));
+        // No pass started meanwhile: the first one is still a full pass.
+        let plan = rt.plan_step(&p, None, true, 400, 0, u64::MAX).unwrap();
+        assert_eq!(plan.kind, PassKind::Full);
+    }
+
+    #[test]
+    fn a_wait_is_announced_and_logged_once_across_steps() {
+        let p = counted();
+        let mut rt = Runtime::new(0);
+        let no_group = Outcome {
+            stop: Some(Stop::NoGroup),
+            ..Outcome::default()
+        };
+        let done = Outcome {
+            pass_done: true,
+            ..Outcome::default()
+        };
+        step(&mut rt, &p, no_group.clone(), 0, 0);
+        assert_eq!(
+            rt.after_step_notes(),
+            (Some("waiting"), Some(Stop::NoGroup))
+        );
+        assert_eq!(rt.due_ms(), 1_000, "looked at again after INTERVAL");
+        step(&mut rt, &p, no_group.clone(), 1_000, 1_000);
+        assert_eq!(rt.after_step_notes(), (None, None), "once per wait");
+        // It runs: announced active; the next wait is news again.
+        step(&mut rt, &p, done, 2_000, 2_000);
+        assert_eq!(rt.after_step_notes(), (Some("active"), None));
+        step(&mut rt, &p, no_group, 3_000, 3_000);
+        assert_eq!(
+            rt.after_step_notes(),
+            (Some("waiting"), Some(Stop::NoGroup))
+        );
+        // The aborted pass trusted nothing: the next one is a full pass from the head.
+        let plan = rt
+            .plan_step(&p, None, true, 4_000, 4_000, u64::MAX)
+            .unwrap();
+        assert_eq!((plan.kind, plan.cursor), (PassKind::Full, None));
+    }
 }

@@ -45,3 +45,41 @@ impl Runtime {
         self.announced = state.name();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::Stat;
+
+    #[test]
+    fn the_storm_window_allows_dead_letters_until_it_opens_and_resume_closes_it() {
+        let storm = Storm {
+            max: 3,
+            window_ms: 1_000,
+        };
+        let mut p = Policy {
+            storm: Some(storm),
+            ..Policy::default()
+        };
+        let mut rt = Runtime::new(0);
+        assert_eq!(rt.dead_letter_allowance(&p, 0), 3);
+        rt.note_dead_letters(p.storm, 10, 3);
+        assert_eq!(rt.dead_letter_allowance(&p, 20), 0);
+        rt.storm_opened();
+        assert_eq!(rt.state(), "storm");
+        assert_eq!(rt.counters().get(Stat::Storms), 1);
+        assert_eq!(rt.announce(), None, "its own event announced it");
+        // Paused: no dead-letter at all.
+        p.state = State::Paused;
+        assert_eq!(rt.dead_letter_allowance(&p, 5_000), 0);
+        // RESUME: the breaker lets what it held back go for one window.
+        rt.problem = Some(Stop::Storm);
+        p.state = State::Active;
+        rt.state_changed(State::Active, p.storm, 30);
+        assert_eq!((rt.state(), rt.problem()), ("active", None));
+        assert_eq!(rt.dead_letter_allowance(&p, 30), u64::MAX);
+        assert_eq!(rt.dead_letter_allowance(&p, 1_030), 3);
+        // Without STORM: no limit.
+        assert_eq!(rt.dead_letter_allowance(&Policy::default(), 0), u64::MAX);
+    }
+}

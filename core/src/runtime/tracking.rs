@@ -474,4 +474,27 @@ mod tests {
         rt.forget_idle_consumers(|c| c == b"busy");
         assert_eq!(rt.tracked_consumers(), 1);
     }
+
+    #[test]
+    fn sightings_are_bounded_forgetting_the_least_recent_and_expire() {
+        let mut s = Seen::default();
+        for i in 0..MAX_TRACKED {
+            s.note(format!("c{i}").as_bytes(), 10 + i as u64, 1_000);
+        }
+        s.note(b"new", 100, 1_000);
+        assert_eq!(s.len(), MAX_TRACKED);
+        assert!(!s.by_consumer().any(|(c, _)| c == b"c0"), "least recent");
+        assert!(s.by_consumer().any(|(c, _)| c == b"new"));
+        // Seen again: its time moves, nothing is forgotten.
+        s.note(b"c1", 500, 1_000);
+        assert_eq!(s.len(), MAX_TRACKED);
+        // Older than LIVENESS: forgotten on the timer.
+        assert!(s.prune(1_099));
+        assert_eq!(s.len(), 2, "c1 at 500 and new at 100 stay");
+        assert!(!s.prune(1_500));
+        assert!(s.is_empty());
+        // A name longer than the byte bound is never kept.
+        s.note(&vec![b'x'; MAX_TRACKED_BYTES + 1], 0, 1_000);
+        assert!(s.is_empty());
+    }
 }
