@@ -65,10 +65,18 @@ pub fn in_policy(
 mod tests {
     use crate::export::tests::{doc, err};
 
-    #[test]
-    fn policy_errors_name_the_policy_and_the_field() {
+    /// Each of `cases` (a policy object, the error of a document of it after a good one).
+    fn second_policy_errors(cases: &[(&str, &str)]) {
         let ok = r#"{"key": "a", "group": "g"}"#;
-        let cases: &[(&str, &str)] = &[
+        for (entry, want) in cases {
+            assert_eq!(err(&doc(&[ok, entry])), *want, "{entry}");
+        }
+    }
+
+    #[test]
+    fn option_errors_name_the_policy_and_the_field() {
+        // SET's own errors, with the field.
+        second_policy_errors(&[
             (
                 r#"{"key": "orders", "group": "workers", "min-idle": 0}"#,
                 "ERR policies[1] (key 'orders', group 'workers'), field 'min-idle': MIN-IDLE must be a positive integer (ms)",
@@ -133,6 +141,12 @@ mod tests {
                 r#"{"key": "orders", "group": "workers", "state": "paused"}"#,
                 "ERR policies[1] (key 'orders', group 'workers'), field 'state': unknown field `state`, expected one of `key`, `group`, `min-idle`, `max-deliveries`, `dlq`, `claimant`, `count`, `interval`, `backoff`, `liveness`, `storm`, `dlq-maxlen`, `dlq-maxage`, `tombstones`, `forget-idle`",
             ),
+        ]);
+    }
+
+    #[test]
+    fn policy_errors_name_the_policy_and_the_field() {
+        second_policy_errors(&[
             // Types: the JSON parser's message, with the field.
             (
                 r#"{"key": "orders", "group": "workers", "min-idle": 1.5}"#,
@@ -188,10 +202,7 @@ mod tests {
                 r#"{"key": "a", "group": "g", "count": 5}"#,
                 "ERR policies[1] (key 'a', group 'g'): the document has a policy for this key and group already, at policies[0]",
             ),
-        ];
-        for (entry, want) in cases {
-            assert_eq!(err(&doc(&[ok, entry])), *want, "{entry}");
-        }
+        ]);
         // A bad field's text never breaks the reply.
         let e = err(&doc(&[r#"{"key": "a", "group": "g", "a\r\nb": 1}"#]));
         assert!(!e.contains(['\r', '\n']), "{e}");

@@ -296,20 +296,25 @@ mod tests {
         );
     }
 
-    #[test]
-    fn each_rule_of_the_table_and_its_action() {
+    /// The policy of [`table`]: `MIN-IDLE` 1000, `MAX-DELIVERIES` 3, an exponential backoff,
+    /// `LIVENESS` 5000.
+    fn table_policy() -> Policy {
         let mut p = pol(1000, 3);
         p.backoff = crate::policy::Backoff::Exponential(100_000);
         p.liveness_ms = 5000;
+        p
+    }
+
+    /// One entry for each row of the sweep's table under [`table_policy`], the stream's first
+    /// ID 5-0: (entry, owner quiet, rule, action).
+    fn table(p: &Policy) -> Vec<(Pending, bool, Rule, Action)> {
         let of = |id: &str, owner: &[u8], idle: i64, n: i64| Pending {
             consumer: owner.to_vec(),
             ..pe(id, idle, n)
         };
         let inbox = p.claimant.clone();
         let delayed = p.delayed();
-        let first = Some((5, 0));
-        // (entry, owner quiet, rule, action)
-        let table = [
+        vec![
             (of("1-0", b"c1", 10, 9), true, Rule::Trimmed, Action::Purge),
             (
                 of("5-0", b"c1", 10, 4),
@@ -372,7 +377,14 @@ mod tests {
                 Action::Untouched,
             ),
             (of("15-0", b"c1", 2000, 2), true, Rule::Stale, Action::Move),
-        ];
+        ]
+    }
+
+    #[test]
+    fn each_rule_of_the_table_and_its_action() {
+        let p = table_policy();
+        let first = Some((5, 0));
+        let table = table(&p);
         for (e, quiet, rule, action) in &table {
             let got = decide(e, &p, first, *quiet);
             assert_eq!((got, got.action()), (*rule, *action), "{e:?} quiet {quiet}");
