@@ -39,26 +39,26 @@ use crate::policy::{Policy, State};
 
 /// The pass in progress of a policy.
 #[derive(Debug, Clone)]
-pub(crate) struct Pass {
+struct Pass {
     /// What the pass does, decided when it started.
-    pub(crate) kind: PassKind,
+    kind: PassKind,
     /// Consumers whose own PELs are paged first (delivery counts check), in order; the one being
     /// paged is the first.
-    pub(crate) check: Vec<Vec<u8>>,
+    check: Vec<Vec<u8>>,
     /// [`Runtime::idle_mark`] when the pass started.
-    pub(crate) idle_mark: u64,
+    idle_mark: u64,
     /// How far ahead of `MIN-IDLE` (ms) its scans look: their `IDLE` threshold is `MIN-IDLE`
     /// minus this.
-    pub(crate) lookahead_ms: i64,
+    lookahead_ms: i64,
     /// What the pass has seen so far, for the next pass's schedule.
-    pub(crate) horizon: Horizon,
+    horizon: Horizon,
     /// A stale or over-delivered entry was left pending (DLQ of the wrong type, out of memory).
-    pub(crate) left_some: bool,
+    left_some: bool,
     /// A dead-letter move (or tombstone) was skipped for memory in this pass: it waits for the
     /// next one ([`Runtime::problem_after`]).
-    pub(crate) oom_skipped: bool,
+    oom_skipped: bool,
     /// The entries the pass read so far (consumer checks left out), for [`Health`].
-    pub(crate) tally: Tally,
+    tally: Tally,
 }
 
 /// Run-time state of one policy.

@@ -25,7 +25,7 @@ pub const EXEC_REMARK_MS: u64 = 10_000;
 /// Whose delivery counts may have risen since a pass last checked them.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) enum Unchecked {
-    /// Anyone's: the next pass pages the whole PEL ([`PassKind::Full`]).
+    /// Anyone's: the next pass pages the whole PEL ([`crate::planner::PassKind::Full`]).
     #[default]
     All,
     /// These consumers' (none: every count is known to be within the limit).
