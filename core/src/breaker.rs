@@ -9,7 +9,7 @@
 use crate::policy::Storm;
 
 /// Slices of one window.
-pub const SLICES: usize = 16;
+pub(crate) const SLICES: usize = 16;
 
 /// Dead-letters of one policy in its recent window, and the grace after a `RESUME`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -31,7 +31,7 @@ impl Breaker {
     }
 
     /// Dead-letters counted in the window that ends at monotonic ms `now`.
-    pub fn count(&self, s: Storm, now: u64) -> u64 {
+    pub(crate) fn count(&self, s: Storm, now: u64) -> u64 {
         if self.window_ms != s.window_ms {
             return 0;
         }
@@ -55,7 +55,7 @@ impl Breaker {
     }
 
     /// Counts `n` dead-letters made at monotonic ms `now` (nothing without `STORM`).
-    pub fn record(&mut self, storm: Option<Storm>, now: u64, n: u64) {
+    pub(crate) fn record(&mut self, storm: Option<Storm>, now: u64, n: u64) {
         let Some(s) = storm else {
             return;
         };

@@ -11,7 +11,7 @@ pub struct Counter(AtomicU64);
 
 impl Counter {
     /// A counter at 0.
-    pub const fn new() -> Self {
+    pub(crate) const fn new() -> Self {
         Counter(AtomicU64::new(0))
     }
     /// Adds `n`.
@@ -27,7 +27,7 @@ impl Counter {
         self.0.fetch_max(n, Ordering::Relaxed);
     }
     /// Current value.
-    pub fn get(&self) -> u64 {
+    pub(crate) fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }
 }
@@ -74,7 +74,7 @@ pub enum Stat {
 
 impl Stat {
     /// Every stat, in `INFO reclaim` order.
-    pub const ALL: [Stat; 15] = [
+    pub(crate) const ALL: [Stat; 15] = [
         Stat::Passes,
         Stat::FullPasses,
         Stat::ScansSkipped,
@@ -93,7 +93,7 @@ impl Stat {
     ];
 
     /// The field name in `INFO reclaim` (after `reclaim_`).
-    pub fn info_name(self) -> &'static str {
+    pub(crate) fn info_name(self) -> &'static str {
         match self {
             Stat::Passes => "passes",
             Stat::FullPasses => "full_passes",
@@ -160,7 +160,7 @@ pub fn add_total(s: Stat, n: u64) {
 }
 
 /// The server-wide sum of `s`.
-pub fn total(s: Stat) -> u64 {
+pub(crate) fn total(s: Stat) -> u64 {
     TOTALS[s as usize].get()
 }
 
@@ -186,7 +186,7 @@ impl Counters {
 
     /// Adds `n` to `s` here only, not to the server-wide total (which counts it elsewhere:
     /// [`add_total`]).
-    pub fn add_own(&mut self, s: Stat, n: u64) {
+    pub(crate) fn add_own(&mut self, s: Stat, n: u64) {
         self.counts[s as usize] += n;
     }
 
@@ -197,7 +197,7 @@ impl Counters {
 
     /// Counts `n` dead-letters at wall-clock ms `now` (the total, the server's, and the last
     /// hour's).
-    pub fn dead_lettered_at(&mut self, n: u64, now: i64) {
+    pub(crate) fn dead_lettered_at(&mut self, n: u64, now: i64) {
         self.add(Stat::DeadLettered, n);
         self.recent_dead.add(n, now);
     }
@@ -206,7 +206,7 @@ impl Counters {
 /// Counts over a sliding window in `N` buckets of `WIDTH` ms (a ring: the oldest bucket is
 /// reused). Fixed size, whatever is counted.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Ring<const N: usize, const WIDTH: i64> {
+pub(crate) struct Ring<const N: usize, const WIDTH: i64> {
     /// Index (ms / WIDTH) of the newest bucket.
     newest: i64,
     counts: [u32; N],
@@ -227,7 +227,7 @@ impl<const N: usize, const WIDTH: i64> Ring<N, WIDTH> {
     }
 
     /// Adds `n` at wall-clock ms `now`.
-    pub fn add(&mut self, n: u64, now: i64) {
+    pub(crate) fn add(&mut self, n: u64, now: i64) {
         let i = now.div_euclid(WIDTH);
         if i > self.newest {
             // Empty the buckets between (at most all of them).
@@ -244,7 +244,7 @@ impl<const N: usize, const WIDTH: i64> Ring<N, WIDTH> {
     }
 
     /// The count of the bucket of `now` and the `N - 1` before it.
-    pub fn sum(&self, now: i64) -> u64 {
+    pub(crate) fn sum(&self, now: i64) -> u64 {
         let i = now.div_euclid(WIDTH);
         let from = (i - N as i64 + 1).max(self.newest - N as i64 + 1);
         (from..=self.newest.min(i))
@@ -264,7 +264,7 @@ pub struct RecentCounts {
 
 impl RecentCounts {
     /// Counts `n` at wall-clock ms `now`.
-    pub fn add(&mut self, n: u64, now: i64) {
+    pub(crate) fn add(&mut self, n: u64, now: i64) {
         if n > 0 {
             self.hour.add(n, now);
             self.minute.add(n, now);
@@ -282,18 +282,11 @@ impl RecentCounts {
     }
 }
 
-/// `name` as it appears in a per-policy line of `INFO reclaim` (and so in every label made from
-/// it): valid UTF-8 is kept, except `%`, `,`, `=`, `:`, spaces and control characters, which are
-/// written `%XX` (their byte in hex, upper case), as is every byte that is not valid UTF-8. So a
-/// line splits on `,`, `=` and `:` whatever the names, and `%XX` decodes back to the exact bytes.
-pub fn info_escape(name: &[u8]) -> String {
-    let mut out = Vec::with_capacity(name.len());
-    info_escape_into(&mut out, name);
-    // Only valid UTF-8 and ASCII escapes were written.
-    String::from_utf8(out).unwrap_or_default()
-}
-
-/// Appends [`info_escape`]`(name)` to `out` (valid UTF-8, no NUL byte).
+/// Appends `name` to `out` as it appears in a per-policy line of `INFO reclaim` (and so in every
+/// label made from it): valid UTF-8 is kept, except `%`, `,`, `=`, `:`, spaces and control
+/// characters, which are written `%XX` (their byte in hex, upper case), as is every byte that is
+/// not valid UTF-8. So a line splits on `,`, `=` and `:` whatever the names, and `%XX` decodes
+/// back to the exact bytes; what is appended is valid UTF-8, with no NUL byte.
 pub fn info_escape_into(out: &mut Vec<u8>, name: &[u8]) {
     // Most names are plain ASCII that needs no escape: copied as they are.
     if !name.iter().any(|&b| !b.is_ascii() || needs_escape(b)) {
@@ -322,7 +315,7 @@ pub fn info_escape_into(out: &mut Vec<u8>, name: &[u8]) {
     }
 }
 
-/// Whether an ASCII byte of a name is written `%XX` by [`info_escape`].
+/// Whether an ASCII byte of a name is written `%XX` by [`info_escape_into`].
 fn needs_escape(b: u8) -> bool {
     b.is_ascii_control() || matches!(b, b'%' | b',' | b'=' | b':' | b' ')
 }
@@ -360,7 +353,7 @@ pub static SKIPPED_OOM: Counter = Counter::new();
 /// Ticks skipped because the Redis Cluster was down (`cluster_state:fail`).
 pub static SKIPPED_CLUSTER_DOWN: Counter = Counter::new();
 /// Steps run (timer and RECLAIM.SWEEP).
-pub static STEPS: Counter = Counter::new();
+pub(crate) static STEPS: Counter = Counter::new();
 /// Duration of the last tick or slice that did work, µs.
 pub static LAST_TICK_US: Counter = Counter::new();
 /// Longest tick or slice since load, µs.
@@ -378,7 +371,7 @@ pub static REDRIVE_MAX_ROUND_US: Counter = Counter::new();
 pub static REDRIVE_OVER_BUDGET: Counter = Counter::new();
 /// Times a policy's tracking of consumers passed a bound and fell back to checking everyone
 /// (see `runtime::MAX_TRACKED`).
-pub static TRACKING_OVERFLOWS: Counter = Counter::new();
+pub(crate) static TRACKING_OVERFLOWS: Counter = Counter::new();
 /// Panics caught at the FFI boundary (should stay 0; each one is logged).
 pub static PANICS: Counter = Counter::new();
 /// `RECLAIM.READGROUP ... BLOCK` calls that found nothing for the reader and waited.
@@ -417,6 +410,13 @@ pub fn fields(state: &[(&'static str, u64)]) -> Vec<(&'static str, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`info_escape_into`] as a string.
+    fn info_escape(name: &[u8]) -> String {
+        let mut out = Vec::with_capacity(name.len());
+        info_escape_into(&mut out, name);
+        String::from_utf8(out).unwrap()
+    }
 
     #[test]
     fn policy_counts_feed_the_totals() {

@@ -305,7 +305,7 @@ pub fn parse_set_options(stream: &[u8], opts: &[&[u8]]) -> Result<Policy, Reclai
 /// case, as typed in SET), or `None` for an unknown option name. `RECLAIM.POLICY IMPORT` names
 /// the document's field from it (the option's name in lower case). A new check in the parser adds
 /// its error here.
-pub fn option_of(e: &ReclaimError) -> Option<&'static str> {
+pub(crate) fn option_of(e: &ReclaimError) -> Option<&'static str> {
     match e {
         ReclaimError::RepeatedOption(o)
         | ReclaimError::MissingValue(o)

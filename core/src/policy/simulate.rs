@@ -7,7 +7,7 @@ use crate::error::ReclaimError;
 
 /// Largest `LIMIT` of `RECLAIM.SIMULATE` (its default is the evaluated policy's `COUNT`): bounds
 /// the reply and the time of the command.
-pub const MAX_SIMULATE_LIMIT: i64 = 10_000;
+const MAX_SIMULATE_LIMIT: i64 = 10_000;
 
 /// The options of `RECLAIM.SIMULATE` besides `SET`'s.
 const SIMULATE_OPTIONS: &[&str] = &["LIMIT"];
