@@ -1,5 +1,8 @@
-//! Server-wide counters, published as the `reclaim` section of `INFO` (`INFO reclaim`), and the
-//! per-policy counters ([`Counters`]) whose every increment also feeds the server-wide total.
+//! What the module counts: [`Stat`] (what each policy counts), the per-policy [`Counters`]
+//! (`RECLAIM.STATS`) whose every increment also feeds the server-wide total of `INFO reclaim`,
+//! the two server-wide counters the pass state machine adds to (`STEPS`, `TRACKING_OVERFLOWS`),
+//! and the `INFO` escaping. The module's other server-wide counters are the module's
+//! (`src/state/metrics.rs`).
 //!
 //! Everything here is a leaf: it calls no other module of the crate.
 
@@ -11,7 +14,7 @@ pub struct Counter(AtomicU64);
 
 impl Counter {
     /// A counter at 0.
-    pub(crate) const fn new() -> Self {
+    pub const fn new() -> Self {
         Counter(AtomicU64::new(0))
     }
     /// Adds `n`.
@@ -27,7 +30,7 @@ impl Counter {
         self.0.fetch_max(n, Ordering::Relaxed);
     }
     /// Current value.
-    pub(crate) fn get(&self) -> u64 {
+    pub fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }
 }
@@ -74,7 +77,7 @@ pub enum Stat {
 
 impl Stat {
     /// Every stat, in `INFO reclaim` order.
-    pub(crate) const ALL: [Stat; 15] = [
+    pub const ALL: [Stat; 15] = [
         Stat::Passes,
         Stat::FullPasses,
         Stat::ScansSkipped,
@@ -93,7 +96,7 @@ impl Stat {
     ];
 
     /// The field name in `INFO reclaim` (after `reclaim_`).
-    pub(crate) fn info_name(self) -> &'static str {
+    pub fn info_name(self) -> &'static str {
         match self {
             Stat::Passes => "passes",
             Stat::FullPasses => "full_passes",
@@ -160,7 +163,7 @@ pub fn add_total(s: Stat, n: u64) {
 }
 
 /// The server-wide sum of `s`.
-pub(crate) fn total(s: Stat) -> u64 {
+pub fn total(s: Stat) -> u64 {
     TOTALS[s as usize].get()
 }
 
@@ -336,76 +339,13 @@ pub fn push_u64(out: &mut Vec<u8>, mut n: u64) {
     out.extend_from_slice(buf.get(start..).unwrap_or_default());
 }
 
-/// Timer ticks that did sweep work (or looked for it).
-pub static TICKS: Counter = Counter::new();
-/// Event-loop slices that did sweep work while a backlog was draining.
-pub static SLICES: Counter = Counter::new();
-/// Event-loop iterations left to clients between two drain slices (clients were active).
-pub static GAPS: Counter = Counter::new();
-/// Ticks skipped because this server is a replica.
-pub static SKIPPED_REPLICA: Counter = Counter::new();
-/// Ticks skipped while loading (RDB/AOF/full sync).
-pub static SKIPPED_LOADING: Counter = Counter::new();
-/// Ticks skipped while writes are paused (CLIENT PAUSE WRITE, FAILOVER).
-pub static SKIPPED_PAUSED: Counter = Counter::new();
-/// Ticks skipped because the server was out of memory (maxmemory reached).
-pub static SKIPPED_OOM: Counter = Counter::new();
-/// Ticks skipped because the Redis Cluster was down (`cluster_state:fail`).
-pub static SKIPPED_CLUSTER_DOWN: Counter = Counter::new();
-/// Steps run (timer and RECLAIM.SWEEP).
-pub(crate) static STEPS: Counter = Counter::new();
-/// Duration of the last tick or slice that did work, µs.
-pub static LAST_TICK_US: Counter = Counter::new();
-/// Longest tick or slice since load, µs.
-pub static MAX_TICK_US: Counter = Counter::new();
-/// Most CPU time the main thread spent in one tick or slice since load, µs: unlike
-/// [`MAX_TICK_US`] (wall time), it leaves out the time the OS did not run the server.
-pub static MAX_TICK_CPU_US: Counter = Counter::new();
-/// Ticks or slices that ran longer than `reclaim.tick-budget-us`.
-pub static OVER_BUDGET: Counter = Counter::new();
-/// Longest round of `RECLAIM.REDRIVE` steps (one per tick, with a budget of its own) since load,
-/// µs (wall time); also counted in [`MAX_TICK_US`].
-pub static REDRIVE_MAX_ROUND_US: Counter = Counter::new();
-/// Rounds of `RECLAIM.REDRIVE` steps that ran longer than `reclaim.tick-budget-us`; also counted
-/// in [`OVER_BUDGET`].
-pub static REDRIVE_OVER_BUDGET: Counter = Counter::new();
+/// Steps run (timer and RECLAIM.SWEEP): counted by the pass state machine
+/// (`runtime::Runtime::plan_step`). The module's other server-wide counters (ticks, skips, tick
+/// times, panics) live in the module crate (`src/state/metrics.rs`), which writes them.
+pub static STEPS: Counter = Counter::new();
 /// Times a policy's tracking of consumers passed a bound and fell back to checking everyone
 /// (see `runtime::MAX_TRACKED`).
-pub(crate) static TRACKING_OVERFLOWS: Counter = Counter::new();
-/// Panics caught at the FFI boundary (should stay 0; each one is logged).
-pub static PANICS: Counter = Counter::new();
-/// `RECLAIM.READGROUP ... BLOCK` calls that found nothing for the reader and waited.
-pub static READS_BLOCKED: Counter = Counter::new();
-
-/// Name/value pairs of the `INFO reclaim` section, in order; `state` are the figures about the
-/// module's state now (policies, memory), which come first.
-pub fn fields(state: &[(&'static str, u64)]) -> Vec<(&'static str, u64)> {
-    let mut f = state.to_vec();
-    f.extend([
-        ("ticks", TICKS.get()),
-        ("slices", SLICES.get()),
-        ("slice_gaps", GAPS.get()),
-        ("ticks_skipped_replica", SKIPPED_REPLICA.get()),
-        ("ticks_skipped_loading", SKIPPED_LOADING.get()),
-        ("ticks_skipped_paused", SKIPPED_PAUSED.get()),
-        ("ticks_skipped_oom", SKIPPED_OOM.get()),
-        ("ticks_skipped_cluster_down", SKIPPED_CLUSTER_DOWN.get()),
-        ("steps", STEPS.get()),
-        ("reads_blocked", READS_BLOCKED.get()),
-    ]);
-    f.extend(Stat::ALL.iter().map(|s| (s.info_name(), total(*s))));
-    f.extend([
-        ("last_tick_us", LAST_TICK_US.get()),
-        ("max_tick_us", MAX_TICK_US.get()),
-        ("max_tick_cpu_us", MAX_TICK_CPU_US.get()),
-        ("ticks_over_budget", OVER_BUDGET.get()),
-        ("redrive_max_round_us", REDRIVE_MAX_ROUND_US.get()),
-        ("redrive_rounds_over_budget", REDRIVE_OVER_BUDGET.get()),
-        ("tracking_overflows", TRACKING_OVERFLOWS.get()),
-        ("panics", PANICS.get()),
-    ]);
-    f
-}
+pub static TRACKING_OVERFLOWS: Counter = Counter::new();
 
 #[cfg(test)]
 mod tests {
@@ -427,9 +367,6 @@ mod tests {
         b.add(Stat::Claimed, 4);
         assert_eq!((a.get(Stat::Claimed), b.get(Stat::Claimed)), (3, 4));
         assert!(total(Stat::Claimed) >= before + 7);
-        let names: Vec<&str> = fields(&[("policies", 2)]).iter().map(|f| f.0).collect();
-        assert_eq!(names[0], "policies");
-        assert!(names.contains(&"dead_lettered") && names.contains(&"max_tick_cpu_us"));
     }
 
     #[test]

@@ -35,7 +35,7 @@ pub unsafe extern "C" fn on_info(ctx: *mut raw::RedisModuleInfoCtx, for_crash_re
         // NULL: the module's default section, `# reclaim`, fields prefixed `reclaim_`.
         raw::RedisModule_InfoAddSection.unwrap()(ctx, std::ptr::null());
         let memory_policy = std::ffi::CString::new(memory_policy).unwrap_or_default();
-        for (name, v) in metrics::fields(&state) {
+        for (name, v) in crate::state::metrics::fields(&state) {
             let Ok(n) = std::ffi::CString::new(name) else {
                 continue;
             };
