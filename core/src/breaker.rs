@@ -145,4 +145,28 @@ mod tests {
         assert_eq!(b.allowance(Some(S), 1_700), 0);
         assert_eq!(b.allowance(Some(S), 3_900), 10);
     }
+
+    proptest::proptest! {
+        /// Dead-lettering only what the allowance gives, no window ever counts more than `n`,
+        /// and a window with no dead-letter gives the whole allowance back.
+        #[test]
+        fn never_more_than_the_allowance_in_a_window(
+            max in 1i64..50,
+            window_ms in 1i64..5_000,
+            steps in proptest::collection::vec((0u64..400, 0u64..80), 0..60),
+        ) {
+            let s = Storm { max, window_ms };
+            let mut b = Breaker::default();
+            let mut now = 1_000_000u64;
+            for (dt, want) in steps {
+                now += dt;
+                let allowed = b.allowance(Some(s), now);
+                proptest::prop_assert!(allowed <= max as u64);
+                b.record(Some(s), now, want.min(allowed));
+                proptest::prop_assert!(b.count(s, now) <= max as u64);
+            }
+            let later = now + 2 * window_ms as u64 + 1;
+            proptest::prop_assert_eq!(b.allowance(Some(s), later), max as u64);
+        }
+    }
 }

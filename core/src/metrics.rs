@@ -414,4 +414,40 @@ mod tests {
             assert_eq!(v, format!("x={n}").into_bytes());
         }
     }
+
+    /// `%XX` decoded back to its byte.
+    fn unescape(s: &str) -> Vec<u8> {
+        let b = s.as_bytes();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < b.len() {
+            if b[i] == b'%' {
+                out.push(u8::from_str_radix(&s[i + 1..i + 3], 16).unwrap());
+                i += 3;
+            } else {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+        out
+    }
+
+    proptest::proptest! {
+        /// Whatever a name holds, its `INFO` form splits on nothing and decodes back to it.
+        #[test]
+        fn info_escape_is_safe_and_lossless(name in proptest::collection::vec(proptest::num::u8::ANY, 0..40), text in ".{0,20}") {
+            for n in [&name[..], text.as_bytes()] {
+                let e = info_escape(n);
+                proptest::prop_assert!(!e.bytes().any(|c| c.is_ascii_control() || matches!(c, b',' | b'=' | b':' | b' ')));
+                proptest::prop_assert_eq!(unescape(&e), n.to_vec());
+            }
+        }
+
+        #[test]
+        fn push_u64_is_decimal(n in proptest::num::u64::ANY) {
+            let mut v = Vec::new();
+            push_u64(&mut v, n);
+            proptest::prop_assert_eq!(v, n.to_string().into_bytes());
+        }
+    }
 }

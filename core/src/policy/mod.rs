@@ -612,6 +612,65 @@ mod tests {
         );
     }
 
+    /// Any policy SET accepts for the stream `orders`.
+    fn valid_policy() -> impl proptest::strategy::Strategy<Value = Policy> {
+        use proptest::prelude::*;
+        let ms = || 1i64..10_000_000;
+        let backoff = prop_oneof![
+            Just(Backoff::Fixed),
+            ms().prop_map(Backoff::Exponential),
+            proptest::collection::vec(ms(), 1..=MAX_BACKOFF_STEPS).prop_map(Backoff::List),
+        ];
+        let dlq = proptest::option::of(prop_oneof![
+            Just(b"orders:dlq".to_vec()),
+            Just(b"{orders}:dlq".to_vec()),
+            Just(b"".to_vec()),
+        ]);
+        let storm = proptest::option::of(
+            (1i64..1000, ms()).prop_map(|(max, window_ms)| Storm { max, window_ms }),
+        );
+        let claimant = proptest::collection::vec(any::<u8>(), 0..8);
+        (
+            (ms(), 0i64..20, dlq, claimant, 1..=MAX_COUNT, ms(), backoff),
+            (
+                0i64..100_000,
+                storm,
+                0i64..1000,
+                0i64..100_000,
+                any::<bool>(),
+                0i64..100_000,
+            ),
+        )
+            .prop_map(
+                |(
+                    (min_idle_ms, max_deliveries, dlq, claimant, count, interval_ms, backoff),
+                    (liveness_ms, storm, dlq_maxlen, dlq_maxage_ms, tombstones, forget_idle_ms),
+                )| {
+                    let has_dlq = dlq.is_some();
+                    let backoff = match backoff {
+                        Backoff::Exponential(m) => Backoff::Exponential(m.max(min_idle_ms)),
+                        b => b,
+                    };
+                    Policy {
+                        min_idle_ms,
+                        max_deliveries: if has_dlq { max_deliveries } else { 0 },
+                        dlq,
+                        claimant,
+                        count,
+                        interval_ms,
+                        backoff,
+                        liveness_ms,
+                        storm,
+                        dlq_maxlen: if has_dlq { dlq_maxlen } else { 0 },
+                        dlq_maxage_ms: if has_dlq { dlq_maxage_ms } else { 0 },
+                        tombstones: has_dlq && tombstones,
+                        forget_idle_ms,
+                        state: State::Active,
+                    }
+                },
+            )
+    }
+
     proptest::proptest! {
         /// `fault` says exactly what SET says of the same options, and nothing when SET reads
         /// them back as they are.
@@ -623,6 +682,40 @@ mod tests {
             match p.fault(stream) {
                 None => proptest::prop_assert_eq!(parsed, Ok(p.clone())),
                 Some(e) => proptest::prop_assert_eq!(parsed, Err(e)),
+            }
+        }
+
+        /// `RECLAIM.SIMULATE` reads SET's options as SET does: the words that recreate a policy
+        /// make the same policy over the defaults, and nothing else changes over another base.
+        #[test]
+        fn simulate_reads_set_options_as_set_does(p in valid_policy()) {
+            proptest::prop_assert_eq!(p.fault(b"orders"), None);
+            let args = p.to_args();
+            let a: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+            let (limit, c) = parse_simulate_options(&a).unwrap();
+            proptest::prop_assert_eq!(limit, None);
+            proptest::prop_assert_eq!(c.clone().apply(Policy::default(), b"orders"), Ok(p.with_state(State::Active)));
+            let paused = Policy::default().with_state(State::Paused);
+            proptest::prop_assert_eq!(c.apply(paused, b"orders").map(|q| q.state), Ok(State::Paused));
+        }
+
+        /// The idle an entry needs is never below `MIN-IDLE`, and with `BACKOFF EXPONENTIAL max`
+        /// it grows with the delivery count up to `max`, whatever the count.
+        #[test]
+        fn due_idle_stays_within_its_bounds(p in valid_policy(), counts in proptest::collection::vec(proptest::num::i64::ANY, 1..8)) {
+            let mut sorted = counts.clone();
+            sorted.retain(|c| *c >= 0);
+            sorted.sort_unstable();
+            for c in &counts {
+                proptest::prop_assert!(p.due_idle(*c) >= p.min_idle_ms);
+                if let Backoff::Exponential(max) = p.backoff {
+                    proptest::prop_assert!(p.due_idle(*c) <= max);
+                }
+            }
+            if let Backoff::Exponential(_) | Backoff::Fixed = p.backoff {
+                for w in sorted.windows(2) {
+                    proptest::prop_assert!(p.due_idle(w[0]) <= p.due_idle(w[1]));
+                }
             }
         }
 
