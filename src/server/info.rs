@@ -1,5 +1,5 @@
 //! What the module tells `INFO`: section `reclaim` (the module's state and the counters of
-//! [`metrics::fields`]) and section `reclaim_policies` (one line per policy, from what its passes
+//! [`crate::state::metrics::fields`]) and section `reclaim_policies` (one line per policy, from what its passes
 //! learnt: [`PolicyRow`], no call into Redis).
 
 use std::os::raw::c_int;
@@ -11,7 +11,7 @@ use crate::model::metrics;
 use crate::state::registry;
 
 /// `INFO reclaim`: section `reclaim`, the module's state now (policies, tracked consumers,
-/// memory), then the counters of [`metrics::fields`]; and section `reclaim_policies`, one line
+/// memory), then the counters of [`crate::state::metrics::fields`]; and section `reclaim_policies`, one line
 /// per policy ([`PolicyRow`]), left out of crash reports.
 pub unsafe extern "C" fn on_info(ctx: *mut raw::RedisModuleInfoCtx, for_crash_report: c_int) {
     ffi::guard("INFO", || unsafe {
