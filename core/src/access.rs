@@ -138,7 +138,7 @@ pub type AsList<'a> = SmallVec<[As<'a>; 6]>;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct As<'a> {
     /// The command's name, as a refusal names it.
-    pub(crate) command: &'static str,
+    command: &'static str,
     /// The command's arguments, its name first: the first `len`.
     args: [Arg<'a>; MAX_ARGS],
     len: usize,
@@ -203,7 +203,7 @@ impl ReadWrites {
 }
 
 /// The writes of `p` into its DLQ ([`dlq_writes_to`]), added to `out`. Nothing without a DLQ.
-pub(crate) fn dlq_writes<'a>(p: &'a Policy, out: &mut AsList<'a>) {
+fn dlq_writes<'a>(p: &'a Policy, out: &mut AsList<'a>) {
     if let Some(dlq) = p.dlq.as_deref() {
         dlq_writes_to(dlq, p.trims_dlq(), out);
     }

@@ -9,7 +9,7 @@
 use crate::policy::Storm;
 
 /// Slices of one window.
-pub(crate) const SLICES: usize = 16;
+const SLICES: usize = 16;
 
 /// Dead-letters of one policy in its recent window, and the grace after a `RESUME`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -31,7 +31,7 @@ impl Breaker {
     }
 
     /// Dead-letters counted in the window that ends at monotonic ms `now`.
-    pub(crate) fn count(&self, s: Storm, now: u64) -> u64 {
+    fn count(&self, s: Storm, now: u64) -> u64 {
         if self.window_ms != s.window_ms {
             return 0;
         }

@@ -209,7 +209,7 @@ pub enum ReclaimError {
 
 /// Most bytes of an error reply's text ([`wire`]): a longer one is cut at a character boundary
 /// and ends with `...`.
-pub(crate) const MAX_WIRE_BYTES: usize = 4096;
+const MAX_WIRE_BYTES: usize = 4096;
 
 /// The exact text an error reply carries for `text` (what follows `-` on the wire): the text as
 /// it is, UTF-8 included, but for the three bytes neither a C string (`RM_ReplyWithError` takes

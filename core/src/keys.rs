@@ -23,7 +23,7 @@ fn crc16(data: &[u8]) -> u16 {
 
 /// The hash tag of a key as Redis Cluster defines it: the bytes between the first `{` and the
 /// next `}`, when that is not empty.
-pub(crate) fn hash_tag(key: &[u8]) -> Option<&[u8]> {
+fn hash_tag(key: &[u8]) -> Option<&[u8]> {
     let open = key.iter().position(|&b| b == b'{')?;
     let close = key[open + 1..].iter().position(|&b| b == b'}')?;
     if close == 0 {
@@ -39,7 +39,7 @@ pub fn key_slot(key: &[u8]) -> u16 {
 }
 
 /// The tag used in the policy key of `stream` (see the module docs).
-pub(crate) fn policy_tag(stream: &[u8]) -> Vec<u8> {
+fn policy_tag(stream: &[u8]) -> Vec<u8> {
     if let Some(t) = hash_tag(stream) {
         return t.to_vec();
     }
@@ -95,7 +95,7 @@ pub fn policy_key(stream: &[u8]) -> Vec<u8> {
 
 /// Prefix of the key that holds a stream's parked entries (a sorted set): `RECLAIM.NACK ...
 /// DELAY` longer than an idle time can express.
-pub(crate) const DELAY_KEY_PREFIX: &[u8] = b"reclaim:delay:";
+const DELAY_KEY_PREFIX: &[u8] = b"reclaim:delay:";
 
 /// The key of `stream`'s parked entries (a sorted set: member [`delay_member`], score the
 /// wall-clock ms they are due): `reclaim:delay:{TAG}:STREAM`, in the stream's slot.
@@ -117,7 +117,7 @@ pub fn split_delay_member(member: &[u8]) -> Option<(&[u8], &[u8])> {
 }
 
 /// Prefix of the key that holds the last `RECLAIM.NACK ... REASON` of a stream's entries (a hash).
-pub(crate) const NACK_KEY_PREFIX: &[u8] = b"reclaim:nack:";
+const NACK_KEY_PREFIX: &[u8] = b"reclaim:nack:";
 
 /// The key of `stream`'s NACK records (a hash: field [`delay_member`] of the entry, value
 /// [`nack_record`]): `reclaim:nack:{TAG}:STREAM`, in the stream's slot.

@@ -209,7 +209,7 @@ impl Counters {
 /// Counts over a sliding window in `N` buckets of `WIDTH` ms (a ring: the oldest bucket is
 /// reused). Fixed size, whatever is counted.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Ring<const N: usize, const WIDTH: i64> {
+struct Ring<const N: usize, const WIDTH: i64> {
     /// Index (ms / WIDTH) of the newest bucket.
     newest: i64,
     counts: [u32; N],
@@ -230,7 +230,7 @@ impl<const N: usize, const WIDTH: i64> Ring<N, WIDTH> {
     }
 
     /// Adds `n` at wall-clock ms `now`.
-    pub(crate) fn add(&mut self, n: u64, now: i64) {
+    fn add(&mut self, n: u64, now: i64) {
         let i = now.div_euclid(WIDTH);
         if i > self.newest {
             // Empty the buckets between (at most all of them).
@@ -247,7 +247,7 @@ impl<const N: usize, const WIDTH: i64> Ring<N, WIDTH> {
     }
 
     /// The count of the bucket of `now` and the `N - 1` before it.
-    pub(crate) fn sum(&self, now: i64) -> u64 {
+    fn sum(&self, now: i64) -> u64 {
         let i = now.div_euclid(WIDTH);
         let from = (i - N as i64 + 1).max(self.newest - N as i64 + 1);
         (from..=self.newest.min(i))
@@ -267,7 +267,7 @@ pub struct RecentCounts {
 
 impl RecentCounts {
     /// Counts `n` at wall-clock ms `now`.
-    pub(crate) fn add(&mut self, n: u64, now: i64) {
+    fn add(&mut self, n: u64, now: i64) {
         if n > 0 {
             self.hour.add(n, now);
             self.minute.add(n, now);

@@ -29,24 +29,24 @@ use crate::error::{self, ReclaimError};
 use crate::text::yes_no;
 
 /// Default `MIN-IDLE`, in ms: an entry idle this long (or longer) is stale.
-pub(crate) const DEFAULT_MIN_IDLE_MS: i64 = 60_000;
+const DEFAULT_MIN_IDLE_MS: i64 = 60_000;
 /// Default `MAX-DELIVERIES`: 0 means never dead-letter.
-pub(crate) const DEFAULT_MAX_DELIVERIES: i64 = 0;
+const DEFAULT_MAX_DELIVERIES: i64 = 0;
 /// Default `CLAIMANT`: the consumer that receives claimed entries.
-pub(crate) const DEFAULT_CLAIMANT: &[u8] = b"reclaim";
+const DEFAULT_CLAIMANT: &[u8] = b"reclaim";
 /// Default `COUNT`, in pending entries examined per step.
-pub(crate) const DEFAULT_COUNT: i64 = 100;
+const DEFAULT_COUNT: i64 = 100;
 /// Largest `COUNT` accepted: bounds the memory and time of one step whatever the user asks.
-pub(crate) const MAX_COUNT: i64 = 10_000;
+const MAX_COUNT: i64 = 10_000;
 /// Default `INTERVAL`, in ms between the end of one pass and the start of the next.
-pub(crate) const DEFAULT_INTERVAL_MS: i64 = 10_000;
+const DEFAULT_INTERVAL_MS: i64 = 10_000;
 
 /// What follows the claimant's name in the name of the consumer that holds delayed entries.
-pub(crate) const DELAYED_SUFFIX: &[u8] = b":delayed";
+const DELAYED_SUFFIX: &[u8] = b":delayed";
 
 /// What follows the claimant's name in the name of the consumer that holds parked entries
 /// (`RECLAIM.NACK ... DELAY` longer than the entry's due idle), until the timer releases them.
-pub(crate) const PARKED_SUFFIX: &[u8] = b":parked";
+const PARKED_SUFFIX: &[u8] = b":parked";
 
 /// The longest `RECLAIM.NACK ... DELAY`, ms: 30 days.
 pub const MAX_DELAY_MS: i64 = 30 * 24 * 3600 * 1000;
