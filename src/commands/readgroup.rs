@@ -33,10 +33,10 @@ use crate::ffi::{self, cluster, write_opts, RawReply};
 use crate::model::access::{self, ReadWrites};
 use crate::model::error::{self, ReclaimError};
 use crate::model::keys;
-use crate::model::metrics;
 use crate::model::policy::Policy;
 use crate::model::readgroup::{key_positions, parse_args, Request, DELIVERY_METADATA};
 use crate::model::text::printable;
+use crate::state::metrics;
 use crate::state::store;
 
 /// The bytes of a command's arguments, on the stack while they are few.
