@@ -19,6 +19,7 @@ use redis_module::{CallReply, CallResult, Context, KeyType, RedisString};
 use crate::engine::guards;
 use crate::engine::pending::{self, Query};
 use crate::ffi::{read_opts, write_opts};
+use crate::model::access;
 use crate::model::keys;
 use crate::model::outcome::Stop;
 use crate::model::planner::Pending;
@@ -76,9 +77,33 @@ pub fn nack_key_type(ctx: &Context, stream: &[u8]) -> Option<bool> {
     }
 }
 
-/// Records `consumer`'s `reason` for the `released` IDs among `mine` (with their delivery
-/// counts): one `HSET` into the stream's NACK record key (replicated). The caller checked the
-/// key's type and the caller's right to write it.
+/// Whether a `RECLAIM.NACK` without `REASON` records its consumer (with an empty reason) for a
+/// later dead-letter to name: the NACK record key is a hash or absent, and the caller may write
+/// it (`HSET`, [`access::record`]). Otherwise nothing is recorded, and the call is not refused
+/// for it (it asked for no record).
+pub fn may_record(ctx: &Context, stream: &[u8]) -> bool {
+    if nack_key_type(ctx, stream) == Some(false) {
+        return false;
+    }
+    let key = keys::nack_key(stream);
+    let what = access::record(&key);
+    let caller = crate::ffi::acl::Caller::of(ctx);
+    what.iter().all(|w| caller.may(ctx, w))
+}
+
+/// Drops the NACK records of `ids` of `group` (entries handed over again, so their count moved
+/// on and the record no longer applies): one `HDEL` (replicated) when the key is a hash.
+pub fn forget_records(ctx: &Context, stream: &[u8], group: &[u8], ids: &[&[u8]]) {
+    if ids.is_empty() || nack_key_type(ctx, stream) != Some(true) {
+        return;
+    }
+    let fields: Vec<Vec<u8>> = ids.iter().map(|id| keys::delay_member(group, id)).collect();
+    drop_fields(ctx, &keys::nack_key(stream), "HDEL", &fields);
+}
+
+/// Records `consumer`'s `reason` (empty: none given) for the `released` IDs among `mine` (with
+/// their delivery counts): one `HSET` into the stream's NACK record key (replicated). The caller
+/// checked the key's type and the caller's right to write it.
 pub fn record(
     ctx: &Context,
     stream: &[u8],
@@ -370,4 +395,110 @@ fn drop_fields(ctx: &Context, key: &[u8], cmd: &str, members: &[Vec<u8>]) {
     let mut args: Vec<&[u8]> = vec![key];
     args.extend(members.iter().map(Vec::as_slice));
     let _: CallResult = ctx.call_ext(cmd, &write_opts(), &args[..]);
+}
+
+/// Most parked entries one `RECLAIM.POLICY DEL` hands back ([`hand_back`]), in pages of
+/// [`HAND_BACK_PAGE`].
+pub const HAND_BACK_MAX: usize = 4096;
+
+/// Entries one page of [`hand_back`] reads (`XPENDING`) and moves (`XCLAIM`).
+pub const HAND_BACK_PAGE: usize = 512;
+
+/// What `RECLAIM.POLICY DEL` of `p` (`stream`, `group`) writes besides the policy key, checked
+/// before anything is written: when the stream's delay key exists, the hand-back of the group's
+/// parked entries (as `XCLAIM` on the stream and `ZADD` on the delay key, [`access::park`]); when
+/// the NACK record key exists, as `HSET` on it ([`access::record`]).
+pub fn check_hand_back(
+    ctx: &Context,
+    stream: &[u8],
+    group: &[u8],
+    p: &Policy,
+) -> Result<(), crate::model::error::ReclaimError> {
+    let delayed = p.delayed();
+    if delay_key_type(ctx, stream).is_some() {
+        let key = keys::delay_key(stream);
+        crate::ffi::acl::check_caller(ctx, &access::park(stream, group, &delayed, &key))?;
+    }
+    if nack_key_type(ctx, stream).is_some() {
+        let key = keys::nack_key(stream);
+        crate::ffi::acl::check_caller(ctx, &access::record(&key))?;
+    }
+    Ok(())
+}
+
+/// After `RECLAIM.POLICY DEL` of `p` (`stream`, `group`): its parked entries become ordinary
+/// pending entries, handed back at once as a release does (`<claimant>:delayed`, idle their due
+/// idle, count unchanged: a new policy takes them at its next look, an application's
+/// `XAUTOCLAIM` with that idle too), at most [`HAND_BACK_MAX`] in pages of [`HAND_BACK_PAGE`],
+/// and their records leave the delay key. When no policy is left on the stream and nothing of
+/// the group stays parked, the delay key and the NACK record key (whose records then stand for
+/// nothing) are deleted (`UNLINK`). Returns the entries handed back. Nothing on a replica or
+/// while loading: the primary's writes come through replication and the AOF.
+pub fn hand_back(ctx: &Context, stream: &[u8], group: &[u8], p: &Policy) -> usize {
+    let flags = ctx.get_flags();
+    if !flags.contains(redis_module::ContextFlags::MASTER)
+        || flags.contains(redis_module::ContextFlags::LOADING)
+    {
+        return 0;
+    }
+    let parked = p.parked();
+    let key = keys::delay_key(stream);
+    let zset = delay_key_type(ctx, stream) == Some(true);
+    let (mut total, mut looked, mut all) = (0usize, 0usize, false);
+    while looked < HAND_BACK_MAX {
+        let size = HAND_BACK_PAGE.min(HAND_BACK_MAX - looked) as i64;
+        let q = Query::range(b"-", b"+", size).of(Some(&parked));
+        let Ok(page) = pending::read(ctx, stream, group, &q) else {
+            break;
+        };
+        let moved = hand_back_page(ctx, stream, group, p, &page);
+        if zset {
+            let members: Vec<Vec<u8>> = page
+                .iter()
+                .map(|e| keys::delay_member(group, &e.id))
+                .collect();
+            drop_fields(ctx, &key, "ZREM", &members);
+        }
+        total += moved;
+        looked += page.len();
+        if (page.len() as i64) < size {
+            all = true;
+            break;
+        }
+    }
+    if all && !store::has_policies(ctx, stream) {
+        // Only the module's own: a key of another type is a client's, and stays.
+        let nack = nack_key_type(ctx, stream) == Some(true);
+        let delay = delay_key_type(ctx, stream) == Some(true);
+        for (k, ours) in [(key, delay), (keys::nack_key(stream), nack)] {
+            if ours {
+                let _: CallResult = ctx.call_ext("UNLINK", &write_opts(), &[k.as_slice()][..]);
+            }
+        }
+    }
+    total
+}
+
+/// Moves `page` (entries parked at `<claimant>:parked`) to `<claimant>:delayed`, idle their due
+/// idle (one `XCLAIM` per distinct idle). Returns how many moved.
+fn hand_back_page(
+    ctx: &Context,
+    stream: &[u8],
+    group: &[u8],
+    p: &Policy,
+    page: &[Pending],
+) -> usize {
+    let mut by_idle: Vec<(i64, Vec<&[u8]>)> = Vec::new();
+    for e in page {
+        let idle = p.due_idle(e.deliveries);
+        match by_idle.iter_mut().find(|(i, _)| *i == idle) {
+            Some((_, ids)) => ids.push(&e.id),
+            None => by_idle.push((idle, vec![&e.id])),
+        }
+    }
+    let delayed = p.delayed();
+    by_idle
+        .iter()
+        .map(|(idle, ids)| claim(ctx, stream, group, &delayed, ids, Some(*idle)).len())
+        .sum()
 }
