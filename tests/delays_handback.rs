@@ -332,3 +332,34 @@ fn a_paused_policy_keeps_its_parked_entries_until_resume() {
     assert_eq!(got.0, id);
     assert!(!exists(&mut c, &delay_key("z")));
 }
+
+#[test]
+fn command_docs_show_nack_reason_since_0_3_0() {
+    let s = Server::new();
+    let mut c = s.conn();
+    let v: Value = run(&mut c, &["COMMAND", "DOCS", "reclaim.nack"]);
+    let doc = &items(&v)[1];
+    let since: Vec<(String, String)> = items(&field(doc, "arguments"))
+        .iter()
+        .map(|a| {
+            let f = pairs(a);
+            let get = |k: &str| f.iter().find(|(n, _)| n == k).map(|(_, v)| string_of(v));
+            (
+                get("token").or_else(|| get("name")).unwrap(),
+                get("since").unwrap_or_default(),
+            )
+        })
+        .collect();
+    let want: Vec<(String, String)> = [
+        ("key", ""),
+        ("group", ""),
+        ("consumer", ""),
+        ("id", ""),
+        ("DELAY", ""),
+        ("REASON", "0.3.0"),
+    ]
+    .iter()
+    .map(|(a, b)| (a.to_string(), b.to_string()))
+    .collect();
+    assert_eq!(since, want);
+}

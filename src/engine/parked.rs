@@ -13,6 +13,13 @@
 //! Records of entries no longer parked, of a group that is gone or has no policy, of a stream
 //! that is gone, and members of another shape are removed (`ZREM`, or `ZPOPMIN` of at most
 //! [`DROP_MAX`] when the stream is gone): Redis deletes the key with its last member.
+//!
+//! Every `RECLAIM.NACK` also records the consumer that gave its entries back (and its `REASON`,
+//! if any) in the stream's NACK record key ([`record`]), so a dead-letter by `MAX-DELIVERIES` of
+//! that attempt names the worker, not the module's consumer the entry waited at; the record goes
+//! with the dead-letter, with the next hand-over ([`forget_records`]), or when a look finds it
+//! stands for nothing pending. `RECLAIM.POLICY DEL` hands the group's parked entries back
+//! ([`hand_back`]): nothing else would release them.
 
 use redis_module::{CallReply, CallResult, Context, KeyType, RedisString};
 
