@@ -268,6 +268,31 @@ fn policy_del_of_one_group_keeps_the_other_groups_delays() {
 }
 
 #[test]
+fn policy_del_after_the_stream_or_group_is_gone_leaves_no_key() {
+    let s = Server::new();
+    let mut c = s.conn();
+    for k in ["gone", "nogroup"] {
+        create_group(&mut c, k.as_bytes(), b"g");
+        // A pass a minute: only the POLICY DEL can clean up in time.
+        set_policy_opts(&mut c, k, "g", "MIN-IDLE 500 INTERVAL 60000");
+        let id = add_and_take(&mut c, k, "w1");
+        let n: i64 = q(
+            &mut c,
+            &["RECLAIM.NACK", k, "g", "w1", &id, "DELAY", "3600000"],
+        );
+        assert_eq!(n, 1);
+    }
+    let _: i64 = q(&mut c, &["DEL", "gone"]);
+    let _: i64 = q(&mut c, &["XGROUP", "DESTROY", "nogroup", "g"]);
+    for k in ["gone", "nogroup"] {
+        del_policy_of(&mut c, k, "g");
+        for key in [delay_key(k), nack_key(k)] {
+            assert!(!exists(&mut c, &key), "{key} left behind");
+        }
+    }
+}
+
+#[test]
 fn policy_del_needs_the_right_to_hand_parked_entries_back() {
     let s = Server::new();
     let mut c = s.conn();

@@ -455,8 +455,15 @@ pub fn hand_back(ctx: &Context, stream: &[u8], group: &[u8], p: &Policy) -> usiz
     while looked < HAND_BACK_MAX {
         let size = HAND_BACK_PAGE.min(HAND_BACK_MAX - looked) as i64;
         let q = Query::range(b"-", b"+", size).of(Some(&parked));
-        let Ok(page) = pending::read(ctx, stream, group, &q) else {
-            break;
+        let page = match pending::read(ctx, stream, group, &q) {
+            Ok(page) => page,
+            Err(e) => {
+                // No stream or no group: nothing is parked any more (a key of another type: the
+                // records are left alone).
+                all = guards::check_stream(ctx, stream) == Some(Stop::NoStream)
+                    || matches!(e, pending::Failed::Reply(r) if r.starts_with(b"NOGROUP"));
+                break;
+            }
         };
         let moved = hand_back_page(ctx, stream, group, p, &page);
         if zset {
