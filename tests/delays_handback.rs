@@ -388,3 +388,32 @@ fn command_docs_show_nack_reason_since_0_3_0() {
     .collect();
     assert_eq!(since, want);
 }
+
+#[test]
+fn policy_del_hands_back_the_same_on_a_replica_and_in_the_aof() {
+    let mut p = Server::start(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let r = p.replica(&[]);
+    let (mut c, mut rc) = (p.conn(), r.conn());
+    create_group(&mut c, b"rp", b"g");
+    set_policy_opts(&mut c, "rp", "g", "MIN-IDLE 500 INTERVAL 100");
+    let id = add_and_take(&mut c, "rp", "w1");
+    let n: i64 = q(&mut c, &["RECLAIM.NACK", "rp", "g", "w1", &id, "DELAY", "3600000"]);
+    assert_eq!(n, 1);
+    del_policy_of(&mut c, "rp", "g");
+    let read = |c: &mut Connection| {
+        let pel: Vec<(String, String, i64)> = pending(c, "rp", "g")
+            .into_iter()
+            .map(|e| (e.id, e.consumer, e.count))
+            .collect();
+        let keys: i64 = q(c, &["EXISTS", &delay_key("rp"), &nack_key("rp")]);
+        (pel, keys)
+    };
+    let on_both = replica_agrees(&mut c, &mut rc, read);
+    assert_eq!(on_both, (vec![(id.clone(), "reclaim:delayed".into(), 1)], 0));
+    assert!(get_policy(&mut rc, b"rp", b"g").is_none());
+    // The AOF replays the hand-back and the DEL to the same state.
+    p.restart();
+    let mut c = p.conn();
+    assert_eq!(read(&mut c), on_both);
+    assert!(get_policy(&mut c, b"rp", b"g").is_none());
+}
