@@ -397,7 +397,10 @@ fn policy_del_hands_back_the_same_on_a_replica_and_in_the_aof() {
     create_group(&mut c, b"rp", b"g");
     set_policy_opts(&mut c, "rp", "g", "MIN-IDLE 500 INTERVAL 100");
     let id = add_and_take(&mut c, "rp", "w1");
-    let n: i64 = q(&mut c, &["RECLAIM.NACK", "rp", "g", "w1", &id, "DELAY", "3600000"]);
+    let n: i64 = q(
+        &mut c,
+        &["RECLAIM.NACK", "rp", "g", "w1", &id, "DELAY", "3600000"],
+    );
     assert_eq!(n, 1);
     del_policy_of(&mut c, "rp", "g");
     let read = |c: &mut Connection| {
@@ -409,7 +412,10 @@ fn policy_del_hands_back_the_same_on_a_replica_and_in_the_aof() {
         (pel, keys)
     };
     let on_both = replica_agrees(&mut c, &mut rc, read);
-    assert_eq!(on_both, (vec![(id.clone(), "reclaim:delayed".into(), 1)], 0));
+    assert_eq!(
+        on_both,
+        (vec![(id.clone(), "reclaim:delayed".into(), 1)], 0)
+    );
     assert!(get_policy(&mut rc, b"rp", b"g").is_none());
     // The AOF replays the hand-back and the DEL to the same state.
     p.restart();

@@ -345,7 +345,8 @@ fn release_due(
 pub const RECORD_SAMPLE: usize = 8;
 
 /// Drops NACK records that stand for nothing pending, a bounded sample per look: all the
-/// sampled ones (up to [`DROP_MAX`]) when the stream is gone; otherwise [`RECORD_SAMPLE`] random
+/// sampled ones (up to [`DROP_MAX`]) when the stream is gone; otherwise a 16th of the records
+/// (at least [`RECORD_SAMPLE`], at most [`DROP_MAX`]: a key that grows is sampled faster) random
 /// ones, each dropped when its entry is no longer pending in this group, its group is gone or
 /// has no policy, or it is of another shape. Records of entries pending stay (their
 /// dead-letter reads and drops them).
@@ -355,7 +356,16 @@ fn drop_stale_records(ctx: &Context, stream: &[u8], group: &[u8]) {
     }
     let key = keys::nack_key(stream);
     let stream_gone = guards::check_stream(ctx, stream) == Some(Stop::NoStream);
-    let n = if stream_gone { DROP_MAX } else { RECORD_SAMPLE }.to_string();
+    let n = if stream_gone {
+        DROP_MAX
+    } else {
+        let len: i64 = match ctx.call_ext("HLEN", &read_opts(), &[key.as_slice()][..]) {
+            Ok(CallReply::I64(n)) => n.to_i64(),
+            _ => 0,
+        };
+        (len.max(0) as usize / 16).clamp(RECORD_SAMPLE, DROP_MAX)
+    }
+    .to_string();
     let r: CallResult = ctx.call_ext(
         "HRANDFIELD",
         &read_opts(),
