@@ -423,3 +423,37 @@ fn policy_del_hands_back_the_same_on_a_replica_and_in_the_aof() {
     assert_eq!(read(&mut c), on_both);
     assert!(get_policy(&mut c, b"rp", b"g").is_none());
 }
+
+#[test]
+fn policy_del_hands_back_at_most_4096_per_call_and_the_rest_keep_their_records() {
+    let s = Server::new();
+    let mut c = s.conn();
+    create_group(&mut c, b"big", b"g");
+    set_policy_opts(&mut c, "big", "g", "MIN-IDLE 500 INTERVAL 60000");
+    let ids = add_entries(&mut c, b"big", "x", 4100);
+    read_group(&mut c, b"big", b"g", b"w1");
+    let n: i64 = cmd("RECLAIM.NACK")
+        .arg(&["big", "g", "w1"])
+        .arg(&ids)
+        .arg(&["DELAY", "3600000"])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(n, 4100);
+    del_policy_of(&mut c, "big", "g");
+    let by_owner = |c: &mut Connection, who: &str| {
+        pending(c, "big", "g")
+            .into_iter()
+            .filter(|e| e.consumer == who)
+            .count()
+    };
+    assert_eq!(by_owner(&mut c, "reclaim:delayed"), 4096);
+    assert_eq!(by_owner(&mut c, "reclaim:parked"), 4);
+    // The 4 left keep their records: a new policy and its DEL hand them back, and the keys go.
+    assert_eq!(q::<i64>(&mut c, &["ZCARD", &delay_key("big")]), 4);
+    set_policy_opts(&mut c, "big", "g", "MIN-IDLE 500 INTERVAL 60000");
+    del_policy_of(&mut c, "big", "g");
+    assert_eq!(by_owner(&mut c, "reclaim:delayed"), 4100);
+    for k in [delay_key("big"), nack_key("big")] {
+        assert!(!exists(&mut c, &k), "{k} left behind");
+    }
+}

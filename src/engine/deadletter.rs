@@ -428,9 +428,17 @@ impl<'a> Dlq<'a> {
     /// Drops the NACK records (`found`) of the entries that left the PEL (`moved`, `gone`):
     /// one `HDEL` (replicated); Redis deletes the key with its last field.
     fn drop_nack_records(&self, found: &[Vec<u8>], moved: &[&[u8]], gone: &[&Pending]) {
+        if found.is_empty() {
+            return;
+        }
+        let left_pel: std::collections::HashSet<&[u8]> = moved
+            .iter()
+            .copied()
+            .chain(gone.iter().map(|g| g.id.as_slice()))
+            .collect();
         let left: Vec<Vec<u8>> = found
             .iter()
-            .filter(|id| moved.contains(&id.as_slice()) || gone.iter().any(|g| &g.id == *id))
+            .filter(|id| left_pel.contains(id.as_slice()))
             .map(|id| keys::delay_member(self.group, id))
             .collect();
         if left.is_empty() {

@@ -120,9 +120,10 @@ pub fn record(
     mine: &[Pending],
     released: &[Vec<u8>],
 ) {
+    let released: std::collections::HashSet<&[u8]> = released.iter().map(Vec::as_slice).collect();
     let pairs: Vec<(Vec<u8>, Vec<u8>)> = mine
         .iter()
-        .filter(|e| released.contains(&e.id))
+        .filter(|e| released.contains(e.id.as_slice()))
         .map(|e| {
             let field = keys::delay_member(group, &e.id);
             (field, keys::nack_record(e.deliveries, consumer, reason))
