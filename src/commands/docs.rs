@@ -96,7 +96,7 @@ pub const NACK: &[Arg] = &[
     string("consumer"),
     string("id").multiple(),
     int("ms").token("DELAY").optional(),
-    string("text").token("REASON").optional(),
+    string("text").token("REASON").optional().since(V030),
 ];
 pub const TERM: &[Arg] = &[
     key("key", 0),

@@ -290,7 +290,10 @@ pub fn nack_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
         }
         released.extend(parked);
     }
-    if let Some(reason) = o.reason {
+    // Every NACK records its consumer (and reason), so a later dead-letter by MAX-DELIVERIES
+    // names the worker that held it last, not the module's consumer it waited at.
+    if o.reason.is_some() || (!released.is_empty() && parked::may_record(ctx, v.stream)) {
+        let reason = o.reason.unwrap_or_default();
         parked::record(ctx, v.stream, v.group, v.consumer, reason, &mine, &released);
     }
     if !released.is_empty() && o.delay == 0 {
