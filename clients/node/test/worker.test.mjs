@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import Redis from 'ioredis';
 import { createClient } from 'redis';
-import { Permanent, Reclaim, Retry, Worker } from '../dist/esm/index.js';
+import { Permanent, PolicyError, Reclaim, Retry, Worker } from '../dist/esm/index.js';
 import { close, connect, raw } from './clients.mjs';
 import { Server, waitFor } from './servers.mjs';
 
@@ -244,10 +244,81 @@ describe('Worker', () => {
     assert.deepEqual(errors, ['listener bug', 'listener bug', 'listener bug']);
   });
 
-  test('NOGROUP stops the worker: run() rejects with the server\'s error, holding nothing', async () => {
-    const w = new Worker(client, { stream: `missing-${++n}`, group: 'workers', consumer: 'x', block: 50, handler: () => {}, autorun: false });
-    await assert.rejects(w.run(), (e) => e.code === 'NOGROUP' && /^NOGROUP /.test(e.message));
+  test('no running policy: run() rejects with PolicyError before reading; waitForPolicy waits for it', async () => {
+    const stream = `nopolicy-${++n}`;
+    await raw(client, 'XGROUP', 'CREATE', stream, 'workers', '0', 'MKSTREAM');
+    await add(stream, 1);
+    const w = new Worker(client, { stream, group: 'workers', consumer: 'x', block: 50, handler: () => {}, autorun: false });
+    await assert.rejects(w.run(), {
+      name: 'PolicyError',
+      message: `no redis-reclaim policy for stream '${stream}' group 'workers' (RECLAIM.POLICY SET it first) (new Worker(..., { waitForPolicy: true }) waits for it)`,
+    });
     assert.equal(w.holding, 0);
+    assert.equal(await pendingAll(stream), 0, 'nothing read');
+    // A typo'd group: the policy waits for it, and so does not run.
+    await reclaim.policySet(stream, 'wrokers', { minIdle: 1000 });
+    const typo = new Worker(client, { stream, group: 'wrokers', consumer: 'x', block: 50, handler: () => {}, autorun: false });
+    await assert.rejects(typo.run(), (e) => e instanceof PolicyError && /^the policy of stream '.+' group 'wrokers' does not run: waiting/.test(e.message));
+    // waitForPolicy: told once on `error`, then starts when the policy is set.
+    const told = [];
+    const waiting = new Worker(client, { stream, group: 'workers', consumer: 'y', block: 50, handler: () => {}, waitForPolicy: true });
+    waiting.on('error', (e) => told.push(e));
+    await waitFor('told it waits', () => told.length === 1, 10_000);
+    assert.equal(told[0].name, 'PolicyError');
+    assert.match(told[0].message, /: waiting for it$/);
+    await reclaim.policySet(stream, 'workers', { minIdle: 1000 });
+    await waitFor('the entry acknowledged', () => waiting.counts.acked === 1, 10_000);
+    await waiting.close();
+    assert.equal(told.length, 1);
+  });
+
+  test('NOGROUP stops the worker: run() rejects with the server\'s error, holding nothing', async () => {
+    const stream = await setup();
+    await add(stream, 1);
+    const w = new Worker(client, { stream, group: 'workers', consumer: 'x', block: 50, handler: () => {}, autorun: false });
+    const running = w.run();
+    running.catch(() => {}); // it rejects while the test destroys the group
+    await waitFor('the worker reading', () => w.counts.acked === 1, 10_000);
+    await raw(client, 'XGROUP', 'DESTROY', stream, 'workers');
+    await assert.rejects(running, (e) => e.code === 'NOGROUP' && /^NOGROUP /.test(e.message));
+    assert.equal(w.holding, 0);
+  });
+
+  test('a Retry the server refuses (over 30 days) is counted refused, never cut short: pending until its lease ends', async () => {
+    const stream = await setup({ minIdle: 60_000 });
+    const [id] = await add(stream, 1);
+    const errors = [];
+    const w = new Worker(client, {
+      stream, group: 'workers', consumer: 'long', block: 50,
+      handler: () => { throw new Retry(2_592_000_001); },
+    });
+    w.on('error', (e) => errors.push(e));
+    await waitFor('the Retry refused', () => w.counts.refused === 1, 10_000);
+    await w.close();
+    assert.deepEqual({ ...w.counts }, { acked: 0, retried: 0, failed: 0, 'dead-lettered': 0, lost: 0, refused: 1, 'given-back': 0 });
+    assert.equal(errors[0].code, 'ERR');
+    assert.match(errors[0].message, /^ERR DELAY 2592000001 is longer than 60000, .* \(30 days\), the longest delay$/);
+    // Still this consumer's, due when its 60 s lease ends (not cut to it by a NACK).
+    const [row] = await raw(client, 'XPENDING', stream, 'workers', '-', '+', '10', 'long');
+    assert.equal(row[0], id);
+    assert.equal(Number(row[3]), 1);
+  });
+
+  test('a worker user without RECLAIM.POLICY GET starts without the check, told on error', async () => {
+    const stream = await setup({ minIdle: 2000 });
+    await add(stream, 2);
+    await raw(client, 'ACL', 'SETUSER', `w-${stream}`, 'on', '>pw', `~${stream}`, `~${stream}:dlq`, '+@stream', '+reclaim.readgroup', '+reclaim.extend', '+reclaim.nack', '+reclaim.term', '+command|docs', '+client|id', '+ping');
+    const c = new Redis({ port: server.port, host: '127.0.0.1', username: `w-${stream}`, password: 'pw', enableReadyCheck: false });
+    await c.ping();
+    const errors = [];
+    const w = new Worker(c, { stream, group: 'workers', consumer: 'acl', block: 50, handler: () => {} });
+    w.on('error', (e) => errors.push(e));
+    await waitFor('both acknowledged', () => w.counts.acked === 2, 10_000);
+    await w.close();
+    c.disconnect();
+    assert.equal(errors.length, 1);
+    assert.equal(errors[0].code, 'NOPERM');
+    assert.equal(errors[0].command, 'RECLAIM.POLICY GET');
   });
 
   test('bad options: TypeError / RangeError / Error before anything is sent', async () => {

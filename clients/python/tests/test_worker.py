@@ -540,3 +540,32 @@ def test_delivery_metadata_replies_are_read_in_both_protocols() -> None:
     expected = [(b"1-0", {b"a": b"1"}, 3), (b"2-0", {b"b": b"2"}, 1)]
     assert meta_batches(resp2) == expected and meta_batches(resp3) == expected
     assert meta_batches(None) == []
+
+
+@pytest.mark.parametrize("pipelined", [True, False], ids=["pipelined", "one-by-one"])
+def test_a_client_that_cannot_send_the_probe_works_without_the_features(
+    pipelined: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Unit: redis-py 8.1.0's asyncio ``RedisCluster`` raises TypeError on the probe's bytes
+    command name (b"COMMAND"): the worker goes on without NACK REASON and DELIVERY-METADATA, and
+    says so; a client that sends it gets the probe's answers."""
+    from redis_reclaim._steps import run
+    from redis_reclaim._worker import Pipeline
+
+    def refuses_bytes(step: Any) -> Any:
+        commands = step.commands if isinstance(step, Pipeline) else (step,)
+        if any(isinstance(cmd.args[0], bytes) for cmd in commands):
+            raise TypeError("unhashable command name b'COMMAND'")
+        raise AssertionError(f"unexpected step {step!r}")
+
+    loop = _loop()
+    loop.pipelined = pipelined
+    assert run(loop._features(), refuses_bytes) == [False, False]
+    assert "could not ask COMMAND DOCS (TypeError: unhashable command name b'COMMAND')" in caplog.text
+
+    def answers(step: Any) -> Any:
+        commands = step.commands if isinstance(step, Pipeline) else (step,)
+        replies = [cmd.parse([b"x", [b"arguments", [[b"token", b"REASON"]]]]) for cmd in commands]
+        return replies if isinstance(step, Pipeline) else replies[0]
+
+    assert run(_loop()._features(), answers) == [True, False]
