@@ -166,7 +166,7 @@ test-node: build servers ## The Node.js client (clients/node: npm ci, tsc, node 
 	  (cd $(NODE_DIR) && REDIS_SERVER=$$s $(NODE_TESTS)) || exit 1; \
 	done
 
-bench-node: build ## The Node.js Worker against BullMQ on the same server: jobs/s, latency, memory; writes docs/performance-node.md (BENCH_ROUNDS=4, BENCH_N=10000)
+bench-node: build ## The Node.js Worker against BullMQ on the same server: jobs/s, latency, memory; writes docs/performance-node.md, its chart (.svg) and its section of docs/performance.md (BENCH_ROUNDS=4, BENCH_N=10000)
 	@command -v node >/dev/null && command -v npm >/dev/null || { echo "make bench-node needs Node.js 20 or later with npm: https://nodejs.org/en/download" >&2; exit 1; }
 	cd $(NODE_DIR) && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build
 	cd $(NODE_DIR)/bench && npm ci --no-audit --no-fund --loglevel=error
@@ -256,6 +256,7 @@ bench: build ## Benchmark vs client loops and Lua: docs/performance.md, docs/ben
 	@case ",$$BENCH_SECTIONS," in ,, | *,latency,*) PYTHONPATH=$(PY_DEPS) python3 bench/plot.py target/bench/latency.csv docs/bench-latency.png ;; esac
 	PYTHONPATH=$(PY_DEPS) python3 bench/plot_scaling.py target/bench docs
 	$(MAKE) --no-print-directory bench-worker
+	@if command -v node >/dev/null; then node $(NODE_DIR)/bench/report.mjs; else echo "no node: the Node.js section of docs/performance.md is left out (make bench-node puts it back)"; fi
 
 bench-worker: build py-client ## The Python Worker vs a hand loop and RQ's SimpleWorker, no-op jobs: its section of docs/performance.md (BENCH_WORKER_N=20000, BENCH_WORKER_ROUNDS=5)
 	@PYTHONPATH=$(PY_DEPS):$(PY_BENCH) python3 -c 'import rq' 2>/dev/null || \
