@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
@@ -12,7 +13,7 @@ import Redis from 'ioredis';
 import { createClient } from 'redis';
 import { Permanent, PolicyError, Reclaim, Retry, Worker } from '../dist/esm/index.js';
 import { close, connect, raw } from './clients.mjs';
-import { Server, waitFor } from './servers.mjs';
+import { PROJECT, Server, waitFor } from './servers.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 
@@ -319,6 +320,33 @@ describe('Worker', () => {
     assert.equal(errors.length, 1);
     assert.equal(errors[0].code, 'NOPERM');
     assert.equal(errors[0].command, 'RECLAIM.POLICY GET');
+  });
+
+  test('the worker role of docs/security.md checks the policy: PolicyError without one, works with one', async () => {
+    const doc = readFileSync(path.join(PROJECT, 'docs/security.md'), 'utf8');
+    const role = /^127\.0\.0\.1:6379> ACL SETUSER worker (.+)$/m.exec(doc)[1].split(' ');
+    const stream = `role-${++n}`;
+    const user = `worker-${stream}`;
+    const rules = role.map((r) => r.replace(/^~orders$/, `~${stream}`).replace(/^~orders:dlq$/, `~${stream}:dlq`));
+    assert.ok(rules.includes(`~${stream}`) && rules.includes('+reclaim.policy|get'), rules.join(' '));
+    await raw(client, 'ACL', 'SETUSER', user, ...rules);
+    await raw(client, 'XGROUP', 'CREATE', stream, 'workers', '0', 'MKSTREAM');
+    await add(stream, 2);
+    const c = new Redis({ port: server.port, host: '127.0.0.1', username: user, password: 'secret', enableReadyCheck: false });
+    try {
+      const w = new Worker(c, { stream, group: 'workers', consumer: 'r', block: 50, handler: () => {}, autorun: false });
+      await assert.rejects(w.run(), { name: 'PolicyError' });
+      await reclaim.policySet(stream, 'workers', { minIdle: 2000, dlq: `${stream}:dlq` });
+      const errors = [];
+      const ok = new Worker(c, { stream, group: 'workers', consumer: 'r', block: 50, handler: () => {}, stopAfterIdle: 300 });
+      ok.on('error', (e) => errors.push(e));
+      await ok.run();
+      assert.equal(ok.counts.acked, 2);
+      assert.deepEqual(errors.filter((e) => e.code === 'NOPERM' && e.command === 'RECLAIM.POLICY GET'), []);
+    } finally {
+      c.disconnect();
+      await raw(client, 'ACL', 'DELUSER', user);
+    }
   });
 
   test('bad options: TypeError / RangeError / Error before anything is sent', async () => {
