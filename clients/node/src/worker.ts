@@ -194,6 +194,8 @@ export class Worker<V = string> extends EventEmitter {
   private readerId: number | null = null;
   private policy: Policy | null = null;
   private policyChecked = false;
+  /** Everything `start()` learns is known. */
+  private ready = false;
   private timer: NodeJS.Timeout | null = null;
   private queue: Settle<V>[] = [];
   private flushing: Promise<void> | null = null;
@@ -282,6 +284,7 @@ export class Worker<V = string> extends EventEmitter {
       this.reader = await this.client.duplicate((e) => this.report(e));
       this.readerId = this.client.cluster ? null : await this.reader.call(['CLIENT', 'ID']).then(int, () => null);
     }
+    this.ready = true;
   }
 
   /**
@@ -326,7 +329,7 @@ export class Worker<V = string> extends EventEmitter {
         }
         let got: number;
         try {
-          await this.start();
+          if (!this.ready) await this.start();
           if (this.closing) break;
           got = await this.readOnce(free);
           pause = FIRST_PAUSE_MS;
@@ -493,31 +496,38 @@ export class Worker<V = string> extends EventEmitter {
     return { cmds, what };
   }
 
-  /** Sends a batch on `on` (pipelined, written at once); counts, tells, and lets its entries go. Never rejects. */
+  /** Sends a batch on `on` (pipelined, written at once: one command alone as a plain call); counts, tells, and lets its entries go. Never rejects. */
   private async send(on: Adapter, batch: Settle<V>[]): Promise<void> {
     const { cmds, what } = this.commandsOf(batch);
     let results: Settled[] | null = null;
     try {
-      results = await on.pipeline(cmds, this.stream);
+      if (cmds.length === 1) {
+        results = [await on.call(cmds[0] as Arg[], { key: this.stream }).then((value): Settled => ({ ok: true, value }), (error: unknown): Settled => ({ ok: false, error }))];
+      } else {
+        results = await on.pipeline(cmds, this.stream);
+      }
     } catch (e) {
       this.report(e); // they stay pending and come back when their lease ends
     }
     for (const b of batch) this.held.delete(b.entry.id);
     if (results === null) return;
     for (let i = 0; i < results.length; i++) {
+      const r = results[i] as Settled;
+      const w = what[i] as Settle<V>[];
       try {
-        await this.settled(what[i] as Settle<V>[], results[i] as Settled);
+        if (r.ok) this.settled(w, r.value);
+        else await this.refused(w[0] as Settle<V>, r.error);
       } catch (e) {
         this.report(e);
       }
     }
   }
 
-  private async settled(w: Settle<V>[], r: Settled): Promise<void> {
+  /** Counts and tells what a command that settled `w` did (its reply: how many it settled). */
+  private settled(w: Settle<V>[], reply: unknown): void {
     const first = w[0] as Settle<V>;
     const o = first.outcome;
-    if (!r.ok) return this.refused(first, r.error);
-    const n = int(r.value);
+    const n = int(reply);
     if (o.action === 'ack') {
       this.counts.acked += n;
       this.counts.lost += w.length - n;
