@@ -4,6 +4,7 @@
 //     (retried after 100 ms: BullMQ attempts 2 with a fixed 100 ms backoff, redis-reclaim Retry(100));
 //   - end-to-end latency p50/p99 (ms, from add to handler) at a steady 1,000 jobs/s, concurrency 10;
 //   - Redis memory per waiting job (used_memory, 10,000 jobs of one small field).
+// A warm-up round of each library (not counted) comes first.
 // Both with the same guarantees: at-least-once, bounded retries, failed jobs kept (BullMQ's failed
 // set, the module's DLQ). Prints a Markdown table; writes it to target/bench-node/results.md and
 // (unless BENCH_DOC=0) docs/performance-node.md, its chart docs/performance-node.svg and its
@@ -150,6 +151,12 @@ async function measure() {
 const rows = [];
 const server = await Server.start({ extra: ['--maxmemory-policy', 'noeviction'] });
 try {
+  // A warm-up round of each library, not counted: the JIT compiles both one's hot paths before
+  // the first row (else the first row measures compilation, whichever library runs it first).
+  for (const lib of ['bullmq', 'reclaim']) {
+    await fresh(server);
+    await (lib === 'bullmq' ? bullmq : reclaim)(server.port, 10, 2000, true);
+  }
   for (const fail of [false, true]) {
     for (const concurrency of [1, 10, 100]) {
       const n = concurrency === 1 ? Math.min(N, 3000) : N;
@@ -228,7 +235,8 @@ on the same server in the same run, on ioredis 6.1.0, each job a small payload: 
 \`removeOnComplete\`) and redis-reclaim's \`Worker\` (entries added with \`XADD\`, a policy with
 \`MAX-DELIVERIES 2\` and a DLQ, \`Retry(100)\`): at-least-once, bounded retries, failed jobs kept
 (BullMQ's failed set, the DLQ). Each row is the median of ${ROUNDS} rounds, the order of the two
-alternating from round to round; ${N} jobs a round (3,000 at concurrency 1); latency from add to
+alternating from round to round, after a warm-up round of each (2,000 jobs, not counted); ${N}
+jobs a round (3,000 at concurrency 1); latency from add to
 handler at a steady 1,000 jobs/s for 3 s, concurrency 10; memory: \`used_memory\` after 10,000
 waiting jobs, per job.
 

@@ -323,6 +323,7 @@ export class Worker<V = string> extends EventEmitter {
         const free = this.opts.concurrency - this.busy;
         if (free <= 0) {
           this.phase = 'slot';
+          this.scheduleFlush(); // outcomes queued while the loop ran on: not held back by long handlers
           await this.sleep(null);
           this.phase = 'busy';
           continue;
