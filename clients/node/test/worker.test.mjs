@@ -88,6 +88,26 @@ describe('Worker', () => {
     assert.deepEqual(await dlqOf(stream), []);
   });
 
+  test('settling is batched: at concurrency 100, one XACK for the entries of a read, sent with the next read', async () => {
+    const stream = await setup({ minIdle: 30_000 });
+    await add(stream, 500);
+    const calls = async () => {
+      const text = await raw(client, 'INFO', 'commandstats');
+      const of = (cmd) => Number(new RegExp(`cmdstat_${cmd}:calls=(\\d+)`).exec(text)?.[1] ?? 0);
+      return { xack: of('xack'), reads: of('reclaim\\.readgroup') };
+    };
+    const before = await calls();
+    const w = new Worker(client, { stream, group: 'workers', consumer: 'batch', concurrency: 100, block: 1000, handler: async () => {} });
+    await waitFor('all 500 acknowledged', () => w.counts.acked === 500, 20_000);
+    const after = await calls();
+    await w.close();
+    // 5 reads of 100, each read's entries acknowledged by one XACK written with the next read
+    // (the 6th waits in BLOCK; a 7th if the machine stalls for the BLOCK's second).
+    assert.equal(after.xack - before.xack, 5);
+    assert.ok([6, 7].includes(after.reads - before.reads), `RECLAIM.READGROUP sent ${after.reads - before.reads} times for 500 entries`);
+    assert.equal(await pendingAll(stream), 0);
+  });
+
   test('a poison entry runs exactly MAX-DELIVERIES times, then one DLQ entry', async () => {
     const stream = await setup({ minIdle: 100, maxDeliveries: 3 });
     const [id] = await add(stream, 1);
