@@ -288,6 +288,10 @@ describe('Worker', () => {
     assert.equal(told[0].name, 'PolicyError');
     assert.match(told[0].message, /: waiting for it$/);
     await reclaim.policySet(stream, 'workers', { minIdle: 1000 });
+    await reclaim.policyPause(stream, 'workers');
+    const paused = new Worker(client, { stream, group: 'workers', consumer: 'x', block: 50, handler: () => {}, autorun: false });
+    await assert.rejects(paused.run(), { name: 'PolicyError', message: `the policy of stream '${stream}' group 'workers' is paused (new Worker(..., { waitForPolicy: true }) waits for it)` });
+    await reclaim.policyResume(stream, 'workers');
     await waitFor('the entry acknowledged', () => waiting.counts.acked === 1, 10_000);
     await waiting.close();
     assert.equal(told.length, 1);
