@@ -102,9 +102,10 @@ describe('Worker', () => {
     const after = await calls();
     await w.close();
     // 5 reads of 100, each read's entries acknowledged by one XACK written with the next read
-    // (the 6th waits in BLOCK; a 7th if the machine stalls for the BLOCK's second).
+    // (the 6th waits in BLOCK: counted once it returns on Redis 8, when it starts on 7.0; a 7th
+    // if the machine stalls for the BLOCK's second).
     assert.equal(after.xack - before.xack, 5);
-    assert.ok([6, 7].includes(after.reads - before.reads), `RECLAIM.READGROUP sent ${after.reads - before.reads} times for 500 entries`);
+    assert.ok([5, 6, 7].includes(after.reads - before.reads), `RECLAIM.READGROUP sent ${after.reads - before.reads} times for 500 entries`);
     assert.equal(await pendingAll(stream), 0);
   });
 
