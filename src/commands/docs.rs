@@ -117,6 +117,9 @@ pub const REDRIVE: &[Arg] = &[one_of(
                 block("source", &[key("key", 0), string("group")])
                     .token("SOURCE")
                     .optional(),
+                block("ids", &[int("n"), string("id").multiple()])
+                    .token("IDS")
+                    .optional(),
                 int("n").token("COUNT").optional(),
                 int("entries-per-s").token("RATE").optional(),
                 block("canary", &[int("k"), int("ms").token("WINDOW")])

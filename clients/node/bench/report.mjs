@@ -65,7 +65,7 @@ export function chart(rows) {
 /** The Node.js section of docs/performance.md, for `table` (Markdown). */
 export function section(table) {
   return `${BEGIN}
-## 8. The Node.js Worker against BullMQ
+## The Node.js Worker against BullMQ
 
 Written by \`make bench-node\` (clients/node/bench), kept by \`make bench\`; the method, the
 machine and the targets are in [performance-node.md](performance-node.md).
