@@ -7,6 +7,7 @@ pub mod access;
 pub mod breaker;
 pub mod clock;
 pub mod error;
+pub mod encoding;
 pub mod eviction;
 pub mod export;
 pub mod keys;
