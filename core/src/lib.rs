@@ -6,8 +6,8 @@
 pub mod access;
 pub mod breaker;
 pub mod clock;
-pub mod error;
 pub mod encoding;
+pub mod error;
 pub mod eviction;
 pub mod export;
 pub mod keys;

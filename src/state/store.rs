@@ -288,4 +288,3 @@ pub fn set_command_args(stream: &[u8], group: &[u8], p: &Policy) -> Vec<Vec<u8>>
     a.extend(p.to_args());
     a
 }
-

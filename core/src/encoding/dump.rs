@@ -119,7 +119,11 @@ impl<'a> Reader<'a> {
     }
 
     fn be(&mut self, n: usize) -> Option<u64> {
-        Some(self.take(n)?.iter().fold(0, |a, &b| (a << 8) | u64::from(b)))
+        Some(
+            self.take(n)?
+                .iter()
+                .fold(0, |a, &b| (a << 8) | u64::from(b)),
+        )
     }
 
     /// An RDB length (Redis `rdbLoadLen`); `None` for a special encoding.
@@ -228,7 +232,16 @@ mod tests {
         assert_eq!(enc(16383), [0x7f, 0xff]);
         assert_eq!(enc(16384), [0x80, 0, 0, 0x40, 0]);
         assert_eq!(enc(1 << 32), [0x81, 0, 0, 0, 1, 0, 0, 0, 0]);
-        for n in [0, 63, 64, 16383, 16384, u64::from(u32::MAX), 1 << 32, u64::MAX] {
+        for n in [
+            0,
+            63,
+            64,
+            16383,
+            16384,
+            u64::from(u32::MAX),
+            1 << 32,
+            u64::MAX,
+        ] {
             let bytes = enc(n);
             let mut r = Reader(&bytes);
             assert_eq!(r.len(), Some(n));
@@ -239,7 +252,9 @@ mod tests {
     #[test]
     fn integer_encoded_strings_read_as_their_text() {
         // RDB_ENC_INT8 -5, RDB_ENC_INT16 300, RDB_ENC_INT32 -70000, then LZF (refused).
-        let mut r = Reader(&[5, 0xc0, 0xfb, 5, 0xc1, 0x2c, 0x01, 5, 0xc2, 0x90, 0xee, 0xfe, 0xff]);
+        let mut r = Reader(&[
+            5, 0xc0, 0xfb, 5, 0xc1, 0x2c, 0x01, 5, 0xc2, 0x90, 0xee, 0xfe, 0xff,
+        ]);
         assert_eq!(r.bytes().as_deref(), Some(&b"-5"[..]));
         assert_eq!(r.bytes().as_deref(), Some(&b"300"[..]));
         assert_eq!(r.bytes().as_deref(), Some(&b"-70000"[..]));

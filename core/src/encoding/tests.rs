@@ -33,9 +33,9 @@ impl Sink for Vec<F> {
 }
 
 /// Fields read in order.
-struct Fields(std::vec::IntoIter<F>);
+struct Fields<I>(I);
 
-impl Source for Fields {
+impl<I: Iterator<Item = F>> Source for Fields<I> {
     fn unsigned(&mut self) -> Option<u64> {
         match self.0.next()? {
             F::U(v) => Some(v),
@@ -67,7 +67,18 @@ fn load(fields: Vec<F>, encver: i32) -> Option<PolicySet> {
 /// `d`, CLAIMANT `c`, COUNT 10, INTERVAL 500.
 fn v1_fields() -> Vec<F> {
     use F::*;
-    vec![b(b"s"), U(1), b(b"g"), S(1000), S(3), U(1), b(b"d"), b(b"c"), S(10), S(500)]
+    vec![
+        b(b"s"),
+        U(1),
+        b(b"g"),
+        S(1000),
+        S(3),
+        U(1),
+        b(b"d"),
+        b(b"c"),
+        S(10),
+        S(500),
+    ]
 }
 
 fn v1_policy() -> Policy {
@@ -174,8 +185,12 @@ fn counts_larger_than_the_input_fail_at_its_end() {
 fn every_truncation_fails() {
     for (encver, fields, _) in versions() {
         for cut in 0..fields.len() {
-            let mut src = Fields(fields[..cut].to_vec().into_iter());
-            assert_eq!(load_set(&mut src, encver), None, "version {encver}, {cut} fields");
+            let mut src = Fields(fields[..cut].iter().cloned());
+            assert_eq!(
+                load_set(&mut src, encver),
+                None,
+                "version {encver}, {cut} fields"
+            );
         }
     }
 }
@@ -260,7 +275,10 @@ fn a_sealed_but_wrong_body_is_refused_for_what_is_wrong() {
     assert_eq!(dump::read(&sealed(&other)), Err(DumpError::NotAPolicy));
     let mut newer = body.to_vec();
     newer[9] = 6;
-    assert_eq!(dump::read(&sealed(&newer)), Err(DumpError::EncodingVersion(6)));
+    assert_eq!(
+        dump::read(&sealed(&newer)),
+        Err(DumpError::EncodingVersion(6))
+    );
     // The value cut before its last field, and bytes after the value's EOF.
     let mut cut = body[..body.len() - 3].to_vec();
     cut.push(0);
@@ -287,14 +305,19 @@ fn state() -> impl Strategy<Value = State> {
 }
 
 fn policy() -> impl Strategy<Value = Policy> {
-    let storm = prop::option::of((any::<i64>(), any::<i64>()).prop_map(|(max, window_ms)| Storm {
-        max,
-        window_ms,
-    }));
+    let storm = prop::option::of(
+        (any::<i64>(), any::<i64>()).prop_map(|(max, window_ms)| Storm { max, window_ms }),
+    );
     (
         (any::<i64>(), any::<i64>(), prop::option::of(name()), name()),
         (any::<i64>(), any::<i64>(), backoff(), any::<i64>(), storm),
-        (any::<i64>(), any::<i64>(), any::<bool>(), any::<i64>(), state()),
+        (
+            any::<i64>(),
+            any::<i64>(),
+            any::<bool>(),
+            any::<i64>(),
+            state(),
+        ),
     )
         .prop_map(|(a, b, c)| Policy {
             min_idle_ms: a.0,
