@@ -18,6 +18,7 @@ pub mod policy;
 pub mod readgroup;
 pub mod redrive;
 pub mod resp;
+pub mod retention;
 pub mod runtime;
 pub mod text;
 pub mod watch;
