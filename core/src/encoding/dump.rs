@@ -262,6 +262,34 @@ mod tests {
     }
 
     #[test]
+    fn a_payload_of_version_1_reads_with_the_defaults() {
+        // What 0.1.0 wrote: stream, one group, MIN-IDLE, MAX-DELIVERIES, no DLQ, CLAIMANT,
+        // COUNT, INTERVAL; nothing after.
+        let mut w = Writer(vec![RDB_TYPE_MODULE_2]);
+        rdb_len(&mut w.0, module_type_id(TYPE_NAME, 1));
+        w.bytes(b"s");
+        w.unsigned(1);
+        w.bytes(b"g");
+        w.signed(60_000);
+        w.signed(0);
+        w.unsigned(0);
+        w.bytes(b"reclaimer");
+        w.signed(100);
+        w.signed(1000);
+        w.0.push(OPCODE_EOF);
+        w.0.extend_from_slice(&DUMP_RDB_VERSION.to_le_bytes());
+        let crc = crc64(&w.0);
+        w.0.extend_from_slice(&crc.to_le_bytes());
+        let set = read(&w.0).unwrap();
+        let p = &set.groups[&b"g"[..]];
+        assert_eq!(set.stream, b"s");
+        assert_eq!((p.min_idle_ms, p.count, p.interval_ms), (60_000, 100, 1000));
+        assert_eq!(p.claimant, b"reclaimer");
+        assert_eq!((p.dlq.as_ref(), p.storm, p.forget_idle_ms), (None, None, 0));
+        assert_eq!(p.state, crate::policy::State::Active);
+    }
+
+    #[test]
     fn the_type_id_names_reclaimpl() {
         // What Redis 7.0.15 wrote for encoding version 5 (the SERVER_DUMP test's second to
         // ninth bytes): 0x81, then the id big endian.
