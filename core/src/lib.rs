@@ -11,6 +11,7 @@
 pub mod access;
 pub mod breaker;
 pub mod clock;
+pub mod encoding;
 pub mod error;
 pub mod eviction;
 pub mod export;
@@ -22,6 +23,7 @@ pub mod policy;
 pub mod readgroup;
 pub mod redrive;
 pub mod resp;
+pub mod retention;
 pub mod runtime;
 pub mod text;
 pub mod watch;
