@@ -19,6 +19,11 @@ PAGE = 50
 FILTER_PAGES = 10
 PENDING_ROWS = 20
 SIMULATE_LIMIT = 100
+#: A page's commands go in pipelines of at most this many: Redis runs a client's pipelined
+#: commands back to back, so one pipeline of a whole overview page (201 commands, about 3 ms of
+#: server time) delayed the server's other clients by as much; 24 (8 policies' HEALTH, STATS and
+#: SIMULATE) keep each turn near 0.4 ms (docs/performance-web.md).
+PIPELINE_CHUNK = 24
 #: The fields a DLQ entry gets from the module, shown in their own columns.
 META = (b"reclaim-stream", b"reclaim-group", b"reclaim-id", b"reclaim-consumer",
         b"reclaim-deliveries", b"reclaim-reason", b"reclaim-moved-ms", b"reclaim-last-error")
@@ -189,7 +194,8 @@ class Data:
     def policies(self, db: int, after: Optional[tuple[bytes, bytes]], count: int = PAGE
                  ) -> tuple[list[dict[str, Any]], bool]:
         """A page of LIST with each policy's HEALTH, STATS and a bounded SIMULATE, and one
-        ``XINFO GROUPS`` per stream of the page (its groups' first deliveries), in one pipeline;
+        ``XINFO GROUPS`` per stream of the page (its groups' first deliveries), in pipelines of
+        at most ``PIPELINE_CHUNK``;
         at most 1 + 4 x ``count`` commands. A policy's own errors (NOPERM) are kept in its row.
         True with it when more policies follow (LIST is asked for one more)."""
         r = self.reclaim(db)
@@ -214,13 +220,17 @@ class Data:
         return out, more
 
     def _each(self, db: int, commands: list[c.Command[Any]]) -> list[Any]:
-        """The raw replies of ``commands`` (an error as its exception): one pipeline on a
-        server, one command after the other (each to its node) in a cluster."""
+        """The raw replies of ``commands`` (an error as its exception): pipelines of at most
+        ``PIPELINE_CHUNK`` commands on a server, one command after the other (each to its node)
+        in a cluster."""
         if self._cluster() is None:
-            pipe = self.client(db).pipeline(transaction=False)
-            for cmd in commands:
-                pipe.execute_command(*cmd.args)
-            return list(pipe.execute(raise_on_error=False))
+            out_: list[Any] = []
+            for at in range(0, len(commands), PIPELINE_CHUNK):
+                pipe = self.client(db).pipeline(transaction=False)
+                for cmd in commands[at:at + PIPELINE_CHUNK]:
+                    pipe.execute_command(*cmd.args)
+                out_.extend(pipe.execute(raise_on_error=False))
+            return out_
         out: list[Any] = []
         for cmd in commands:
             try:
