@@ -4,6 +4,7 @@
 //! (`pub use reclaim_core as model`); nothing here names the module crate.
 
 pub mod access;
+pub mod args;
 pub mod breaker;
 pub mod clock;
 pub mod error;

@@ -28,9 +28,10 @@ use crate::engine::pending::{self, Failed, Query};
 use crate::engine::readgroup::{note_reader, nothing_due, redeliver, Handed, Redelivery};
 use crate::ffi::acl::{seeds, Caller, Seeds};
 use crate::ffi::blocked::{self, Waiter};
-use crate::ffi::command::{CmdResult, Reply};
+use crate::ffi::command::{CmdResult, CommandSpec, Reply, Spec};
 use crate::ffi::{self, cluster, write_opts, RawReply};
 use crate::model::access::{self, ReadWrites};
+use crate::model::args::{block, int, key, string, word, Arg, V020, V030};
 use crate::model::error::{self, ReclaimError};
 use crate::model::keys;
 use crate::model::metrics;
@@ -38,6 +39,35 @@ use crate::model::policy::Policy;
 use crate::model::readgroup::{key_positions, parse_args, Request, DELIVERY_METADATA};
 use crate::model::text::printable;
 use crate::state::store;
+
+const ARGS: &[Arg] = &[
+    block("group-consumer", &[string("group"), string("consumer")]).token("GROUP"),
+    int("count").token("COUNT").optional(),
+    int("milliseconds").token("BLOCK").optional(),
+    word("DELIVERY-METADATA").optional().since(V030),
+    block(
+        "streams",
+        &[key("key", 0).multiple(), word(">").multiple_token()],
+    )
+    .token("STREAMS"),
+];
+
+pub const COMMANDS: &[CommandSpec] = &[
+    CommandSpec {
+        parent: None,
+        name: "reclaim.readgroup",
+        func: entry!("RECLAIM.READGROUP", readgroup_cmd),
+        flags: "write blocking getkeys-api",
+        acl: "write stream slow blocking",
+        first_key: 0,
+        arity: -7,
+        summary: "Read new and due entries from streams of a consumer group, with redelivery under the policies (a drop-in for XREADGROUP ... >)",
+        complexity: "As XREADGROUP, plus O(log N + M) per stream with a policy for the M entries handed over again",
+        since: V020,
+        args: ARGS,
+        keys: &[Spec::HalfAfterKeyword("STREAMS", 4, READGROUP_KEY)],
+    },
+];
 
 /// The bytes of a command's arguments, on the stack while they are few.
 type Bytes<'a> = SmallVec<[&'a [u8]; 12]>;

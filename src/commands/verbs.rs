@@ -8,19 +8,89 @@
 
 use redis_module::{CallOptionsBuilder, CallReply, CallResult, Context, RedisString};
 
+use crate::commands::common::{KEY_RW, UPDATE};
 use crate::engine::deadletter::Dlq;
 use crate::engine::parked;
 use crate::engine::pending::{self, Failed, Query};
 use crate::engine::settle;
 use crate::ffi;
-use crate::ffi::command::{CmdResult, Reply};
+use crate::ffi::command::{CmdResult, CommandSpec, Reply, Spec};
 use crate::model::access;
+use crate::model::args::{int, key, string, Arg, V020};
 use crate::model::error::{self, ReclaimError};
 use crate::model::outcome::Outcome;
 use crate::model::planner::{self, Pending};
 use crate::model::policy::{Policy, State, MAX_DELAY_MS, MAX_REASON_BYTES};
 use crate::state::registry::{self, PolicyId};
 use crate::state::store;
+
+const EXTEND_ARGS: &[Arg] = &[
+    key("key", 0),
+    string("group"),
+    string("consumer"),
+    string("id").multiple(),
+];
+const NACK_ARGS: &[Arg] = &[
+    key("key", 0),
+    string("group"),
+    string("consumer"),
+    string("id").multiple(),
+    int("ms").token("DELAY").optional(),
+    string("text").token("REASON").optional(),
+];
+const TERM_ARGS: &[Arg] = &[
+    key("key", 0),
+    string("group"),
+    string("consumer"),
+    string("id").multiple(),
+    string("text").token("REASON").optional(),
+];
+
+/// `RECLAIM.EXTEND`, `RECLAIM.NACK`, `RECLAIM.TERM`.
+pub const COMMANDS: &[CommandSpec] = &[
+    CommandSpec {
+        parent: None,
+        name: "reclaim.extend",
+        func: entry!("RECLAIM.EXTEND", extend_cmd),
+        flags: "write fast",
+        acl: "write stream fast",
+        first_key: 1,
+        arity: -5,
+        summary: "Renew the lease of a consumer's own pending entries (idle reset, count unchanged)",
+        complexity: "O(M log N) for M IDs",
+        since: V020,
+        args: EXTEND_ARGS,
+        keys: &[Spec::Index(1, KEY_RW | UPDATE)],
+    },
+    CommandSpec {
+        parent: None,
+        name: "reclaim.nack",
+        func: entry!("RECLAIM.NACK", nack_cmd),
+        flags: "write fast",
+        acl: "write stream fast",
+        first_key: 1,
+        arity: -5,
+        summary: "Give a consumer's own pending entries back for redelivery, now or after a delay (up to 30 days), with a reason",
+        complexity: "O(M log N) for M IDs",
+        since: V020,
+        args: NACK_ARGS,
+        keys: &[Spec::Index(1, KEY_RW | UPDATE)],
+    },
+    CommandSpec {
+        parent: None,
+        name: "reclaim.term",
+        func: entry!("RECLAIM.TERM", term_cmd),
+        flags: "write deny-oom",
+        acl: "write stream slow",
+        first_key: 1,
+        arity: -5,
+        summary: "Dead-letter a consumer's own pending entries at once (never retried)",
+        complexity: "O(M log N) for M IDs",
+        since: V020,
+        args: TERM_ARGS,
+        keys: &[Spec::Index(1, KEY_RW | UPDATE)],
+    },
+];
 
 /// `reclaim-reason` of an entry dead-lettered by `RECLAIM.TERM` without `REASON`.
 pub const REASON_TERM: &[u8] = b"term";
