@@ -79,6 +79,9 @@ pub struct ReadOption {
     pub doc: Option<Arg>,
 }
 
+/// The word before the stream keys (the last option; also the keyword of the command's key spec).
+pub const STREAMS: &str = "STREAMS";
+
 /// XREADGROUP's grammar as `RECLAIM.READGROUP` takes it, in the order `COMMAND DOCS` shows it:
 /// the options, in any order, then `STREAMS` (the last). The parser ([`parse_args`]), the keys'
 /// positions ([`key_positions`]), the arguments forwarded to XREADGROUP ([`forwarded`]) and the
@@ -126,7 +129,7 @@ pub const OPTIONS: &[ReadOption] = &[
     },
     ReadOption {
         opt: Opt::Streams,
-        token: "STREAMS",
+        token: STREAMS,
         value: Value::Streams,
         forwarded: true,
         doc: Some(block(

@@ -24,6 +24,7 @@ use crate::state::registry::{self, PolicyId};
 use crate::state::runtime::Runtime;
 use crate::state::store;
 
+/// The command's table entry (commands/mod.rs registers it).
 pub const COMMANDS: &[CommandSpec] = &[CommandSpec {
     parent: None,
     name: "reclaim.health",

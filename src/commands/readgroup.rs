@@ -43,6 +43,8 @@ use crate::model::readgroup::{self, key_positions, parse_args, Request};
 use crate::model::text::printable;
 use crate::state::store;
 
+/// The command's table entry; its arguments are read from its grammar table
+/// ([`readgroup::OPTIONS`]), its keys found as XREADGROUP's (`STREAMS`, then half the rest).
 pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         parent: None,
@@ -56,7 +58,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         complexity: "As XREADGROUP, plus O(log N + M) per stream with a policy for the M entries handed over again",
         since: V020,
         args: readgroup::ARGS,
-        keys: &[Spec::HalfAfterKeyword("STREAMS", 4, READGROUP_KEY)],
+        keys: &[Spec::HalfAfterKeyword(readgroup::STREAMS, 4, READGROUP_KEY)],
     },
 ];
 

@@ -45,6 +45,7 @@ const ARGS: &[Arg] = &[one_of(
     ],
 )];
 
+/// The command's table entry: one key spec, its getkeys callback's.
 pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         parent: None,

@@ -32,6 +32,7 @@ const HEAD: &[Arg] = &[
 ];
 const ARGS: &[Arg] = &concat::<{ HEAD.len() + SET_OPTIONS.len() }>(HEAD, SET_OPTIONS);
 
+/// The command's table entry: its arguments are `key group [LIMIT n]` and `SET`'s options.
 pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         parent: None,

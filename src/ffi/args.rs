@@ -116,20 +116,16 @@ impl CArgs {
 mod tests {
     use super::*;
 
-    use crate::model::args::{int, key, one_of, word};
+    use crate::model::args::{block, int, key, string};
 
-    const BACKOFF: &[Arg] = &[
-        word("FIXED"),
-        int("max-ms").token("EXPONENTIAL"),
-        int("ms").token("LIST").multiple(),
-    ];
+    const SUBS: &[Arg] = &[int("n"), int("window-ms"), string("id").multiple()];
 
     #[test]
     fn c_layout_terminates_every_level_and_links_subargs() {
         let args = [
             key("key", 0),
             key("dlq-key", 1).token("DLQ").optional(),
-            one_of("backoff", BACKOFF).token("BACKOFF").optional(),
+            block("storm", SUBS).token("STORM").optional(),
         ];
         let mut c = CArgs::new(&args, "0.1.0", 1).unwrap();
         let top = c.as_mut_ptr();
@@ -141,7 +137,7 @@ mod tests {
                         .into_owned()
                 })
                 .collect();
-            assert_eq!(names, ["key", "dlq-key", "backoff"]);
+            assert_eq!(names, ["key", "dlq-key", "storm"]);
             assert!((*top.add(3)).name.is_null());
             // A key without a key spec of its command is a string.
             assert_eq!(
