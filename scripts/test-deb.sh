@@ -41,10 +41,17 @@ files=$(dpkg-deb -c "$deb" | awk '{ print $1, $6 }')
 for f in '-rwxr-xr-x ./usr/lib/redis/modules/redis-reclaim.so' \
   '-rw-r--r-- ./usr/share/doc/redis-reclaim/redis.conf.example' \
   '-rw-r--r-- ./usr/share/doc/redis-reclaim/README.md' \
+  '-rw-r--r-- ./usr/share/doc/redis-reclaim/CHANGELOG.md' \
+  '-rw-r--r-- ./usr/share/doc/redis-reclaim/docs/dashboard-overview.png' \
   '-rw-r--r-- ./usr/share/doc/redis-reclaim/docs/loading.md' \
   '-rw-r--r-- ./usr/share/doc/redis-reclaim/docs/configuration.md'; do
   grep -qxF -- "$f" <<<"$files" || { echo "test-deb: the package lacks $f" >&2; dpkg-deb -c "$deb" >&2; exit 1; }
 done
+
+# The example configuration loads the module from where the package puts it.
+conf=$(dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/share/doc/redis-reclaim/redis.conf.example)
+grep -qx 'loadmodule /usr/lib/redis/modules/redis-reclaim.so' <<<"$conf" ||
+  { echo "test-deb: redis.conf.example does not load /usr/lib/redis/modules/redis-reclaim.so:" >&2; grep loadmodule <<<"$conf" >&2; exit 1; }
 
 # --- 1. the cached bookworm tree ---
 if [ ! -x "$base/bin/bash" ]; then

@@ -412,9 +412,7 @@ fn while_the_cluster_is_down_sweeps_wait_and_readers_get_clusterdown() {
     });
     // Two readers blocked on the stream: XREADGROUP and RECLAIM.READGROUP.
     let (x, r) = blocked_readers(&s, st);
-    wait_for(10, "two blocked readers", || {
-        (info_int(&mut c, "clients", "blocked_clients") == 2).then_some(())
-    });
+    wait_blocked(&mut c, 2);
     let errors_before = reclaim_info(&mut c, "errors");
     let skipped_before = reclaim_info(&mut c, "ticks_skipped_cluster_down");
 
@@ -480,9 +478,7 @@ fn a_reader_blocked_on_a_migrated_stream_ends_as_xreadgroup() {
     set_policy(&mut ca, st.as_bytes(), b"g", &PolicyView::new(60_000, 100));
     let slot = keyslot(&mut ca, st.as_bytes());
     let (x, r) = blocked_readers(&nodes.a, st);
-    wait_for(10, "two blocked readers", || {
-        (info_int(&mut ca, "clients", "blocked_clients") == 2).then_some(())
-    });
+    wait_blocked(&mut ca, 2);
     set_slot(&mut cb, slot, "IMPORTING", &nodes.ida);
     set_slot(&mut ca, slot, "MIGRATING", &nodes.idb);
     let keys = keys_in_slot(&mut ca, slot);
@@ -527,9 +523,7 @@ fn a_reader_blocked_on_a_demoted_node_ends_as_xreadgroup() {
         (synced && get_policy(&mut cb, st.as_bytes(), b"g").is_some()).then_some(())
     });
     let (x, r) = blocked_readers(&a, st);
-    wait_for(10, "two blocked readers", || {
-        (info_int(&mut ca, "clients", "blocked_clients") == 2).then_some(())
-    });
+    wait_blocked(&mut ca, 2);
     assert_eq!(reclaim_info(&mut ca, "blocked_readers"), 1);
 
     let _: () = cmd("CLUSTER")

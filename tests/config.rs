@@ -269,35 +269,26 @@ fn module_loadex_with_configs_and_args() {
         })
     };
     // A value the server refuses: the load fails, the server goes on without the module.
-    assert_eq!(
+    let loadex = |c: &mut Connection, how: &str, name: &str, value: &str| {
         error_of(
-            &mut c,
+            c,
             cmd("MODULE")
                 .arg("LOADEX")
                 .arg(&path)
-                .arg("CONFIG")
-                .arg("reclaim.tick-interval-ms")
-                .arg("0")
-        ),
-        "ERR Error loading the extension. Please check the server logs."
+                .arg(&[how, name, value]),
+        )
+    };
+    let refused = "ERR Error loading the extension. Please check the server logs.";
+    assert_eq!(
+        loadex(&mut c, "CONFIG", "reclaim.tick-interval-ms", "0"),
+        refused
     );
     assert!(!has_module(&mut c));
     let log = s.log();
     assert!(log.contains("Issue during loading of configuration reclaim.tick-interval-ms : argument must be between 1 and 1000 inclusive"), "{log}");
     assert!(log.contains(REFUSED_AT_LOAD), "{log}");
     // A module argument out of range: the same.
-    assert_eq!(
-        error_of(
-            &mut c,
-            cmd("MODULE")
-                .arg("LOADEX")
-                .arg(&path)
-                .arg("ARGS")
-                .arg("tick-budget-us")
-                .arg("10")
-        ),
-        "ERR Error loading the extension. Please check the server logs."
-    );
+    assert_eq!(loadex(&mut c, "ARGS", "tick-budget-us", "10"), refused);
     assert!(!has_module(&mut c));
     assert!(s
         .log()

@@ -7,21 +7,21 @@
 use reclaim_testkit::*;
 
 /// A policy on stream `s`, group `g`: MIN-IDLE 500, MAX-DELIVERIES `max`, DLQ `s:dlq`, INTERVAL
-/// 100.
-fn policy(c: &mut Connection, s: &str, max: i64) {
+/// `interval`.
+fn policy_every(c: &mut Connection, s: &str, max: i64, interval: i64) {
     create_group(c, s.as_bytes(), b"g");
-    let opts = format!("MIN-IDLE 500 MAX-DELIVERIES {max} DLQ {s}:dlq INTERVAL 100");
+    let opts = format!("MIN-IDLE 500 MAX-DELIVERIES {max} DLQ {s}:dlq INTERVAL {interval}");
     set_policy_opts(c, s, "g", &opts);
 }
 
-/// The delay key of stream `s` (no hash tag in the tests' names: the whole name is the tag).
-fn delay_key(s: &str) -> String {
-    format!("reclaim:delay:{{{s}}}:{s}")
+/// [`policy_every`] at INTERVAL 100.
+fn policy(c: &mut Connection, s: &str, max: i64) {
+    policy_every(c, s, max, 100);
 }
 
 /// (owner, delivery count) of entry `id` of group `g`, or `None` when it is not pending.
 fn owner(c: &mut Connection, s: &str, id: &str) -> Option<(String, i64)> {
-    owners(c, s, "g").remove(id)
+    pending_of(c, s, "g", id)
 }
 
 /// One entry added to `s` and taken by `w1`: its ID.
@@ -32,6 +32,16 @@ fn add_and_take(c: &mut Connection, s: &str) -> String {
     id
 }
 
+/// A policy on `s` (MAX-DELIVERIES 10), one entry taken by `w1` and given back with `DELAY ms`:
+/// its ID and the server time just before the NACK.
+fn parked(c: &mut Connection, s: &str, ms: i64) -> (String, i64) {
+    policy(c, s, 10);
+    let id = add_and_take(c, s);
+    let before = server_ms(c);
+    assert_eq!(nack(c, s, &id, ms, &[]), 1);
+    (id, before)
+}
+
 /// `RECLAIM.NACK s g w1 id DELAY ms [extra...]`: the entries released.
 fn nack(c: &mut Connection, s: &str, id: &str, ms: i64, extra: &[&str]) -> i64 {
     cmd("RECLAIM.NACK")
@@ -39,6 +49,19 @@ fn nack(c: &mut Connection, s: &str, id: &str, ms: i64, extra: &[&str]) -> i64 {
         .arg(extra)
         .query(c)
         .expect("RECLAIM.NACK")
+}
+
+/// The error of `RECLAIM.NACK <args...>`.
+fn nack_error(c: &mut Connection, args: &[&str]) -> String {
+    error_of(c, cmd("RECLAIM.NACK").arg(args))
+}
+
+/// A connection of `s` as user `worker`, with every command on the keys `keys` and the policy
+/// keys only.
+fn worker_on(s: &Server, keys: &str) -> Connection {
+    let mut admin = s.conn();
+    acl_user(&mut admin, "worker", &["+@all", keys, "~reclaim:policy:*"]);
+    s.conn_as("worker")
 }
 
 /// Reads with `RECLAIM.READGROUP` as `w2` until the entry comes (at most 20 s), and asserts
@@ -61,13 +84,7 @@ fn delivered_after(c: &mut Connection, s: &str, id: &str, before: i64, ms: i64) 
 /// due about `ms` after the server time `before` (set before the NACK).
 fn assert_parked(c: &mut Connection, s: &str, id: &str, count: i64, before: i64, ms: i64) {
     assert_eq!(owner(c, s, id), Some(("reclaim:parked".into(), count)));
-    let member = format!("g\0{id}");
-    let due: Option<f64> = cmd("ZSCORE")
-        .arg(delay_key(s))
-        .arg(member.as_bytes())
-        .query(c)
-        .unwrap();
-    let due = due.expect("the delay record") as i64;
+    let due = delay_due(c, s, "g", id).expect("the delay record");
     let after = server_ms(c);
     assert!(
         due >= before + ms && due <= after + ms,
@@ -79,27 +96,24 @@ fn exists(c: &mut Connection, key: &str) -> bool {
     q::<i64>(c, &["EXISTS", key]) == 1
 }
 
+/// Waits until `key` is deleted.
+fn wait_gone(c: &mut Connection, key: &str, what: &str) {
+    wait_for(20, what, || (!exists(c, key)).then_some(()));
+}
+
 #[test]
 fn a_delay_longer_than_the_lease_is_kept_then_delivered_and_the_key_goes() {
     let s = Server::new();
     let mut c = s.conn();
-    policy(&mut c, "d", 10);
-    let id = add_and_take(&mut c, "d");
-    let before = server_ms(&mut c);
-    assert_eq!(nack(&mut c, "d", &id, 2500, &[]), 1);
+    let (id, before) = parked(&mut c, "d", 2500);
     assert_parked(&mut c, "d", &id, 1, before, 2500);
     assert_eq!(q::<String>(&mut c, &["TYPE", &delay_key("d")]), "zset");
     // RECLAIM.HEALTH counts it apart, with its due time.
     let health = run(&mut c, &["RECLAIM.HEALTH", "d", "g"]);
     let live = field(&health, "live");
     assert_eq!(int_field(&live, "delayed"), 1);
-    let member = format!("g\0{id}");
-    let due: f64 = cmd("ZSCORE")
-        .arg(delay_key("d"))
-        .arg(member.as_bytes())
-        .query(&mut c)
-        .unwrap();
-    assert_eq!(int_field(&live, "next-due-ms"), due as i64);
+    let due = delay_due(&mut c, "d", "g", &id);
+    assert_eq!(Some(int_field(&live, "next-due-ms")), due);
     // Five leases later it is still parked: the sweep leaves it alone.
     delivered_after(&mut c, "d", &id, before, 2500);
     assert_eq!(owner(&mut c, "d", &id), Some(("w2".into(), 2)));
@@ -113,8 +127,9 @@ fn a_delay_longer_than_the_lease_is_kept_then_delivered_and_the_key_goes() {
         1
     );
     assert_eq!(owner(&mut c, "d", &id), Some(("reclaim:parked".into(), 2)));
+    let inbox = Some(("reclaim".into(), 2));
     wait_for(20, "the inbox", || {
-        (owner(&mut c, "d", &id) == Some(("reclaim".into(), 2))).then_some(())
+        (owner(&mut c, "d", &id) == inbox).then_some(())
     });
     assert!(!exists(&mut c, &delay_key("d")));
 }
@@ -130,10 +145,7 @@ fn a_delay_survives_debug_reload_and_an_aof_restart() {
         "yes",
     ]);
     let mut c = s.conn();
-    policy(&mut c, "r", 10);
-    let id = add_and_take(&mut c, "r");
-    let before = server_ms(&mut c);
-    assert_eq!(nack(&mut c, "r", &id, 4000, &[]), 1);
+    let (id, before) = parked(&mut c, "r", 4000);
     let _: () = cmd("DEBUG").arg("RELOAD").query(&mut c).unwrap();
     assert_parked(&mut c, "r", &id, 1, before, 4000);
     s.restart();
@@ -149,10 +161,7 @@ fn a_promoted_replica_delivers_a_delay_its_primary_took() {
     let mut p = Server::new();
     let r = p.replica(&[]);
     let mut c = p.conn();
-    policy(&mut c, "f", 10);
-    let id = add_and_take(&mut c, "f");
-    let before = server_ms(&mut c);
-    assert_eq!(nack(&mut c, "f", &id, 3000, &[]), 1);
+    let (id, before) = parked(&mut c, "f", 3000);
     replica_acked(&mut c);
     p.kill();
     let mut rc = r.conn();
@@ -166,10 +175,7 @@ fn a_promoted_replica_delivers_a_delay_its_primary_took() {
 fn a_delay_moves_with_swapdb() {
     let s = Server::new();
     let mut c = s.conn();
-    policy(&mut c, "w", 10);
-    let id = add_and_take(&mut c, "w");
-    let before = server_ms(&mut c);
-    assert_eq!(nack(&mut c, "w", &id, 1500, &[]), 1);
+    let (id, before) = parked(&mut c, "w", 1500);
     let _: () = q(&mut c, &["SWAPDB", "0", "1"]);
     assert!(!exists(&mut c, &delay_key("w")));
     let mut c1 = s.conn_db(1);
@@ -191,9 +197,7 @@ fn nothing_stays_parked_for_a_stream_or_group_that_is_gone() {
     let _: i64 = q(&mut c, &["DEL", "gone"]);
     let _: i64 = q(&mut c, &["XGROUP", "DESTROY", "nogroup", "g"]);
     for k in ["gone", "nogroup"] {
-        wait_for(20, "the delay key deleted", || {
-            (!exists(&mut c, &delay_key(k))).then_some(())
-        });
+        wait_gone(&mut c, &delay_key(k), "the delay key deleted");
     }
     let _: () = q(&mut c, &["FLUSHALL"]);
     assert!(!exists(&mut c, &delay_key("flushed")));
@@ -211,35 +215,21 @@ fn bad_delays_and_a_delay_key_of_another_type_change_nothing() {
     policy(&mut c, "b", 10);
     let id = add_and_take(&mut c, "b");
     let range = "ERR DELAY must be an integer from 0 to 2592000000 (ms, 30 days)";
-    let over = error_of(
-        &mut c,
-        cmd("RECLAIM.NACK").arg(&["b", "g", "w1", &id, "DELAY", "2592000001"]),
-    );
+    let over = nack_error(&mut c, &["b", "g", "w1", &id, "DELAY", "2592000001"]);
     assert_eq!(
         over,
         "ERR DELAY 2592000001 is longer than 500, the idle (ms) after which the entry is due, and than 2592000000 (30 days), the longest delay"
     );
-    let e = error_of(
-        &mut c,
-        cmd("RECLAIM.NACK").arg(&["b", "g", "w9", &id, "DELAY", "2592000001"]),
-    );
+    let e = nack_error(&mut c, &["b", "g", "w9", &id, "DELAY", "2592000001"]);
     assert_eq!(e, range, "nothing of w9's: no due idle to name");
     for bad in ["-1", "soon", "1.5", ""] {
-        let e = error_of(
-            &mut c,
-            cmd("RECLAIM.NACK").arg(&["b", "g", "w1", &id, "DELAY", bad]),
-        );
+        let e = nack_error(&mut c, &["b", "g", "w1", &id, "DELAY", bad]);
         assert_eq!(e, range, "{bad}");
     }
-    let e = error_of(
-        &mut c,
-        cmd("RECLAIM.NACK").arg(&["b", "g", "w1", &id, "DELAY", "5", "DELAY", "6"]),
-    );
+    let twice = ["b", "g", "w1", &id, "DELAY", "5", "DELAY", "6"];
+    let e = nack_error(&mut c, &twice);
     assert_eq!(e, "ERR option DELAY given more than once");
-    let e = error_of(
-        &mut c,
-        cmd("RECLAIM.NACK").arg(&["b", "g", "w1", &id, "SOON", "5"]),
-    );
+    let e = nack_error(&mut c, &["b", "g", "w1", &id, "SOON", "5"]);
     assert_eq!(
         e,
         "ERR Invalid stream ID specified as stream command argument"
@@ -247,10 +237,7 @@ fn bad_delays_and_a_delay_key_of_another_type_change_nothing() {
     assert_eq!(owner(&mut c, "b", &id), Some(("w1".into(), 1)));
     // The delay key holds a string: a delay that parks is refused, a short one still works.
     let _: () = q(&mut c, &["SET", &delay_key("b"), "not a zset"]);
-    let e = error_of(
-        &mut c,
-        cmd("RECLAIM.NACK").arg(&["b", "g", "w1", &id, "DELAY", "5000"]),
-    );
+    let e = nack_error(&mut c, &["b", "g", "w1", &id, "DELAY", "5000"]);
     assert_eq!(
         e,
         "WRONGTYPE the delay key of this stream (reclaim:delay:{...}) holds a value that is not a sorted set"
@@ -267,9 +254,7 @@ fn bad_delays_and_a_delay_key_of_another_type_change_nothing() {
         &mut c,
         &["ZADD", &delay_key("b"), "0", "garbage", "1", "g\x001-1"],
     );
-    wait_for(20, "the garbage dropped", || {
-        (!exists(&mut c, &delay_key("b"))).then_some(())
-    });
+    wait_gone(&mut c, &delay_key("b"), "the garbage dropped");
 }
 
 #[test]
@@ -278,24 +263,8 @@ fn parking_needs_the_right_to_write_the_delay_key() {
     let mut c = s.conn();
     policy(&mut c, "a", 10);
     let id = add_and_take(&mut c, "a");
-    let _: () = q(
-        &mut c,
-        &[
-            "ACL",
-            "SETUSER",
-            "worker",
-            "on",
-            "nopass",
-            "+@all",
-            "~a",
-            "~reclaim:policy:*",
-        ],
-    );
-    let _: () = q(&mut c, &["AUTH", "worker", "x"]);
-    let e = error_of(
-        &mut c,
-        cmd("RECLAIM.NACK").arg(&["a", "g", "w1", &id, "DELAY", "5000"]),
-    );
+    let mut c = worker_on(&s, "~a");
+    let e = nack_error(&mut c, &["a", "g", "w1", &id, "DELAY", "5000"]);
     assert_eq!(
         e,
         "NOPERM this user has no permissions to run ZADD on the delay key"
@@ -309,14 +278,6 @@ fn parking_needs_the_right_to_write_the_delay_key() {
 /// The fields of the DLQ entries of `dlq`, raw and flat.
 fn dlq_fields(c: &mut Connection, dlq: &str) -> Vec<Vec<Vec<u8>>> {
     xrange(c, dlq.as_bytes()).into_iter().map(|e| e.1).collect()
-}
-
-/// The value of field `name` among flat `fields`.
-fn dlq_field<'a>(fields: &'a [Vec<u8>], name: &str) -> Option<&'a [u8]> {
-    fields
-        .chunks(2)
-        .find(|kv| kv[0] == name.as_bytes())
-        .map(|kv| kv[1].as_slice())
 }
 
 /// `RECLAIM.NACK s g <w> id DELAY ms REASON <reason>` (binary reason).
@@ -336,9 +297,7 @@ fn a_dead_letter_names_the_last_worker_and_its_reason() {
     // "sw": dead-lettered by the sweep once its parked delay is over; "rg" (INTERVAL 60 s, so no
     // pass comes): by the RECLAIM.READGROUP that finds it due.
     for (k, interval) in [("sw", 100), ("rg", 60_000)] {
-        create_group(&mut c, k.as_bytes(), b"g");
-        let opts = format!("MIN-IDLE 500 MAX-DELIVERIES 2 DLQ {k}:dlq INTERVAL {interval}");
-        set_policy_opts(&mut c, k, "g", &opts);
+        policy_every(&mut c, k, 2, interval);
         let id = add_and_take(&mut c, k);
         assert_eq!(nack_why(&mut c, k, "w1", &id, 0, b"first try"), 1);
         assert_eq!(readgroup(&mut c, k, "g", "w2", 1, None).len(), 1);
@@ -346,8 +305,7 @@ fn a_dead_letter_names_the_last_worker_and_its_reason() {
         // Its last attempt fails too: parked (800 ms > MIN-IDLE), with w2's reason.
         assert_eq!(nack_why(&mut c, k, "w2", &id, 800, why), 1);
         assert_eq!(owner(&mut c, k, &id), Some(("reclaim:parked".into(), 2)));
-        let nack_key = format!("reclaim:nack:{{{k}}}:{k}");
-        assert_eq!(q::<String>(&mut c, &["TYPE", &nack_key]), "hash");
+        assert_eq!(q::<String>(&mut c, &["TYPE", &nack_key(k)]), "hash");
         let dlq = format!("{k}:dlq");
         wait_for(20, "the dead-letter", || {
             if k == "rg" {
@@ -357,28 +315,24 @@ fn a_dead_letter_names_the_last_worker_and_its_reason() {
         });
         let dead = dlq_fields(&mut c, &dlq);
         let f = &dead[0];
-        assert_eq!(dlq_field(f, "reclaim-consumer"), Some(&b"w2"[..]), "{k}");
+        assert_eq!(flat_field(f, "reclaim-consumer"), Some(&b"w2"[..]), "{k}");
         assert_eq!(
-            dlq_field(f, "reclaim-reason"),
+            flat_field(f, "reclaim-reason"),
             Some(&b"max-deliveries"[..]),
             "{k}"
         );
-        assert_eq!(dlq_field(f, "reclaim-last-error"), Some(why), "{k}");
-        assert_eq!(dlq_field(f, "reclaim-deliveries"), Some(&b"2"[..]), "{k}");
+        assert_eq!(flat_field(f, "reclaim-last-error"), Some(why), "{k}");
+        assert_eq!(flat_field(f, "reclaim-deliveries"), Some(&b"2"[..]), "{k}");
         assert!(owners(&mut c, k, "g").is_empty());
-        assert!(!exists(&mut c, &nack_key), "{k}: the record stays");
+        assert!(!exists(&mut c, &nack_key(k)), "{k}: the record stays");
         assert!(
             !exists(&mut c, &delay_key(k)),
             "{k}: the delay record stays"
         );
     }
     // A record of an earlier delivery does not apply: the worker of the last one crashed.
-    set_policy_opts(
-        &mut c,
-        "sw",
-        "g",
-        "MIN-IDLE 500 MAX-DELIVERIES 2 DLQ sw:dlq INTERVAL 100",
-    );
+    let opts = "MIN-IDLE 500 MAX-DELIVERIES 2 DLQ sw:dlq INTERVAL 100";
+    set_policy_opts(&mut c, "sw", "g", opts);
     let id = add_and_take(&mut c, "sw");
     assert_eq!(nack_why(&mut c, "sw", "w1", &id, 0, b"first try"), 1);
     assert_eq!(readgroup(&mut c, "sw", "g", "w2", 1, None).len(), 1);
@@ -386,8 +340,8 @@ fn a_dead_letter_names_the_last_worker_and_its_reason() {
         (xlen(&mut c, "sw:dlq") == 2).then_some(())
     });
     let dead = dlq_fields(&mut c, "sw:dlq");
-    assert_eq!(dlq_field(&dead[1], "reclaim-consumer"), Some(&b"w2"[..]));
-    assert_eq!(dlq_field(&dead[1], "reclaim-last-error"), None);
+    assert_eq!(flat_field(&dead[1], "reclaim-consumer"), Some(&b"w2"[..]));
+    assert_eq!(flat_field(&dead[1], "reclaim-last-error"), None);
     assert!(!exists(&mut c, "reclaim:nack:{sw}:sw"));
     // Bad reasons change nothing; a reason needs the right to write the record key.
     let id = add_and_take(&mut c, "sw");
@@ -400,33 +354,14 @@ fn a_dead_letter_names_the_last_worker_and_its_reason() {
     );
     assert_eq!(e, "ERR REASON is longer than 1024 bytes");
     let _: () = q(&mut c, &["SET", "reclaim:nack:{sw}:sw", "x"]);
-    let e = error_of(
-        &mut c,
-        cmd("RECLAIM.NACK").arg(&["sw", "g", "w1", &id, "REASON", "r"]),
-    );
+    let e = nack_error(&mut c, &["sw", "g", "w1", &id, "REASON", "r"]);
     assert_eq!(
         e,
         "WRONGTYPE the NACK record key of this stream (reclaim:nack:{...}) holds a value that is not a hash"
     );
     let _: i64 = q(&mut c, &["DEL", "reclaim:nack:{sw}:sw"]);
-    let _: () = q(
-        &mut c,
-        &[
-            "ACL",
-            "SETUSER",
-            "worker",
-            "on",
-            "nopass",
-            "+@all",
-            "~sw",
-            "~reclaim:policy:*",
-        ],
-    );
-    let _: () = q(&mut c, &["AUTH", "worker", "x"]);
-    let e = error_of(
-        &mut c,
-        cmd("RECLAIM.NACK").arg(&["sw", "g", "w1", &id, "REASON", "r"]),
-    );
+    let mut c = worker_on(&s, "~sw");
+    let e = nack_error(&mut c, &["sw", "g", "w1", &id, "REASON", "r"]);
     assert_eq!(
         e,
         "NOPERM this user has no permissions to run HSET on the NACK record key"

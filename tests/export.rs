@@ -542,6 +542,21 @@ fn in_redis_cluster_import_checks_each_policys_slots() {
     );
 }
 
+/// One row of IMPORT's `waiting` (RESP2): the policy's place in the document, key, group and
+/// status.
+fn waiting_row(index: i64, key: &[u8], group: &[u8], status: &[u8]) -> Value {
+    Value::Array(vec![
+        bs(b"index"),
+        Value::Int(index),
+        bs(b"key"),
+        bs(key),
+        bs(b"group"),
+        bs(group),
+        bs(b"status"),
+        bs(status),
+    ])
+}
+
 /// IMPORT sets a policy whose stream or group does not exist (it waits), and says which in its
 /// reply: `imported`, then `waiting` with each one's place in the document, key, group and status.
 #[test]
@@ -559,36 +574,9 @@ fn import_reports_the_policies_that_wait_for_their_stream_or_group() {
         Value::Int(4),
         bs(b"waiting"),
         Value::Array(vec![
-            Value::Array(vec![
-                bs(b"index"),
-                Value::Int(1),
-                bs(b"key"),
-                bs(b"orders"),
-                bs(b"group"),
-                bs(b"biling"),
-                bs(b"status"),
-                bs(b"waiting: no group biling"),
-            ]),
-            Value::Array(vec![
-                bs(b"index"),
-                Value::Int(2),
-                bs(b"key"),
-                bs(b"ordrs"),
-                bs(b"group"),
-                bs(b"billing"),
-                bs(b"status"),
-                bs(b"waiting: no stream ordrs"),
-            ]),
-            Value::Array(vec![
-                bs(b"index"),
-                Value::Int(3),
-                bs(b"key"),
-                bs(b"orders"),
-                bs(b"group"),
-                bs(b"\xff,"),
-                bs(b"status"),
-                bs(b"waiting: no group \xff,"),
-            ]),
+            waiting_row(1, b"orders", b"biling", b"waiting: no group biling"),
+            waiting_row(2, b"ordrs", b"billing", b"waiting: no stream ordrs"),
+            waiting_row(3, b"orders", b"\xff,", b"waiting: no group \xff,"),
         ]),
     ]);
     assert_eq!(reply_of(&mut c, &import_cmd(doc, false)), want);

@@ -96,19 +96,7 @@ fn arbitrary_bytes_in_every_name_get_a_well_formed_reply() {
     // Something to act on: a policy with a DLQ, an entry pending, a policy whose names are bytes.
     run(&mut c, &["XGROUP", "CREATE", "s", "g", "0", "MKSTREAM"]);
     run(&mut c, &["XGROUP", "CREATE", "s:dlq", "g", "0", "MKSTREAM"]);
-    run(
-        &mut c,
-        &[
-            "RECLAIM.POLICY",
-            "SET",
-            "s",
-            "g",
-            "DLQ",
-            "s:dlq",
-            "MAX-DELIVERIES",
-            "3",
-        ],
-    );
+    set_policy_opts(&mut c, "s", "g", "DLQ s:dlq MAX-DELIVERIES 3");
     run(&mut c, &["XADD", "s", "1-0", "f", "v"]);
     deliver(&mut c, "s", "g", "c", None);
     let mut errors = 0;
@@ -194,29 +182,9 @@ fn refused_commands_change_nothing() {
     run(&mut c, &["XGROUP", "CREATE", "s", "g", "0", "MKSTREAM"]);
     let id: String = q(&mut c, &["XADD", "s", "*", "f", "v"]);
     deliver(&mut c, "s", "g", "w1", None);
-    run(
-        &mut c,
-        &[
-            "RECLAIM.POLICY",
-            "SET",
-            "s",
-            "g",
-            "MIN-IDLE",
-            "3600000",
-            "INTERVAL",
-            "30",
-            "MAX-DELIVERIES",
-            "5",
-            "DLQ",
-            "s:dlq",
-        ],
-    );
-    run(
-        &mut c,
-        &[
-            "ACL", "SETUSER", "other", "on", "nopass", "~other*", "+@all",
-        ],
-    );
+    let opts = "MIN-IDLE 3600000 INTERVAL 30 MAX-DELIVERIES 5 DLQ s:dlq";
+    set_policy_opts(&mut c, "s", "g", opts);
+    acl_user(&mut c, "other", &["~other*", "+@all"]);
     let mut other = s.conn_as("other");
     wait_passes(&mut c, "s", "g", 2);
     assert!(stat(&mut c, "s", "g", "stale-not-before") > 0);

@@ -1,4 +1,5 @@
-//! The packages' versions have one source: Cargo.toml's `[package] version`. The Python client's
+//! The packages' versions have one source: Cargo.toml's `[package] version`. The core crate's
+//! (core/Cargo.toml), the Python client's
 //! (clients/python/pyproject.toml), the Node.js client's (clients/node/package.json and its lock
 //! file), the Debian changelog's newest entry (debian/changelog, which
 //! cargo-deb puts in the package) and the package name docs/loading.md tells operators to install
@@ -37,6 +38,12 @@ fn the_module_version_is_the_cargo_package_version() {
     let parts: Vec<&str> = v.split('.').collect();
     assert_eq!(parts.len(), 3, "{v}");
     assert!(parts.iter().all(|p| p.parse::<u32>().is_ok()), "{v}");
+}
+
+#[test]
+fn the_core_crate_has_the_module_version() {
+    let core = read("core/Cargo.toml");
+    assert_eq!(toml_version(&core, "package"), Some(module_version()));
 }
 
 #[test]

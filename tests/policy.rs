@@ -23,10 +23,7 @@ fn policy_replies_resp2() {
     // SET answers +OK; every default.
     let r = run(&mut c, &["RECLAIM.POLICY", "SET", "s", "g"]);
     assert_eq!(r, Value::Okay);
-    assert_eq!(
-        policy_reply(&mut c, b"s", b"g"),
-        defaults.reply_on(b"s", false)
-    );
+    assert_policy_reply(&mut c, b"s", b"g", &defaults);
 
     // Every option, option names in any case.
     set_policy_args(
@@ -52,15 +49,12 @@ fn policy_replies_resp2() {
         state: b"active".to_vec(),
         status: None,
     };
-    assert_eq!(policy_reply(&mut c, b"s", b"g"), full.reply_on(b"s", false));
+    assert_policy_reply(&mut c, b"s", b"g", &full);
 
     // SET replaces the whole policy: options not given go back to their defaults.
     set_policy_args(&mut c, b"s", b"g", &words("COUNT 9"));
     let replaced = PolicyView::defaults().with_count(9);
-    assert_eq!(
-        policy_reply(&mut c, b"s", b"g"),
-        replaced.reply_on(b"s", false)
-    );
+    assert_policy_reply(&mut c, b"s", b"g", &replaced);
 
     // Boundaries that are accepted.
     set_policy_args(
@@ -70,10 +64,7 @@ fn policy_replies_resp2() {
         &words("MIN-IDLE 9223372036854775807 COUNT 10000 INTERVAL 1 MAX-DELIVERIES 0"),
     );
     let edge = PolicyView::new(i64::MAX, 1).with_count(10000);
-    assert_eq!(
-        policy_reply(&mut c, b"s", b"g2"),
-        edge.reply_on(b"s", false)
-    );
+    assert_policy_reply(&mut c, b"s", b"g2", &edge);
     set_policy_args(
         &mut c,
         b"a",
@@ -86,31 +77,28 @@ fn policy_replies_resp2() {
     set_policy_args(&mut c, b"a", b"b", &[]);
 
     // LIST: every policy of the db, ordered by key then group, `key` and `group` first.
-    assert_eq!(
-        policy_list_reply(&mut c),
-        Value::Array(vec![
-            defaults.list_item(b"a", b"b", false),
-            a_z.list_item(b"a", b"z", false),
-            replaced.list_item(b"s", b"g", false),
-            edge.list_item(b"s", b"g2", false),
-        ])
+    assert_policy_list(
+        &mut c,
+        &[
+            (b"a", b"b", &defaults),
+            (b"a", b"z", &a_z),
+            (b"s", b"g", &replaced),
+            (b"s", b"g2", &edge),
+        ],
     );
 
     // DEL answers 1, then 0; the other policies stay.
     assert_eq!(policy_del_reply(&mut c, b"s", b"g"), Value::Int(1));
     assert_eq!(policy_del_reply(&mut c, b"s", b"g"), Value::Int(0));
     assert_eq!(policy_reply(&mut c, b"s", b"g"), Value::Nil);
-    assert_eq!(
-        policy_reply(&mut c, b"s", b"g2"),
-        edge.reply_on(b"s", false)
-    );
-    assert_eq!(
-        policy_list_reply(&mut c),
-        Value::Array(vec![
-            defaults.list_item(b"a", b"b", false),
-            a_z.list_item(b"a", b"z", false),
-            edge.list_item(b"s", b"g2", false),
-        ])
+    assert_policy_reply(&mut c, b"s", b"g2", &edge);
+    assert_policy_list(
+        &mut c,
+        &[
+            (b"a", b"b", &defaults),
+            (b"a", b"z", &a_z),
+            (b"s", b"g2", &edge),
+        ],
     );
     // Subcommand names are case-insensitive.
     assert_eq!(
@@ -243,31 +231,19 @@ fn list_only_shows_the_selected_database() {
     let p0 = PolicyView::defaults().with_count(10);
     let p1 = PolicyView::defaults().with_count(11);
     let only1 = PolicyView::defaults().with_claimant(b"one");
-    assert_eq!(
-        policy_list_reply(&mut c0),
-        Value::Array(vec![
-            PolicyView::defaults().list_item(b"only0", b"g", false),
-            p0.list_item(b"s", b"g", false)
-        ])
+    assert_policy_list(
+        &mut c0,
+        &[(b"only0", b"g", &PolicyView::defaults()), (b"s", b"g", &p0)],
     );
-    assert_eq!(
-        policy_list_reply(&mut c1),
-        Value::Array(vec![
-            only1.list_item(b"only1", b"h", false),
-            p1.list_item(b"s", b"g", false)
-        ])
-    );
+    assert_policy_list(&mut c1, &[(b"only1", b"h", &only1), (b"s", b"g", &p1)]);
     // GET and DEL are per database too.
-    assert_eq!(policy_reply(&mut c0, b"s", b"g"), p0.reply_on(b"s", false));
-    assert_eq!(policy_reply(&mut c1, b"s", b"g"), p1.reply_on(b"s", false));
+    assert_policy_reply(&mut c0, b"s", b"g", &p0);
+    assert_policy_reply(&mut c1, b"s", b"g", &p1);
     assert_eq!(policy_reply(&mut c0, b"only1", b"h"), Value::Nil);
     assert_eq!(policy_del_reply(&mut c1, b"s", b"g"), Value::Int(1));
-    assert_eq!(policy_reply(&mut c0, b"s", b"g"), p0.reply_on(b"s", false));
+    assert_policy_reply(&mut c0, b"s", b"g", &p0);
     assert_eq!(policy_del_reply(&mut c1, b"only0", b"g"), Value::Int(0));
-    assert_eq!(
-        policy_list_reply(&mut c1),
-        Value::Array(vec![only1.list_item(b"only1", b"h", false)])
-    );
+    assert_policy_list(&mut c1, &[(b"only1", b"h", &only1)]);
     // An empty database lists nothing.
     let r: Value = cmd("SELECT").arg(2).query(&mut c1).unwrap();
     assert!(is_ok(&r));
@@ -664,7 +640,7 @@ fn binary_names_round_trip() {
     let p = PolicyView::defaults()
         .with_dlq(dlq, 4)
         .with_claimant(claimant);
-    assert_eq!(policy_reply(&mut c, key, group), p.reply_on(key, false));
+    assert_policy_reply(&mut c, key, group, &p);
     // Names that differ only in a trailing byte are different policies.
     assert_eq!(policy_reply(&mut c, key, b"g\x00\xff\r\n "), Value::Nil);
     assert_eq!(policy_reply(&mut c, b"k", group), Value::Nil);
@@ -738,10 +714,7 @@ fn acl_key_patterns_cover_stream_and_dlq() {
         &words("DLQ app:dlq MAX-DELIVERIES 2"),
     );
     let p = PolicyView::defaults().with_dlq(b"app:dlq", 2);
-    assert_eq!(
-        policy_reply(&mut app, b"app:s", b"g"),
-        p.reply_on(b"app:s", false)
-    );
+    assert_policy_reply(&mut app, b"app:s", b"g", &p);
     // A CLAIMANT value that looks like a key outside the pattern is not a key.
     set_policy_args(&mut app, b"app:s", b"g2", &words("CLAIMANT other:dlq"));
     set_policy_args(&mut app, b"app:s", b"g3", &words("CLAIMANT DLQ COUNT 5"));
@@ -758,10 +731,7 @@ fn acl_key_patterns_cover_stream_and_dlq() {
             &format!("{opts:?}"),
         );
     }
-    assert_eq!(
-        policy_reply(&mut app, b"app:s", b"g"),
-        p.reply_on(b"app:s", false)
-    );
+    assert_policy_reply(&mut app, b"app:s", b"g", &p);
     assert_eq!(policy_reply(&mut admin, b"other:s", b"g"), Value::Nil);
     // The other commands check the stream key too.
     set_policy_args(&mut admin, b"other:s", b"g", &[]);
@@ -791,11 +761,8 @@ fn acl_read_only_user() {
     acl_setuser(&mut admin, &["ro", "on", "nopass", "%R~*", "+@all"]);
     let mut ro = s.conn_as("ro");
 
-    assert_eq!(policy_reply(&mut ro, b"s", b"g"), p.reply_on(b"s", false));
-    assert_eq!(
-        policy_list_reply(&mut ro),
-        Value::Array(vec![p.list_item(b"s", b"g", false)])
-    );
+    assert_policy_reply(&mut ro, b"s", b"g", &p);
+    assert_policy_list(&mut ro, &[(b"s", b"g", &p)]);
     let st = run(&mut ro, &["RECLAIM.STATS", "s", "g"]);
     assert_eq!(str_field(&st, "status"), "waiting: no stream s");
     // A read-only user reads RECLAIM.HEALTH (no stream yet: nothing live).
@@ -811,10 +778,7 @@ fn acl_read_only_user() {
     ] {
         assert_noperm_keys(&error_of(&mut ro, &cm), "read-only user");
     }
-    assert_eq!(
-        policy_reply(&mut admin, b"s", b"g"),
-        p.reply_on(b"s", false)
-    );
+    assert_policy_reply(&mut admin, b"s", b"g", &p);
     assert_eq!(policy_reply(&mut admin, b"new", b"g"), Value::Nil);
 
     // The same by denying the write commands instead of write access to keys.
@@ -832,11 +796,8 @@ fn acl_read_only_user() {
         ],
     );
     let mut ro2 = s.conn_as("ro2");
-    assert_eq!(policy_reply(&mut ro2, b"s", b"g"), p.reply_on(b"s", false));
-    assert_eq!(
-        policy_list_reply(&mut ro2),
-        Value::Array(vec![p.list_item(b"s", b"g", false)])
-    );
+    assert_policy_reply(&mut ro2, b"s", b"g", &p);
+    assert_policy_list(&mut ro2, &[(b"s", b"g", &p)]);
     let _ = run(&mut ro2, &["RECLAIM.STATS", "s", "g"]);
     let cases = [
         (
@@ -857,10 +818,7 @@ fn acl_read_only_user() {
         let got = error_of(&mut ro2, cm).replace("User ro2 has", "this user has");
         assert_eq!(got, *want);
     }
-    assert_eq!(
-        policy_reply(&mut admin, b"s", b"g"),
-        p.reply_on(b"s", false)
-    );
+    assert_policy_reply(&mut admin, b"s", b"g", &p);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -894,10 +852,7 @@ fn a_policy_waiting_for_its_group_says_so_everywhere_and_logs_it_once() {
         status: Some(want.clone()),
         ..PolicyView::new(60_000, 20)
     };
-    assert_eq!(
-        policy_reply(&mut c, b"orders", typo),
-        view.reply_on(b"orders", false)
-    );
+    assert_policy_reply(&mut c, b"orders", typo, &view);
     assert_eq!(
         policy_list_reply(&mut c),
         Value::Array(vec![view.list_item(b"orders", typo, false)])

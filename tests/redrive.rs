@@ -1137,3 +1137,118 @@ fn a_record_of_an_entry_the_group_never_read_is_skipped() {
     let got: Vec<&str> = got.iter().map(|e| e.0.as_str()).collect();
     assert!(got.contains(&ids[1].as_str()), "{got:?}");
 }
+
+#[test]
+fn ids_move_back_only_the_selected_entries() {
+    let s = Server::new();
+    let mut c = s.conn();
+    let a = shared_dead_letters(&mut c, "a", "shared:dlq", 4);
+    let b = shared_dead_letters(&mut c, "b", "shared:dlq", 4);
+    let dlq = xrange(&mut c, b"shared:dlq");
+    let did = |i: usize| dlq[i].0.clone();
+    let err = redrive_err;
+    assert_eq!(
+        err(&mut c, &["shared:dlq", "IDS", "0", "1-0"]),
+        "ERR IDS must be an integer from 1 to 1000"
+    );
+    assert_eq!(
+        err(&mut c, &["shared:dlq", "IDS", "1001", "1-0"]),
+        "ERR IDS must be an integer from 1 to 1000"
+    );
+    assert_eq!(
+        err(&mut c, &["shared:dlq", "IDS", "2", "1-0"]),
+        "ERR IDS n needs n entry IDs"
+    );
+    assert_eq!(
+        err(&mut c, &["shared:dlq", "IDS", "1", "x-1"]),
+        "ERR Invalid stream ID specified as stream command argument"
+    );
+    assert_eq!(
+        err(&mut c, &["shared:dlq", "IDS"]),
+        "ERR option IDS needs a value"
+    );
+    // The same checks as without IDS: a user who may not write the streams is refused.
+    acl_setuser(&mut c, &["dlqonly", "on", "nopass", "+@all", "~shared*"]);
+    let mut u = s.conn_as("dlqonly");
+    assert_eq!(
+        error_of(
+            &mut u,
+            cmd("RECLAIM.REDRIVE").arg(&["shared:dlq", "IDS", "1", &did(0)])
+        ),
+        "NOPERM this user has no permissions to run XCLAIM on the streams of the policies that use this DLQ (use SOURCE key group)"
+    );
+    // The getkeys callback reads past the IDs to SOURCE's key.
+    let keys: Vec<String> = q(
+        &mut c,
+        &[
+            "COMMAND",
+            "GETKEYS",
+            "RECLAIM.REDRIVE",
+            "shared:dlq",
+            "IDS",
+            "1",
+            "1-0",
+            "SOURCE",
+            "a",
+            "g",
+        ],
+    );
+    assert_eq!(keys, ["shared:dlq", "a"]);
+    // Two of a's entries (one given twice), one of b's, and an ID not in the DLQ (skipped).
+    let args = [
+        "shared:dlq",
+        "IDS",
+        "5",
+        &did(0),
+        &did(5),
+        "1-1",
+        &did(1),
+        &did(0),
+        "RATE",
+        "100",
+    ];
+    assert_eq!(redirect_int(redrive(&mut c, &args)), 1);
+    let st = wait_state(&mut c, "shared:dlq", "done", 10);
+    let figures = ["ids", "total", "examined", "moved", "skipped", "left"];
+    let got: Vec<i64> = figures.iter().map(|f| int_field(&st, f)).collect();
+    assert_eq!(got, [4, 4, 4, 3, 1, 0]);
+    assert_eq!(xlen(&mut c, "shared:dlq"), 5);
+    let pel = |c: &mut Connection, st: &str| -> Vec<String> {
+        sorted(
+            &pending(c, st, "g")
+                .iter()
+                .map(|p| p.id.clone())
+                .collect::<Vec<_>>(),
+        )
+    };
+    assert_eq!(pel(&mut c, "a"), sorted(&[a[0].clone(), a[1].clone()]));
+    assert_eq!(pel(&mut c, "b"), [b[1].clone()]);
+    let left = dlq_ids(&xrange(&mut c, b"shared:dlq"));
+    let mut expect = vec![
+        a[2].clone(),
+        a[3].clone(),
+        b[0].clone(),
+        b[2].clone(),
+        b[3].clone(),
+    ];
+    expect.sort();
+    assert_eq!(sorted(&left), expect);
+    // With SOURCE: an entry of another source is passed over (neither moved nor skipped).
+    let args = [
+        "shared:dlq",
+        "IDS",
+        "2",
+        &did(6),
+        &did(2),
+        "SOURCE",
+        "a",
+        "g",
+    ];
+    assert_eq!(redirect_int(redrive(&mut c, &args)), 2);
+    let st = wait_state(&mut c, "shared:dlq", "done", 10);
+    let got: Vec<i64> = figures.iter().map(|f| int_field(&st, f)).collect();
+    assert_eq!(got, [2, 2, 2, 1, 0, 0]);
+    assert_eq!(xlen(&mut c, "shared:dlq"), 4);
+    assert_eq!(pel(&mut c, "a").len(), 3);
+    assert_eq!(pel(&mut c, "b").len(), 1);
+}

@@ -314,24 +314,9 @@ fn commands_on_a_replica() {
     wait_for(10, "the policy to reach the replica", || {
         (policy_reply(&mut rc_, b"s", b"g") == p_r.reply_on(b"s", false)).then_some(())
     });
-    assert_eq!(
-        policy_reply(&mut rc_, b"early", b"g"),
-        early_r.reply_on(b"early", false)
-    );
-    assert_eq!(
-        policy_list_reply(&mut pc),
-        Value::Array(vec![
-            early.list_item(b"early", b"g", false),
-            p.list_item(b"s", b"g", false),
-        ])
-    );
-    assert_eq!(
-        policy_list_reply(&mut rc_),
-        Value::Array(vec![
-            early_r.list_item(b"early", b"g", false),
-            p_r.list_item(b"s", b"g", false),
-        ])
-    );
+    assert_policy_reply(&mut rc_, b"early", b"g", &early_r);
+    assert_policy_list(&mut pc, &[(b"early", b"g", &early), (b"s", b"g", &p)]);
+    assert_policy_list(&mut rc_, &[(b"early", b"g", &early_r), (b"s", b"g", &p_r)]);
     let mut r3 = replica.conn3();
     assert_eq!(policy_reply(&mut r3, b"s", b"g"), p_r.reply_on(b"s", true));
 
@@ -362,10 +347,7 @@ fn commands_on_a_replica() {
         error_of(&mut rc_, &policy_cmd(&words("SET s g COUNT 0"))),
         READONLY
     );
-    assert_eq!(
-        policy_reply(&mut rc_, b"s", b"g"),
-        p_r.reply_on(b"s", false)
-    );
+    assert_policy_reply(&mut rc_, b"s", b"g", &p_r);
     assert_eq!(policy_reply(&mut rc_, b"new", b"g"), Value::Nil);
 
     // The replica counts its policies and its skipped ticks.
@@ -380,10 +362,7 @@ fn commands_on_a_replica() {
     wait_for(10, "the DEL to reach the replica", || {
         (policy_reply(&mut rc_, b"s", b"g") == Value::Nil).then_some(())
     });
-    assert_eq!(
-        policy_list_reply(&mut rc_),
-        Value::Array(vec![early_r.list_item(b"early", b"g", false)])
-    );
+    assert_policy_list(&mut rc_, &[(b"early", b"g", &early_r)]);
     assert_eq!(
         error_of(&mut rc_, &bin_cmd("RECLAIM.STATS", &words("s g"))),
         NO_POLICY
@@ -400,11 +379,32 @@ fn commands_on_a_replica() {
     wait_for(10, "the db 1 policy to reach the replica", || {
         (policy_reply(&mut r1, b"s", b"g") == db1.reply_on(b"s", false)).then_some(())
     });
-    assert_eq!(
-        policy_list_reply(&mut r1),
-        Value::Array(vec![db1.list_item(b"s", b"g", false)])
-    );
+    assert_policy_list(&mut r1, &[(b"s", b"g", &db1)]);
     assert_eq!(policy_reply(&mut rc_, b"s", b"g"), Value::Nil);
+}
+
+/// A primary and its replica, with group `g` on streams `kept` and `evicted`.
+fn kept_and_evicted() -> (Server, Server) {
+    let p = primary();
+    let r = p.replica(&[]);
+    let mut pc = p.conn();
+    create_group(&mut pc, b"kept", b"g");
+    create_group(&mut pc, b"evicted", b"g");
+    (p, r)
+}
+
+/// A reader blocked in `RECLAIM.READGROUP ... BLOCK 0` on streams `kept` and `evicted` (group
+/// `g`) of `p`, once the server counts it blocked; the thread returns the error its wait ends with.
+fn blocked_on_kept_and_evicted(p: &Server, pc: &mut Connection) -> std::thread::JoinHandle<String> {
+    let mut reader = p.conn();
+    let waiting = std::thread::spawn(move || {
+        let read = [
+            "GROUP", "g", "w", "BLOCK", "0", "STREAMS", "kept", "evicted", ">", ">",
+        ];
+        error_of(&mut reader, cmd("RECLAIM.READGROUP").arg(&read))
+    });
+    wait_blocked(pc, 1);
+    waiting
 }
 
 /// Found by `make fuzz FUZZ_ARGS=--evict-burst` (issue 29): a reader blocked in
@@ -416,12 +416,8 @@ fn commands_on_a_replica() {
 /// they were lost and the replica kept ~300 keys its primary had evicted.
 #[test]
 fn evictions_around_a_blocked_reader_reach_the_replica() {
-    let p = primary();
-    let r = p.replica(&[]);
-    let mut pc = p.conn();
-    let mut rc = r.conn();
-    create_group(&mut pc, b"kept", b"g");
-    create_group(&mut pc, b"evicted", b"g");
+    let (p, r) = kept_and_evicted();
+    let (mut pc, mut rc) = (p.conn(), r.conn());
     // volatile-ttl evicts only keys with a TTL, the soonest first: `kept` stays (the reader's
     // wake-up reads it), the 300 strings go first and `evicted` last.
     let mut fill = redis::pipe();
@@ -436,19 +432,7 @@ fn evictions_around_a_blocked_reader_reach_the_replica() {
     fill.cmd("EXPIRE").arg("evicted").arg(100_000).ignore();
     let _: () = fill.query(&mut pc).expect("fill");
 
-    let reader = p.conn();
-    let waiting = std::thread::spawn(move || {
-        let mut reader = reader;
-        error_of(
-            &mut reader,
-            cmd("RECLAIM.READGROUP").arg(&[
-                "GROUP", "g", "w", "BLOCK", "0", "STREAMS", "kept", "evicted", ">", ">",
-            ]),
-        )
-    });
-    wait_for(10, "the reader to block", || {
-        (info_int(&mut pc, "clients", "blocked_clients") == 1).then_some(())
-    });
+    let waiting = blocked_on_kept_and_evicted(&p, &mut pc);
     let _: () = cmd("CONFIG")
         .arg(&["SET", "maxmemory-policy", "volatile-ttl", "maxmemory", "1"])
         .query(&mut pc)
@@ -494,25 +478,9 @@ fn evictions_around_a_blocked_reader_reach_the_replica() {
 /// used to drop the DELs pending in the cycle: up to 1958 of 2000 keys stayed on the replica.
 #[test]
 fn expiries_around_a_blocked_reader_reach_the_replica() {
-    let p = primary();
-    let r = p.replica(&[]);
-    let mut pc = p.conn();
-    let mut rc = r.conn();
-    create_group(&mut pc, b"kept", b"g");
-    create_group(&mut pc, b"evicted", b"g");
-    let reader = p.conn();
-    let waiting = std::thread::spawn(move || {
-        let mut reader = reader;
-        error_of(
-            &mut reader,
-            cmd("RECLAIM.READGROUP").arg(&[
-                "GROUP", "g", "w", "BLOCK", "0", "STREAMS", "kept", "evicted", ">", ">",
-            ]),
-        )
-    });
-    wait_for(10, "the reader to block", || {
-        (info_int(&mut pc, "clients", "blocked_clients") == 1).then_some(())
-    });
+    let (p, r) = kept_and_evicted();
+    let (mut pc, mut rc) = (p.conn(), r.conn());
+    let waiting = blocked_on_kept_and_evicted(&p, &mut pc);
     let mut fill = redis::pipe();
     for i in 0..1000 {
         fill.cmd("SET")

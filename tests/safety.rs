@@ -146,6 +146,14 @@ type Names = (
     &'static [u8],
 );
 
+/// Group `g` on stream `jobs` and its policy: MIN-IDLE `min_idle`, MAX-DELIVERIES 3, DLQ
+/// `jobs:dlq`, INTERVAL 20.
+fn jobs_policy(c: &mut Connection, min_idle: i64) {
+    create_group(c, b"jobs", b"g");
+    let opts = format!("MIN-IDLE {min_idle} MAX-DELIVERIES 3 DLQ jobs:dlq INTERVAL 20");
+    set_policy_opts(c, "jobs", "g", &opts);
+}
+
 #[test]
 fn client_pause_write_stops_sweeping_until_it_ends() {
     // appendfsync always: the AOF holds every write before its reply (with everysec a write can
@@ -154,13 +162,7 @@ fn client_pause_write_stops_sweeping_until_it_ends() {
     let r = p.replica(&[]);
     let mut c = p.conn();
     let mut rc = r.conn();
-    create_group(&mut c, b"jobs", b"g");
-    set_policy_opts(
-        &mut c,
-        "jobs",
-        "g",
-        "MIN-IDLE 200 MAX-DELIVERIES 3 DLQ jobs:dlq INTERVAL 20",
-    );
+    jobs_policy(&mut c, 200);
     let ids = add_entries(&mut c, b"jobs", "j", 6);
     let poison = ids[..2].to_vec();
     // Delivered to a consumer that dies; two of them over the limit already; the pause starts in
@@ -173,12 +175,7 @@ fn client_pause_write_stops_sweeping_until_it_ends() {
     let aof = p.aof_files();
     assert_eq!(status(&mut c, "jobs", "g"), "client-paused");
     // Until every entry is due for a move (idle >= MIN-IDLE) and more ticks were skipped.
-    wait_for(10, "entries stale during the pause", || {
-        pending(&mut c, "jobs", "g")
-            .iter()
-            .all(|e| e.idle >= 200)
-            .then_some(())
-    });
+    wait_idle(&mut c, "jobs", "g", 200);
     wait_ticks_skipped(&mut c, "paused", 5);
 
     // Inside the pause (status "client-paused" before and after the reads): nothing was written.
@@ -226,13 +223,7 @@ fn failover_hands_sweeping_to_the_new_primary() {
     let mut rc = r.conn();
     // Its worker keeps reading the old primary (READONLY once it is a replica).
     let (_old_worker, _) = busy(&p, 0, "busy", 300);
-    create_group(&mut c, b"jobs", b"g");
-    set_policy_opts(
-        &mut c,
-        "jobs",
-        "g",
-        "MIN-IDLE 300 MAX-DELIVERIES 3 DLQ jobs:dlq INTERVAL 20",
-    );
+    jobs_policy(&mut c, 300);
     // A: dead-lettered by the old primary before the failover.
     let a = add_entries(&mut c, b"jobs", "a", 3);
     read_group(&mut c, b"jobs", b"g", b"dead");
@@ -306,13 +297,7 @@ fn failover_hands_sweeping_to_the_new_primary() {
 fn out_of_memory_leaves_over_delivered_entries_pending() {
     let mut s = Server::start(&["--maxmemory-policy", "noeviction"]);
     let mut c = s.conn();
-    create_group(&mut c, b"jobs", b"g");
-    set_policy_opts(
-        &mut c,
-        "jobs",
-        "g",
-        "MIN-IDLE 100 MAX-DELIVERIES 3 DLQ jobs:dlq INTERVAL 20",
-    );
+    jobs_policy(&mut c, 100);
     let ids = add_entries(&mut c, b"jobs", "j", 5);
     let poison = ids[..3].to_vec();
     let used = info_int(&mut c, "memory", "used_memory");
@@ -331,12 +316,7 @@ fn out_of_memory_leaves_over_delivered_entries_pending() {
     let () = tx.query(&mut c).expect("transaction");
     let before = pending_raw(&mut c, b"jobs", b"g");
 
-    wait_for(10, "entries stale while out of memory", || {
-        pending(&mut c, "jobs", "g")
-            .iter()
-            .all(|e| e.idle >= 100)
-            .then_some(())
-    });
+    wait_idle(&mut c, "jobs", "g", 100);
     wait_ticks_skipped(&mut c, "oom", 5);
     assert_eq!(status(&mut c, "jobs", "g"), "oom");
     let (pel, dlq) = pel_and_dlq(&mut c, "jobs", "g", "jobs:dlq");
@@ -353,6 +333,38 @@ fn out_of_memory_leaves_over_delivered_entries_pending() {
     healthy(&mut s, &mut c);
 }
 
+/// Adds `n` entries with `body` to stream `big` (group `g`), delivered to consumer `dead` 9
+/// times each: their IDs.
+fn add_dead_big(c: &mut Connection, n: i64, body: &str) -> Vec<String> {
+    let mut p = redis::pipe();
+    for i in 0..n {
+        p.cmd("XADD")
+            .arg("big")
+            .arg("*")
+            .arg("n")
+            .arg(i)
+            .arg("body")
+            .arg(body);
+    }
+    let ids: Vec<String> = p.query(c).unwrap();
+    read_group(c, b"big", b"g", b"dead");
+    set_deliveries(c, b"big", b"g", b"dead", &ids, 9);
+    ids
+}
+
+/// Sets maxmemory 0 and waits until the timer has moved the rest of stream `big`: every entry of
+/// `ids` dead-lettered exactly once, none pending. Returns the DLQ's entries.
+fn memory_back_every_one_dead_lettered(c: &mut Connection, ids: &[String]) -> Vec<Entry> {
+    let _: () = q(c, &["CONFIG", "SET", "maxmemory", "0"]);
+    let dlq = wait_for(10, "every entry moved", || {
+        let (pel, d) = pel_and_dlq(c, "big", "g", "big:dlq");
+        pel.is_empty().then_some(d)
+    });
+    assert_partition(&[], &dlq, ids);
+    assert_eq!(stat(c, "big", "g", "dead-lettered"), ids.len() as i64);
+    dlq
+}
+
 /// Memory runs out in the middle of a pass: each dead-letter move appends a 64 KB entry, the limit
 /// is 1.5 MB above used memory, and the policy is set and swept in one transaction (RECLAIM.SWEEP
 /// starts under the limit, so only the module's live memory check can stop it). The moves stop at
@@ -365,19 +377,7 @@ fn memory_running_out_during_a_sweep_stops_moves_cleanly() {
     let mut c = s.conn();
     create_group(&mut c, b"big", b"g");
     let body = "x".repeat(64 * 1024);
-    let mut p = redis::pipe();
-    for i in 0..N {
-        p.cmd("XADD")
-            .arg("big")
-            .arg("*")
-            .arg("n")
-            .arg(i)
-            .arg("body")
-            .arg(&body);
-    }
-    let ids: Vec<String> = p.query(&mut c).unwrap();
-    read_group(&mut c, b"big", b"g", b"dead");
-    set_deliveries(&mut c, b"big", b"g", b"dead", &ids, 9);
+    let ids = add_dead_big(&mut c, N, &body);
     let used = info_int(&mut c, "memory", "used_memory");
     let limit = (used + 1536 * 1024).to_string();
     let _: () = q(&mut c, &["CONFIG", "SET", "maxmemory", &limit]);
@@ -411,13 +411,7 @@ fn memory_running_out_during_a_sweep_stops_moves_cleanly() {
     assert!(st.starts_with("oom"), "{st}");
     healthy(&mut s, &mut c);
 
-    let _: () = q(&mut c, &["CONFIG", "SET", "maxmemory", "0"]);
-    let dlq = wait_for(10, "every entry moved", || {
-        let (pel, d) = pel_and_dlq(&mut c, "big", "g", "big:dlq");
-        pel.is_empty().then_some(d)
-    });
-    assert_partition(&[], &dlq, &ids);
-    assert_eq!(stat(&mut c, "big", "g", "dead-lettered"), N);
+    let dlq = memory_back_every_one_dead_lettered(&mut c, &ids);
     for e in &dlq {
         assert_eq!(entry_field(e, "body"), body.as_bytes());
     }
@@ -445,22 +439,8 @@ fn dead_letter_moves_stop_where_xadd_would_refuse_them() {
     let (mut c, mut rc) = (s.conn(), r.conn());
     create_group(&mut c, b"big", b"g");
     let body = "x".repeat(64 * 1024);
-    let mut p = redis::pipe();
-    for i in 0..N {
-        p.cmd("XADD")
-            .arg("big")
-            .arg("*")
-            .arg("n")
-            .arg(i)
-            .arg("body")
-            .arg(&body);
-    }
     // Through a connection of its own, closed after: its buffers (2.5 MB each way) are freed.
-    let mut w = s.conn();
-    let ids: Vec<String> = p.query(&mut w).unwrap();
-    read_group(&mut w, b"big", b"g", b"dead");
-    set_deliveries(&mut w, b"big", b"g", b"dead", &ids, 9);
-    drop(w);
+    let ids = add_dead_big(&mut s.conn(), N, &body);
     replica_acked(&mut c);
     // Memory as maxmemory counts it (replica output and AOF buffers left out).
     let counted = info_int(&mut c, "memory", "used_memory")
@@ -481,13 +461,7 @@ fn dead_letter_moves_stop_where_xadd_would_refuse_them() {
     assert!(!pel.is_empty(), "moves wait for memory");
     healthy(&mut s, &mut c);
 
-    let _: () = q(&mut c, &["CONFIG", "SET", "maxmemory", "0"]);
-    let dlq = wait_for(10, "every entry moved", || {
-        let (pel, d) = pel_and_dlq(&mut c, "big", "g", "big:dlq");
-        pel.is_empty().then_some(d)
-    });
-    assert_partition(&[], &dlq, &ids);
-    assert_eq!(stat(&mut c, "big", "g", "dead-lettered"), N);
+    let dlq = memory_back_every_one_dead_lettered(&mut c, &ids);
     assert_eq!(status(&mut c, "big", "g"), "active");
     replica_acked(&mut c);
     assert_eq!(

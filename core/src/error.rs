@@ -148,6 +148,8 @@ pub const REDRIVE_RUNNING: &str =
     "ERR a redrive of this DLQ is running already (RECLAIM.REDRIVE CANCEL dlq cancels it)";
 /// `RECLAIM.REDRIVE dlq` of a key that does not exist.
 pub const REDRIVE_NO_DLQ: &str = "ERR no such DLQ key";
+/// `RECLAIM.REDRIVE ... IDS n` followed by fewer than `n` words.
+pub const REDRIVE_IDS_SHORT: &str = "ERR IDS n needs n entry IDs";
 /// `RECLAIM.REDRIVE ... CANARY k` without `WINDOW ms`, or `WINDOW` without `CANARY`.
 pub const REDRIVE_CANARY_WINDOW: &str = "ERR CANARY k and WINDOW ms go together";
 /// `RECLAIM.REDRIVE` whose task key (`reclaim:redrive:{TAG}:DLQ`) holds something else.

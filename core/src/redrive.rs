@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use crate::error::{self, ReclaimError};
+use crate::planner::parse_id;
 use crate::text::{parse_i64, printable};
 
 /// Largest `COUNT`, `RATE` and `CANARY` value.
@@ -19,10 +20,15 @@ pub const STEP_MOVES: u64 = 32;
 pub const STEP_READS: u64 = 64;
 /// DLQ entries checked for `failed-again` in one step of one task, at most.
 pub const STEP_CHECKS: u64 = 64;
+/// Most DLQ entry IDs `IDS n id [id ...]` takes.
+pub const MAX_IDS: i64 = 1000;
 
-/// Options of `RECLAIM.REDRIVE dlq [SOURCE key group] [COUNT n] [RATE n] [CANARY k WINDOW ms]`.
+/// Options of `RECLAIM.REDRIVE dlq [SOURCE key group] [IDS n id [id ...]] [COUNT n] [RATE n]
+/// [CANARY k WINDOW ms]`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Options {
+    /// Only these DLQ entries (sorted, each once; empty: every entry up to the task's end).
+    pub ids: Vec<(u64, u64)>,
     /// Only the entries dead-lettered from this (stream, group).
     pub source: Option<(Vec<u8>, Vec<u8>)>,
     /// At most this many entries moved back (0: all).
@@ -38,7 +44,8 @@ pub struct Options {
 /// Parses the options after the DLQ key. Errors, in the order checked while reading left to
 /// right: an unknown option (`ERR unknown option 'X'`), an option given twice, an option without
 /// its value(s), a number out of range (`COUNT`, `RATE`, `CANARY`: 1 to 1000000000; `WINDOW`: 1
-/// to 86400000 ms); then `CANARY` without `WINDOW` or the reverse.
+/// to 86400000 ms; `IDS`: 1 to 1000, then fewer than `n` words left, or one of them not a stream
+/// ID); then `CANARY` without `WINDOW` or the reverse.
 pub fn parse_options(opts: &[&[u8]]) -> Result<Options, ReclaimError> {
     let mut o = Options::default();
     let mut seen: Vec<&'static str> = Vec::new();
@@ -65,6 +72,7 @@ pub fn parse_options(opts: &[&[u8]]) -> Result<Options, ReclaimError> {
             b"RATE" => "RATE",
             b"CANARY" => "CANARY",
             b"WINDOW" => "WINDOW",
+            b"IDS" => "IDS",
             _ => return Err(ReclaimError::UnknownOption(printable(opts[i]))),
         };
         if seen.contains(&name) {
@@ -80,6 +88,16 @@ pub fn parse_options(opts: &[&[u8]]) -> Result<Options, ReclaimError> {
                 i += 3;
                 continue;
             }
+            "IDS" => {
+                let n = opts.get(i + 1).ok_or(ReclaimError::MissingValue("IDS"))?;
+                let n = match parse_i64(n) {
+                    Some(n) if (1..=MAX_IDS).contains(&n) => n as usize,
+                    _ => return Err(ReclaimError::BadNumber("IDS", "an integer from 1 to 1000")),
+                };
+                o.ids = parse_ids(opts.get(i + 2..i + 2 + n).unwrap_or(&[]), n)?;
+                i += 2 + n;
+                continue;
+            }
             "COUNT" => o.count = number("COUNT", opts.get(i + 1), MAX_NUMBER)?,
             "RATE" => o.rate = number("RATE", opts.get(i + 1), MAX_NUMBER)?,
             "CANARY" => o.canary = number("CANARY", opts.get(i + 1), MAX_NUMBER)?,
@@ -91,6 +109,58 @@ pub fn parse_options(opts: &[&[u8]]) -> Result<Options, ReclaimError> {
         return Err(error::REDRIVE_CANARY_WINDOW.into());
     }
     Ok(o)
+}
+
+/// The `n` IDs of `IDS n id ...` (`words`: the words after `n`, as many as there are up to `n`),
+/// sorted and each once.
+fn parse_ids(words: &[&[u8]], n: usize) -> Result<Vec<(u64, u64)>, ReclaimError> {
+    if words.len() < n {
+        return Err(error::REDRIVE_IDS_SHORT.into());
+    }
+    let mut ids = words
+        .iter()
+        .map(|w| parse_id(w).ok_or(error::INVALID_ID))
+        .collect::<Result<Vec<_>, _>>()?;
+    ids.sort_unstable();
+    ids.dedup();
+    Ok(ids)
+}
+
+/// The position in `opts` (the options after the DLQ key) of `SOURCE`'s key, when given, read as
+/// [`parse_options`] reads them (so an ID of `IDS` is never taken for an option); for the
+/// command's getkeys callback.
+pub fn source_at(opts: &[&[u8]]) -> Option<usize> {
+    let mut i = 0;
+    while i < opts.len() {
+        let w = opts[i];
+        if w.eq_ignore_ascii_case(b"SOURCE") {
+            return (i + 2 < opts.len()).then_some(i + 1);
+        }
+        i += if w.eq_ignore_ascii_case(b"IDS") {
+            let n = opts.get(i + 1).and_then(|n| parse_i64(n)).unwrap_or(0);
+            2 + usize::try_from(n.clamp(0, MAX_IDS)).unwrap_or(0)
+        } else {
+            2
+        };
+    }
+    None
+}
+
+/// A stream ID as `ms-seq`.
+pub fn id_text((ms, seq): (u64, u64)) -> Vec<u8> {
+    format!("{ms}-{seq}").into_bytes()
+}
+
+impl Options {
+    /// The entries a task with these options examines, of `dlq_len` in the DLQ: the number of IDs
+    /// with `IDS`, else `dlq_len`.
+    pub fn task_total(&self, dlq_len: u64) -> u64 {
+        if self.ids.is_empty() {
+            dlq_len
+        } else {
+            self.ids.len() as u64
+        }
+    }
 }
 
 /// What `RECLAIM.REDRIVE` was asked to do.
@@ -215,9 +285,33 @@ fn num(v: u64) -> Vec<u8> {
     v.to_string().into_bytes()
 }
 
+/// The `ids` field of a task's hash: its IDs, comma-separated (empty without `IDS`).
+fn ids_field(ids: &[(u64, u64)]) -> Vec<u8> {
+    let texts: Vec<Vec<u8>> = ids.iter().map(|&id| id_text(id)).collect();
+    texts.join(&b","[..])
+}
+
+/// The IDs of an `ids` field, sorted and each once; `None` when one is not a stream ID, or more
+/// than [`MAX_IDS`].
+fn parse_ids_field(v: &[u8]) -> Option<Vec<(u64, u64)>> {
+    if v.is_empty() {
+        return Some(Vec::new());
+    }
+    let mut ids = v
+        .split(|&b| b == b',')
+        .map(parse_id)
+        .collect::<Option<Vec<_>>>()?;
+    if ids.len() > MAX_IDS as usize {
+        return None;
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    Some(ids)
+}
+
 impl Task {
     /// The hash fields of the task, in a fixed order. `source-key` and `source-group` are empty
-    /// without `SOURCE`, `user` without a user.
+    /// without `SOURCE`, `user` without a user, `ids` without `IDS`.
     pub fn to_fields(&self) -> Vec<(&'static [u8], Vec<u8>)> {
         let (sk, sg) = self.opts.source.clone().unwrap_or_default();
         vec![
@@ -242,7 +336,16 @@ impl Task {
             (b"canary-until-ms", num(self.canary_until_ms)),
             (b"ended-ms", num(self.ended_ms)),
             (b"user", self.user.clone().unwrap_or_default()),
+            (b"ids", ids_field(&self.opts.ids)),
         ]
+    }
+
+    /// With `IDS`: the task's IDs after its cursor (not examined yet), at most `n`.
+    pub fn ids_left(&self, n: usize) -> &[(u64, u64)] {
+        let after = parse_id(&self.cursor).unwrap_or((0, 0));
+        let from = self.opts.ids.partition_point(|&id| id <= after);
+        let rest = &self.opts.ids[from..];
+        &rest[..rest.len().min(n)]
     }
 
     /// The task of a hash's field/value pairs; `None` when a field is missing or malformed.
@@ -269,6 +372,10 @@ impl Task {
                 rate: n(b"rate")?,
                 canary: n(b"canary")?,
                 window_ms: n(b"window")?,
+                ids: match get(b"ids") {
+                    Some(v) => parse_ids_field(v)?,
+                    None => Vec::new(),
+                },
             },
             end_id: get(b"end-id")?.to_vec(),
             cursor: get(b"cursor")?.to_vec(),
@@ -511,6 +618,76 @@ mod tests {
         );
         assert_eq!(e("CANARY 3"), error::REDRIVE_CANARY_WINDOW);
         assert_eq!(e("WINDOW 3"), error::REDRIVE_CANARY_WINDOW);
+    }
+
+    #[test]
+    fn ids_are_bounded_sorted_and_checked() {
+        let o = opts("IDS 3 5-1 2 5-1 RATE 7").unwrap();
+        assert_eq!((o.ids, o.rate), (vec![(2, 0), (5, 1)], 7));
+        let e = |s: &str| opts(s).unwrap_err().to_string();
+        assert_eq!(e("IDS"), "ERR option IDS needs a value");
+        assert_eq!(e("IDS 0 1-0"), "ERR IDS must be an integer from 1 to 1000");
+        assert_eq!(
+            e("IDS 1001 1-0"),
+            "ERR IDS must be an integer from 1 to 1000"
+        );
+        assert_eq!(e("IDS 3 1-0 2-0"), error::REDRIVE_IDS_SHORT);
+        assert_eq!(e("IDS 2 1-0 x-1"), error::INVALID_ID);
+        assert_eq!(
+            e("IDS 1 1-0 IDS 1 2-0"),
+            "ERR option IDS given more than once"
+        );
+        // `n` words are IDs, whatever they look like; the word after them is an option.
+        assert_eq!(e("IDS 1 COUNT 5"), error::INVALID_ID);
+        let w: Vec<&[u8]> = vec![b"IDS"; 1001];
+        assert_eq!(parse_options(&w).unwrap_err().to_string(), e("IDS 1001"));
+    }
+
+    #[test]
+    fn the_source_key_is_found_past_the_ids() {
+        let at = |s: &str| {
+            let w: Vec<&[u8]> = s.split_whitespace().map(|w| w.as_bytes()).collect();
+            source_at(&w)
+        };
+        assert_eq!(at("IDS 1 1-0 SOURCE s g"), Some(4));
+        assert_eq!(at("COUNT 2 SOURCE s g"), Some(3));
+        assert_eq!(at("SOURCE s g IDS 2 1-0 2-0"), Some(1));
+        assert_eq!(at("IDS 3 SOURCE s g"), None);
+        assert_eq!(at("SOURCE s"), None);
+        assert_eq!(at("IDS x SOURCE s g"), Some(3));
+    }
+
+    #[test]
+    fn a_task_of_ids_walks_them_from_its_cursor() {
+        let mut t = task("IDS 4 9-0 3-0 7-2 1-5");
+        assert_eq!(t.opts.task_total(50), 4);
+        assert_eq!(task("").opts.task_total(50), 50);
+        assert_eq!(t.ids_left(2), &[(1, 5), (3, 0)]);
+        t.cursor = b"3-0".to_vec();
+        assert_eq!(t.ids_left(10), &[(7, 2), (9, 0)]);
+        t.cursor = b"9-0".to_vec();
+        assert!(t.ids_left(10).is_empty());
+        assert_eq!(id_text((7, 2)), b"7-2".to_vec());
+        let pairs: Vec<(Vec<u8>, Vec<u8>)> = t
+            .to_fields()
+            .into_iter()
+            .map(|(f, v)| (f.to_vec(), v))
+            .collect();
+        let ids = pairs.iter().find(|(f, _)| f == b"ids").unwrap();
+        assert_eq!(ids.1, b"1-5,3-0,7-2,9-0".to_vec());
+        assert_eq!(Task::from_fields(&pairs), Some(t.clone()));
+        // A malformed `ids` field (written by hand) is no task.
+        let bad: Vec<(Vec<u8>, Vec<u8>)> = pairs
+            .into_iter()
+            .map(|(f, v)| {
+                if f == b"ids" {
+                    (f, b"1-0,x".to_vec())
+                } else {
+                    (f, v)
+                }
+            })
+            .collect();
+        assert_eq!(Task::from_fields(&bad), None);
     }
 
     #[test]

@@ -26,6 +26,42 @@ pub fn bench_conn(s: &Server) -> Res<Connection> {
     Ok(s.conn_with_read_timeout(Duration::from_secs(300)))
 }
 
+/// `RECLAIM.POLICY SET key group <options...>` (one round trip).
+pub fn bench_policy_set(con: &mut Connection, key: &str, group: &str, options: &[&str]) -> Res<()> {
+    let _: () = cmd("RECLAIM.POLICY")
+        .arg("SET")
+        .arg(key)
+        .arg(group)
+        .arg(options)
+        .query(con)?;
+    Ok(())
+}
+
+/// `RECLAIM.POLICY DEL key group`: 1 when the policy was there.
+pub fn bench_policy_del(con: &mut Connection, key: &str, group: &str) -> Res<i64> {
+    Ok(cmd("RECLAIM.POLICY")
+        .arg("DEL")
+        .arg(key)
+        .arg(group)
+        .query(con)?)
+}
+
+/// Runs `step(done, k)` for `total` items in chunks of at most `chunk` (`k` of them each time,
+/// `done` handled before).
+pub fn in_chunks(
+    total: usize,
+    chunk: usize,
+    mut step: impl FnMut(usize, usize) -> Res<()>,
+) -> Res<()> {
+    let mut done = 0;
+    while done < total {
+        let k = chunk.min(total - done);
+        step(done, k)?;
+        done += k;
+    }
+    Ok(())
+}
+
 // ---------------------------------------------------------------------------------------------
 // Readings
 

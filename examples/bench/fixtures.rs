@@ -23,20 +23,16 @@ pub fn load_script(con: &mut Connection, body: &str) -> Res<String> {
 
 pub fn build_stream(con: &mut Connection, key: &str, n: usize) -> Res<()> {
     let sha = load_script(con, FILL)?;
-    let mut done = 0;
-    while done < n {
-        let k = CHUNK.min(n - done);
+    in_chunks(n, CHUNK, |done, k| {
         let _: i64 = cmd("EVALSHA")
             .arg(&sha)
             .arg(1)
             .arg(key)
-            .arg(k)
-            .arg(done)
+            .arg(&[k, done])
             .arg(BODY)
             .query(con)?;
-        done += k;
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// A new group over the whole stream, every entry delivered once to `dead`.

@@ -62,12 +62,7 @@ pub fn set_and_wait_pass(
         .map(|s| field_int(&s, "passes"))
         .unwrap_or(0);
     let t0 = Instant::now();
-    let _: () = cmd("RECLAIM.POLICY")
-        .arg("SET")
-        .arg(key)
-        .arg(group)
-        .arg(args)
-        .query(con)?;
+    bench_policy_set(con, key, group, args)?;
     wait_pass(con, key, group, before, t0)
 }
 
@@ -175,11 +170,7 @@ pub fn fresh(sizes: &[usize]) -> Res<(Vec<FreshRow>, Option<FreshWindow>)> {
                 eprintln!("   trim-only: {:?} us", trim.pass_us);
                 rows.push(trim);
             }
-            let _: i64 = cmd("RECLAIM.POLICY")
-                .arg("DEL")
-                .arg(key)
-                .arg("g")
-                .query(&mut con)?;
+            bench_policy_del(&mut con, key, "g")?;
         }
         if n != big {
             continue;
@@ -204,11 +195,7 @@ pub fn fresh(sizes: &[usize]) -> Res<(Vec<FreshRow>, Option<FreshWindow>)> {
         );
         let c0 = server_cpu(&mut con)?;
         let t0 = Instant::now();
-        let _: () = cmd("RECLAIM.POLICY")
-            .arg("SET")
-            .arg(key)
-            .arg("g2")
-            .query(&mut con)?;
+        bench_policy_set(&mut con, key, "g2", &[])?;
         thread::sleep(FRESH_WINDOW);
         let cpu_s = server_cpu(&mut con)? - c0;
         let window_s = t0.elapsed().as_secs_f64();

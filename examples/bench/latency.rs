@@ -180,12 +180,7 @@ pub fn drain_with_load(
     let (stop, origin, h) = start_load(srv.port);
     thread::sleep(lead);
     let t_set = origin.elapsed();
-    let _: () = cmd("RECLAIM.POLICY")
-        .arg("SET")
-        .arg(key)
-        .arg(group)
-        .arg(policy)
-        .query(con)?;
+    bench_policy_set(con, key, group, policy)?;
     // Poll every 1 ms here: the window ends at the last poll that still saw work left, so it
     // holds no requests from after the drain.
     // Each poll also samples `reclaim_last_tick_us` when a tick or slice ran since the last poll.
@@ -253,11 +248,7 @@ pub fn drain_with_load(
             )
         })
         .collect();
-    let _: i64 = cmd("RECLAIM.POLICY")
-        .arg("DEL")
-        .arg(key)
-        .arg(group)
-        .query(con)?;
+    bench_policy_del(con, key, group)?;
     let drain = Series {
         name: format!("{what}: drain"),
         samples,

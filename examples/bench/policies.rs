@@ -73,19 +73,14 @@ pub fn policy_scaling(counts: &[usize], window: Duration) -> Res<Vec<PolicyRow>>
     let mut con = bench_conn(&srv)?;
     let sha = load_script(&mut con, MANY)?;
     let per_call = (CHUNK / PER_STREAM).max(1);
-    let mut made = 0;
-    while made < max {
-        let k = per_call.min(max - made);
+    in_chunks(max, per_call, |made, k| {
         let _: i64 = cmd("EVALSHA")
             .arg(&sha)
-            .arg(0)
-            .arg(made)
-            .arg(k)
-            .arg(PER_STREAM)
+            .arg(&[0, made, k, PER_STREAM])
             .arg(BODY)
             .query(&mut con)?;
-        made += k;
-    }
+        Ok(())
+    })?;
     thread::sleep(Duration::from_secs(1));
     let measure = |con: &mut Connection, policies: usize, setup_s: f64| -> Res<PolicyRow> {
         let c0 = server_cpu(con)?;

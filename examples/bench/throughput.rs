@@ -296,12 +296,7 @@ pub fn module_run(
     let slices0 = reclaim_info(con, "slices");
     let ticks0 = reclaim_info(con, "ticks");
     let t0 = Instant::now();
-    let _: () = cmd("RECLAIM.POLICY")
-        .arg("SET")
-        .arg(key)
-        .arg(group)
-        .arg(policy)
-        .query(con)?;
+    bench_policy_set(con, key, group, policy)?;
     r.round_trips = 1;
     let mut timed_out = false;
     loop {
@@ -335,11 +330,7 @@ pub fn module_run(
     r.slices = Some(reclaim_info(con, "slices") - slices0);
     r.ticks = Some(reclaim_info(con, "ticks") - ticks0);
     r.max_tick_us = Some(reclaim_info(con, "max_tick_us"));
-    let _: i64 = cmd("RECLAIM.POLICY")
-        .arg("DEL")
-        .arg(key)
-        .arg(group)
-        .query(con)?;
+    bench_policy_del(con, key, group)?;
     if timed_out {
         r.check = format!("TIMED OUT after {}s", TIMEOUT.as_secs());
     }

@@ -1,4 +1,4 @@
-//! `RECLAIM.REDRIVE dlq [SOURCE key group] [COUNT n] [RATE n] [CANARY k WINDOW ms]`, `STATUS dlq`
+//! `RECLAIM.REDRIVE dlq [SOURCE key group] [IDS n id [id ...]] [COUNT n] [RATE n] [CANARY k WINDOW ms]`, `STATUS dlq`
 //! and `CANCEL dlq`: start a task that moves a DLQ's entries back to the consumer groups they
 //! failed in, show it, cancel it. The task ([`crate::model::redrive::Task`]) lives in the keyspace
 //! ([`crate::state::redrive`]); its steps run from the timer ([`crate::engine::redrive`]).
@@ -15,7 +15,7 @@ use crate::model::args::{block, int, key, one_of, string, word, Arg, V020};
 use crate::model::clock::epoch_ms;
 use crate::model::error::{self, ReclaimError};
 use crate::model::keys;
-use crate::model::redrive::{parse_options, request, Options, Phase, Request, Task};
+use crate::model::redrive::{parse_options, request, source_at, Options, Phase, Request, Task};
 use crate::state::redrive::{
     self as tasks, del, del_moved, key_type, moved_key_usable, read_task, write_task,
 };
@@ -32,6 +32,9 @@ const ARGS: &[Arg] = &[one_of(
                 key("dlq", 0),
                 block("source", &[key("key", 0), string("group")])
                     .token("SOURCE")
+                    .optional(),
+                block("ids", &[int("n"), string("id").multiple()])
+                    .token("IDS")
                     .optional(),
                 int("n").token("COUNT").optional(),
                 int("entries-per-s").token("RATE").optional(),
@@ -110,7 +113,7 @@ fn refuse_on_replica(ctx: &Context) -> Result<(), ReclaimError> {
     }
 }
 
-/// `RECLAIM.REDRIVE dlq [SOURCE key group] [COUNT n] [RATE n] [CANARY k WINDOW ms]` -> the new
+/// `RECLAIM.REDRIVE dlq [SOURCE key group] [IDS n id [id ...]] [COUNT n] [RATE n] [CANARY k WINDOW ms]` -> the new
 /// task's id (integer). Errors, in this order: the options' ([`parse_options`]); the DLQ or the
 /// SOURCE key in the module's own namespace ([`keys::is_module_key`]); the SOURCE key equal to
 /// the DLQ; READONLY on a replica; NOPERM when the caller may not do what the task does
@@ -157,7 +160,8 @@ fn start(ctx: &Context, dlq: &[u8], opts: &[&[u8]]) -> CmdResult {
     if !moved_key_usable(ctx, &moved_key) {
         return Err(error::REDRIVE_MOVED_KEY_TAKEN.into());
     }
-    let (end_id, total) = dlq_end(ctx, dlq);
+    let (end_id, dlq_len) = dlq_end(ctx, dlq);
+    let total = o.task_total(dlq_len);
     let t = Task {
         id: previous.map_or(0, |p| p.id) + 1,
         phase: Phase::Running,
@@ -181,7 +185,8 @@ fn start(ctx: &Context, dlq: &[u8], opts: &[&[u8]]) -> CmdResult {
 /// `canary`, `done`, `canceled`, `canary-failed`, `denied`), `source` (nil or `[key, group]`),
 /// `count`, `rate`, `canary`, `window` (0 = not given), `moved`, `skipped`, `failed-again`,
 /// `left`, `examined`, `total`, `end-id`, `cursor`, `started-ms`, `canary-until-ms`, `ended-ms`,
-/// `user` (the ACL user who started it; nil for a task from before the module stored it).
+/// `user` (the ACL user who started it; nil for a task from before the module stored it), `ids`
+/// (how many IDs `IDS` gave; 0: all entries).
 /// Errors: the task key taken.
 fn status(ctx: &Context, dlq: &[u8]) -> CmdResult {
     let Some(t) = read_task(ctx, &keys::redrive_key(dlq))? else {
@@ -215,6 +220,7 @@ fn status(ctx: &Context, dlq: &[u8]) -> CmdResult {
         ("canary-until-ms", i(t.canary_until_ms)),
         ("ended-ms", i(t.ended_ms)),
         ("user", t.user.clone().map_or(Reply::Null, Reply::Bytes)),
+        ("ids", i(t.opts.ids.len() as u64)),
     ]))
 }
 
@@ -249,14 +255,8 @@ fn report_keys(ctx: &Context, argv: &[&[u8]]) {
         Request::Cancel(_) => ffi::command::key_at(ctx, 2, RW),
         Request::Start(..) => {
             ffi::command::key_at(ctx, 1, RW);
-            let mut i = 2;
-            while i < argv.len() {
-                if argv[i].eq_ignore_ascii_case(b"SOURCE") && i + 2 < argv.len() {
-                    ffi::command::key_at(ctx, i + 1, RW);
-                    i += 3;
-                } else {
-                    i += 2;
-                }
+            if let Some(at) = source_at(argv.get(2..).unwrap_or(&[])) {
+                ffi::command::key_at(ctx, 2 + at, RW);
             }
         }
     }

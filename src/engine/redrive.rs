@@ -49,7 +49,9 @@ use crate::ffi::{self, call_bytes, read_opts, write_opts};
 use crate::model::access;
 use crate::model::clock::{epoch_ms, now_ms};
 use crate::model::keys;
-use crate::model::redrive::{origin, Bucket, Origin, Phase, Task, STEP_CHECKS, STEP_READS};
+use crate::model::redrive::{
+    id_text, origin, Bucket, Origin, Phase, Task, STEP_CHECKS, STEP_READS,
+};
 use crate::model::text::printable;
 use crate::state::redrive::{
     self as tasks, del_moved, key_type, moved_key_usable, read_task, write_task,
@@ -218,9 +220,8 @@ impl Stepping<'_> {
         bucket: &mut Bucket,
         quota: u64,
     ) -> Option<()> {
-        let start = [b"(", t.cursor.as_slice()].concat();
         let reads = STEP_READS.min(quota.saturating_add(8));
-        let entries = xrange(self.ctx, self.dlq, &start, &t.end_id, reads)?;
+        let entries = self.next_entries(t, reads)?;
         let mut moves = 0;
         let mut stopped = false;
         let mut delivered = Delivered::new();
@@ -265,6 +266,23 @@ impl Stepping<'_> {
         let exhausted = !stopped && (entries.len() as u64) < reads;
         t.settle(self.now, exhausted);
         Some(())
+    }
+
+    /// The next (at most `reads`) DLQ entries of the task after its cursor: up to its end, or with
+    /// `IDS` its next IDs, each read alone (`XRANGE dlq id id`, O(log N)); an ID no longer in the
+    /// DLQ comes without fields, so it is left as `skipped`. `None` when the DLQ could not be read.
+    fn next_entries(&self, t: &Task, reads: u64) -> Option<Vec<(Vec<u8>, Vec<Vec<u8>>)>> {
+        if t.opts.ids.is_empty() {
+            let start = [b"(", t.cursor.as_slice()].concat();
+            return xrange(self.ctx, self.dlq, &start, &t.end_id, reads);
+        }
+        let mut out = Vec::new();
+        for &id in t.ids_left(reads as usize) {
+            let id = id_text(id);
+            let mut one = xrange(self.ctx, self.dlq, &id, &id, 1)?;
+            out.push(one.pop().unwrap_or((id, Vec::new())));
+        }
+        Some(out)
     }
 
     /// Moves DLQ entry (`did`, `fields`) of the DLQ back to its group, or leaves it (see the module

@@ -6,7 +6,7 @@
 //! |---|---|
 //! | [`cluster`] | a real Redis Cluster (`redis-cli --cluster create`), reshard, failover, a killed primary, key slots; lone cluster nodes and [`TwoNodes`] (one serving every slot, one none), `SETSLOT`, `MIGRATE` |
 //! | [`server`] | starting redis-server with the module (free port, temp dir, kill on drop), replicas, restarts, logs, `role`, `FAILOVER TO`, the keyspace events of database 0 ([`listen`]) |
-//! | [`wait`] | polling for a state with a deadline ([`wait_for`]), `RECLAIM_TEST_SLOWDOWN`, `WAIT` for a replica |
+//! | [`wait`] | polling for a state with a deadline ([`wait_for`]), `RECLAIM_TEST_SLOWDOWN`, `WAIT` for a replica, blocked clients ([`wait_blocked`]) |
 //! | [`replies`] | field/value replies, strings, errors, whole replies ([`reply_of`]), `INFO` fields, the server's clock |
 //! | [`errors`] | error texts asserted in more than one file |
 //! | [`streams`] | groups, entries, deliveries, the PEL (exact owners, idle times and counts: [`set_pending`]), waits for idle times and ages |
@@ -15,6 +15,7 @@
 //! | [`acl`] | ACL users (a role: a user with its rules) and connections authenticated as one; a role's table of answers |
 //! | [`python`] | `python3` with redis-py from `.cache/py` ([`python()`]), the project's directory |
 //! | [`aof`] | AOF files and their commands |
+//! | [`delays`] | what a delayed `RECLAIM.NACK` leaves: the delay key and its due times, the NACK record key; a field of a flat entry |
 //! | [`words`] | commands given as words ([`q`], [`run`]) or as byte strings ([`bin_cmd`], [`args!`]) |
 //! | [`sweeper`] | the sweeper's progress: `RECLAIM.STATS` fields, waits for steps, passes, skips; `RECLAIM.SWEEP` |
 //! | [`dlq`] | the dead-letter invariant ([`assert_partition`]) |
@@ -28,6 +29,7 @@ pub mod acl;
 pub mod aof;
 pub mod cluster;
 pub mod dataset;
+pub mod delays;
 pub mod dlq;
 pub mod docs;
 pub mod dump;
@@ -47,6 +49,7 @@ pub use redis::{cmd, Connection, Value};
 pub use acl::*;
 pub use aof::*;
 pub use cluster::*;
+pub use delays::*;
 pub use dlq::*;
 pub use dump::*;
 pub use errors::*;

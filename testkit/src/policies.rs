@@ -328,6 +328,18 @@ pub fn policy_reply(con: &mut Connection, key: &[u8], group: &[u8]) -> Value {
     reply_of(con, &policy_cmd(&[b"GET", key, group]))
 }
 
+/// Asserts that `RECLAIM.POLICY GET key group` answers exactly `p`'s RESP2 reply.
+pub fn assert_policy_reply(con: &mut Connection, key: &[u8], group: &[u8], p: &PolicyView) {
+    assert_eq!(policy_reply(con, key, group), p.reply_on(key, false));
+}
+
+/// Asserts that `RECLAIM.POLICY LIST` answers exactly `want` (key, group, policy; in reply order)
+/// in RESP2.
+pub fn assert_policy_list(con: &mut Connection, want: &[(&[u8], &[u8], &PolicyView)]) {
+    let items = want.iter().map(|(k, g, p)| p.list_item(k, g, false));
+    assert_eq!(policy_list_reply(con), Value::Array(items.collect()));
+}
+
 /// The raw reply of `RECLAIM.POLICY DEL key group` (1 or 0).
 pub fn policy_del_reply(con: &mut Connection, key: &[u8], group: &[u8]) -> Value {
     reply_of(con, &policy_cmd(&[b"DEL", key, group]))

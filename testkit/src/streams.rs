@@ -285,3 +285,8 @@ pub fn wait_age(c: &mut Connection, id: &str, ms: i64) {
         (crate::replies::server_ms(c) >= added + ms).then_some(())
     });
 }
+
+/// (owner, delivery count) of entry `id` in the PEL of (s, g), or `None` when it is not pending.
+pub fn pending_of(c: &mut Connection, s: &str, g: &str, id: &str) -> Option<(String, i64)> {
+    owners(c, s, g).remove(id)
+}

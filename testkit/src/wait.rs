@@ -60,3 +60,11 @@ pub fn replica_agrees<T: PartialEq + std::fmt::Debug>(
     assert_eq!(replica, primary, "the replica differs from its primary");
     primary
 }
+
+/// Waits until the server of `con` counts `n` blocked clients (`INFO clients`): readers started on
+/// other connections are waiting, so what the test does next happens while they wait.
+pub fn wait_blocked(con: &mut redis::Connection, n: i64) {
+    wait_for(10, &format!("{n} blocked client(s)"), || {
+        (crate::replies::info_int(con, "clients", "blocked_clients") == n).then_some(())
+    });
+}

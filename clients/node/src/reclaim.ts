@@ -211,6 +211,8 @@ export interface RedriveOptions {
   rate?: number;
   canary?: number;
   window?: number;
+  /** Only these DLQ entries (their IDs in the DLQ, 1 to 1000 of them): `IDS n id ...`. */
+  ids?: Name[];
 }
 
 /** Which of the module's newer arguments the server has (from COMMAND DOCS). */
@@ -448,9 +450,13 @@ export class Reclaim {
 
   /** `RECLAIM.REDRIVE dlq [SOURCE stream group] [COUNT n] [RATE n] [CANARY n WINDOW ms]`: the task's id. */
   async redrive(dlq: Name, options: RedriveOptions = {}): Promise<number> {
-    checkOptions('redrive', options, ['source', 'count', 'rate', 'canary', 'window']);
+    checkOptions('redrive', options, ['source', 'count', 'rate', 'canary', 'window', 'ids']);
     const args: Arg[] = ['RECLAIM.REDRIVE', dlq];
     if (options.source) args.push('SOURCE', options.source[0], options.source[1]);
+    if (options.ids !== undefined) {
+      if (!Array.isArray(options.ids)) throw new TypeError('redrive: ids must be an array of entry IDs');
+      args.push('IDS', String(options.ids.length), ...options.ids);
+    }
     for (const [k, word] of [['count', 'COUNT'], ['rate', 'RATE'], ['canary', 'CANARY'], ['window', 'WINDOW']] as const) {
       if (options[k] !== undefined) args.push(word, nonNegative(k, options[k]));
     }

@@ -119,6 +119,31 @@ for (const [kind, protocol] of CLIENTS) {
       assert.equal(typeof (await reclaim.redriveCancel(`${s}:dlq`)), 'boolean');
     });
 
+    test('REDRIVE of selected IDS', async () => {
+      const dlq = `${s}:idsdlq`;
+      await reclaim.policySet(`${s}:ids`, 'workers', { minIdle: 60000, dlq });
+      await raw(client, 'XGROUP', 'CREATE', `${s}:ids`, 'workers', '$', 'MKSTREAM');
+      const ids = [];
+      for (let i = 0; i < 3; i++) ids.push(await raw(client, 'XADD', `${s}:ids`, '*', 'n', String(i)));
+      await raw(client, 'XREADGROUP', 'GROUP', 'workers', 'alice', 'COUNT', '3', 'STREAMS', `${s}:ids`, '>');
+      await reclaim.term(`${s}:ids`, 'workers', 'alice', ids);
+      const dead = (await raw(client, 'XRANGE', dlq, '-', '+')).map((e) => String(e[0]));
+      assert.equal(dead.length, 3);
+      const task = await reclaim.redrive(dlq, { ids: [dead[1], '1-1'] });
+      assert.equal(task, 1);
+      let st;
+      for (const until = Date.now() + 10000; Date.now() < until; await new Promise((r) => setTimeout(r, 20))) {
+        st = await reclaim.redriveStatus(dlq);
+        if (st.state === 'done') break;
+      }
+      assert.deepEqual([st.state, st.ids, st.moved, st.skipped], ['done', 2, 1, 1]);
+      assert.equal(Number(await raw(client, 'XLEN', dlq)), 2);
+      const pel = await raw(client, 'XPENDING', `${s}:ids`, 'workers', '-', '+', '10');
+      assert.deepEqual(pel.map((p) => String(p[0])), [ids[1]]);
+      await assert.rejects(reclaim.redrive(dlq, { ids: 'x' }), TypeError);
+      await reclaim.policyDel(`${s}:ids`, 'workers');
+    });
+
     test('errors are the server\'s, in ReclaimError', async () => {
       await assert.rejects(reclaim.stats(s, 'nope'), (e) => e instanceof ReclaimError && e.code === 'ERR' && e.message === 'ERR no reclaim policy for this key and group' && e.command === 'RECLAIM.STATS');
       await reclaim.policySet(`${s}:x`, 'workers', { minIdle: 1000 });

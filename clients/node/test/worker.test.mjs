@@ -64,7 +64,7 @@ describe('Worker', () => {
         throw new Error('first attempt fails');
       }
       if (failedOnce.has(entry.id)) assert.equal(entry.attempt, 2);
-      await new Promise((r) => setTimeout(r, Number(entry.fields.n) % 3));
+      await new Promise((r) => setTimeout(r, Number(entry.fields.n) % 3)); // the scenario: 0-2 ms of work
     };
     const nr = await connect('node-redis', 2, server.port);
     const workers = [
@@ -156,6 +156,7 @@ describe('Worker', () => {
     const byWorker = { slow: 0, other: 0 };
     const slow = new Worker(client, {
       stream, group: 'workers', consumer: 'slow', concurrency: 3, block: 50,
+      // The scenario: handlers that run three times the lease.
       handler: async () => { byWorker.slow += 1; await new Promise((r) => setTimeout(r, 3000)); },
     });
     await waitFor('the slow worker holding 3', () => slow.holding === 3, 10_000);
@@ -174,9 +175,10 @@ describe('Worker', () => {
     let release;
     const gate = new Promise((r) => { release = r; });
     let quick = 0;
+    let finished = 0;
     const w = new Worker(client, {
       stream, group: 'workers', consumer: 'c', concurrency: 3, block: 50, closeTimeout: 200,
-      handler: async (e) => { if (e.fields.n === '0') { quick += 1; return; } await gate; },
+      handler: async (e) => { if (e.fields.n === '0') { quick += 1; return; } await gate; finished += 1; },
     });
     await waitFor('one acknowledged, then 3 entries held', () => w.counts.acked === 1 && w.holding === 3, 10_000);
     await w.close();
@@ -185,7 +187,10 @@ describe('Worker', () => {
     assert.equal(w.counts.acked, 1);
     assert.equal(w.counts['given-back'], 3);
     release();
-    await new Promise((r) => setTimeout(r, 50));
+    // The held handlers finish; then a round trip on the worker's connection: an XACK they caused
+    // would have been answered before it.
+    await waitFor('the 3 held handlers to finish', () => finished === 3, 10_000);
+    await raw(client, 'PING');
     assert.equal(w.counts.acked, 1, 'a handler that finished after close() must not acknowledge');
     // The given-back entries go to the next reader at once.
     const next = await reclaim.readgroup('workers', 'd', stream, { count: 10 });
@@ -224,7 +229,7 @@ describe('Worker', () => {
     const w = new Worker(c, { stream, group: 'workers', consumer: 'late', block: 50, handler: () => {} });
     const errors = [];
     w.on('error', (e) => errors.push(e));
-    await new Promise((r) => setTimeout(r, 500));
+    await waitFor('the worker to report the server down', () => errors.length > 0, 10_000);
     assert.equal(await server.spawn(), true);
     await waitFor('the 3 entries acknowledged', () => w.counts.acked === 3, 30_000);
     await w.close();

@@ -7,6 +7,7 @@ directories, always stopped.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -20,6 +21,8 @@ import pytest
 import redis
 from redis.cluster import RedisCluster
 from redis.crc import key_slot
+
+from redis_reclaim import Permanent, Retry
 
 PROJECT = Path(__file__).resolve().parents[3]
 MODULE = os.environ.get("RECLAIM_MODULE") or str(PROJECT / "target/release/libredis_reclaim.so")
@@ -39,6 +42,30 @@ def wait_for(what: str, check: Callable[[], Optional[T]], timeout: float = 30) -
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(0.02)
+
+
+def fail_as_asked(fields: dict[str, str], deliveries: Optional[int]) -> None:
+    """What a test handler does with an entry whose ``kind`` field asks for a failure: ``retry``
+    raises Retry(100) on the first delivery, ``perm`` Permanent("bad input"), ``poison``
+    ValueError("poison"); any other entry is handled."""
+    kind = fields.get("kind")
+    if kind == "retry" and deliveries == 1:
+        raise Retry(100)
+    if kind == "perm":
+        raise Permanent("bad input")
+    if kind == "poison":
+        raise ValueError("poison")
+
+
+def stop_process(proc: subprocess.Popen[Any]) -> None:
+    """Ends ``proc`` if it still runs: SIGTERM, then SIGKILL after 10 s; waits for it."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def bindable(port: int) -> bool:
@@ -137,13 +164,8 @@ class Server:
         return redis.Redis(port=self.port, **kwargs)
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.proc is not None:
+            stop_process(self.proc)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -244,13 +266,20 @@ def cluster() -> Iterator[Cluster]:
         c.stop()
 
 
-@pytest.fixture(scope="session")
-def server() -> Iterator[Server]:
-    s = Server()
+@contextlib.contextmanager
+def started(*extra: str) -> Iterator[Server]:
+    """A :class:`Server` with ``extra`` arguments, stopped when the block ends."""
+    s = Server(*extra)
     try:
         yield s
     finally:
         s.stop()
+
+
+@pytest.fixture(scope="session")
+def server() -> Iterator[Server]:
+    with started() as s:
+        yield s
 
 
 #: The protocols every client test runs with: RESP2, RESP3 (``protocol=3``), and the client's

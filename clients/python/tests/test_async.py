@@ -8,9 +8,9 @@ import time
 from typing import Any, Awaitable, Callable, Optional
 
 import redis.asyncio
-from conftest import Server
+from conftest import Server, fail_as_asked
 
-from redis_reclaim import Backoff, Permanent, Retry
+from redis_reclaim import Backoff
 from redis_reclaim.asyncio import AsyncReclaim, AsyncWorker
 
 MAX_DELIVERIES = 3
@@ -104,14 +104,8 @@ def test_worker_contract(server: Server, protocol: Optional[int]) -> None:
                 n = await workers[i].deliveries(entry_id)
                 calls.append((f"w{i}", entry_id, n))
                 if "ms" in fields:
-                    await asyncio.sleep(int(fields["ms"]) / 1000)
-                kind = fields.get("kind")
-                if kind == "retry" and n == 1:
-                    raise Retry(100)
-                if kind == "perm":
-                    raise Permanent("bad input")
-                if kind == "poison":
-                    raise ValueError("poison")
+                    await asyncio.sleep(int(fields["ms"]) / 1000)  # the scenario: a long job
+                fail_as_asked(fields, n)
 
             return handle
 

@@ -21,41 +21,25 @@ def group(r: redis.Redis, stream: str = "orders", name: str = "workers") -> None
 def test_policy_set_get_round_trip(r: redis.Redis) -> None:
     reclaim = Reclaim(r)
     group(r)
-    assert reclaim.policy_set(
-        "orders",
-        "workers",
+    # Every option: what is set is what GET gives back (BACKOFF as the value it parses to).
+    options: dict[str, Any] = dict(
         min_idle=1000,
         max_deliveries=2,
         dlq="orders:dlq",
         claimant="inbox",
         count=50,
         interval=500,
-        backoff=Backoff.exponential(8000),
         liveness=3000,
         storm=(10, 60000),
         dlq_maxlen=100,
         dlq_maxage=86400000,
         tombstones=True,
         forget_idle=600000,
-    ) is True
+    )
+    assert reclaim.policy_set("orders", "workers", backoff=Backoff.exponential(8000), **options) is True
     p = reclaim.policy_get("orders", "workers")
     assert p == Policy(
-        stream="orders",
-        group="workers",
-        min_idle=1000,
-        max_deliveries=2,
-        dlq="orders:dlq",
-        claimant="inbox",
-        count=50,
-        interval=500,
-        backoff=Backoff("EXPONENTIAL", (8000,)),
-        liveness=3000,
-        storm=(10, 60000),
-        dlq_maxlen=100,
-        dlq_maxage=86400000,
-        tombstones=True,
-        forget_idle=600000,
-        state="active",
+        stream="orders", group="workers", backoff=Backoff("EXPONENTIAL", (8000,)), state="active", **options
     )
     # What the server stores, in its own words.
     raw = r.execute_command("RECLAIM.POLICY", "GET", "orders", "workers")
@@ -361,13 +345,19 @@ def test_extend_nack_term(r: redis.Redis) -> None:
     ]
 
 
-def test_redrive(r: redis.Redis) -> None:
+def three_dead_letters(r: redis.Redis) -> tuple[Reclaim, list[Any]]:
+    """Three entries of ``orders workers`` dead-lettered into ``orders:dlq`` (RECLAIM.TERM)."""
     reclaim = Reclaim(r)
     group(r)
     reclaim.policy_set("orders", "workers", min_idle=10000, dlq="orders:dlq")
     ids = [r.xadd("orders", {"n": str(i)}) for i in range(3)]
     reclaim.read_entries("workers", "alice", "orders", count=3)
     assert reclaim.term("orders", "workers", "alice", *ids) == 3
+    return reclaim, ids
+
+
+def test_redrive(r: redis.Redis) -> None:
+    reclaim, ids = three_dead_letters(r)
     assert reclaim.redrive_status("orders:dlq") is None
     assert reclaim.redrive_cancel("orders:dlq") is False
     task = reclaim.redrive("orders:dlq", source=("orders", "workers"), rate=1)
@@ -385,6 +375,20 @@ def test_redrive(r: redis.Redis) -> None:
     st = reclaim.redrive_status("orders:dlq")
     assert st is not None and st["state"] == "done"
     assert sorted(p["message_id"] for p in r.xpending_range("orders", "workers", "-", "+", 10)) == ids
+
+
+def test_redrive_selected_ids(r: redis.Redis) -> None:
+    reclaim, ids = three_dead_letters(r)
+    dead = [e[0] for e in r.xrange("orders:dlq")]
+    # The first and the last DLQ entries, and one that is not in the DLQ (skipped).
+    assert reclaim.redrive("orders:dlq", ids=[dead[0], dead[2], "1-1"]) == 1
+    wait_for("the task done", lambda: (reclaim.redrive_status("orders:dlq") or {}).get("state") == "done")
+    st = reclaim.redrive_status("orders:dlq")
+    assert st is not None and (st["ids"], st["moved"], st["skipped"]) == (3, 2, 1)
+    assert [e[0] for e in r.xrange("orders:dlq")] == [dead[1]]
+    assert sorted(p["message_id"] for p in r.xpending_range("orders", "workers", "-", "+", 10)) == [ids[0], ids[2]]
+    with pytest.raises(redis.ResponseError, match="IDS must be an integer from 1 to 1000"):
+        reclaim.redrive("orders:dlq", ids=[])
 
 
 def test_bytes_client_keeps_names_as_bytes(rb: redis.Redis) -> None:

@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional
 
 import pytest
 import redis
-from conftest import Server, wait_for
+from conftest import Server, fail_as_asked, wait_for
 
 import redis_reclaim
 from redis_reclaim import Permanent, Reclaim, Retry, Worker
@@ -50,6 +50,12 @@ def stop(workers: list[Worker], threads: list[threading.Thread]) -> None:
 def owners(r: redis.Redis) -> dict[str, str]:
     """The PEL: entry ID -> the consumer that holds it."""
     return {p["message_id"]: p["consumer"] for p in r.xpending_range("orders", "workers", "-", "+", 1000)}
+
+
+def policy_gets(r: redis.Redis) -> int:
+    """How many RECLAIM.POLICY GET the server has run (INFO commandstats)."""
+    stats = r.info("commandstats").get("cmdstat_reclaim.policy|get", {})
+    return int(stats.get("calls", 0))
 
 
 class Log:
@@ -92,14 +98,7 @@ def test_every_outcome_with_a_pool_of_two(r: redis.Redis) -> None:
     def handler_for(i: int) -> Callable[[str, dict[str, str]], None]:
         def handle(entry_id: str, fields: dict[str, str]) -> None:
             w = workers[i]
-            n = log.add(w, entry_id)
-            kind = fields.get("kind")
-            if kind == "retry" and n == 1:
-                raise Retry(100)
-            if kind == "perm":
-                raise Permanent("bad input")
-            if kind == "poison":
-                raise ValueError("poison")
+            fail_as_asked(fields, log.add(w, entry_id))
 
         return handle
 
@@ -166,7 +165,7 @@ def test_a_long_handler_keeps_its_lease_and_its_batch(r: redis.Redis) -> None:
             log.add(workers[i], entry_id)
             if "ms" in fields:
                 started.set()
-                time.sleep(int(fields["ms"]) / 1000)
+                time.sleep(int(fields["ms"]) / 1000)  # the scenario: a job longer than the lease
 
         return handle
 
@@ -194,7 +193,7 @@ def test_max_hold_lets_a_hung_handler_lose_its_entry(r: redis.Redis) -> None:
             log.add(workers[i], entry_id)
             if i == 0:
                 first.set()
-                time.sleep(1.5)
+                time.sleep(1.5)  # the scenario: a handler hung past max_hold_ms
 
         return handle
 
@@ -373,7 +372,10 @@ def test_wait_for_policy_waits_logging_once(r: redis.Redis, caplog: pytest.LogCa
     w = Worker(r, "orders", "workers", "w", lambda i, f: handled.append(i), wait_for_policy=True)
     t = start(w)
     wait_for("the worker to say it waits", lambda: "waiting for it" in caplog.text)
-    time.sleep(1.5)  # lets it look again at least once: it must not log again, nor read
+    # It looks again (once a second) and must not log again, nor read: two more looks, so that
+    # the worker has acted on the first of them.
+    looks = policy_gets(r)
+    wait_for("the worker to look twice more", lambda: policy_gets(r) >= looks + 2)
     assert handled == [] and caplog.text.count("waiting for it") == 1
     reclaim.policy_set("orders", "workers", min_idle=LEASE_MS)
     wait_for("the entry handled once the policy is there", lambda: handled == [e] and not owners(r))

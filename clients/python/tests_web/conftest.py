@@ -67,23 +67,14 @@ class Dashboard:
         return self.log_path.read_text(errors="replace")
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        servers.stop_process(self.proc)
         self.log.close()
 
 
 @pytest.fixture
 def server() -> Iterator[Any]:
-    s = Server()
-    try:
+    with servers.started() as s:
         yield s
-    finally:
-        s.stop()
 
 
 @pytest.fixture

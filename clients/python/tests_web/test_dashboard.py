@@ -18,6 +18,7 @@ from urllib.parse import quote
 from playwright.sync_api import Error as PlaywrightError
 
 from redis_reclaim import Reclaim
+from redis_reclaim.web._present import rate
 
 PASSWORD = "s3cr3t-Pa55w0rd"
 
@@ -199,6 +200,86 @@ def test_redrive_in_the_page_moves_entries_back(server: Any, dashboard: Any, pag
     assert pending["pending"] == 200
     assert pending["consumers"] == [{"name": b"reclaim", "pending": 200}]
     page.page.screenshot(path=str(DOCS / "dashboard-redrive.png"), full_page=False)
+
+
+def test_redrive_selected_entries_in_the_page(server: Any, dashboard: Any, page: Watched) -> None:
+    r = server.client()
+    dead_letters(r, "orders", "workers", 10)
+    source_of = {text(e[0]): text(e[1][b"reclaim-id"]) for e in r.xrange("orders:dlq")}
+    newest = [text(e[0]) for e in r.xrevrange("orders:dlq", "+", "-")]
+    chosen = [newest[0], newest[3], newest[7]]
+    d = dashboard(url(server))
+    page.page.goto(d.base + "/dlq?db=0&key=orders:dlq")
+    # nothing checked: refused, no task started
+    go(page.page, "#redrive-selected")
+    assert "no entry selected" in page.page.locator("main").inner_text()
+    assert r.execute_command("RECLAIM.REDRIVE", "STATUS", "orders:dlq") is None
+    page.page.goto(d.base + "/dlq?db=0&key=orders:dlq")
+    for i in chosen:
+        page.page.check(f"#entries input[value='{i}']")
+    page.page.fill("#redrive-form input[name=rate]", "50")
+    go(page.page, "#redrive-selected")
+    wait_for("the bar at 100% and the task done", lambda: reading(lambda: (
+        page.page.locator("#pct").inner_text() == "100%"
+        and page.page.locator("#task-state").inner_text() == "done")), timeout=60)
+    assert page.page.locator("#moved").inner_text() == "3"
+    st = fields_of(r.execute_command("RECLAIM.REDRIVE", "STATUS", "orders:dlq"))
+    assert (st["ids"], st["rate"], st["moved"], st["skipped"], st["total"]) == (3, 50, 3, 0, 3)
+    # the three checked entries are back in their group (the inbox), the other seven stay
+    assert r.xlen("orders:dlq") == 7
+    assert sorted(text(e[0]) for e in r.xrange("orders:dlq")) == sorted(set(newest) - set(chosen))
+    pending = r.xpending("orders", "workers")
+    assert pending["pending"] == 3
+    assert pending["consumers"] == [{"name": b"reclaim", "pending": 3}]
+    back = [text(p["message_id"]) for p in r.xpending_range("orders", "workers", "-", "+", 10)]
+    assert sorted(back) == sorted(source_of[i] for i in chosen)
+    wait_for("the page to show what is left",
+             lambda: reading(lambda: page.page.locator("#entries td.id").count() == 7))
+
+
+def test_deliveries_per_minute_on_the_overview(server: Any, dashboard: Any, page: Watched) -> None:
+    r = server.client()
+    r.xgroup_create("orders", "workers", "$", mkstream=True)
+    r.execute_command("RECLAIM.POLICY", "SET", "orders", "workers", "MIN-IDLE", 50)
+    r.xgroup_create("payments", "billing", "$", mkstream=True)
+    r.execute_command("RECLAIM.POLICY", "SET", "payments", "billing", "MIN-IDLE", 5000)
+    d = dashboard(url(server), "--sample-interval", "0.2")
+
+    def cells(name: str) -> list[str]:
+        return [t.strip() for t in page.page.locator(f"#policies td.{name}").all_inner_texts()]
+
+    t0 = time.time()
+    page.page.goto(d.base + "/")
+    assert rows(page.page) == [("orders", "workers"), ("payments", "billing")]
+    assert cells("deliveries") == ["-", "-"]  # one sample so far
+    for i in range(20):
+        r.xadd("orders", {"n": str(i)})
+    r.xreadgroup("workers", "alice", {"orders": ">"}, count=20)
+
+    def redelivered() -> bool:
+        # alice's entries, idle past MIN-IDLE, handed to bob by RECLAIM.READGROUP
+        r.execute_command("RECLAIM.READGROUP", "GROUP", "workers", "bob", "COUNT", 20,
+                          "STREAMS", "orders", ">")
+        return int(fields_of(r.execute_command("RECLAIM.STATS", "orders", "workers"))["redelivered"]) == 20
+
+    wait_for("the 20 entries redelivered to bob", redelivered)
+
+    first = page.page.locator("#policies td.deliveries").first
+
+    def sampled_all() -> bool:
+        # a page after a sample that counted the 20 (the dashboard samples every 0.2 s)
+        page.page.reload()
+        return first.get_attribute("data-count") == "20"
+
+    wait_for("a sample with the 20 deliveries", sampled_all)
+    t1 = time.time()
+    over = float(first.get_attribute("data-over") or "0")
+    # between the first sample (taken at t0 or later) and one taken by t1
+    assert 0 < over <= t1 - t0
+    assert first.inner_text().strip() == rate(20 * 60 / over)
+    assert first.get_attribute("title") == f"20 in {over:.1f} s"
+    assert cells("deliveries")[1] == "0.0"
+    assert cells("dead-per-min") == ["0", "0"]
 
 
 def test_delete_selected_entries(server: Any, dashboard: Any, page: Watched) -> None:

@@ -4,7 +4,7 @@ password, the alert marks, the chart."""
 from __future__ import annotations
 
 from redis_reclaim.web._data import alerts
-from redis_reclaim.web._present import label, param, redact, show, unparam
+from redis_reclaim.web._present import label, param, rate, redact, show, unparam
 from redis_reclaim.web._sampler import HOUR, Sampler, chart
 
 
@@ -67,7 +67,7 @@ def test_the_sampler_keeps_one_hour_and_the_chart_shows_deltas() -> None:
         s.record(pid, {"claimed": 2 * i, "dead-lettered": i // 10}, now=1000.0 + 10 * i)
     got = s.series(pid)
     assert len(got) == HOUR / 10 + 1
-    assert got[-1] == (1000.0 + 9990, 1998, 99)
+    assert got[-1] == (1000.0 + 9990, 1998, 99, 0)
     s.record(pid, {"claimed": 5000, "dead-lettered": 0}, now=1000.0 + 9991)  # within an interval
     assert s.series(pid)[-1][1] == 1998
     c = chart(s.series(pid), width=360, height=100)
@@ -75,9 +75,34 @@ def test_the_sampler_keeps_one_hour_and_the_chart_shows_deltas() -> None:
     assert c["claims"].split()[-1] == "360.0,2.0"  # 2 claims per interval: the top
     # the sampler's own reads keep nothing alive: an hour unseen on a page, forgotten
     s.record(pid, {"claimed": 5000, "dead-lettered": 0}, now=1000.0 + 10000 + HOUR, viewed=False)
-    assert s.series(pid)[-1] == (1000.0 + 10000 + HOUR, 5000, 0)
+    assert s.series(pid)[-1] == (1000.0 + 10000 + HOUR, 5000, 0, 0)
     assert s.watched(now=1000.0 + 9991 + HOUR - 1) == [pid]
     assert s.watched(now=1000.0 + 9991 + HOUR + 1) == []
     assert s.series(pid) == []
     s.record(pid, {"claimed": 1, "dead-lettered": 0}, viewed=False)  # not watched: not kept
     assert s.series(pid) == []
+
+
+def test_rates_per_minute_from_the_samples() -> None:
+    s = Sampler(interval=10)
+    pid = (0, b"orders", b"workers")
+    assert s.per_minute(pid) is None
+    s.record(pid, {"claimed": 0, "dead-lettered": 0, "redelivered": 0}, now=1000.0)
+    assert s.per_minute(pid) is None  # one sample: no rate yet
+    s.record(pid, {"claimed": 5, "dead-lettered": 1, "redelivered": 30}, now=1030.0)
+    assert s.per_minute(pid) == {"claims": 10.0, "dead": 2.0, "deliveries": 60.0, "over": 30.0,
+                                 "delivered": 30}
+    # every 10 s from then on: 12 deliveries and 1 dead-letter per interval; the rate is over the
+    # last minute (72 and 6 per minute), whatever came before
+    for i in range(1, 13):
+        s.record(pid, {"claimed": 5, "dead-lettered": 1 + i, "redelivered": 30 + 12 * i},
+                 now=1030.0 + 10 * i)
+    got = s.per_minute(pid)
+    assert got is not None
+    assert (got["deliveries"], got["dead"], got["claims"], got["over"]) == (72.0, 6.0, 0.0, 60.0)
+    assert got["delivered"] == 72
+    # a restarted server's counters start again from 0: not a negative rate
+    s.record(pid, {"claimed": 0, "dead-lettered": 0, "redelivered": 0}, now=1160.0)
+    got = s.per_minute(pid)
+    assert got is not None and got["deliveries"] == 0.0
+    assert rate(None) == "-" and rate(72.0) == "72" and rate(2.25) == "2.2" and rate(0.0) == "0.0"

@@ -672,13 +672,16 @@ def redrive(
     rate: Optional[int] = None,
     canary: Optional[int] = None,
     window: Optional[int] = None,
+    ids: Optional[Sequence[Name]] = None,
 ) -> Command[int]:
     """``RECLAIM.REDRIVE``: starts moving the DLQ's entries back to their groups (``source``:
-    only those of ``(stream, group)``); ``canary`` and ``window`` go together. Returns the
-    task's id."""
+    only those of ``(stream, group)``; ``ids``: only these DLQ entries, 1 to 1000 of them);
+    ``canary`` and ``window`` go together. Returns the task's id."""
     args: list[Any] = ["RECLAIM.REDRIVE", dlq]
     if source is not None:
         args += ["SOURCE", source[0], source[1]]
+    if ids is not None:
+        args += ["IDS", len(ids), *ids]
     for name, value in (("COUNT", count), ("RATE", rate), ("CANARY", canary), ("WINDOW", window)):
         if value is not None:
             args += [name, value]

@@ -25,6 +25,7 @@ from starlette.staticfiles import StaticFiles
 from . import _present as p
 from ._data import PAGE, Data
 from ._gate import CSRF_COOKIE, HEADERS, Refused, admit, check_csrf, number, server_message
+from ._prometheus import Prometheus, chart_samples, shown
 from ._sampler import PolicyId, Sampler, chart
 
 HERE = Path(__file__).parent
@@ -45,12 +46,18 @@ class Settings:
     proxy_header: Optional[str] = None
     refresh: int = 5
     sample_interval: float = 10.0
+    #: Prometheus's URL: the policy chart reads the module's counters there (``query_range``)
+    #: instead of the dashboard's own samples; None: the dashboard's samples.
+    prometheus: Optional[str] = None
+    #: The chart's step when read from Prometheus, s.
+    prometheus_step: float = 15.0
 
 
 def _env() -> Environment:
     env = Environment(loader=FileSystemLoader(HERE / "templates"),
                       autoescape=select_autoescape(default=True, default_for_string=True))
-    env.filters.update(label=p.label, param=p.param, duration=p.duration, when=p.when, show=p.show)
+    env.filters.update(label=p.label, param=p.param, duration=p.duration, when=p.when, show=p.show,
+                       rate=p.rate)
     return env
 
 
@@ -66,6 +73,8 @@ class Dashboard:
         self.settings = settings
         self.data = Data(settings.url)
         self.sampler = Sampler(settings.sample_interval)
+        self.prometheus = (Prometheus(settings.prometheus, settings.prometheus_step)
+                           if settings.prometheus else None)
         self.env = _env()
         self.stop = threading.Event()
 
@@ -164,8 +173,10 @@ class Dashboard:
         dbs = await run_in_threadpool(self.data.databases)
         rows, more = await run_in_threadpool(self.data.policies, db, after)
         for r in rows:
+            pid = (db, bytes(r["key"]), bytes(r["group"]))
             if r.get("stats") is not None:
-                self.sampler.record((db, bytes(r["key"]), bytes(r["group"])), r["stats"])
+                self.sampler.record(pid, r["stats"])
+            r["per_min"] = self.sampler.per_minute(pid)
         nxt = rows[-1] if more else None
         return self.render(request, "overview.html", rows=rows, dbs=dbs, db=db, next=nxt,
                            paged=after is not None, page=PAGE)
@@ -174,9 +185,16 @@ class Dashboard:
         db, key, group = self.db_of(src), self.name(src, "key"), self.name(src, "group")
         info = await run_in_threadpool(self.data.policy, db, key, group)
         self.sampler.record((db, key, group), info["stats"])
+        samples, from_prom, chart_error = self.sampler.series((db, key, group)), None, None
+        interval = self.sampler.interval
+        if self.prometheus is not None:
+            got, chart_error = await run_in_threadpool(chart_samples, self.prometheus, db, key,
+                                                       group)
+            if got is not None:
+                samples, from_prom, interval = got, shown(self.prometheus.url), self.prometheus.step
         return self.render(request, "policy.html", p_=info, db=db, key=key, group=group,
-                           chart=chart(self.sampler.series((db, key, group))),
-                           interval=self.sampler.interval, sim=sim,
+                           chart=chart(samples), interval=interval, from_prom=from_prom,
+                           chart_error=chart_error, sim=sim,
                            sim_form=dict(src) if sim is not None else {})
 
     async def policy(self, request: Request) -> Response:
@@ -229,10 +247,14 @@ class Dashboard:
         form = await self.action_form(request)
         db, key = self.db_of(form), self.name(form, "key")
         verb = form.get("do")
-        if verb == "redrive":
+        if verb in ("redrive", "redrive-selected"):
             opts: dict[str, Any] = {f: number(form, f) for f in ("rate", "count", "canary", "window")}
             if form.get("source_key") and form.get("source_group"):
                 opts["source"] = (self.name(form, "source_key"), self.name(form, "source_group"))
+            if verb == "redrive-selected":
+                opts["ids"] = [str(v) for v in form.getlist("id")]
+                if not opts["ids"]:
+                    raise Refused(400, "no entry selected: check the entries to redrive")
             await run_in_threadpool(self.data.redrive, db, key, **opts)
         elif verb == "cancel":
             await run_in_threadpool(self.data.redrive_cancel, db, key)

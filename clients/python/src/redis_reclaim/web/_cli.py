@@ -12,6 +12,7 @@ from typing import Optional, Sequence
 
 from ._app import Settings, create_app
 from ._present import redact
+from ._sampler import HOUR
 
 TOKEN_ENV = "RECLAIM_WEB_TOKEN"
 
@@ -42,11 +43,20 @@ def parse(argv: Optional[Sequence[str]] = None) -> tuple[argparse.Namespace, Set
     ap.add_argument("--refresh", type=int, default=5, help="seconds between page refreshes (5)")
     ap.add_argument("--sample-interval", type=float, default=10.0,
                     help="seconds between the samples of the policy charts (10)")
+    ap.add_argument("--prometheus", default=os.environ.get("RECLAIM_WEB_PROMETHEUS") or None,
+                    metavar="URL",
+                    help="Prometheus (http://host:9090) that scrapes the server through "
+                    "prometheus-redis-exporter with contrib/prometheus: the policy chart reads "
+                    "the last hour there (env RECLAIM_WEB_PROMETHEUS)")
+    ap.add_argument("--prometheus-step", type=float, default=15.0, metavar="SECONDS",
+                    help="the chart's step when read from Prometheus (15)")
     args = ap.parse_args(argv)
     token = args.token or os.environ.get(TOKEN_ENV) or None
     settings = Settings(url=args.url, read_only=args.read_only, token=token,
                         proxy_header=args.proxy_header, refresh=max(1, args.refresh),
-                        sample_interval=max(0.1, args.sample_interval))
+                        sample_interval=max(0.1, args.sample_interval),
+                        prometheus=args.prometheus,
+                        prometheus_step=min(max(1.0, args.prometheus_step), HOUR / 10))
     return args, settings
 
 

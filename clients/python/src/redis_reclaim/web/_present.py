@@ -66,6 +66,13 @@ def unparam(value: str) -> bytes:
     return value.encode("utf-8")
 
 
+def rate(per_min: Optional[float]) -> str:
+    """A rate per minute: whole numbers from 10 up, one decimal below."""
+    if per_min is None:
+        return "-"
+    return f"{per_min:.0f}" if per_min >= 10 else f"{per_min:.1f}"
+
+
 def duration(ms: Optional[int]) -> str:
     if ms is None:
         return "-"

@@ -15,8 +15,10 @@ HOUR = 3600.0
 
 #: (db, stream, group)
 PolicyId = tuple[int, bytes, bytes]
-#: (time in s, claimed, dead-lettered)
-Sample = tuple[float, int, int]
+#: (time in s, claimed, dead-lettered, redelivered): counters of ``RECLAIM.STATS``
+Sample = tuple[float, int, int, int]
+#: The window of the per-minute rates, s.
+MINUTE = 60.0
 
 
 class Sampler:
@@ -51,7 +53,8 @@ class Sampler:
             ring = self._ring(pid)
             if ring and now - ring[-1][0] < self.interval * 0.9:
                 return
-            ring.append((now, int(stats.get("claimed", 0)), int(stats.get("dead-lettered", 0))))
+            ring.append((now, int(stats.get("claimed", 0)), int(stats.get("dead-lettered", 0)),
+                         int(stats.get("redelivered", 0))))
 
     def watched(self, now: Optional[float] = None) -> list[PolicyId]:
         now = time.time() if now is None else now
@@ -65,6 +68,34 @@ class Sampler:
         with self._lock:
             return list(self._series.get(pid, ()))
 
+    def per_minute(self, pid: PolicyId) -> Optional[dict[str, float]]:
+        """Claims, dead-letters and deliveries (``redelivered``: entries handed from the PEL to a
+        worker by ``RECLAIM.READGROUP``) per minute, between the newest sample and the oldest one
+        of the minute before it (the one just before that minute when none is in it); None
+        before two samples. A counter that went down (a restarted server) counts as 0. With them:
+        ``over``, the seconds between the two samples, and ``delivered``, the deliveries then."""
+        with self._lock:
+            ring = self._series.get(pid)
+            if not ring or len(ring) < 2:
+                return None
+            last = ring[-1]
+            ref = ring[-2]
+            for sample in reversed(ring):
+                if sample is last:
+                    continue
+                ref = sample
+                if last[0] - sample[0] >= MINUTE:
+                    break
+        dt = last[0] - ref[0]
+        if dt <= 0:
+            return None
+
+        def rate(i: int) -> float:
+            return max(0, last[i] - ref[i]) * MINUTE / dt
+
+        return {"claims": rate(1), "dead": rate(2), "deliveries": rate(3), "over": dt,
+                "delivered": max(0, last[3] - ref[3])}
+
     def run(self, sample: Callable[[list[PolicyId]], None], stop: threading.Event) -> None:
         """Calls ``sample(watched policies)`` every interval until ``stop`` is set."""
         while not stop.wait(self.interval):
@@ -77,7 +108,7 @@ class Sampler:
 def chart(samples: list[Sample], width: int = 600, height: int = 120) -> dict[str, Any]:
     """Polylines of claims and dead-letters per interval (deltas between samples) for an SVG."""
     deltas = []
-    for (t0, c0, d0), (t1, c1, d1) in zip(samples, samples[1:]):
+    for (t0, c0, d0, *_), (t1, c1, d1, *_) in zip(samples, samples[1:]):
         deltas.append((t1, max(0, c1 - c0), max(0, d1 - d0)))
     if not deltas:
         return {"claims": "", "dead": "", "max": 0, "width": width, "height": height, "points": 0,
