@@ -134,10 +134,10 @@ fn raw_elements(r: &CallReply) -> Vec<*mut raw::RedisModuleCallReply> {
 
 /// `WRONGTYPE` when `key` exists and is not a stream.
 fn check_type(ctx: &Context, key: &[u8]) -> Result<(), ReclaimError> {
-    match guards::is_non_stream(ctx, key) {
-        true => Err(error::WRONGTYPE_STREAM.into()),
-        false => Ok(()),
+    if guards::is_non_stream(ctx, key) {
+        return Err(error::WRONGTYPE_STREAM.into());
     }
+    Ok(())
 }
 
 /// Checks a key before reading it, as XREADGROUP does: a stream with the group.
