@@ -6,6 +6,6 @@ pub mod config;
 pub mod eviction;
 pub mod redrive;
 pub mod registry;
-/// One policy's run-time state: pure, in the core crate (core/src/runtime.rs).
+/// One policy's run-time state: pure, in the core crate (core/src/runtime/).
 pub use reclaim_core::runtime;
 pub mod store;
