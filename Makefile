@@ -170,7 +170,7 @@ test-node: build servers ## The Node.js client (clients/node: npm ci, tsc, node 
 	  (cd $(NODE_DIR) && REDIS_SERVER=$$s $(NODE_TESTS)) || exit 1; \
 	done
 
-bench-node: build ## The Node.js Worker against BullMQ on the same server: jobs/s, latency, memory; writes docs/performance-node.md (BENCH_ROUNDS=4, BENCH_N=10000)
+bench-node: build ## The Node.js Worker against BullMQ on the same server: jobs/s, latency, memory; writes docs/performance-node.md, its chart (.svg) and its section of docs/performance.md (BENCH_ROUNDS=4, BENCH_N=10000)
 	@command -v node >/dev/null && command -v npm >/dev/null || { echo "make bench-node needs Node.js 20 or later with npm: https://nodejs.org/en/download" >&2; exit 1; }
 	cd $(NODE_DIR) && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build
 	cd $(NODE_DIR)/bench && npm ci --no-audit --no-fund --loglevel=error
@@ -261,6 +261,7 @@ bench: build ## Benchmark vs client loops and Lua: docs/performance.md, docs/ben
 	PYTHONPATH=$(PY_DEPS) python3 bench/plot_scaling.py target/bench docs
 	$(MAKE) --no-print-directory bench-worker
 	python3 bench/links.py docs/performance.md
+	@if command -v node >/dev/null; then node $(NODE_DIR)/bench/report.mjs; else echo "no node: the Node.js section of docs/performance.md is left out (make bench-node puts it back)"; fi
 
 bench-web: build web-deps ## The web dashboard's cost for the server's other clients (1,000 policies refreshed every second): docs/performance-web.md, linked from docs/performance.md (BENCH_WEB_N=1000, BENCH_WEB_SECS=30)
 	PYTHONPATH=$(CURDIR)/clients/python/src:$(PY_DEPS):$(PY_WEB):$(CURDIR)/bench python3 bench/web_load.py '$(MODULE)'

@@ -796,7 +796,7 @@ fn import_local_reports_the_policies_of_other_nodes() {
 }
 
 /// A delay longer than the lease parked on one node migrates with its slot (the stream, its
-/// policy key and its delay key) and is delivered by the node it lands on, not before its time.
+/// policy key, its delay key and its NACK record key) and is delivered by the node it lands on, not before its time.
 #[test]
 fn a_parked_delay_moves_with_its_slot() {
     let two = TwoNodes::start();
@@ -822,8 +822,8 @@ fn a_parked_delay_moves_with_its_slot() {
     );
     assert_eq!(
         keys.len(),
-        3,
-        "the stream, its policy key, its delay key: {keys:?}"
+        4,
+        "the stream, its policy key, its delay key, its NACK record key: {keys:?}"
     );
     two.migrate(&mut ca, &keys);
     set_slot(&mut cb, slot, "NODE", &two.idb);

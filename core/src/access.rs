@@ -108,7 +108,8 @@ pub enum Arg<'a> {
 
 impl<'a> Arg<'a> {
     /// The argument's bytes.
-    pub fn bytes(&self) -> &'a [u8] {
+    #[cfg(test)]
+    fn bytes(&self) -> &'a [u8] {
         match self {
             Arg::Word(w) => w.text().as_bytes(),
             Arg::Name(n) => n,
@@ -137,7 +138,7 @@ pub type AsList<'a> = SmallVec<[As<'a>; 6]>;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct As<'a> {
     /// The command's name, as a refusal names it.
-    pub command: &'static str,
+    command: &'static str,
     /// The command's arguments, its name first: the first `len`.
     args: [Arg<'a>; MAX_ARGS],
     len: usize,
@@ -182,9 +183,9 @@ impl<'a> As<'a> {
 pub struct ReadWrites {
     /// The DLQ a read may append to (`None`: none): it dead-letters entries at their limit
     /// (`MAX-DELIVERIES` above 0) or records deleted ones (`TOMBSTONES yes`), into a `DLQ`.
-    pub dlq: Option<Vec<u8>>,
+    pub(crate) dlq: Option<Vec<u8>>,
     /// Whether those appends trim the DLQ (`DLQ-MAXLEN`, `DLQ-MAXAGE`).
-    pub trims: bool,
+    pub(crate) trims: bool,
 }
 
 impl ReadWrites {
@@ -202,7 +203,7 @@ impl ReadWrites {
 }
 
 /// The writes of `p` into its DLQ ([`dlq_writes_to`]), added to `out`. Nothing without a DLQ.
-pub fn dlq_writes<'a>(p: &'a Policy, out: &mut AsList<'a>) {
+fn dlq_writes<'a>(p: &'a Policy, out: &mut AsList<'a>) {
     if let Some(dlq) = p.dlq.as_deref() {
         dlq_writes_to(dlq, p.trims_dlq(), out);
     }

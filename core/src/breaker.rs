@@ -9,7 +9,7 @@
 use crate::policy::Storm;
 
 /// Slices of one window.
-pub const SLICES: usize = 16;
+const SLICES: usize = 16;
 
 /// Dead-letters of one policy in its recent window, and the grace after a `RESUME`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -31,7 +31,7 @@ impl Breaker {
     }
 
     /// Dead-letters counted in the window that ends at monotonic ms `now`.
-    pub fn count(&self, s: Storm, now: u64) -> u64 {
+    fn count(&self, s: Storm, now: u64) -> u64 {
         if self.window_ms != s.window_ms {
             return 0;
         }
@@ -55,7 +55,7 @@ impl Breaker {
     }
 
     /// Counts `n` dead-letters made at monotonic ms `now` (nothing without `STORM`).
-    pub fn record(&mut self, storm: Option<Storm>, now: u64, n: u64) {
+    pub(crate) fn record(&mut self, storm: Option<Storm>, now: u64, n: u64) {
         let Some(s) = storm else {
             return;
         };
@@ -144,5 +144,29 @@ mod tests {
         // After the grace, the window counts again: the 50 are still in it.
         assert_eq!(b.allowance(Some(S), 1_700), 0);
         assert_eq!(b.allowance(Some(S), 3_900), 10);
+    }
+
+    proptest::proptest! {
+        /// Dead-lettering only what the allowance gives, no window ever counts more than `n`,
+        /// and a window with no dead-letter gives the whole allowance back.
+        #[test]
+        fn never_more_than_the_allowance_in_a_window(
+            max in 1i64..50,
+            window_ms in 1i64..5_000,
+            steps in proptest::collection::vec((0u64..400, 0u64..80), 0..60),
+        ) {
+            let s = Storm { max, window_ms };
+            let mut b = Breaker::default();
+            let mut now = 1_000_000u64;
+            for (dt, want) in steps {
+                now += dt;
+                let allowed = b.allowance(Some(s), now);
+                proptest::prop_assert!(allowed <= max as u64);
+                b.record(Some(s), now, want.min(allowed));
+                proptest::prop_assert!(b.count(s, now) <= max as u64);
+            }
+            let later = now + 2 * window_ms as u64 + 1;
+            proptest::prop_assert_eq!(b.allowance(Some(s), later), max as u64);
+        }
     }
 }

@@ -16,17 +16,17 @@ pub const WRONGTYPE_DLQ: &str =
 /// `RECLAIM.SWEEP` / `RECLAIM.STATS` of a (key, group) that has no policy.
 pub const NO_POLICY: &str = "ERR no reclaim policy for this key and group";
 /// `MAX-DELIVERIES` above 0 without `DLQ`.
-pub const MAX_DELIVERIES_NEEDS_DLQ: &str = "ERR MAX-DELIVERIES above 0 needs a DLQ key";
+pub(crate) const MAX_DELIVERIES_NEEDS_DLQ: &str = "ERR MAX-DELIVERIES above 0 needs a DLQ key";
 /// `DLQ-MAXLEN` above 0 without `DLQ`.
-pub const DLQ_MAXLEN_NEEDS_DLQ: &str = "ERR DLQ-MAXLEN above 0 needs a DLQ key";
+pub(crate) const DLQ_MAXLEN_NEEDS_DLQ: &str = "ERR DLQ-MAXLEN above 0 needs a DLQ key";
 /// `DLQ-MAXAGE` above 0 without `DLQ`.
-pub const DLQ_MAXAGE_NEEDS_DLQ: &str = "ERR DLQ-MAXAGE above 0 needs a DLQ key";
+pub(crate) const DLQ_MAXAGE_NEEDS_DLQ: &str = "ERR DLQ-MAXAGE above 0 needs a DLQ key";
 /// `TOMBSTONES yes` without `DLQ`.
-pub const TOMBSTONES_NEEDS_DLQ: &str = "ERR TOMBSTONES yes needs a DLQ key";
+pub(crate) const TOMBSTONES_NEEDS_DLQ: &str = "ERR TOMBSTONES yes needs a DLQ key";
 /// `TOMBSTONES` with a value other than `yes` or `no`.
-pub const TOMBSTONES_SYNTAX: &str = "ERR TOMBSTONES must be yes or no";
+pub(crate) const TOMBSTONES_SYNTAX: &str = "ERR TOMBSTONES must be yes or no";
 /// `DLQ` names the stream the policy watches.
-pub const DLQ_IS_STREAM: &str = "ERR the DLQ key must differ from the stream key";
+pub(crate) const DLQ_IS_STREAM: &str = "ERR the DLQ key must differ from the stream key";
 /// `DLQ` (of `RECLAIM.POLICY SET`/`IMPORT`/`SIMULATE`) or the DLQ of `RECLAIM.REDRIVE` names a
 /// key in the module's own namespace ([`crate::keys::is_module_key`]).
 pub const DLQ_IS_MODULE_KEY: &str = "ERR the DLQ key is a key the module keeps for itself (reclaim:policy:..., reclaim:redrive:..., reclaim:redrive-moved:...)";
@@ -63,31 +63,33 @@ pub const REASON_TOO_LONG: &str = "ERR REASON is longer than 1024 bytes";
 /// `RECLAIM.TERM` on a policy without a DLQ.
 pub const TERM_NEEDS_DLQ: &str = "ERR the policy of this key and group has no DLQ";
 /// A `BACKOFF` that is none of its three forms.
-pub const BACKOFF_SYNTAX: &str = "ERR BACKOFF takes FIXED, EXPONENTIAL max-ms or LIST ms [ms ...]";
+pub(crate) const BACKOFF_SYNTAX: &str =
+    "ERR BACKOFF takes FIXED, EXPONENTIAL max-ms or LIST ms [ms ...]";
 /// `BACKOFF LIST` with no value, or too many.
-pub const BACKOFF_LIST_LENGTH: &str = "ERR BACKOFF LIST takes 1 to 64 values (ms)";
+pub(crate) const BACKOFF_LIST_LENGTH: &str = "ERR BACKOFF LIST takes 1 to 64 values (ms)";
 /// `BACKOFF EXPONENTIAL max-ms` below `MIN-IDLE`.
-pub const BACKOFF_BELOW_MIN_IDLE: &str = "ERR BACKOFF EXPONENTIAL max-ms must be at least MIN-IDLE";
+pub(crate) const BACKOFF_BELOW_MIN_IDLE: &str =
+    "ERR BACKOFF EXPONENTIAL max-ms must be at least MIN-IDLE";
 /// `RECLAIM.READGROUP` with an option it does not know, or without `STREAMS` (Redis's own text).
 pub const SYNTAX: &str = "ERR syntax error";
 /// `RECLAIM.READGROUP` without `GROUP group consumer`.
-pub const READGROUP_NO_GROUP: &str = "ERR Missing GROUP option for RECLAIM.READGROUP";
+pub(crate) const READGROUP_NO_GROUP: &str = "ERR Missing GROUP option for RECLAIM.READGROUP";
 /// `RECLAIM.READGROUP` with an odd number of arguments after `STREAMS`.
-pub const READGROUP_UNBALANCED: &str = "ERR Unbalanced RECLAIM.READGROUP list of streams: for each stream key the ID '>' must be specified.";
+pub(crate) const READGROUP_UNBALANCED: &str = "ERR Unbalanced RECLAIM.READGROUP list of streams: for each stream key the ID '>' must be specified.";
 /// `RECLAIM.READGROUP` with an ID other than `>`.
-pub const READGROUP_ONLY_NEW: &str = "ERR RECLAIM.READGROUP reads with the ID '>' only: read a consumer's own history with XREADGROUP";
+pub(crate) const READGROUP_ONLY_NEW: &str = "ERR RECLAIM.READGROUP reads with the ID '>' only: read a consumer's own history with XREADGROUP";
 /// `RECLAIM.READGROUP ... NOACK`.
-pub const READGROUP_NOACK: &str =
+pub(crate) const READGROUP_NOACK: &str =
     "ERR RECLAIM.READGROUP does not take NOACK: entries read without a PEL entry cannot be redelivered (use XREADGROUP)";
 /// `RECLAIM.READGROUP ... BLOCK` from a script (as XREADGROUP answers).
 pub const READGROUP_BLOCK_IN_SCRIPT: &str =
     "ERR RECLAIM.READGROUP command is not allowed with BLOCK option from scripts";
 /// `COUNT` that is not an integer (Redis's own text).
-pub const NOT_AN_INTEGER: &str = "ERR value is not an integer or out of range";
+pub(crate) const NOT_AN_INTEGER: &str = "ERR value is not an integer or out of range";
 /// `BLOCK` that is not an integer (Redis's own text).
-pub const TIMEOUT_NOT_INTEGER: &str = "ERR timeout is not an integer or out of range";
+pub(crate) const TIMEOUT_NOT_INTEGER: &str = "ERR timeout is not an integer or out of range";
 /// `BLOCK` below 0 (Redis's own text).
-pub const TIMEOUT_NEGATIVE: &str = "ERR timeout is negative";
+pub(crate) const TIMEOUT_NEGATIVE: &str = "ERR timeout is negative";
 /// A blocked `RECLAIM.READGROUP` whose stream was deleted meanwhile (XREADGROUP's text).
 pub const UNBLOCKED_NO_STREAM: &str = "UNBLOCKED the stream key no longer exists";
 /// A blocked `RECLAIM.READGROUP` whose group was destroyed meanwhile (XREADGROUP's text).
@@ -100,10 +102,10 @@ pub fn ask(slot: u16, to: &[u8]) -> String {
     format!("ASK {slot} {}", String::from_utf8_lossy(to))
 }
 /// `RECLAIM.POLICY IMPORT` of a document longer than [`crate::export::MAX_BYTES`].
-pub const IMPORT_TOO_LARGE: &str =
+pub(crate) const IMPORT_TOO_LARGE: &str =
     "ERR the policy document is longer than 16777216 bytes (16 MiB): split it";
 /// `RECLAIM.POLICY IMPORT` of a document with more than [`crate::export::MAX_POLICIES`] policies.
-pub const IMPORT_TOO_MANY: &str =
+pub(crate) const IMPORT_TOO_MANY: &str =
     "ERR the policy document holds more than 10000 policies: split it";
 /// `RECLAIM.POLICY IMPORT` without `REPLACE` of a policy whose (key, group) has one already
 /// (said of one policy of the document, see [`ReclaimError::InPolicy`]).
@@ -118,11 +120,11 @@ pub const IMPORT_CROSSSLOT: &str =
 pub const IMPORT_NOT_SERVED: &str =
     "ERR this node does not serve the stream key's hash slot (import each node's own policies there)";
 /// The key a refused check names ([`ReclaimError::NoPerm`]): the stream of a policy (or of a read).
-pub const KEY_STREAM: &str = "the stream key";
+pub(crate) const KEY_STREAM: &str = "the stream key";
 /// ... the stream's delay key (`RECLAIM.NACK ... DELAY` longer than an entry's due idle).
-pub const KEY_DELAY: &str = "the delay key";
+pub(crate) const KEY_DELAY: &str = "the delay key";
 /// ... the stream's NACK records (`RECLAIM.NACK ... REASON`).
-pub const KEY_NACK: &str = "the NACK record key";
+pub(crate) const KEY_NACK: &str = "the NACK record key";
 /// ... the DLQ of a policy (or of `RECLAIM.REDRIVE`).
 pub const KEY_DLQ: &str = "the DLQ key";
 /// ... the `SOURCE` stream of `RECLAIM.REDRIVE`.
@@ -133,13 +135,13 @@ pub const KEY_DLQ_STREAMS: &str =
 /// `RECLAIM.POLICY IMPORT ... LOCAL` while the Redis Cluster is down (the server's own text).
 pub const CLUSTERDOWN: &str = "CLUSTERDOWN The cluster is down";
 /// A command that would move or dead-letter under a policy that `RECLAIM.POLICY PAUSE` paused.
-pub const POLICY_PAUSED: &str =
+pub(crate) const POLICY_PAUSED: &str =
     "ERR the policy of this key and group is paused (RECLAIM.POLICY RESUME resumes it)";
 /// A dead-letter refused because the policy's `STORM` breaker is open (or this one would open it).
 pub const STORM_OPEN: &str =
     "ERR the STORM breaker of this policy is open: no dead-letters until RECLAIM.POLICY RESUME";
 /// A command that would move or dead-letter while `reclaim.enabled` is `no`.
-pub const DISABLED: &str =
+pub(crate) const DISABLED: &str =
     "ERR reclaim is disabled on this server (CONFIG SET reclaim.enabled yes enables it)";
 /// `RECLAIM.POLICY PAUSE key group <word>` with a word other than `STORM`.
 pub const PAUSE_SYNTAX: &str = "ERR syntax error: RECLAIM.POLICY PAUSE key group [STORM]";
@@ -151,7 +153,7 @@ pub const REDRIVE_NO_DLQ: &str = "ERR no such DLQ key";
 /// `RECLAIM.REDRIVE ... IDS n` followed by fewer than `n` words.
 pub const REDRIVE_IDS_SHORT: &str = "ERR IDS n needs n entry IDs";
 /// `RECLAIM.REDRIVE ... CANARY k` without `WINDOW ms`, or `WINDOW` without `CANARY`.
-pub const REDRIVE_CANARY_WINDOW: &str = "ERR CANARY k and WINDOW ms go together";
+pub(crate) const REDRIVE_CANARY_WINDOW: &str = "ERR CANARY k and WINDOW ms go together";
 /// `RECLAIM.REDRIVE` whose task key (`reclaim:redrive:{TAG}:DLQ`) holds something else.
 pub const REDRIVE_KEY_TAKEN: &str =
     "ERR the redrive key of this DLQ holds a value that is not a redrive task";
@@ -209,7 +211,7 @@ pub enum ReclaimError {
 
 /// Most bytes of an error reply's text ([`wire`]): a longer one is cut at a character boundary
 /// and ends with `...`.
-pub const MAX_WIRE_BYTES: usize = 4096;
+const MAX_WIRE_BYTES: usize = 4096;
 
 /// The exact text an error reply carries for `text` (what follows `-` on the wire): the text as
 /// it is, UTF-8 included, but for the three bytes neither a C string (`RM_ReplyWithError` takes
@@ -254,15 +256,15 @@ pub fn reason(e: &ReclaimError) -> String {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InPolicy {
     /// Index of the policy in the document's `policies` array (from 0, as `jq .policies[i]`).
-    pub index: usize,
+    pub(crate) index: usize,
     /// Its key and group, when they could be read.
-    pub key: Option<Vec<u8>>,
-    pub group: Option<Vec<u8>>,
+    pub(crate) key: Option<Vec<u8>>,
+    pub(crate) group: Option<Vec<u8>>,
     /// The field the error is about (`min-idle`, `dlq`...), when it is about one.
-    pub field: Option<String>,
+    pub(crate) field: Option<String>,
     /// The error, with its own prefix (`ERR`, `WRONGTYPE`, `NOPERM`, `CROSSSLOT`), which the
     /// message keeps in front.
-    pub error: ReclaimError,
+    pub(crate) error: ReclaimError,
 }
 
 impl fmt::Display for InPolicy {

@@ -23,7 +23,7 @@ fn crc16(data: &[u8]) -> u16 {
 
 /// The hash tag of a key as Redis Cluster defines it: the bytes between the first `{` and the
 /// next `}`, when that is not empty.
-pub fn hash_tag(key: &[u8]) -> Option<&[u8]> {
+fn hash_tag(key: &[u8]) -> Option<&[u8]> {
     let open = key.iter().position(|&b| b == b'{')?;
     let close = key[open + 1..].iter().position(|&b| b == b'}')?;
     if close == 0 {
@@ -39,7 +39,7 @@ pub fn key_slot(key: &[u8]) -> u16 {
 }
 
 /// The tag used in the policy key of `stream` (see the module docs).
-pub fn policy_tag(stream: &[u8]) -> Vec<u8> {
+fn policy_tag(stream: &[u8]) -> Vec<u8> {
     if let Some(t) = hash_tag(stream) {
         return t.to_vec();
     }
@@ -95,7 +95,7 @@ pub fn policy_key(stream: &[u8]) -> Vec<u8> {
 
 /// Prefix of the key that holds a stream's parked entries (a sorted set): `RECLAIM.NACK ...
 /// DELAY` longer than an idle time can express.
-pub const DELAY_KEY_PREFIX: &[u8] = b"reclaim:delay:";
+const DELAY_KEY_PREFIX: &[u8] = b"reclaim:delay:";
 
 /// The key of `stream`'s parked entries (a sorted set: member [`delay_member`], score the
 /// wall-clock ms they are due): `reclaim:delay:{TAG}:STREAM`, in the stream's slot.
@@ -117,7 +117,7 @@ pub fn split_delay_member(member: &[u8]) -> Option<(&[u8], &[u8])> {
 }
 
 /// Prefix of the key that holds the last `RECLAIM.NACK ... REASON` of a stream's entries (a hash).
-pub const NACK_KEY_PREFIX: &[u8] = b"reclaim:nack:";
+const NACK_KEY_PREFIX: &[u8] = b"reclaim:nack:";
 
 /// The key of `stream`'s NACK records (a hash: field [`delay_member`] of the entry, value
 /// [`nack_record`]): `reclaim:nack:{TAG}:STREAM`, in the stream's slot.
@@ -356,6 +356,46 @@ c3 127.0.0.1:7002@17002 master - 0 0 3 connected 10923-16383\r\n";
         #[test]
         fn policy_key_always_shares_the_slot(s in proptest::collection::vec(proptest::num::u8::ANY, 0..20)) {
             proptest::prop_assert_eq!(key_slot(&policy_key(&s)), key_slot(&s));
+        }
+    }
+
+    proptest::proptest! {
+        /// Every key the module makes for a stream or a DLQ is in that key's slot and in the
+        /// module's own namespace; a policy key reads back as its stream.
+        #[test]
+        fn module_keys_share_the_slot_and_read_back(s in proptest::collection::vec(proptest::num::u8::ANY, 0..24)) {
+            let slot = key_slot(&s);
+            for k in [policy_key(&s), delay_key(&s), nack_key(&s), redrive_key(&s), redrive_moved_key(&s)] {
+                proptest::prop_assert_eq!(key_slot(&k), slot);
+                proptest::prop_assert!(is_module_key(&k));
+            }
+            proptest::prop_assert_eq!(stream_of_policy_key(&policy_key(&s)), Some(s.clone()));
+            // A stream's name is never taken for a policy key unless it is one.
+            if !s.starts_with(POLICY_KEY_PREFIX) {
+                proptest::prop_assert_eq!(stream_of_policy_key(&s), None);
+            }
+        }
+
+        /// A hash tag decides the slot: `{tag}` anywhere after text without `{`.
+        #[test]
+        fn a_hash_tag_decides_the_slot(pre in "[^{]{0,6}", tag in "[^}]{1,8}", post in ".{0,8}") {
+            let key = format!("{pre}{{{tag}}}{post}");
+            proptest::prop_assert_eq!(key_slot(key.as_bytes()), key_slot(tag.as_bytes()));
+        }
+
+        /// A delay member splits back into its group and ID, whatever bytes the group holds.
+        #[test]
+        fn delay_members_round_trip(group in proptest::collection::vec(proptest::num::u8::ANY, 0..16), ms in proptest::num::u64::ANY, seq in proptest::num::u64::ANY) {
+            let id = format!("{ms}-{seq}");
+            let m = delay_member(&group, id.as_bytes());
+            proptest::prop_assert_eq!(split_delay_member(&m), Some((&group[..], id.as_bytes())));
+        }
+
+        /// A NACK record reads back as written, whatever the consumer and the reason hold.
+        #[test]
+        fn nack_records_round_trip(count in proptest::num::i64::ANY, consumer in proptest::collection::vec(proptest::num::u8::ANY, 0..16), reason in proptest::collection::vec(proptest::num::u8::ANY, 0..32)) {
+            let r = nack_record(count, &consumer, &reason);
+            proptest::prop_assert_eq!(parse_nack_record(&r), Some((count, &consumer[..], &reason[..])));
         }
     }
 }

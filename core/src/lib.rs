@@ -2,6 +2,11 @@
 //! dependency on `redis-module`, `libc` or any FFI (the compiler keeps it so: this crate has none
 //! of them), unit- and property-tested without a server. The module crate names it `crate::model`
 //! (`pub use reclaim_core as model`); nothing here names the module crate.
+//!
+//! Visibility: an item is `pub` only when the module crate (its code or its unit tests) uses it;
+//! what only this crate uses is `pub(crate)`, what only its own file uses is private. So the
+//! compiler says which of the core's rules the module relies on, and a new use from the module is
+//! a visible change here. (`unreachable_pub` cannot check this: every module is public.)
 
 pub mod access;
 pub mod args;

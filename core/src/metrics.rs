@@ -1,5 +1,8 @@
-//! Server-wide counters, published as the `reclaim` section of `INFO` (`INFO reclaim`), and the
-//! per-policy counters ([`Counters`]) whose every increment also feeds the server-wide total.
+//! What the module counts: [`Stat`] (what each policy counts), the per-policy [`Counters`]
+//! (`RECLAIM.STATS`) whose every increment also feeds the server-wide total of `INFO reclaim`,
+//! the two server-wide counters the pass state machine adds to (`STEPS`, `TRACKING_OVERFLOWS`),
+//! and the `INFO` escaping. The module's other server-wide counters are the module's
+//! (`src/state/metrics.rs`).
 //!
 //! Everything here is a leaf: it calls no other module of the crate.
 
@@ -186,7 +189,7 @@ impl Counters {
 
     /// Adds `n` to `s` here only, not to the server-wide total (which counts it elsewhere:
     /// [`add_total`]).
-    pub fn add_own(&mut self, s: Stat, n: u64) {
+    pub(crate) fn add_own(&mut self, s: Stat, n: u64) {
         self.counts[s as usize] += n;
     }
 
@@ -197,7 +200,7 @@ impl Counters {
 
     /// Counts `n` dead-letters at wall-clock ms `now` (the total, the server's, and the last
     /// hour's).
-    pub fn dead_lettered_at(&mut self, n: u64, now: i64) {
+    pub(crate) fn dead_lettered_at(&mut self, n: u64, now: i64) {
         self.add(Stat::DeadLettered, n);
         self.recent_dead.add(n, now);
     }
@@ -206,7 +209,7 @@ impl Counters {
 /// Counts over a sliding window in `N` buckets of `WIDTH` ms (a ring: the oldest bucket is
 /// reused). Fixed size, whatever is counted.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Ring<const N: usize, const WIDTH: i64> {
+struct Ring<const N: usize, const WIDTH: i64> {
     /// Index (ms / WIDTH) of the newest bucket.
     newest: i64,
     counts: [u32; N],
@@ -227,7 +230,7 @@ impl<const N: usize, const WIDTH: i64> Ring<N, WIDTH> {
     }
 
     /// Adds `n` at wall-clock ms `now`.
-    pub fn add(&mut self, n: u64, now: i64) {
+    fn add(&mut self, n: u64, now: i64) {
         let i = now.div_euclid(WIDTH);
         if i > self.newest {
             // Empty the buckets between (at most all of them).
@@ -244,7 +247,7 @@ impl<const N: usize, const WIDTH: i64> Ring<N, WIDTH> {
     }
 
     /// The count of the bucket of `now` and the `N - 1` before it.
-    pub fn sum(&self, now: i64) -> u64 {
+    fn sum(&self, now: i64) -> u64 {
         let i = now.div_euclid(WIDTH);
         let from = (i - N as i64 + 1).max(self.newest - N as i64 + 1);
         (from..=self.newest.min(i))
@@ -264,7 +267,7 @@ pub struct RecentCounts {
 
 impl RecentCounts {
     /// Counts `n` at wall-clock ms `now`.
-    pub fn add(&mut self, n: u64, now: i64) {
+    fn add(&mut self, n: u64, now: i64) {
         if n > 0 {
             self.hour.add(n, now);
             self.minute.add(n, now);
@@ -282,18 +285,11 @@ impl RecentCounts {
     }
 }
 
-/// `name` as it appears in a per-policy line of `INFO reclaim` (and so in every label made from
-/// it): valid UTF-8 is kept, except `%`, `,`, `=`, `:`, spaces and control characters, which are
-/// written `%XX` (their byte in hex, upper case), as is every byte that is not valid UTF-8. So a
-/// line splits on `,`, `=` and `:` whatever the names, and `%XX` decodes back to the exact bytes.
-pub fn info_escape(name: &[u8]) -> String {
-    let mut out = Vec::with_capacity(name.len());
-    info_escape_into(&mut out, name);
-    // Only valid UTF-8 and ASCII escapes were written.
-    String::from_utf8(out).unwrap_or_default()
-}
-
-/// Appends [`info_escape`]`(name)` to `out` (valid UTF-8, no NUL byte).
+/// Appends `name` to `out` as it appears in a per-policy line of `INFO reclaim` (and so in every
+/// label made from it): valid UTF-8 is kept, except `%`, `,`, `=`, `:`, spaces and control
+/// characters, which are written `%XX` (their byte in hex, upper case), as is every byte that is
+/// not valid UTF-8. So a line splits on `,`, `=` and `:` whatever the names, and `%XX` decodes
+/// back to the exact bytes; what is appended is valid UTF-8, with no NUL byte.
 pub fn info_escape_into(out: &mut Vec<u8>, name: &[u8]) {
     // Most names are plain ASCII that needs no escape: copied as they are.
     if !name.iter().any(|&b| !b.is_ascii() || needs_escape(b)) {
@@ -322,7 +318,7 @@ pub fn info_escape_into(out: &mut Vec<u8>, name: &[u8]) {
     }
 }
 
-/// Whether an ASCII byte of a name is written `%XX` by [`info_escape`].
+/// Whether an ASCII byte of a name is written `%XX` by [`info_escape_into`].
 fn needs_escape(b: u8) -> bool {
     b.is_ascii_control() || matches!(b, b'%' | b',' | b'=' | b':' | b' ')
 }
@@ -343,80 +339,24 @@ pub fn push_u64(out: &mut Vec<u8>, mut n: u64) {
     out.extend_from_slice(buf.get(start..).unwrap_or_default());
 }
 
-/// Timer ticks that did sweep work (or looked for it).
-pub static TICKS: Counter = Counter::new();
-/// Event-loop slices that did sweep work while a backlog was draining.
-pub static SLICES: Counter = Counter::new();
-/// Event-loop iterations left to clients between two drain slices (clients were active).
-pub static GAPS: Counter = Counter::new();
-/// Ticks skipped because this server is a replica.
-pub static SKIPPED_REPLICA: Counter = Counter::new();
-/// Ticks skipped while loading (RDB/AOF/full sync).
-pub static SKIPPED_LOADING: Counter = Counter::new();
-/// Ticks skipped while writes are paused (CLIENT PAUSE WRITE, FAILOVER).
-pub static SKIPPED_PAUSED: Counter = Counter::new();
-/// Ticks skipped because the server was out of memory (maxmemory reached).
-pub static SKIPPED_OOM: Counter = Counter::new();
-/// Ticks skipped because the Redis Cluster was down (`cluster_state:fail`).
-pub static SKIPPED_CLUSTER_DOWN: Counter = Counter::new();
-/// Steps run (timer and RECLAIM.SWEEP).
+/// Steps run (timer and RECLAIM.SWEEP): counted by the pass state machine
+/// (`runtime::Runtime::plan_step`). The module's other server-wide counters (ticks, skips, tick
+/// times, panics) live in the module crate (`src/state/metrics.rs`), which writes them.
 pub static STEPS: Counter = Counter::new();
-/// Duration of the last tick or slice that did work, µs.
-pub static LAST_TICK_US: Counter = Counter::new();
-/// Longest tick or slice since load, µs.
-pub static MAX_TICK_US: Counter = Counter::new();
-/// Most CPU time the main thread spent in one tick or slice since load, µs: unlike
-/// [`MAX_TICK_US`] (wall time), it leaves out the time the OS did not run the server.
-pub static MAX_TICK_CPU_US: Counter = Counter::new();
-/// Ticks or slices that ran longer than `reclaim.tick-budget-us`.
-pub static OVER_BUDGET: Counter = Counter::new();
-/// Longest round of `RECLAIM.REDRIVE` steps (one per tick, with a budget of its own) since load,
-/// µs (wall time); also counted in [`MAX_TICK_US`].
-pub static REDRIVE_MAX_ROUND_US: Counter = Counter::new();
-/// Rounds of `RECLAIM.REDRIVE` steps that ran longer than `reclaim.tick-budget-us`; also counted
-/// in [`OVER_BUDGET`].
-pub static REDRIVE_OVER_BUDGET: Counter = Counter::new();
 /// Times a policy's tracking of consumers passed a bound and fell back to checking everyone
 /// (see `runtime::MAX_TRACKED`).
 pub static TRACKING_OVERFLOWS: Counter = Counter::new();
-/// Panics caught at the FFI boundary (should stay 0; each one is logged).
-pub static PANICS: Counter = Counter::new();
-/// `RECLAIM.READGROUP ... BLOCK` calls that found nothing for the reader and waited.
-pub static READS_BLOCKED: Counter = Counter::new();
-
-/// Name/value pairs of the `INFO reclaim` section, in order; `state` are the figures about the
-/// module's state now (policies, memory), which come first.
-pub fn fields(state: &[(&'static str, u64)]) -> Vec<(&'static str, u64)> {
-    let mut f = state.to_vec();
-    f.extend([
-        ("ticks", TICKS.get()),
-        ("slices", SLICES.get()),
-        ("slice_gaps", GAPS.get()),
-        ("ticks_skipped_replica", SKIPPED_REPLICA.get()),
-        ("ticks_skipped_loading", SKIPPED_LOADING.get()),
-        ("ticks_skipped_paused", SKIPPED_PAUSED.get()),
-        ("ticks_skipped_oom", SKIPPED_OOM.get()),
-        ("ticks_skipped_cluster_down", SKIPPED_CLUSTER_DOWN.get()),
-        ("steps", STEPS.get()),
-        ("reads_blocked", READS_BLOCKED.get()),
-    ]);
-    f.extend(Stat::ALL.iter().map(|s| (s.info_name(), total(*s))));
-    f.extend([
-        ("last_tick_us", LAST_TICK_US.get()),
-        ("max_tick_us", MAX_TICK_US.get()),
-        ("max_tick_cpu_us", MAX_TICK_CPU_US.get()),
-        ("ticks_over_budget", OVER_BUDGET.get()),
-        ("redrive_max_round_us", REDRIVE_MAX_ROUND_US.get()),
-        ("redrive_rounds_over_budget", REDRIVE_OVER_BUDGET.get()),
-        ("tracking_overflows", TRACKING_OVERFLOWS.get()),
-        ("panics", PANICS.get()),
-    ]);
-    f
-}
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`info_escape_into`] as a string.
+    fn info_escape(name: &[u8]) -> String {
+        let mut out = Vec::with_capacity(name.len());
+        info_escape_into(&mut out, name);
+        String::from_utf8(out).unwrap()
+    }
 
     #[test]
     fn policy_counts_feed_the_totals() {
@@ -427,9 +367,6 @@ mod tests {
         b.add(Stat::Claimed, 4);
         assert_eq!((a.get(Stat::Claimed), b.get(Stat::Claimed)), (3, 4));
         assert!(total(Stat::Claimed) >= before + 7);
-        let names: Vec<&str> = fields(&[("policies", 2)]).iter().map(|f| f.0).collect();
-        assert_eq!(names[0], "policies");
-        assert!(names.contains(&"dead_lettered") && names.contains(&"max_tick_cpu_us"));
     }
 
     #[test]
@@ -475,6 +412,42 @@ mod tests {
             let mut v = b"x=".to_vec();
             push_u64(&mut v, n);
             assert_eq!(v, format!("x={n}").into_bytes());
+        }
+    }
+
+    /// `%XX` decoded back to its byte.
+    fn unescape(s: &str) -> Vec<u8> {
+        let b = s.as_bytes();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < b.len() {
+            if b[i] == b'%' {
+                out.push(u8::from_str_radix(&s[i + 1..i + 3], 16).unwrap());
+                i += 3;
+            } else {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+        out
+    }
+
+    proptest::proptest! {
+        /// Whatever a name holds, its `INFO` form splits on nothing and decodes back to it.
+        #[test]
+        fn info_escape_is_safe_and_lossless(name in proptest::collection::vec(proptest::num::u8::ANY, 0..40), text in ".{0,20}") {
+            for n in [&name[..], text.as_bytes()] {
+                let e = info_escape(n);
+                proptest::prop_assert!(!e.bytes().any(|c| c.is_ascii_control() || matches!(c, b',' | b'=' | b':' | b' ')));
+                proptest::prop_assert_eq!(unescape(&e), n.to_vec());
+            }
+        }
+
+        #[test]
+        fn push_u64_is_decimal(n in proptest::num::u64::ANY) {
+            let mut v = Vec::new();
+            push_u64(&mut v, n);
+            proptest::prop_assert_eq!(v, n.to_string().into_bytes());
         }
     }
 }

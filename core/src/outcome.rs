@@ -79,7 +79,7 @@ impl Stop {
     }
 
     /// Appends the status of [`Stop::status_of`] to `out`, the name written by `name`.
-    pub fn write_status(
+    pub(crate) fn write_status(
         &self,
         out: &mut Vec<u8>,
         stream: &[u8],
@@ -110,7 +110,7 @@ impl Stop {
     /// `reclaim-<state>` keyspace events): `active` (a deadline is no trouble), `waiting` (no
     /// stream or group yet, or the stream's slot not served here now), `oom`, `storm` (the
     /// breaker holds dead-letters back), `cluster-down`, or `error`.
-    pub fn state(&self) -> &'static str {
+    pub(crate) fn state(&self) -> &'static str {
         match self {
             Stop::Deadline => "active",
             Stop::Oom => "oom",

@@ -11,11 +11,11 @@ use crate::planner::parse_id;
 use crate::text::{parse_i64, printable};
 
 /// Largest `COUNT`, `RATE` and `CANARY` value.
-pub const MAX_NUMBER: i64 = 1_000_000_000;
+const MAX_NUMBER: i64 = 1_000_000_000;
 /// Largest `WINDOW`, ms (one day).
-pub const MAX_WINDOW_MS: i64 = 86_400_000;
+const MAX_WINDOW_MS: i64 = 86_400_000;
 /// Entries moved back in one step of one task, at most.
-pub const STEP_MOVES: u64 = 32;
+const STEP_MOVES: u64 = 32;
 /// DLQ entries read (moved, skipped or of another source) in one step of one task, at most.
 pub const STEP_READS: u64 = 64;
 /// DLQ entries checked for `failed-again` in one step of one task, at most.
@@ -521,7 +521,7 @@ pub struct Bucket {
 /// How often (ms) a step checks the task's user in full (`on`, may run the command on the DLQ):
 /// an `ACL GETUSER` and a command check cost more than a step's moves. Each entry's stream is
 /// checked at every move all the same.
-pub const USER_RECHECK_MS: u64 = 1000;
+const USER_RECHECK_MS: u64 = 1000;
 
 impl Bucket {
     /// Whole tokens available at monotonic `now` ms for `rate` per second, after refilling; the

@@ -102,4 +102,77 @@ mod tests {
         assert_eq!(Reader::new(b"?1\r\n").next_item(), None);
         assert_eq!(Reader::new(b":12").next_item(), None);
     }
+
+    /// One element as RESP2 writes it.
+    fn write(out: &mut Vec<u8>, item: &Item) {
+        let mut line = |kind: &[u8], body: &[u8]| {
+            out.extend_from_slice(kind);
+            out.extend_from_slice(body);
+            out.extend_from_slice(b"\r\n");
+        };
+        match item {
+            Item::Array(n) => line(b"*", n.to_string().as_bytes()),
+            Item::Int(n) => line(b":", n.to_string().as_bytes()),
+            Item::Simple(s) => line(b"+", s),
+            Item::Error(s) => line(b"-", s),
+            Item::Bulk(None) => line(b"$", b"-1"),
+            Item::Bulk(Some(b)) => {
+                line(b"$", b.len().to_string().as_bytes());
+                line(b"", b);
+            }
+        }
+    }
+
+    /// Elements of any kind; simple strings and errors without CR or LF (RESP2 has none).
+    fn items() -> impl proptest::strategy::Strategy<Value = Vec<(u8, i64, Vec<u8>)>> {
+        use proptest::prelude::*;
+        proptest::collection::vec(
+            (
+                0u8..6,
+                any::<i64>(),
+                proptest::collection::vec(any::<u8>(), 0..12),
+            ),
+            0..12,
+        )
+    }
+
+    proptest::proptest! {
+        /// What RESP2 writes reads back element by element, bulk strings binary-safe.
+        #[test]
+        fn reads_back_what_resp2_writes(raw in items()) {
+            let line_safe: Vec<Vec<u8>> = raw.iter().map(|(_, _, b)| b.iter().copied().filter(|c| !matches!(c, b'\r' | b'\n')).collect()).collect();
+            let want: Vec<Item> = raw
+                .iter()
+                .zip(&line_safe)
+                .map(|((kind, n, b), safe)| match kind {
+                    0 => Item::Array(*n),
+                    1 => Item::Int(*n),
+                    2 => Item::Simple(safe.as_slice()),
+                    3 => Item::Error(safe.as_slice()),
+                    4 => Item::Bulk(None),
+                    _ => Item::Bulk(Some(b.as_slice())),
+                })
+                .collect();
+            let mut buf = Vec::new();
+            for i in &want {
+                write(&mut buf, i);
+            }
+            let mut r = Reader::new(&buf);
+            for i in &want {
+                proptest::prop_assert_eq!(r.next_item(), Some(*i));
+            }
+            proptest::prop_assert_eq!(r.next_item(), None);
+        }
+
+        /// Any bytes: no panic, and every element read lies within the input.
+        #[test]
+        fn any_bytes_never_panic(b in proptest::collection::vec(proptest::num::u8::ANY, 0..64)) {
+            let mut r = Reader::new(&b);
+            let mut n = 0;
+            while r.next_item().is_some() {
+                n += 1;
+                proptest::prop_assert!(n <= b.len());
+            }
+        }
+    }
 }

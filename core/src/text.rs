@@ -76,4 +76,32 @@ mod tests {
             proptest::prop_assert_eq!(parse_i64(n.to_string().as_bytes()), Some(n));
         }
     }
+
+    proptest::proptest! {
+        /// Redis reads an integer only in its canonical decimal form (`string2ll`): whatever
+        /// Rust's parser also takes (`+1`, `007`, `-0`, spaces refused by both) is refused here.
+        #[test]
+        fn parse_i64_takes_exactly_the_canonical_form(s in "[-+0-9 a]{0,22}") {
+            let canonical = s.parse::<i64>().ok().filter(|n| n.to_string() == s);
+            proptest::prop_assert_eq!(parse_i64(s.as_bytes()), canonical);
+        }
+
+        /// Any bytes: what Rust's parser reads back from the result, and nothing that is not
+        /// ASCII digits with an optional `-`.
+        #[test]
+        fn parse_i64_of_any_bytes(b in proptest::collection::vec(proptest::num::u8::ANY, 0..24)) {
+            if let Some(n) = parse_i64(&b) {
+                proptest::prop_assert_eq!(n.to_string().into_bytes(), b.clone());
+            }
+        }
+
+        /// The printable form is one short line of printable ASCII, whatever the bytes.
+        #[test]
+        fn printable_is_one_bounded_line(b in proptest::collection::vec(proptest::num::u8::ANY, 0..200)) {
+            let p = printable(&b);
+            proptest::prop_assert!(p.len() <= 67);
+            proptest::prop_assert!(p.bytes().all(|c| (0x20..0x7f).contains(&c)));
+            proptest::prop_assert_eq!(p.ends_with("..."), b.len() > 64);
+        }
+    }
 }

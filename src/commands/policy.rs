@@ -349,11 +349,20 @@ pub(super) fn policy_get(ctx: &Context, args: &[RedisString]) -> CmdResult {
     })
 }
 
-/// `RECLAIM.POLICY DEL key group` -> 1 when a policy was removed, else 0. Propagated verbatim
-/// when it removed something.
+/// `RECLAIM.POLICY DEL key group` -> 1 when a policy was removed, else 0. Its parked entries are
+/// handed back (`engine::parked::hand_back`, replicated as it writes); then the command is
+/// propagated verbatim when it removed something.
 pub(super) fn policy_del(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let a = slices(args);
+    let policy = store::get(ctx, a[2], a[3]);
+    if let Some(p) = &policy {
+        crate::engine::parked::check_hand_back(ctx, a[2], a[3], p)?;
+    }
     let removed = store::delete(ctx, a[2], a[3]);
+    if let (true, Some(p)) = (removed, &policy) {
+        // Its parked entries become ordinary pending entries, handed back at once.
+        crate::engine::parked::hand_back(ctx, a[2], a[3], p);
+    }
     if removed {
         registry::remove(&PolicyId::new(ffi::selected_db(ctx), a[2], a[3]));
         crate::state::eviction::forget_policies(ffi::selected_db(ctx), a[2], Some(a[3]));

@@ -36,11 +36,11 @@ use crate::model::access::{self, ReadWrites};
 use crate::model::args::V020;
 use crate::model::error::{self, ReclaimError};
 use crate::model::keys;
-use crate::model::metrics;
 use crate::model::outcome::Stop;
 use crate::model::policy::Policy;
 use crate::model::readgroup::{self, key_positions, parse_args, Request};
 use crate::model::text::printable;
+use crate::state::metrics;
 use crate::state::store;
 
 /// The command's table entry; its arguments are read from its grammar table

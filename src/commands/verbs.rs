@@ -16,7 +16,7 @@ use crate::engine::settle;
 use crate::ffi;
 use crate::ffi::command::{CmdResult, CommandSpec, Reply, Spec};
 use crate::model::access;
-use crate::model::args::{int, key, string, Arg, V020};
+use crate::model::args::{int, key, string, Arg, V020, V030};
 use crate::model::error::{self, ReclaimError};
 use crate::model::outcome::Outcome;
 use crate::model::planner::{self, Pending};
@@ -36,7 +36,7 @@ const NACK_ARGS: &[Arg] = &[
     string("consumer"),
     string("id").multiple(),
     int("ms").token("DELAY").optional(),
-    string("text").token("REASON").optional(),
+    string("text").token("REASON").optional().since(V030),
 ];
 const TERM_ARGS: &[Arg] = &[
     key("key", 0),
@@ -308,7 +308,10 @@ pub fn nack_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
         }
         released.extend(parked);
     }
-    if let Some(reason) = o.reason {
+    // Every NACK records its consumer (and reason), so a later dead-letter by MAX-DELIVERIES
+    // names the worker that held it last, not the module's consumer it waited at.
+    if o.reason.is_some() || (!released.is_empty() && parked::may_record(ctx, v.stream)) {
+        let reason = o.reason.unwrap_or_default();
         parked::record(ctx, v.stream, v.group, v.consumer, reason, &mine, &released);
     }
     if !released.is_empty() && o.delay == 0 {

@@ -167,8 +167,9 @@ impl<'a> Appender<'a> {
     }
 
     /// Appends `e` with `fields` and the `reclaim-*` fields, as the sweep always did; with `last`
-    /// (the consumer and reason of the `RECLAIM.NACK ... REASON` of its last delivery), that
-    /// consumer as `reclaim-consumer` and the reason as `reclaim-last-error`, last.
+    /// (the consumer and reason of the `RECLAIM.NACK` that ended its last delivery), that
+    /// consumer as `reclaim-consumer` and the reason, if one was given, as `reclaim-last-error`,
+    /// last.
     fn append(
         &self,
         e: &Pending,
@@ -188,7 +189,9 @@ impl<'a> Appender<'a> {
         let consumer = self.consumer.of(last.map_or(&e.consumer[..], |l| &l.0[..]));
         let [stream, group, reason, moved] = &self.fixed;
         let s = |b: &[u8]| RedisString::create_from_slice(self.ctx.ctx, b);
-        let last_error = last.map(|l| [s(LAST_ERROR), s(&l.1)]);
+        let last_error = last
+            .filter(|l| !l.1.is_empty())
+            .map(|l| [s(LAST_ERROR), s(&l.1)]);
         let n = &self.names;
         let mut argv: Vec<*mut raw::RedisModuleString> = Vec::with_capacity(fields.len() + 14);
         argv.extend(fields.iter().map(|x| x.inner));
@@ -323,11 +326,12 @@ impl<'a> Dlq<'a> {
         let mut bodies = Bodies::new(self.ctx, self.stream);
         let dname = RedisString::create_from_slice(self.ctx.ctx, dlq);
         let appender = Appender::new(self, &dname, reason);
-        let (records, found) = if reason == REASON_LIMIT {
-            self.nack_records(entries)
-        } else {
-            (Vec::new(), Vec::new())
-        };
+        // The NACK records of the entries: read to name the last worker (dead-letters by the
+        // limit), and dropped with the entries whatever the reason.
+        let (mut records, found) = self.nack_records(entries);
+        if reason != REASON_LIMIT {
+            records.clear();
+        }
         let mut moved: Vec<&[u8]> = Vec::with_capacity(entries.len());
         let mut gone: Vec<&Pending> = Vec::new();
         let mut failure = None;
@@ -424,9 +428,17 @@ impl<'a> Dlq<'a> {
     /// Drops the NACK records (`found`) of the entries that left the PEL (`moved`, `gone`):
     /// one `HDEL` (replicated); Redis deletes the key with its last field.
     fn drop_nack_records(&self, found: &[Vec<u8>], moved: &[&[u8]], gone: &[&Pending]) {
+        if found.is_empty() {
+            return;
+        }
+        let left_pel: std::collections::HashSet<&[u8]> = moved
+            .iter()
+            .copied()
+            .chain(gone.iter().map(|g| g.id.as_slice()))
+            .collect();
         let left: Vec<Vec<u8>> = found
             .iter()
-            .filter(|id| moved.contains(&id.as_slice()) || gone.iter().any(|g| &g.id == *id))
+            .filter(|id| left_pel.contains(id.as_slice()))
             .map(|id| keys::delay_member(self.group, id))
             .collect();
         if left.is_empty() {

@@ -8,11 +8,12 @@ use redis_module::{raw, Context, ContextFlags, KeyType, RedisString};
 
 use crate::engine::pending::{self, Failed, Query};
 use crate::ffi::cluster;
-use crate::model::metrics;
+use crate::model::metrics::Counter;
 use crate::model::outcome::Stop;
 use crate::model::policy::{Policy, State};
 use crate::model::text::printable;
 use crate::state::config;
+use crate::state::metrics;
 use crate::state::registry::{self, PolicyId};
 use crate::state::runtime::Runtime;
 
@@ -44,7 +45,7 @@ impl Blocked {
     }
 
     /// The `INFO reclaim` counter of the ticks skipped for this reason.
-    pub fn skip_counter(self) -> &'static metrics::Counter {
+    pub fn skip_counter(self) -> &'static Counter {
         match self {
             Blocked::Replica => &metrics::SKIPPED_REPLICA,
             Blocked::Loading => &metrics::SKIPPED_LOADING,

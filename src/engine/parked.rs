@@ -13,6 +13,13 @@
 //! Records of entries no longer parked, of a group that is gone or has no policy, of a stream
 //! that is gone, and members of another shape are removed (`ZREM`, or `ZPOPMIN` of at most
 //! [`DROP_MAX`] when the stream is gone): Redis deletes the key with its last member.
+//!
+//! Every `RECLAIM.NACK` also records the consumer that gave its entries back (and its `REASON`,
+//! if any) in the stream's NACK record key ([`record`]), so a dead-letter by `MAX-DELIVERIES` of
+//! that attempt names the worker, not the module's consumer the entry waited at; the record goes
+//! with the dead-letter, with the next hand-over ([`forget_records`]), or when a look finds it
+//! stands for nothing pending. `RECLAIM.POLICY DEL` hands the group's parked entries back
+//! ([`hand_back`]): nothing else would release them.
 
 use redis_module::{CallReply, CallResult, Context, KeyType, RedisString};
 
@@ -20,6 +27,7 @@ use crate::engine::guards;
 use crate::engine::owned::claim;
 use crate::engine::pending::{self, Query};
 use crate::ffi::{read_opts, write_opts};
+use crate::model::access;
 use crate::model::keys;
 use crate::model::outcome::Stop;
 use crate::model::planner::Pending;
@@ -77,9 +85,33 @@ pub fn nack_key_type(ctx: &Context, stream: &[u8]) -> Option<bool> {
     }
 }
 
-/// Records `consumer`'s `reason` for the `released` IDs among `mine` (with their delivery
-/// counts): one `HSET` into the stream's NACK record key (replicated). The caller checked the
-/// key's type and the caller's right to write it.
+/// Whether a `RECLAIM.NACK` without `REASON` records its consumer (with an empty reason) for a
+/// later dead-letter to name: the NACK record key is a hash or absent, and the caller may write
+/// it (`HSET`, [`access::record`]). Otherwise nothing is recorded, and the call is not refused
+/// for it (it asked for no record).
+pub fn may_record(ctx: &Context, stream: &[u8]) -> bool {
+    if nack_key_type(ctx, stream) == Some(false) {
+        return false;
+    }
+    let key = keys::nack_key(stream);
+    let what = access::record(&key);
+    let caller = crate::ffi::acl::Caller::of(ctx);
+    what.iter().all(|w| caller.may(ctx, w))
+}
+
+/// Drops the NACK records of `ids` of `group` (entries handed over again, so their count moved
+/// on and the record no longer applies): one `HDEL` (replicated) when the key is a hash.
+pub fn forget_records(ctx: &Context, stream: &[u8], group: &[u8], ids: &[&[u8]]) {
+    if ids.is_empty() || nack_key_type(ctx, stream) != Some(true) {
+        return;
+    }
+    let fields: Vec<Vec<u8>> = ids.iter().map(|id| keys::delay_member(group, id)).collect();
+    drop_fields(ctx, &keys::nack_key(stream), "HDEL", &fields);
+}
+
+/// Records `consumer`'s `reason` (empty: none given) for the `released` IDs among `mine` (with
+/// their delivery counts): one `HSET` into the stream's NACK record key (replicated). The caller
+/// checked the key's type and the caller's right to write it.
 pub fn record(
     ctx: &Context,
     stream: &[u8],
@@ -89,9 +121,10 @@ pub fn record(
     mine: &[Pending],
     released: &[Vec<u8>],
 ) {
+    let released: std::collections::HashSet<&[u8]> = released.iter().map(Vec::as_slice).collect();
     let pairs: Vec<(Vec<u8>, Vec<u8>)> = mine
         .iter()
-        .filter(|e| released.contains(&e.id))
+        .filter(|e| released.contains(e.id.as_slice()))
         .map(|e| {
             let field = keys::delay_member(group, &e.id);
             (field, keys::nack_record(e.deliveries, consumer, reason))
@@ -285,7 +318,8 @@ fn release_due(
 pub const RECORD_SAMPLE: usize = 8;
 
 /// Drops NACK records that stand for nothing pending, a bounded sample per look: all the
-/// sampled ones (up to [`DROP_MAX`]) when the stream is gone; otherwise [`RECORD_SAMPLE`] random
+/// sampled ones (up to [`DROP_MAX`]) when the stream is gone; otherwise a 16th of the records
+/// (at least [`RECORD_SAMPLE`], at most [`DROP_MAX`]: a key that grows is sampled faster) random
 /// ones, each dropped when its entry is no longer pending in this group, its group is gone or
 /// has no policy, or it is of another shape. Records of entries pending stay (their
 /// dead-letter reads and drops them).
@@ -295,7 +329,16 @@ fn drop_stale_records(ctx: &Context, stream: &[u8], group: &[u8]) {
     }
     let key = keys::nack_key(stream);
     let stream_gone = guards::check_stream(ctx, stream) == Some(Stop::NoStream);
-    let n = if stream_gone { DROP_MAX } else { RECORD_SAMPLE }.to_string();
+    let n = if stream_gone {
+        DROP_MAX
+    } else {
+        let len: i64 = match ctx.call_ext("HLEN", &read_opts(), &[key.as_slice()][..]) {
+            Ok(CallReply::I64(n)) => n.to_i64(),
+            _ => 0,
+        };
+        (len.max(0) as usize / 16).clamp(RECORD_SAMPLE, DROP_MAX)
+    }
+    .to_string();
     let r: CallResult = ctx.call_ext(
         "HRANDFIELD",
         &read_opts(),
@@ -342,4 +385,117 @@ fn drop_fields(ctx: &Context, key: &[u8], cmd: &str, members: &[Vec<u8>]) {
     let mut args: Vec<&[u8]> = vec![key];
     args.extend(members.iter().map(Vec::as_slice));
     let _: CallResult = ctx.call_ext(cmd, &write_opts(), &args[..]);
+}
+
+/// Most parked entries one `RECLAIM.POLICY DEL` hands back ([`hand_back`]), in pages of
+/// [`HAND_BACK_PAGE`].
+pub const HAND_BACK_MAX: usize = 4096;
+
+/// Entries one page of [`hand_back`] reads (`XPENDING`) and moves (`XCLAIM`).
+pub const HAND_BACK_PAGE: usize = 512;
+
+/// What `RECLAIM.POLICY DEL` of `p` (`stream`, `group`) writes besides the policy key, checked
+/// before anything is written: when the stream's delay key exists, the hand-back of the group's
+/// parked entries (as `XCLAIM` on the stream and `ZADD` on the delay key, [`access::park`]); when
+/// the NACK record key exists, as `HSET` on it ([`access::record`]).
+pub fn check_hand_back(
+    ctx: &Context,
+    stream: &[u8],
+    group: &[u8],
+    p: &Policy,
+) -> Result<(), crate::model::error::ReclaimError> {
+    let delayed = p.delayed();
+    if delay_key_type(ctx, stream).is_some() {
+        let key = keys::delay_key(stream);
+        crate::ffi::acl::check_caller(ctx, &access::park(stream, group, &delayed, &key))?;
+    }
+    if nack_key_type(ctx, stream).is_some() {
+        let key = keys::nack_key(stream);
+        crate::ffi::acl::check_caller(ctx, &access::record(&key))?;
+    }
+    Ok(())
+}
+
+/// After `RECLAIM.POLICY DEL` of `p` (`stream`, `group`): its parked entries become ordinary
+/// pending entries, handed back at once as a release does (`<claimant>:delayed`, idle their due
+/// idle, count unchanged: a new policy takes them at its next look, an application's
+/// `XAUTOCLAIM` with that idle too), at most [`HAND_BACK_MAX`] in pages of [`HAND_BACK_PAGE`],
+/// and their records leave the delay key. When no policy is left on the stream and nothing of
+/// the group stays parked, the delay key and the NACK record key (whose records then stand for
+/// nothing) are deleted (`UNLINK`). Returns the entries handed back. Nothing on a replica or
+/// while loading: the primary's writes come through replication and the AOF.
+pub fn hand_back(ctx: &Context, stream: &[u8], group: &[u8], p: &Policy) -> usize {
+    let flags = ctx.get_flags();
+    if !flags.contains(redis_module::ContextFlags::MASTER)
+        || flags.contains(redis_module::ContextFlags::LOADING)
+    {
+        return 0;
+    }
+    let parked = p.parked();
+    let key = keys::delay_key(stream);
+    let zset = delay_key_type(ctx, stream) == Some(true);
+    let (mut total, mut looked, mut all) = (0usize, 0usize, false);
+    while looked < HAND_BACK_MAX {
+        let size = HAND_BACK_PAGE.min(HAND_BACK_MAX - looked) as i64;
+        let q = Query::range(b"-", b"+", size).of(Some(&parked));
+        let page = match pending::read(ctx, stream, group, &q) {
+            Ok(page) => page,
+            Err(e) => {
+                // No stream or no group: nothing is parked any more (a key of another type: the
+                // records are left alone).
+                all = guards::check_stream(ctx, stream) == Some(Stop::NoStream)
+                    || matches!(e, pending::Failed::Reply(r) if r.starts_with(b"NOGROUP"));
+                break;
+            }
+        };
+        let moved = hand_back_page(ctx, stream, group, p, &page);
+        if zset {
+            let members: Vec<Vec<u8>> = page
+                .iter()
+                .map(|e| keys::delay_member(group, &e.id))
+                .collect();
+            drop_fields(ctx, &key, "ZREM", &members);
+        }
+        total += moved;
+        looked += page.len();
+        if (page.len() as i64) < size {
+            all = true;
+            break;
+        }
+    }
+    if all && !store::has_policies(ctx, stream) {
+        // Only the module's own: a key of another type is a client's, and stays.
+        let nack = nack_key_type(ctx, stream) == Some(true);
+        let delay = delay_key_type(ctx, stream) == Some(true);
+        for (k, ours) in [(key, delay), (keys::nack_key(stream), nack)] {
+            if ours {
+                let _: CallResult = ctx.call_ext("UNLINK", &write_opts(), &[k.as_slice()][..]);
+            }
+        }
+    }
+    total
+}
+
+/// Moves `page` (entries parked at `<claimant>:parked`) to `<claimant>:delayed`, idle their due
+/// idle (one `XCLAIM` per distinct idle). Returns how many moved.
+fn hand_back_page(
+    ctx: &Context,
+    stream: &[u8],
+    group: &[u8],
+    p: &Policy,
+    page: &[Pending],
+) -> usize {
+    let mut by_idle: Vec<(i64, Vec<&[u8]>)> = Vec::new();
+    for e in page {
+        let idle = p.due_idle(e.deliveries);
+        match by_idle.iter_mut().find(|(i, _)| *i == idle) {
+            Some((_, ids)) => ids.push(&e.id),
+            None => by_idle.push((idle, vec![&e.id])),
+        }
+    }
+    let delayed = p.delayed();
+    by_idle
+        .iter()
+        .map(|(idle, ids)| claim(ctx, (stream, group), &delayed, ids, Some(*idle)).len())
+        .sum()
 }

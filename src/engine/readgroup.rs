@@ -215,6 +215,9 @@ fn hand_over(
         .chain(gone.iter())
         .collect();
     let claimed = deliver(ctx, key, group, consumer, &asked);
+    // One more delivery: the NACK records of the last one no longer apply.
+    let asked_ids: Vec<&[u8]> = asked.iter().map(|e| e.id.as_slice()).collect();
+    crate::engine::parked::forget_records(ctx, key, group, &asked_ids);
     out.deleted += (asked.len() - claimed.len().min(asked.len())) as u64;
     present
         .into_iter()

@@ -117,6 +117,10 @@ pub fn kept(
     s
 }
 
+/// Panics caught at the FFI boundary by [`guard`] (should stay 0; each one is logged): `panics`
+/// in `INFO reclaim`.
+pub static PANICS: crate::model::metrics::Counter = crate::model::metrics::Counter::new();
+
 /// Runs `f`, turning a panic into `None` and a line in the server log, so that no Rust panic ever
 /// unwinds into redis-server (which would abort it).
 pub fn guard<T>(what: &str, f: impl FnOnce() -> T) -> Option<T> {
@@ -128,7 +132,7 @@ pub fn guard<T>(what: &str, f: impl FnOnce() -> T) -> Option<T> {
                 .map(|s| s.to_string())
                 .or_else(|| e.downcast_ref::<String>().cloned())
                 .unwrap_or_default();
-            crate::model::metrics::PANICS.add(1);
+            PANICS.add(1);
             log_warning(&format!("reclaim: internal error in {what}: {msg}"));
             None
         }

@@ -1,5 +1,5 @@
 //! What the module tells `INFO`: section `reclaim` (the module's state and the counters of
-//! [`metrics::fields`]) and section `reclaim_policies` (one line per policy, from what its passes
+//! [`crate::state::metrics::fields`]) and section `reclaim_policies` (one line per policy, from what its passes
 //! learnt: [`PolicyRow`], no call into Redis).
 
 use std::os::raw::c_int;
@@ -11,7 +11,7 @@ use crate::model::metrics;
 use crate::state::registry;
 
 /// `INFO reclaim`: section `reclaim`, the module's state now (policies, tracked consumers,
-/// memory), then the counters of [`metrics::fields`]; and section `reclaim_policies`, one line
+/// memory), then the counters of [`crate::state::metrics::fields`]; and section `reclaim_policies`, one line
 /// per policy ([`PolicyRow`]), left out of crash reports.
 pub unsafe extern "C" fn on_info(ctx: *mut raw::RedisModuleInfoCtx, for_crash_report: c_int) {
     ffi::guard("INFO", || unsafe {
@@ -35,7 +35,7 @@ pub unsafe extern "C" fn on_info(ctx: *mut raw::RedisModuleInfoCtx, for_crash_re
         // NULL: the module's default section, `# reclaim`, fields prefixed `reclaim_`.
         raw::RedisModule_InfoAddSection.unwrap()(ctx, std::ptr::null());
         let memory_policy = std::ffi::CString::new(memory_policy).unwrap_or_default();
-        for (name, v) in metrics::fields(&state) {
+        for (name, v) in crate::state::metrics::fields(&state) {
             let Ok(n) = std::ffi::CString::new(name) else {
                 continue;
             };

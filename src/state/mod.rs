@@ -4,6 +4,7 @@
 
 pub mod config;
 pub mod eviction;
+pub mod metrics;
 pub mod redrive;
 pub mod registry;
 /// One policy's run-time state: pure, in the core crate (core/src/runtime/).

@@ -48,7 +48,7 @@ impl PolicyId {
     }
 
     /// Appends the policy's label as its `INFO reclaim` line starts, `db=0,stream=...,group=...`,
-    /// the names escaped by [`crate::model::metrics::info_escape`].
+    /// the names escaped by [`crate::model::metrics::info_escape_into`].
     pub fn write_label(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(b"db=");
         crate::model::metrics::push_u64(out, self.db.max(0) as u64);

@@ -4,8 +4,11 @@
 //     (retried after 100 ms: BullMQ attempts 2 with a fixed 100 ms backoff, redis-reclaim Retry(100));
 //   - end-to-end latency p50/p99 (ms, from add to handler) at a steady 1,000 jobs/s, concurrency 10;
 //   - Redis memory per waiting job (used_memory, 10,000 jobs of one small field).
+// A warm-up round of each library (not counted) comes first.
 // Both with the same guarantees: at-least-once, bounded retries, failed jobs kept (BullMQ's failed
-// set, the module's DLQ). Prints a Markdown table; writes it to target/bench-node/results.md.
+// set, the module's DLQ). Prints a Markdown table; writes it to target/bench-node/results.md and
+// (unless BENCH_DOC=0) docs/performance-node.md, its chart docs/performance-node.svg and its
+// section of docs/performance.md (report.mjs).
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -14,6 +17,7 @@ import { Queue, Worker as BullWorker } from 'bullmq';
 import Redis from 'ioredis';
 import { Reclaim, Retry, Worker } from '../dist/esm/index.js';
 import { PROJECT, Server } from '../test/servers.mjs';
+import { CHART, chart, section, splice } from './report.mjs';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS || 4);
 const N = Number(process.env.BENCH_N || 10_000);
@@ -147,6 +151,12 @@ async function measure() {
 const rows = [];
 const server = await Server.start({ extra: ['--maxmemory-policy', 'noeviction'] });
 try {
+  // A warm-up round of each library, not counted: the JIT compiles both one's hot paths before
+  // the first row (else the first row measures compilation, whichever library runs it first).
+  for (const lib of ['bullmq', 'reclaim']) {
+    await fresh(server);
+    await (lib === 'bullmq' ? bullmq : reclaim)(server.port, 10, 2000, true);
+  }
   for (const fail of [false, true]) {
     for (const concurrency of [1, 10, 100]) {
       const n = concurrency === 1 ? Math.min(N, 3000) : N;
@@ -197,7 +207,11 @@ console.log(table);
 mkdirSync(out, { recursive: true });
 writeFileSync(path.join(out, 'results.md'), `${table}\n`);
 if (!reportOnly) writeFileSync(saved, JSON.stringify({ rows, load }));
-if (process.env.BENCH_DOC !== '0') writeFileSync(path.join(PROJECT, 'docs/performance-node.md'), report(table));
+if (process.env.BENCH_DOC !== '0') {
+  writeFileSync(path.join(PROJECT, 'docs/performance-node.md'), report(table));
+  writeFileSync(CHART, chart(rows));
+  splice(section(table));
+}
 
 /** Each target of issue 32, met or missed in this run. */
 function verdicts() {
@@ -221,7 +235,8 @@ on the same server in the same run, on ioredis 6.1.0, each job a small payload: 
 \`removeOnComplete\`) and redis-reclaim's \`Worker\` (entries added with \`XADD\`, a policy with
 \`MAX-DELIVERIES 2\` and a DLQ, \`Retry(100)\`): at-least-once, bounded retries, failed jobs kept
 (BullMQ's failed set, the DLQ). Each row is the median of ${ROUNDS} rounds, the order of the two
-alternating from round to round; ${N} jobs a round (3,000 at concurrency 1); latency from add to
+alternating from round to round, after a warm-up round of each (2,000 jobs, not counted); ${N}
+jobs a round (3,000 at concurrency 1); latency from add to
 handler at a steady 1,000 jobs/s for 3 s, concurrency 10; memory: \`used_memory\` after 10,000
 waiting jobs, per job.
 
@@ -234,20 +249,26 @@ Targets (issue 32):
 
 ${verdicts()}
 
-The p99 at a steady 1,000 jobs/s is tens of ms for both libraries here, while their p50s are
-a few ms or less: the p99 is most likely the stalls of a busy shared machine (other processes'
-turns on its cores), of the same order for both, and one run cannot rank them; run \`make bench-node\` on an
-idle machine to compare it. The memory per waiting job of a stream entry is that of a listpack
+On a busy shared machine the p99 at a steady 1,000 jobs/s is mostly the stalls of other
+processes' turns on its cores, for both libraries, and one run cannot rank them closely: run
+\`make bench-node\` on an idle machine to compare it. The memory per waiting job of a stream entry is that of a listpack
 entry whose field names and ID are delta-encoded against the entry before it; a BullMQ job is a
 hash (its data as JSON, options, timestamps) plus its ID in the wait list and its events.
 
-Where the time goes at concurrency 1: each job costs redis-reclaim's Worker three round trips
-(\`RECLAIM.READGROUP ... COUNT 1\`, one \`XPENDING\` for the attempt number, \`XACK\`), so it
-is bound by round trips as BullMQ is (its \`moveToFinished\` script also fetches the next job).
-With a module that has \`RECLAIM.READGROUP ... DELIVERY-METADATA\` the attempt number comes with
-the entry and the \`XPENDING\` goes: two round trips a job. At higher concurrency the read
-(\`COUNT\` = free slots) and the settling (one \`XACK\` for every entry settled together) are
-shared by many jobs, which is where the gap opens.
+![jobs/s at concurrency 1, 10 and 100: BullMQ and redis-reclaim](performance-node.svg)
+
+Where the time goes. At concurrency 1 both libraries are bound by round trips, one a job:
+BullMQ's \`moveToFinished\` script completes a job and fetches the next; redis-reclaim's Worker
+writes the job's \`XACK\` and the next \`RECLAIM.READGROUP ... COUNT 1\` together on its reading
+connection (the server acknowledges before it reads: one round trip, no timer between the
+handler's end and the acknowledgement), and the attempt number comes with the entry
+(\`DELIVERY-METADATA\`), so a job is two small commands where BullMQ's is a Lua script over
+several keys. At higher concurrency a read (\`COUNT\` = free slots) and the settling of the
+entries finished meanwhile (one \`XACK\` for all of them, with the \`RECLAIM.NACK\` of a
+\`Retry\`) share one round trip, which is where the gap opens; per job the Worker makes no
+promise unless the handler returns one, and emits an event only when it has a listener. The
+1%-fail rows end with the last retried jobs' 100 ms delay (both libraries wait it out), so
+their jobs/s are lower than the rows without failures for both.
 
 Run it: \`make bench-node\` (\`BENCH_ROUNDS=4\`, \`BENCH_N=10000\`).
 `;

@@ -21,7 +21,9 @@ export class ReclaimError extends Error {
 /**
  * Throw it from a handler to give the entry back (`RECLAIM.NACK ... DELAY delayMs`): it is
  * delivered again `delayMs` from now (0: at once), to this worker or another. The attempt counts
- * as a delivery.
+ * as a delivery. A delay the server cannot keep (over 30 days; over the entry's lease on a module
+ * without long delays) is refused: reported on `error`, counted as `refused`, never cut short;
+ * the entry comes back when its lease ends.
  */
 export class Retry extends Error {
   readonly delayMs: number;
@@ -51,6 +53,18 @@ export class Permanent extends Error {
   }
 }
 
+/**
+ * The worker's stream and group have no running policy (none, paused, or waiting for its stream
+ * or group: a typo): `run()` rejects with it at start, before reading anything, unless the
+ * worker was made with `waitForPolicy: true`. The same as the Python Worker's `PolicyError`.
+ */
+export class PolicyError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'PolicyError';
+  }
+}
+
 /** Whether an error is an error reply of the server (as opposed to a connection error). */
 export function isReplyError(e: unknown): boolean {
   if (e instanceof ReclaimError) return true;
@@ -68,6 +82,7 @@ const TRANSIENT_CODES = new Set(['LOADING', 'READONLY', 'CLUSTERDOWN', 'TRYAGAIN
 /** Whether a worker should retry after this error (a connection drop, a failover) rather than stop. */
 export function isTransient(e: unknown): boolean {
   if (e instanceof ReclaimError) return TRANSIENT_CODES.has(e.code);
+  if (e instanceof PolicyError) return false;
   return !isReplyError(e);
 }
 

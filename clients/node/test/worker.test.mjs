@@ -5,14 +5,15 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import Redis from 'ioredis';
 import { createClient } from 'redis';
-import { Permanent, Reclaim, Retry, Worker } from '../dist/esm/index.js';
+import { Permanent, PolicyError, Reclaim, Retry, Worker } from '../dist/esm/index.js';
 import { close, connect, raw } from './clients.mjs';
-import { Server, waitFor } from './servers.mjs';
+import { PROJECT, Server, waitFor } from './servers.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 
@@ -85,6 +86,27 @@ describe('Worker', () => {
     assert.equal(workers[0].counts.lost + workers[1].counts.lost, 0);
     assert.equal(await pendingAll(stream), 0);
     assert.deepEqual(await dlqOf(stream), []);
+  });
+
+  test('settling is batched: at concurrency 100, one XACK for the entries of a read, sent with the next read', async () => {
+    const stream = await setup({ minIdle: 30_000 });
+    await add(stream, 500);
+    const calls = async () => {
+      const text = await raw(client, 'INFO', 'commandstats');
+      const of = (cmd) => Number(new RegExp(`cmdstat_${cmd}:calls=(\\d+)`).exec(text)?.[1] ?? 0);
+      return { xack: of('xack'), reads: of('reclaim\\.readgroup') };
+    };
+    const before = await calls();
+    const w = new Worker(client, { stream, group: 'workers', consumer: 'batch', concurrency: 100, block: 1000, handler: async () => {} });
+    await waitFor('all 500 acknowledged', () => w.counts.acked === 500, 20_000);
+    const after = await calls();
+    await w.close();
+    // 5 reads of 100, each read's entries acknowledged by one XACK written with the next read
+    // (the 6th waits in BLOCK: counted once it returns on Redis 8, when it starts on 7.0; a 7th
+    // if the machine stalls for the BLOCK's second).
+    assert.equal(after.xack - before.xack, 5);
+    assert.ok([5, 6, 7].includes(after.reads - before.reads), `RECLAIM.READGROUP sent ${after.reads - before.reads} times for 500 entries`);
+    assert.equal(await pendingAll(stream), 0);
   });
 
   test('a poison entry runs exactly MAX-DELIVERIES times, then one DLQ entry', async () => {
@@ -249,10 +271,112 @@ describe('Worker', () => {
     assert.deepEqual(errors, ['listener bug', 'listener bug', 'listener bug']);
   });
 
-  test('NOGROUP stops the worker: run() rejects with the server\'s error, holding nothing', async () => {
-    const w = new Worker(client, { stream: `missing-${++n}`, group: 'workers', consumer: 'x', block: 50, handler: () => {}, autorun: false });
-    await assert.rejects(w.run(), (e) => e.code === 'NOGROUP' && /^NOGROUP /.test(e.message));
+  test('no running policy: run() rejects with PolicyError before reading; waitForPolicy waits for it', async () => {
+    const stream = `nopolicy-${++n}`;
+    await raw(client, 'XGROUP', 'CREATE', stream, 'workers', '0', 'MKSTREAM');
+    await add(stream, 1);
+    const w = new Worker(client, { stream, group: 'workers', consumer: 'x', block: 50, handler: () => {}, autorun: false });
+    await assert.rejects(w.run(), {
+      name: 'PolicyError',
+      message: `no redis-reclaim policy for stream '${stream}' group 'workers' (RECLAIM.POLICY SET it first) (new Worker(..., { waitForPolicy: true }) waits for it)`,
+    });
     assert.equal(w.holding, 0);
+    assert.equal(await pendingAll(stream), 0, 'nothing read');
+    // A typo'd group: the policy waits for it, and so does not run.
+    await reclaim.policySet(stream, 'wrokers', { minIdle: 1000 });
+    const typo = new Worker(client, { stream, group: 'wrokers', consumer: 'x', block: 50, handler: () => {}, autorun: false });
+    await assert.rejects(typo.run(), (e) => e instanceof PolicyError && /^the policy of stream '.+' group 'wrokers' does not run: waiting/.test(e.message));
+    // waitForPolicy: told once on `error`, then starts when the policy is set.
+    const told = [];
+    const waiting = new Worker(client, { stream, group: 'workers', consumer: 'y', block: 50, handler: () => {}, waitForPolicy: true });
+    waiting.on('error', (e) => told.push(e));
+    await waitFor('told it waits', () => told.length === 1, 10_000);
+    assert.equal(told[0].name, 'PolicyError');
+    assert.match(told[0].message, /: waiting for it$/);
+    await reclaim.policySet(stream, 'workers', { minIdle: 1000 });
+    await reclaim.policyPause(stream, 'workers');
+    const paused = new Worker(client, { stream, group: 'workers', consumer: 'x', block: 50, handler: () => {}, autorun: false });
+    await assert.rejects(paused.run(), { name: 'PolicyError', message: `the policy of stream '${stream}' group 'workers' is paused (new Worker(..., { waitForPolicy: true }) waits for it)` });
+    await reclaim.policyResume(stream, 'workers');
+    await waitFor('the entry acknowledged', () => waiting.counts.acked === 1, 10_000);
+    await waiting.close();
+    assert.equal(told.length, 1);
+  });
+
+  test('NOGROUP stops the worker: run() rejects with the server\'s error, holding nothing', async () => {
+    const stream = await setup();
+    await add(stream, 1);
+    const w = new Worker(client, { stream, group: 'workers', consumer: 'x', block: 50, handler: () => {}, autorun: false });
+    const running = w.run();
+    running.catch(() => {}); // it rejects while the test destroys the group
+    await waitFor('the worker reading', () => w.counts.acked === 1, 10_000);
+    await raw(client, 'XGROUP', 'DESTROY', stream, 'workers');
+    await assert.rejects(running, (e) => e.code === 'NOGROUP' && /^NOGROUP /.test(e.message));
+    assert.equal(w.holding, 0);
+  });
+
+  test('a Retry the server refuses (over 30 days) is counted refused, never cut short: pending until its lease ends', async () => {
+    const stream = await setup({ minIdle: 60_000 });
+    const [id] = await add(stream, 1);
+    const errors = [];
+    const w = new Worker(client, {
+      stream, group: 'workers', consumer: 'long', block: 50,
+      handler: () => { throw new Retry(2_592_000_001); },
+    });
+    w.on('error', (e) => errors.push(e));
+    await waitFor('the Retry refused', () => w.counts.refused === 1, 10_000);
+    await w.close();
+    assert.deepEqual({ ...w.counts }, { acked: 0, retried: 0, failed: 0, 'dead-lettered': 0, lost: 0, refused: 1, 'given-back': 0 });
+    assert.equal(errors[0].code, 'ERR');
+    assert.match(errors[0].message, /^ERR DELAY 2592000001 is longer than 60000, .* \(30 days\), the longest delay$/);
+    // Still this consumer's, due when its 60 s lease ends (not cut to it by a NACK).
+    const [row] = await raw(client, 'XPENDING', stream, 'workers', '-', '+', '10', 'long');
+    assert.equal(row[0], id);
+    assert.equal(Number(row[3]), 1);
+  });
+
+  test('a worker user without RECLAIM.POLICY GET starts without the check, told on error', async () => {
+    const stream = await setup({ minIdle: 2000 });
+    await add(stream, 2);
+    await raw(client, 'ACL', 'SETUSER', `w-${stream}`, 'on', '>pw', `~${stream}`, `~${stream}:dlq`, '+@stream', '+reclaim.readgroup', '+reclaim.extend', '+reclaim.nack', '+reclaim.term', '+command|docs', '+client|id', '+ping');
+    const c = new Redis({ port: server.port, host: '127.0.0.1', username: `w-${stream}`, password: 'pw', enableReadyCheck: false });
+    await c.ping();
+    const errors = [];
+    const w = new Worker(c, { stream, group: 'workers', consumer: 'acl', block: 50, handler: () => {} });
+    w.on('error', (e) => errors.push(e));
+    await waitFor('both acknowledged', () => w.counts.acked === 2, 10_000);
+    await w.close();
+    c.disconnect();
+    assert.equal(errors.length, 1);
+    assert.equal(errors[0].code, 'NOPERM');
+    assert.equal(errors[0].command, 'RECLAIM.POLICY GET');
+  });
+
+  test('the worker role of docs/security.md checks the policy: PolicyError without one, works with one', async () => {
+    const doc = readFileSync(path.join(PROJECT, 'docs/security.md'), 'utf8');
+    const role = /^127\.0\.0\.1:6379> ACL SETUSER worker (.+)$/m.exec(doc)[1].split(' ');
+    const stream = `role-${++n}`;
+    const user = `worker-${stream}`;
+    const rules = role.map((r) => r.replace(/^~orders$/, `~${stream}`).replace(/^~orders:dlq$/, `~${stream}:dlq`));
+    assert.ok(rules.includes(`~${stream}`) && rules.includes('+reclaim.policy|get'), rules.join(' '));
+    await raw(client, 'ACL', 'SETUSER', user, ...rules);
+    await raw(client, 'XGROUP', 'CREATE', stream, 'workers', '0', 'MKSTREAM');
+    await add(stream, 2);
+    const c = new Redis({ port: server.port, host: '127.0.0.1', username: user, password: 'secret', enableReadyCheck: false });
+    try {
+      const w = new Worker(c, { stream, group: 'workers', consumer: 'r', block: 50, handler: () => {}, autorun: false });
+      await assert.rejects(w.run(), { name: 'PolicyError' });
+      await reclaim.policySet(stream, 'workers', { minIdle: 2000, dlq: `${stream}:dlq` });
+      const errors = [];
+      const ok = new Worker(c, { stream, group: 'workers', consumer: 'r', block: 50, handler: () => {}, stopAfterIdle: 300 });
+      ok.on('error', (e) => errors.push(e));
+      await ok.run();
+      assert.equal(ok.counts.acked, 2);
+      assert.deepEqual(errors.filter((e) => e.code === 'NOPERM' && e.command === 'RECLAIM.POLICY GET'), []);
+    } finally {
+      c.disconnect();
+      await raw(client, 'ACL', 'DELUSER', user);
+    }
   });
 
   test('bad options: TypeError / RangeError / Error before anything is sent', async () => {

@@ -341,7 +341,8 @@ def test_without_a_running_policy_it_fails_fast(r: redis.Redis, case: str) -> No
 def test_a_user_with_the_worker_commands_only_starts_unchecked(
     server: Server, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The worker role of docs/security.md (no RECLAIM.POLICY, no COMMAND): the Worker says it
+    """The worker commands only (docs/security.md's worker role without +reclaim.policy|get, no
+    COMMAND): the Worker says it
     cannot check the policy, and works as before (COMMAND DOCS refused too: no REASON)."""
     admin = server.client(decode_responses=True)
     admin.flushall()
@@ -359,6 +360,34 @@ def test_a_user_with_the_worker_commands_only_starts_unchecked(
         assert handled == [e] and not owners(admin) and w.counts["acked"] == 1
         assert "cannot check the policy of stream 'orders' group 'workers'" in caplog.text
         assert "NOPERM" in caplog.text or "no permissions" in caplog.text
+        r.close()
+    finally:
+        admin.execute_command("ACL", "DELUSER", "worker")
+        admin.close()
+
+
+def test_the_worker_role_of_security_md_checks_the_policy(server: Server) -> None:
+    """docs/security.md's worker role (its ACL line, as written) may run RECLAIM.POLICY GET: the
+    Worker checks the policy (PolicyError without one), and works once there is one."""
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "security.md").read_text()
+    rules = next(
+        line.split("ACL SETUSER worker ", 1)[1].split() for line in doc.splitlines() if "> ACL SETUSER worker " in line
+    )
+    assert "+reclaim.policy|get" in rules and "~orders" in rules
+    admin = server.client(decode_responses=True)
+    admin.flushall()
+    reclaim = setup(admin)
+    admin.execute_command("ACL", "SETUSER", "worker", *rules)
+    try:
+        e = admin.xadd("orders", {"n": "1"})
+        r = server.client(decode_responses=True, username="worker", password="secret")
+        with pytest.raises(redis_reclaim.PolicyError, match="no redis-reclaim policy for stream 'orders'"):
+            Worker(r, "orders", "workers", "w", lambda i, f: None).run()
+        reclaim.policy_set("orders", "workers", min_idle=LEASE_MS, dlq="orders:dlq")
+        handled: list[str] = []
+        w = Worker(r, "orders", "workers", "w", lambda i, f: handled.append(i), stop_after_idle_ms=300, block_ms=50)
+        w.run()
+        assert handled == [e] and w.counts["acked"] == 1
         r.close()
     finally:
         admin.execute_command("ACL", "DELUSER", "worker")
@@ -542,3 +571,32 @@ def test_delivery_metadata_replies_are_read_in_both_protocols() -> None:
     expected = [(b"1-0", {b"a": b"1"}, 3), (b"2-0", {b"b": b"2"}, 1)]
     assert meta_batches(resp2) == expected and meta_batches(resp3) == expected
     assert meta_batches(None) == []
+
+
+@pytest.mark.parametrize("pipelined", [True, False], ids=["pipelined", "one-by-one"])
+def test_a_client_that_cannot_send_the_probe_works_without_the_features(
+    pipelined: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Unit: redis-py 8.1.0's asyncio ``RedisCluster`` raises TypeError on the probe's bytes
+    command name (b"COMMAND"): the worker goes on without NACK REASON and DELIVERY-METADATA, and
+    says so; a client that sends it gets the probe's answers."""
+    from redis_reclaim._steps import run
+    from redis_reclaim._worker import Pipeline
+
+    def refuses_bytes(step: Any) -> Any:
+        commands = step.commands if isinstance(step, Pipeline) else (step,)
+        if any(isinstance(cmd.args[0], bytes) for cmd in commands):
+            raise TypeError("unhashable command name b'COMMAND'")
+        raise AssertionError(f"unexpected step {step!r}")
+
+    loop = _loop()
+    loop.pipelined = pipelined
+    assert run(loop._features(), refuses_bytes) == [False, False]
+    assert "could not ask COMMAND DOCS (TypeError: unhashable command name b'COMMAND')" in caplog.text
+
+    def answers(step: Any) -> Any:
+        commands = step.commands if isinstance(step, Pipeline) else (step,)
+        replies = [cmd.parse([b"x", [b"arguments", [[b"token", b"REASON"]]]]) for cmd in commands]
+        return replies if isinstance(step, Pipeline) else replies[0]
+
+    assert run(_loop()._features(), answers) == [True, False]

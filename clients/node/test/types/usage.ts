@@ -2,7 +2,7 @@
 // a TypeScript user as docs/node.md shows the API.
 import { Redis } from 'ioredis';
 import { createClient } from 'redis';
-import { Permanent, Reclaim, ReclaimError, Retry, Worker, type Entry, type Policy } from '../../dist/esm/index.js';
+import { Permanent, PolicyError, Reclaim, ReclaimError, Retry, Worker, type Entry, type Policy } from '../../dist/esm/index.js';
 
 async function main(): Promise<void> {
   const redis = new Redis();
@@ -17,7 +17,7 @@ async function main(): Promise<void> {
   const raw = await reclaim.readgroup('workers', 'alice', ['orders'], { buffers: true });
   const bytes: Buffer | undefined = raw[0]?.entries[0]?.fields['blob'];
   const worker = new Worker(redis, {
-    stream: 'orders', group: 'workers', consumer: 'w', concurrency: 10,
+    stream: 'orders', group: 'workers', consumer: 'w', concurrency: 10, waitForPolicy: false,
     handler: async (entry: Entry) => {
       if (entry.attempt > 2) throw new Permanent('too many');
       if (!entry.fields['sku']) throw new Retry(5000);
@@ -25,6 +25,7 @@ async function main(): Promise<void> {
   });
   worker.on('failed', (entry: Entry, err: unknown) => console.log(entry.id, err));
   const acked: number = worker.counts.acked;
+  await worker.run().catch((e: unknown) => e instanceof PolicyError && e.message);
   await worker.close();
   const client = await createClient().connect();
   await new Reclaim(client).stats('orders', 'workers').catch((e: unknown) => e instanceof ReclaimError && e.code);

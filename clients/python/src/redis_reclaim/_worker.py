@@ -329,16 +329,30 @@ class Loop:
         (NACK REASON, READGROUP DELIVERY-METADATA). Returns the policy (None: stopped meanwhile,
         or the user may not read it)."""
         policy = yield from self._policy()
-        # b"COMMAND": redis-py parses a reply of "COMMAND" as COMMAND INFO's; not one of b"COMMAND".
-        docs = yield from self._together(
-            (
-                Command((b"COMMAND", "DOCS", "RECLAIM.NACK"), None, has_token("REASON")),
-                Command((b"COMMAND", "DOCS", "RECLAIM.READGROUP"), None, has_token("DELIVERY-METADATA")),
-            )
-        )
+        docs = yield from self._features()
         self.has_reason = docs[0] is True
         self.has_meta = docs[1] is True
         return policy
+
+    def _features(self) -> Steps[list[Any]]:
+        """Whether the module has NACK REASON and READGROUP DELIVERY-METADATA (``COMMAND DOCS``).
+        A client that cannot send the probe (redis-py 8.1.0's asyncio ``RedisCluster`` raises
+        TypeError on the bytes command name) leaves both assumed absent, with a warning."""
+        # b"COMMAND": redis-py parses a reply of "COMMAND" as COMMAND INFO's; not one of b"COMMAND".
+        try:
+            docs: list[Any] = yield from self._together(
+                (
+                    Command((b"COMMAND", "DOCS", "RECLAIM.NACK"), None, has_token("REASON")),
+                    Command((b"COMMAND", "DOCS", "RECLAIM.READGROUP"), None, has_token("DELIVERY-METADATA")),
+                )
+            )
+        except (TypeError, ValueError, AttributeError) as e:
+            log.warning(
+                "could not ask COMMAND DOCS (%s: %s): working without NACK REASON and "
+                "READGROUP DELIVERY-METADATA (attempt numbers from XPENDING)", type(e).__name__, e,
+            )
+            return [False, False]
+        return docs
 
     def _policy(self) -> Steps[Optional[Policy]]:
         logged = False
