@@ -340,10 +340,13 @@ impl Task {
         ]
     }
 
-    /// With `IDS`: the task's IDs after its cursor (not examined yet), at most `n`.
+    /// With `IDS`: the task's IDs not examined yet (its IDs are sorted and examined in order, one
+    /// each, so the first `examined` are done), at most `n`. Counted, not read from the cursor:
+    /// the cursor `0-0` means "none yet", and `0-0` is an ID `IDS` may be given.
     pub fn ids_left(&self, n: usize) -> &[(u64, u64)] {
-        let after = parse_id(&self.cursor).unwrap_or((0, 0));
-        let from = self.opts.ids.partition_point(|&id| id <= after);
+        let from = usize::try_from(self.examined)
+            .unwrap_or(usize::MAX)
+            .min(self.opts.ids.len());
         let rest = &self.opts.ids[from..];
         &rest[..rest.len().min(n)]
     }
@@ -658,15 +661,25 @@ mod tests {
     }
 
     #[test]
-    fn a_task_of_ids_walks_them_from_its_cursor() {
+    fn a_task_of_ids_walks_them_in_order() {
         let mut t = task("IDS 4 9-0 3-0 7-2 1-5");
         assert_eq!(t.opts.task_total(50), 4);
         assert_eq!(task("").opts.task_total(50), 50);
         assert_eq!(t.ids_left(2), &[(1, 5), (3, 0)]);
-        t.cursor = b"3-0".to_vec();
+        t.examined = 2;
         assert_eq!(t.ids_left(10), &[(7, 2), (9, 0)]);
-        t.cursor = b"9-0".to_vec();
+        t.examined = 4;
         assert!(t.ids_left(10).is_empty());
+        // A hash edited by hand: never past the end.
+        t.examined = u64::MAX;
+        assert!(t.ids_left(10).is_empty());
+        t.examined = 4;
+        // 0-0 (no entry of a stream has it, but it is a stream ID) is examined like any other,
+        // though a cursor of 0-0 means that nothing was examined yet.
+        let mut z = task("IDS 2 5-0 0-0");
+        assert_eq!(z.ids_left(10), &[(0, 0), (5, 0)]);
+        z.examined = 1;
+        assert_eq!(z.ids_left(10), &[(5, 0)]);
         assert_eq!(id_text((7, 2)), b"7-2".to_vec());
         let pairs: Vec<(Vec<u8>, Vec<u8>)> = t
             .to_fields()

@@ -27,10 +27,12 @@ use crate::ffi::cluster::{self, Refusal};
 use crate::ffi::events;
 use crate::ffi::streams::{self, Fields, Key, KeyKind, StreamId};
 use crate::ffi::{read_opts, write_opts};
+use crate::model::clock::epoch_ms;
 use crate::model::keys;
 use crate::model::outcome::{Outcome, Stop};
 use crate::model::planner::{self, Pending};
 use crate::model::policy::Policy;
+use crate::model::retention;
 use crate::state::store;
 
 /// `reclaim-reason` of an entry dead-lettered by the rule (its deliveries used up).
@@ -71,13 +73,6 @@ fn other_stop(e: &[u8]) -> Stop {
         Some(Refusal::NotServed) => Stop::NotServed,
         None => Stop::Error(crate::model::text::printable(e)),
     }
-}
-
-/// The `MINID` below which `DLQ-MAXAGE maxage_ms` trims a DLQ now: `<now - maxage>-0` (a DLQ's
-/// IDs are the times of their moves, `XADD dlq *`).
-fn dlq_min_id(maxage_ms: i64) -> Vec<u8> {
-    let oldest = crate::model::clock::epoch_ms().saturating_sub(maxage_ms);
-    format!("{}-0", oldest.max(0)).into_bytes()
 }
 
 /// The names of the `reclaim-*` fields of a dead letter, in the order they are appended.
@@ -530,49 +525,46 @@ impl<'a> Dlq<'a> {
     }
 
     /// Trims the DLQ after `appended` records were appended to it (none: nothing to do), as
-    /// `DLQ-MAXLEN` and `DLQ-MAXAGE` ask: `XTRIM dlq MAXLEN ~ n`, then `XTRIM dlq MINID ~
-    /// <now - maxage>-0` (the DLQ's IDs are the times of their moves, `XADD dlq *`). Both are
-    /// approximate (`~`: only whole stream nodes go, so the DLQ may keep a node's worth above the
-    /// limit, and Redis bounds the work of one call), run in the same callback as the moves (one
-    /// MULTI/EXEC), and are propagated as Redis rewrites them (`MAXLEN = <len>`, `MINID =
+    /// `DLQ-MAXLEN` and `DLQ-MAXAGE` ask ([`retention::after_append`]): `XTRIM dlq MAXLEN ~ n`,
+    /// then `XTRIM dlq MINID ~ <now - maxage>-0`. Both are approximate (`~`: only whole stream
+    /// nodes go, so the DLQ may keep a node's worth above the limit, and Redis bounds the work of
+    /// one call), run in the same callback as the moves (one MULTI/EXEC), and are propagated as Redis rewrites them (`MAXLEN = <len>`, `MINID =
     /// <id>`: exact, so replicas and the AOF trim the same entries). Their replies (the entries
     /// removed) are counted in `dlq_trimmed`. A failed trim is logged and the moves stand. Never
     /// when the DLQ is itself a policy's stream (a work stream, used as a retry queue): its
     /// pending work would go with the trim ([`crate::state::store::has_policies`]).
     pub fn trim_dlq(&self, appended: u64, out: &mut Outcome) {
-        let p = self.policy;
-        let Some(dlq) = p.dlq.as_deref() else {
-            return;
-        };
-        if appended == 0 || !p.trims_dlq() || store::has_policies(self.ctx, dlq) {
-            return;
-        }
-        if p.dlq_maxlen > 0 {
-            let n = p.dlq_maxlen.to_string();
-            self.xtrim(dlq, b"MAXLEN", n.as_bytes(), out);
-        }
-        if p.dlq_maxage_ms > 0 {
-            self.xtrim(dlq, b"MINID", &dlq_min_id(p.dlq_maxage_ms), out);
-        }
+        let trims = retention::after_append(self.policy, appended, epoch_ms());
+        self.run_trims(&trims, out);
     }
 
     /// At the end of a pass: `DLQ-MAXAGE` trims the DLQ even when nothing was appended to it
-    /// lately (`XTRIM dlq MINID ~ <now - maxage>-0`, as after a move, counted the same way), so
-    /// a dead letter goes within about an `INTERVAL` of passing the age, not only at the next
-    /// move. Nothing when the DLQ holds a value of another type (the moves report that). Not on
-    /// a paused policy: it runs no pass.
+    /// lately ([`retention::at_pass_end`], counted as after a move), so a dead letter goes within
+    /// about an `INTERVAL` of passing the age, not only at the next move. Nothing when the DLQ
+    /// holds a value of another type (the moves report that). Not on a paused policy: it runs no
+    /// pass.
     pub fn trim_dlq_by_age(&self, out: &mut Outcome) {
-        let p = self.policy;
-        let Some(dlq) = p.dlq.as_deref() else {
+        let Some(trim) = retention::at_pass_end(self.policy, epoch_ms()) else {
             return;
         };
-        if p.dlq_maxage_ms <= 0
-            || is_non_stream(self.ctx, dlq)
-            || store::has_policies(self.ctx, dlq)
-        {
+        if let Some(dlq) = self.policy.dlq.as_deref() {
+            if !is_non_stream(self.ctx, dlq) {
+                self.run_trims(std::slice::from_ref(&trim), out);
+            }
+        }
+    }
+
+    /// Runs `trims` on the policy's DLQ, in order, unless it is a policy's stream.
+    fn run_trims(&self, trims: &[retention::Trim], out: &mut Outcome) {
+        let Some(dlq) = self.policy.dlq.as_deref() else {
+            return;
+        };
+        if trims.is_empty() || store::has_policies(self.ctx, dlq) {
             return;
         }
-        self.xtrim(dlq, b"MINID", &dlq_min_id(p.dlq_maxage_ms), out);
+        for t in trims {
+            self.xtrim(dlq, t.strategy, &t.threshold, out);
+        }
     }
 
     /// `XTRIM dlq <strategy> ~ <threshold>`, its reply added to `out.dlq_trimmed`.

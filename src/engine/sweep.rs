@@ -193,7 +193,7 @@ impl Target<'_> {
             }
             match self.run(b, out) {
                 Ok(()) => {}
-                Err(s @ (Stop::WrongTypeDlq | Stop::Oom | Stop::Storm)) => out.problem = Some(s),
+                Err(s) if skips_dead_letters(&s) => out.problem = Some(s),
                 Err(s) => {
                     out.stop = Some(s);
                     return false;
@@ -221,14 +221,7 @@ impl Target<'_> {
         out.fresh.observe(page, self.policy, &quiet);
         let batches = planner::plan(page, self.policy, BATCH, first, &quiet);
         let all = self.run_batches(&batches, deadline, out);
-        // What was handled (a step stopped early reads the rest again).
-        let done = if all {
-            page.len()
-        } else {
-            out.cursor.as_ref().map_or(0, |c| {
-                page.iter().position(|e| &e.id == c).map_or(0, |i| i + 1)
-            })
-        };
+        let done = handled(page, all, out.cursor.as_deref());
         let buckets = planner::bucket_count(self.policy);
         out.tally
             .observe(&page[..done], buckets, crate::model::clock::epoch_ms());
@@ -245,6 +238,42 @@ impl Target<'_> {
             self.seen,
             page,
         )
+    }
+}
+
+/// The rows a step handles of the `rows` it read (it asks for one more than `max`), and whether
+/// more follow them (the pass, or the window, is not over).
+fn split_page(rows: &[Pending], max: i64) -> (&[Pending], bool) {
+    let n = rows.len().min(usize::try_from(max).unwrap_or(0));
+    (&rows[..n], rows.len() as i64 > max)
+}
+
+/// How many entries of `page` a step handled: all of them when every batch ran (`all`), else
+/// those up to the cursor it reached (the next step reads the rest again).
+fn handled(page: &[Pending], all: bool, cursor: Option<&[u8]>) -> usize {
+    if all {
+        return page.len();
+    }
+    cursor.map_or(0, |c| {
+        page.iter().position(|e| e.id == c).map_or(0, |i| i + 1)
+    })
+}
+
+/// Whether a failed batch only skips the dead-letter moves (a DLQ of the wrong type, no memory,
+/// the `STORM` breaker: noted as the step's problem, the step goes on), rather than ending the
+/// step.
+fn skips_dead_letters(s: &Stop) -> bool {
+    matches!(s, Stop::WrongTypeDlq | Stop::Oom | Stop::Storm)
+}
+
+/// Whether the PEL may hold entries trimmed from the stream: its lowest pending ID
+/// (`lowest`, `None`: an empty PEL) below the stream's first entry (`first`, `None`: an empty
+/// stream, which holds none of them).
+fn holds_trimmed(lowest: Option<(u64, u64)>, first: Option<(u64, u64)>) -> bool {
+    match (lowest, first) {
+        (None, _) => false,
+        (Some(low), Some(first)) => low < first,
+        (Some(_), None) => true,
     }
 }
 
@@ -304,8 +333,7 @@ pub fn step_page(
             consumer,
         })?;
         let first = t.first_id()?;
-        let has_more = page.len() as i64 > max;
-        let page = &page[..page.len().min(max.max(0) as usize)];
+        let (page, has_more) = split_page(&page, max);
         if t.handle(page, first, deadline, out) && !has_more {
             out.pass_done = true;
             out.cursor = None;
@@ -442,11 +470,7 @@ fn nothing_trimmed(t: &Target, first: Option<(u64, u64)>, out: &mut Outcome) -> 
     let Some(s) = pending::summary(t.ctx, t.stream, t.group, claimant, |_, _| {}) else {
         return false;
     };
-    let none = match (s.lowest_id, first) {
-        (None, _) => true,
-        (Some(low), Some(first)) => low >= first,
-        (Some(_), None) => false,
-    };
+    let none = !holds_trimmed(s.lowest_id, first);
     if none {
         out.summary = Some(s);
     }
@@ -536,12 +560,11 @@ fn scan_window(
         count: max.saturating_add(1),
         consumer: None,
     })?;
-    let scanned_all = page.len() as i64 <= max;
-    if scanned_all {
+    let (page, has_more) = split_page(&page, max);
+    if !has_more {
         out.width = planner::next_width(w.width, t0.elapsed().as_micros() as u64);
     }
-    let page = &page[..page.len().min(max.max(0) as usize)];
-    if t.handle(page, first, deadline, out) && scanned_all {
+    if t.handle(page, first, deadline, out) && !has_more {
         match end_v {
             Some(e) => out.cursor = Some(planner::id_text(e).into_bytes()),
             None => {
@@ -551,4 +574,68 @@ fn scan_window(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rows(ids: &[&str]) -> Vec<Pending> {
+        ids.iter()
+            .map(|id| Pending {
+                id: id.as_bytes().to_vec(),
+                consumer: b"c".to_vec(),
+                idle_ms: 0,
+                deliveries: 1,
+            })
+            .collect()
+    }
+
+    fn ids(page: &[Pending]) -> Vec<&[u8]> {
+        page.iter().map(|e| e.id.as_slice()).collect()
+    }
+
+    #[test]
+    fn a_page_is_max_rows_and_one_more_says_the_pass_goes_on() {
+        let r = rows(&["1-0", "2-0", "3-0"]);
+        let (page, more) = split_page(&r, 2);
+        assert_eq!((ids(page), more), (vec![&b"1-0"[..], b"2-0"], true));
+        let (page, more) = split_page(&r, 3);
+        assert_eq!((page.len(), more), (3, false));
+        let (page, more) = split_page(&r[..0], 5);
+        assert_eq!((page.len(), more), (0, false));
+        // A count of 0 or below handles nothing; any row means more.
+        assert_eq!(split_page(&r, 0).0.len(), 0);
+        assert!(split_page(&r, -1).1);
+    }
+
+    #[test]
+    fn a_step_stopped_early_handled_the_rows_up_to_its_cursor() {
+        let r = rows(&["1-0", "2-0", "3-0"]);
+        assert_eq!(handled(&r, true, None), 3);
+        assert_eq!(handled(&r, false, Some(b"2-0")), 2);
+        // No batch done (cursor before the page) or a cursor not on the page: nothing.
+        assert_eq!(handled(&r, false, None), 0);
+        assert_eq!(handled(&r, false, Some(b"0-5")), 0);
+    }
+
+    #[test]
+    fn dead_letter_failures_skip_and_others_end_the_step() {
+        for s in [Stop::WrongTypeDlq, Stop::Oom, Stop::Storm] {
+            assert!(skips_dead_letters(&s), "{s:?}");
+        }
+        for s in [Stop::NoGroup, Stop::Deadline, Stop::Error("x".into())] {
+            assert!(!skips_dead_letters(&s), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn trimmed_entries_are_those_below_the_streams_first() {
+        assert!(!holds_trimmed(None, Some((5, 0))));
+        assert!(!holds_trimmed(None, None));
+        assert!(!holds_trimmed(Some((5, 0)), Some((5, 0))));
+        assert!(!holds_trimmed(Some((6, 0)), Some((5, 9))));
+        assert!(holds_trimmed(Some((5, 0)), Some((5, 1))));
+        assert!(holds_trimmed(Some((1, 0)), None));
+    }
 }

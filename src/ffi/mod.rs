@@ -54,6 +54,7 @@ pub fn missing_api() -> Option<&'static str> {
         RedisModule_InfoAddFieldULongLong,
         RedisModule_BlockClientOnKeys,
         RedisModule_Call,
+        RedisModule_CallReplyArrayElement,
         RedisModule_CallReplyProto,
         RedisModule_FreeCallReply,
         RedisModule_GetBlockedClientPrivateData,

@@ -1,8 +1,10 @@
-//! What the module keeps: policies in the keyspace ([`store`]), the in-memory index of them with
+//! What the module keeps: policies in the keyspace ([`store`]; the `reclaimpl` data type's
+//! callbacks, every `unsafe extern "C"` of the type, in `datatype/`), the in-memory index of them with
 //! each one's run-time state ([`registry`], [`runtime`]), and the configs ([`config`]). Calls
 //! [`crate::ffi`] and [`crate::model`] only.
 
 pub mod config;
+mod datatype;
 pub mod eviction;
 pub mod metrics;
 pub mod redrive;

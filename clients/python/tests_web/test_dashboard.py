@@ -237,6 +237,73 @@ def test_redrive_selected_entries_in_the_page(server: Any, dashboard: Any, page:
              lambda: reading(lambda: page.page.locator("#entries td.id").count() == 7))
 
 
+def test_selections_are_kept_across_pages(server: Any, dashboard: Any, page: Watched) -> None:
+    r = server.client()
+    dead_letters(r, "orders", "workers", 120)
+    source_of = {text(e[0]): text(e[1][b"reclaim-id"]) for e in r.xrange("orders:dlq")}
+    newest = [text(e[0]) for e in r.xrevrange("orders:dlq", "+", "-")]
+    chosen = [newest[1], newest[2], newest[60], newest[119]]  # on pages 1, 1, 2 and 3
+    d = dashboard(url(server))
+    pg = page.page
+    count = pg.locator("#selection-count")
+    pg.goto(d.base + "/dlq?db=0&key=orders:dlq")
+    for i in chosen[:2]:
+        pg.check(f"#entries input[value='{i}']")
+    assert count.inner_text() == "2 selected"
+    go(pg, "#older")
+    pg.check(f"#entries input[value='{chosen[2]}']")
+    assert count.inner_text() == "3 selected (2 on other pages)"
+    go(pg, "#older")
+    pg.check(f"#entries input[value='{chosen[3]}']")
+    # back on the newest page: its two boxes are still checked
+    pg.goto(d.base + "/dlq?db=0&key=orders:dlq")
+    assert count.inner_text() == "4 selected (2 on other pages)"
+    checked = pg.locator("#entries input[name=id]:checked").evaluate_all("bs => bs.map(b => b.value)")
+    assert sorted(checked) == sorted(chosen[:2])
+    # unchecking one forgets it
+    pg.uncheck(f"#entries input[value='{chosen[1]}']")
+    assert count.inner_text() == "3 selected (2 on other pages)"
+    go(pg, "#redrive-selected")
+    moved = [chosen[0], chosen[2], chosen[3]]
+    wait_for("the task done", lambda: reading(lambda: pg.locator("#task-state").inner_text() == "done"),
+             timeout=60)
+    st = fields_of(r.execute_command("RECLAIM.REDRIVE", "STATUS", "orders:dlq"))
+    assert (st["ids"], st["moved"], st["skipped"]) == (3, 3, 0)
+    back = [text(p["message_id"]) for p in r.xpending_range("orders", "workers", "-", "+", 10)]
+    assert sorted(back) == sorted(source_of[i] for i in moved)
+    assert r.xlen("orders:dlq") == 117
+    # the selection went with the redrive
+    pg.goto(d.base + "/dlq?db=0&key=orders:dlq")
+    assert count.inner_text() == "0 selected"
+    # at most 1000: with 1000 kept, another box stays unchecked
+    pg.evaluate("k => sessionStorage.setItem(k, JSON.stringify(Array.from({length: 1000}, (_, i) => '1-' + i)))",
+                "reclaim-selected:0:orders:dlq")
+    pg.reload()
+    assert count.inner_text() == "1000 selected (1000 on other pages)"
+    pg.click(f"#entries input[value='{newest[5]}']")
+    assert not pg.is_checked(f"#entries input[value='{newest[5]}']")
+    assert count.inner_text() == "1000 selected (1000 on other pages): at most 1000 at a time"
+    pg.click("#clear-selection")
+    assert count.inner_text() == "0 selected"
+
+
+def test_more_than_1000_entries_are_refused(server: Any, dashboard: Any, page: Watched) -> None:
+    r = server.client()
+    dead_letters(r, "orders", "workers", 3)
+    d = dashboard(url(server))
+    page.page.goto(d.base + "/dlq?db=0&key=orders:dlq")
+    csrf = page.page.locator("#redrive-form input[name=csrf]").get_attribute("value")
+    ids = "&".join(f"id=1-{i}" for i in range(1001))
+    for verb in ("redrive-selected", "delete"):
+        resp = page.page.request.post(
+            d.base + "/dlq/action", data=f"csrf={csrf}&db=0&key=orders:dlq&do={verb}&{ids}",
+            headers={"Content-Type": "application/x-www-form-urlencoded"}, max_redirects=0)
+        assert resp.status == 400
+        assert "1001 entries selected: at most 1000 at a time" in resp.text()
+    assert r.execute_command("RECLAIM.REDRIVE", "STATUS", "orders:dlq") is None
+    assert r.xlen("orders:dlq") == 3
+
+
 def test_deliveries_per_minute_on_the_overview(server: Any, dashboard: Any, page: Watched) -> None:
     r = server.client()
     r.xgroup_create("orders", "workers", "$", mkstream=True)
@@ -252,6 +319,7 @@ def test_deliveries_per_minute_on_the_overview(server: Any, dashboard: Any, page
     page.page.goto(d.base + "/")
     assert rows(page.page) == [("orders", "workers"), ("payments", "billing")]
     assert cells("deliveries") == ["-", "-"]  # one sample so far
+    # orders: 20 first deliveries to alice (XREADGROUP), then the same 20 again to bob
     for i in range(20):
         r.xadd("orders", {"n": str(i)})
     r.xreadgroup("workers", "alice", {"orders": ">"}, count=20)
@@ -263,23 +331,54 @@ def test_deliveries_per_minute_on_the_overview(server: Any, dashboard: Any, page
         return int(fields_of(r.execute_command("RECLAIM.STATS", "orders", "workers"))["redelivered"]) == 20
 
     wait_for("the 20 entries redelivered to bob", redelivered)
-
-    first = page.page.locator("#policies td.deliveries").first
+    # payments: 7 first deliveries, none again
+    for i in range(7):
+        r.xadd("payments", {"n": str(i)})
+    r.xreadgroup("billing", "carol", {"payments": ">"}, count=7)
+    cell = page.page.locator("#policies td.deliveries")
 
     def sampled_all() -> bool:
-        # a page after a sample that counted the 20 (the dashboard samples every 0.2 s)
+        # a page after samples that counted them all (the dashboard samples every 0.2 s)
         page.page.reload()
-        return first.get_attribute("data-count") == "20"
+        return [cell.nth(i).get_attribute("data-count") for i in (0, 1)] == ["40", "7"]
 
-    wait_for("a sample with the 20 deliveries", sampled_all)
+    wait_for("samples with the 40 and the 7 deliveries", sampled_all)
     t1 = time.time()
-    over = float(first.get_attribute("data-over") or "0")
-    # between the first sample (taken at t0 or later) and one taken by t1
-    assert 0 < over <= t1 - t0
-    assert first.inner_text().strip() == rate(20 * 60 / over)
-    assert first.get_attribute("title") == f"20 in {over:.1f} s"
-    assert cells("deliveries")[1] == "0.0"
+    for i, (first, again) in enumerate([(20, 20), (7, 0)]):
+        c = cell.nth(i)
+        over = float(c.get_attribute("data-over") or "0")
+        # between the first sample (taken at t0 or later) and one taken by t1
+        assert 0 < over <= t1 - t0
+        assert (c.get_attribute("data-first"), c.get_attribute("data-again")) == (str(first), str(again))
+        assert c.inner_text().strip() == rate((first + again) * 60 / over)
+        assert c.get_attribute("title") == f"{first + again} in {over:.1f} s: {first} first, {again} again"
     assert cells("dead-per-min") == ["0", "0"]
+
+
+def test_deliveries_without_entries_read(server: Any, dashboard: Any, page: Watched) -> None:
+    """A group whose entries-read the server does not know (nil: an entry deleted in the stream
+    before the group read up to it): the first deliveries are left out, and the tooltip says so."""
+    r = server.client()
+    for i in range(1, 6):
+        r.xadd("orders", {"n": str(i)}, id=f"{i}-1")
+    r.xdel("orders", "3-1")
+    r.xgroup_create("orders", "workers", "0")
+    r.execute_command("RECLAIM.POLICY", "SET", "orders", "workers", "MIN-IDLE", 60000)
+    r.xreadgroup("workers", "alice", {"orders": ">"}, count=2)
+    assert r.xinfo_groups("orders")[0]["entries-read"] is None
+    d = dashboard(url(server), "--sample-interval", "0.2")
+    page.page.goto(d.base + "/")
+    c = page.page.locator("#policies td.deliveries").first
+
+    def sampled() -> bool:
+        page.page.reload()
+        return c.get_attribute("data-over") is not None
+
+    wait_for("two samples", sampled)
+    over = float(c.get_attribute("data-over") or "0")
+    assert [c.get_attribute(a) for a in ("data-count", "data-first", "data-again")] == ["0", "", "0"]
+    assert c.get_attribute("title") == (f"0 in {over:.1f} s: 0 again "
+                                        "(first deliveries unknown: no entries-read)")
 
 
 def test_delete_selected_entries(server: Any, dashboard: Any, page: Watched) -> None:

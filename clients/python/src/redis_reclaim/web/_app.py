@@ -66,6 +66,18 @@ def _link(path: str, db: int, **names: Any) -> str:
     return f"{path}?db={db}{args}"
 
 
+#: Most DLQ entries one action takes (RECLAIM.REDRIVE ... IDS's maximum).
+MAX_SELECTED = 1000
+
+
+def selection(form: Any) -> list[str]:
+    """The checked DLQ entries of a form, each once, in order; refused above ``MAX_SELECTED``."""
+    ids = list(dict.fromkeys(str(v) for v in form.getlist("id")))
+    if len(ids) > MAX_SELECTED:
+        raise Refused(400, f"{len(ids)} entries selected: at most {MAX_SELECTED} at a time")
+    return ids
+
+
 class Dashboard:
     """The pages and actions; one per application."""
 
@@ -83,8 +95,8 @@ class Dashboard:
     def sample(self, watched: list[PolicyId]) -> None:
         for db, key, group in watched:
             try:
-                self.sampler.record((db, key, group), self.data.reclaim(db).stats(key, group),
-                                    viewed=False)
+                stats, read = self.data.counters(db, key, group)
+                self.sampler.record((db, key, group), stats, viewed=False, read=read)
             except redis.RedisError:
                 continue
 
@@ -130,7 +142,8 @@ class Dashboard:
         """The form of an action: refused in read-only mode and without the CSRF token."""
         if self.settings.read_only:
             raise Refused(403, "refused: the dashboard runs with --read-only")
-        form = await request.form()
+        # the selected DLQ entries (at most MAX_SELECTED, refused above) and the form's own fields
+        form = await request.form(max_fields=MAX_SELECTED + 100)
         check_csrf(request, dict(form))
         return form
 
@@ -175,7 +188,7 @@ class Dashboard:
         for r in rows:
             pid = (db, bytes(r["key"]), bytes(r["group"]))
             if r.get("stats") is not None:
-                self.sampler.record(pid, r["stats"])
+                self.sampler.record(pid, r["stats"], read=r.get("entries_read"))
             r["per_min"] = self.sampler.per_minute(pid)
         nxt = rows[-1] if more else None
         return self.render(request, "overview.html", rows=rows, dbs=dbs, db=db, next=nxt,
@@ -184,7 +197,7 @@ class Dashboard:
     async def policy_page(self, request: Request, src: Any, sim: Any = None) -> Response:
         db, key, group = self.db_of(src), self.name(src, "key"), self.name(src, "group")
         info = await run_in_threadpool(self.data.policy, db, key, group)
-        self.sampler.record((db, key, group), info["stats"])
+        self.sampler.record((db, key, group), info["stats"], read=info["entries_read"])
         samples, from_prom, chart_error = self.sampler.series((db, key, group)), None, None
         interval = self.sampler.interval
         if self.prometheus is not None:
@@ -202,7 +215,8 @@ class Dashboard:
 
     async def simulate(self, request: Request) -> Response:
         """The what-if form: allowed in read-only mode (it changes nothing), with the CSRF token."""
-        form = await request.form()
+        # the selected DLQ entries (at most MAX_SELECTED, refused above) and the form's own fields
+        form = await request.form(max_fields=MAX_SELECTED + 100)
         check_csrf(request, dict(form))
         db, key, group = self.db_of(form), self.name(form, "key"), self.name(form, "group")
         opts: dict[str, Any] = {f: number(form, f) for f in WHAT_IF if number(form, f) is not None}
@@ -252,14 +266,14 @@ class Dashboard:
             if form.get("source_key") and form.get("source_group"):
                 opts["source"] = (self.name(form, "source_key"), self.name(form, "source_group"))
             if verb == "redrive-selected":
-                opts["ids"] = [str(v) for v in form.getlist("id")]
+                opts["ids"] = selection(form)
                 if not opts["ids"]:
                     raise Refused(400, "no entry selected: check the entries to redrive")
             await run_in_threadpool(self.data.redrive, db, key, **opts)
         elif verb == "cancel":
             await run_in_threadpool(self.data.redrive_cancel, db, key)
         elif verb == "delete":
-            await run_in_threadpool(self.data.delete, db, key, [str(v) for v in form.getlist("id")])
+            await run_in_threadpool(self.data.delete, db, key, selection(form))
         else:
             raise Refused(400, "unknown action")
         return RedirectResponse(_link("/dlq", db, key=key), 303)

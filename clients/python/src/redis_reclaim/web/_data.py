@@ -67,6 +67,30 @@ def alerts(row: dict[str, Any]) -> list[str]:
     return out
 
 
+def entries_read(groups: Any, group: bytes) -> Optional[int]:
+    """The group's ``entries-read`` in an ``XINFO GROUPS`` reply (a list of maps or of flat
+    field/value lists, RESP2 or RESP3): 0 when it is nil but the group never read anything
+    (``last-delivered-id`` 0-0: a group created at ``$`` of an empty stream, or at 0); None when
+    the reply is an error, the group is not in it, or the server does not know the count (nil
+    after entries were deleted in the stream)."""
+    if isinstance(groups, Exception) or not isinstance(groups, list):
+        return None
+    for g in groups:
+        pairs = g.items() if isinstance(g, dict) else zip(g[::2], g[1::2])
+        m = {as_bytes(k): v for k, v in pairs}
+        if as_bytes(m.get(b"name", b"")) == group:
+            v = m.get(b"entries-read")
+            if v is None:
+                return 0 if as_bytes(m.get(b"last-delivered-id", b"")) == b"0-0" else None
+            return int(v)
+    return None
+
+
+def xinfo_groups(stream: Any) -> c.Command[Any]:
+    """``XINFO GROUPS stream``: O(the stream's groups), its raw reply."""
+    return c.Command((b"XINFO", b"GROUPS", stream), stream, lambda r: r)
+
+
 def delayed(live: Optional[dict[str, Any]], claimant: Any) -> Optional[int]:
     """Entries given back with ``RECLAIM.NACK ... DELAY``: those of ``<CLAIMANT>:delayed`` (among
     the 64 consumers HEALTH lists)."""
@@ -164,9 +188,10 @@ class Data:
 
     def policies(self, db: int, after: Optional[tuple[bytes, bytes]], count: int = PAGE
                  ) -> tuple[list[dict[str, Any]], bool]:
-        """A page of LIST with each policy's HEALTH, STATS and a bounded SIMULATE, in one
-        pipeline; a policy's own errors (NOPERM) are kept in its row. True with it when more
-        policies follow (LIST is asked for one more)."""
+        """A page of LIST with each policy's HEALTH, STATS and a bounded SIMULATE, and one
+        ``XINFO GROUPS`` per stream of the page (its groups' first deliveries), in one pipeline;
+        at most 1 + 4 x ``count`` commands. A policy's own errors (NOPERM) are kept in its row.
+        True with it when more policies follow (LIST is asked for one more)."""
         r = self.reclaim(db)
         listed = c.policy_list(after=after, count=count + 1)
         rows = r.execute(c.Command(listed.args, None, _raw_list))
@@ -174,13 +199,18 @@ class Data:
         rows = rows[:count]
         if not rows:
             return [], False
+        streams = list(dict.fromkeys(as_bytes(p["key"]) for p in rows))
         replies = self._each(db, [cmd for p in rows for cmd in (
             c.health(p["key"], p["group"]), c.stats(p["key"], p["group"]),
-            c.simulate(p["key"], p["group"], limit=SIMULATE_LIMIT))])
+            c.simulate(p["key"], p["group"], limit=SIMULATE_LIMIT))]
+            + [xinfo_groups(st) for st in streams])
+        groups = dict(zip(streams, replies[3 * len(rows):]))
         out = []
         for i, p in enumerate(rows):
             h, s, sim = replies[3 * i: 3 * i + 3]
-            out.append(self._row(db, p, h, s, sim))
+            row = self._row(db, p, h, s, sim)
+            row["entries_read"] = entries_read(groups[as_bytes(p["key"])], as_bytes(p["group"]))
+            out.append(row)
         return out, more
 
     def _each(self, db: int, commands: list[c.Command[Any]]) -> list[Any]:
@@ -235,7 +265,8 @@ class Data:
         return row
 
     def policy(self, db: int, key: bytes, group: bytes) -> dict[str, Any]:
-        """One policy's page: GET (every field), STATS, HEALTH, the head of the PEL."""
+        """One policy's page: GET (every field), STATS, HEALTH, XINFO GROUPS (its first
+        deliveries, for the sampler), the head of the PEL."""
         cl = self.client(db)
         got = self.call(db, c.Command(c.policy_get(key, group).args, key, _raw_map))
         if got is None:
@@ -244,11 +275,25 @@ class Data:
         out["stats"] = self.call(db, c.stats(key, group))
         out["health"] = self.call(db, c.health(key, group))
         try:
+            out["entries_read"] = entries_read(self.call(db, xinfo_groups(key)), group)
+        except redis.ResponseError:
+            out["entries_read"] = None
+        try:
             out["pending"] = cl.xpending_range(key, group, "-", "+", PENDING_ROWS)
         except redis.ResponseError as e:
             out["pending"] = []
             out["pending_error"] = str(e)
         return out
+
+    def counters(self, db: int, key: bytes, group: bytes) -> tuple[dict[str, Any], Optional[int]]:
+        """For the sampler: ``RECLAIM.STATS`` and the group's ``entries-read`` (None: unknown),
+        two commands."""
+        stats = self.call(db, c.stats(key, group))
+        try:
+            read = entries_read(self.call(db, xinfo_groups(key)), group)
+        except redis.ResponseError:  # a user without XINFO: redeliveries alone
+            read = None
+        return stats, read
 
     def simulate(self, db: int, key: bytes, group: bytes, limit: int,
                  options: dict[str, Any]) -> dict[str, Any]:

@@ -85,7 +85,7 @@ class Prometheus:
         end = time.time() if now is None else now
         start = end - HOUR
         claimed, dead = (self._range(query(m, db, stream, group), start, end) for m in METRICS)
-        return [(t, int(c), int(dead.get(t, 0)), 0) for t, c in sorted(claimed.items())]
+        return [(t, int(c), int(dead.get(t, 0)), 0, -1) for t, c in sorted(claimed.items())]
 
 
 def chart_samples(prom: Prometheus, db: int, stream: bytes, group: bytes

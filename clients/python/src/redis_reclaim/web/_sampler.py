@@ -15,8 +15,10 @@ HOUR = 3600.0
 
 #: (db, stream, group)
 PolicyId = tuple[int, bytes, bytes]
-#: (time in s, claimed, dead-lettered, redelivered): counters of ``RECLAIM.STATS``
-Sample = tuple[float, int, int, int]
+#: (time in s, claimed, dead-lettered, redelivered, read): counters of ``RECLAIM.STATS``, and the
+#: group's ``entries-read`` of ``XINFO GROUPS`` (entries delivered to the group for the first
+#: time; -1: unknown, e.g. nil after deletions in the stream, or a user without XINFO)
+Sample = tuple[float, int, int, int, int]
 #: The window of the per-minute rates, s.
 MINUTE = 60.0
 
@@ -39,9 +41,10 @@ class Sampler:
         return ring
 
     def record(self, pid: PolicyId, stats: dict[str, Any], now: Optional[float] = None,
-               viewed: bool = True) -> None:
-        """A sample from a ``RECLAIM.STATS`` reply, at most one per interval per policy;
-        ``viewed``: read for a page (the sampler's own reads keep nothing alive)."""
+               viewed: bool = True, read: Optional[int] = None) -> None:
+        """A sample from a ``RECLAIM.STATS`` reply and the group's ``entries-read`` (``read``,
+        None: unknown), at most one per interval per policy; ``viewed``: read for a page (the
+        sampler's own reads keep nothing alive)."""
         now = time.time() if now is None else now
         with self._lock:
             if viewed:
@@ -54,7 +57,7 @@ class Sampler:
             if ring and now - ring[-1][0] < self.interval * 0.9:
                 return
             ring.append((now, int(stats.get("claimed", 0)), int(stats.get("dead-lettered", 0)),
-                         int(stats.get("redelivered", 0))))
+                         int(stats.get("redelivered", 0)), -1 if read is None else int(read)))
 
     def watched(self, now: Optional[float] = None) -> list[PolicyId]:
         now = time.time() if now is None else now
@@ -68,12 +71,16 @@ class Sampler:
         with self._lock:
             return list(self._series.get(pid, ()))
 
-    def per_minute(self, pid: PolicyId) -> Optional[dict[str, float]]:
-        """Claims, dead-letters and deliveries (``redelivered``: entries handed from the PEL to a
-        worker by ``RECLAIM.READGROUP``) per minute, between the newest sample and the oldest one
-        of the minute before it (the one just before that minute when none is in it); None
-        before two samples. A counter that went down (a restarted server) counts as 0. With them:
-        ``over``, the seconds between the two samples, and ``delivered``, the deliveries then."""
+    def per_minute(self, pid: PolicyId) -> Optional[dict[str, Any]]:
+        """Claims, dead-letters and deliveries per minute, between the newest sample and the
+        oldest one of the minute before it (the one just before that minute when none is in it);
+        None before two samples. Deliveries: first deliveries (the group's ``entries-read``,
+        counted by XREADGROUP ... > and RECLAIM.READGROUP's new entries alike) and redeliveries
+        (``redelivered``: entries handed again from the PEL by ``RECLAIM.READGROUP``); first
+        deliveries count as 0 when either sample does not know them (``read`` is None then). A
+        counter that went down (a restarted server, XGROUP SETID) counts as 0. With them:
+        ``over``, the seconds between the two samples, ``delivered``, the deliveries then, of
+        which ``read`` first and ``redelivered`` again."""
         with self._lock:
             ring = self._series.get(pid)
             if not ring or len(ring) < 2:
@@ -90,11 +97,14 @@ class Sampler:
         if dt <= 0:
             return None
 
-        def rate(i: int) -> float:
-            return max(0, last[i] - ref[i]) * MINUTE / dt
+        def count(i: int) -> int:
+            return max(0, int(last[i]) - int(ref[i]))
 
-        return {"claims": rate(1), "dead": rate(2), "deliveries": rate(3), "over": dt,
-                "delivered": max(0, last[3] - ref[3])}
+        read = count(4) if min(last[4], ref[4]) >= 0 else None
+        delivered = count(3) + (read or 0)
+        return {"claims": count(1) * MINUTE / dt, "dead": count(2) * MINUTE / dt,
+                "deliveries": delivered * MINUTE / dt, "over": dt, "delivered": delivered,
+                "read": read, "redelivered": count(3)}
 
     def run(self, sample: Callable[[list[PolicyId]], None], stop: threading.Event) -> None:
         """Calls ``sample(watched policies)`` every interval until ``stop`` is set."""

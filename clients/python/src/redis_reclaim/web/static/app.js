@@ -58,14 +58,85 @@
     });
   });
 
-  // -- select all (a DLQ page) -------------------------------------------------------------
-  var all = document.getElementById("select-all");
-  if (all) {
-    all.addEventListener("change", function () {
-      Array.prototype.forEach.call(document.querySelectorAll("#entries input[name=id]"), function (b) {
-        b.checked = all.checked;
+  // -- a DLQ page's checked entries, kept across its pages in this tab (sessionStorage), at most
+  // 1000 (RECLAIM.REDRIVE ... IDS's maximum); those of other pages go with the form as hidden
+  // inputs. A redrive or delete of the selection forgets it.
+  var form = document.getElementById("redrive-form");
+  var taskBox = document.getElementById("task");
+  var boxes = Array.prototype.slice.call(document.querySelectorAll("#entries input[name=id]"));
+  if (form && taskBox) {
+    var MAX = 1000;
+    var store = "reclaim-selected:" + taskBox.dataset.db + ":" + taskBox.dataset.key;
+    var selected = [];
+    try {
+      var got = JSON.parse(sessionStorage.getItem(store) || "[]");
+      if (Array.isArray(got)) selected = got.filter(function (v) { return typeof v === "string"; }).slice(0, MAX);
+    } catch (e) { selected = []; }
+    var here = {};
+    boxes.forEach(function (b) { here[b.value] = b; });
+    var holder = document.createElement("span");
+    holder.id = "selected-elsewhere";
+    form.appendChild(holder);
+    var count = document.getElementById("selection-count");
+    var show = function (full) {
+      holder.textContent = "";
+      var elsewhere = 0;
+      selected.forEach(function (id) {
+        if (here[id]) return;
+        elsewhere += 1;
+        var h = document.createElement("input");
+        h.type = "hidden";
+        h.name = "id";
+        h.value = id;
+        holder.appendChild(h);
       });
+      if (count) {
+        count.textContent = selected.length + " selected" +
+          (elsewhere ? " (" + elsewhere + " on other pages)" : "") +
+          (full ? ": at most " + MAX + " at a time" : "");
+        count.dataset.n = String(selected.length);
+      }
+    };
+    var save = function (full) {
+      sessionStorage.setItem(store, JSON.stringify(selected));
+      show(full);
+    };
+    var toggle = function (b) {
+      var i = selected.indexOf(b.value);
+      if (b.checked && i < 0) {
+        if (selected.length >= MAX) { b.checked = false; return true; }
+        selected.push(b.value);
+      } else if (!b.checked && i >= 0) {
+        selected.splice(i, 1);
+      }
+      return false;
+    };
+    boxes.forEach(function (b) {
+      b.checked = selected.indexOf(b.value) >= 0;
+      b.addEventListener("change", function () { save(toggle(b)); });
     });
+    var all = document.getElementById("select-all");
+    if (all) {
+      all.addEventListener("change", function () {
+        var full = false;
+        boxes.forEach(function (b) { b.checked = all.checked; full = toggle(b) || full; });
+        save(full);
+      });
+    }
+    var clear = document.getElementById("clear-selection");
+    if (clear) {
+      clear.addEventListener("click", function (ev) {
+        ev.preventDefault();
+        selected = [];
+        boxes.forEach(function (b) { b.checked = false; });
+        save(false);
+      });
+    }
+    form.addEventListener("submit", function (ev) {
+      var by = ev.submitter;
+      if (by && (by.value === "redrive-selected" || by.value === "delete")) sessionStorage.removeItem(store);
+    });
+    show(false);
   }
 
   // -- the redrive progress bar: polls REDRIVE STATUS while the task runs ------------------------
