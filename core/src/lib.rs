@@ -9,6 +9,7 @@
 //! a visible change here. (`unreachable_pub` cannot check this: every module is public.)
 
 pub mod access;
+pub mod args;
 pub mod breaker;
 pub mod clock;
 pub mod encoding;

@@ -1,8 +1,11 @@
-//! `RECLAIM.READGROUP`'s request and its parser (pure): XREADGROUP's syntax, options in any
+//! `RECLAIM.READGROUP`'s grammar, request and parser (pure): XREADGROUP's syntax, options in any
 //! order before `STREAMS`, accepting only the ID `>`, plus the pure token `DELIVERY-METADATA`
 //! (each entry of the reply then carries its idle time and delivery count, as Redis 8.4's
-//! `XREADGROUP ... CLAIM` replies them).
+//! `XREADGROUP ... CLAIM` replies them). The grammar is one table, [`OPTIONS`]: the parser, the
+//! keys' positions (the getkeys callback), the arguments passed on to XREADGROUP and the
+//! arguments `COMMAND DOCS` shows are read from it.
 
+use crate::args::{block, int, key, string, word, Arg, V030};
 use crate::error::{self, ReclaimError};
 use crate::text::parse_i64;
 
@@ -24,11 +27,166 @@ pub struct Request {
     pub keys: Vec<Vec<u8>>,
 }
 
-/// The option that adds each entry's delivery metadata to the reply.
-pub const DELIVERY_METADATA: &[u8] = b"DELIVERY-METADATA";
+/// What follows an option's word in [`OPTIONS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Value {
+    /// Nothing: a pure token.
+    None,
+    /// One integer.
+    Int,
+    /// Two names (`GROUP group consumer`).
+    Pair,
+    /// Every argument after it: the stream keys, then as many IDs (`STREAMS`, the last option).
+    Streams,
+}
+
+impl Value {
+    /// How many arguments follow the word (all of them for [`Value::Streams`]: 0 here).
+    pub const fn width(self) -> usize {
+        match self {
+            Value::None | Value::Streams => 0,
+            Value::Int => 1,
+            Value::Pair => 2,
+        }
+    }
+}
+
+/// Which option a row of [`OPTIONS`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Opt {
+    Group,
+    Count,
+    Block,
+    NoAck,
+    DeliveryMetadata,
+    Streams,
+}
+
+/// One option of `RECLAIM.READGROUP` (XREADGROUP's syntax, plus the module's own): a row of
+/// [`OPTIONS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadOption {
+    pub opt: Opt,
+    /// Its word, in any case.
+    pub token: &'static str,
+    /// What follows the word.
+    pub value: Value,
+    /// Passed on, as the client wrote it, to the `XREADGROUP` of a read that hands nothing over
+    /// ([`forwarded`]); `BLOCK` is the module's own wait and `DELIVERY-METADATA` its own reply.
+    pub forwarded: bool,
+    /// As `COMMAND DOCS` shows it, without the token ([`ARGS`] adds it) and with the module
+    /// version it appeared in; `None`: not documented (`NOACK`, refused).
+    pub doc: Option<Arg>,
+}
+
+/// The word before the stream keys (the last option; also the keyword of the command's key spec).
+pub const STREAMS: &str = "STREAMS";
+
+/// XREADGROUP's grammar as `RECLAIM.READGROUP` takes it, in the order `COMMAND DOCS` shows it:
+/// the options, in any order, then `STREAMS` (the last). The parser ([`parse_args`]), the keys'
+/// positions ([`key_positions`]), the arguments forwarded to XREADGROUP ([`forwarded`]) and the
+/// arguments of `COMMAND DOCS` ([`ARGS`]) are all read from it: a new option is a row here (and
+/// its arm in [`parse_args`]).
+pub const OPTIONS: &[ReadOption] = &[
+    ReadOption {
+        opt: Opt::Group,
+        token: "GROUP",
+        value: Value::Pair,
+        forwarded: true,
+        doc: Some(block(
+            "group-consumer",
+            &[string("group"), string("consumer")],
+        )),
+    },
+    ReadOption {
+        opt: Opt::Count,
+        token: "COUNT",
+        value: Value::Int,
+        forwarded: true,
+        doc: Some(int("count").optional()),
+    },
+    ReadOption {
+        opt: Opt::Block,
+        token: "BLOCK",
+        value: Value::Int,
+        forwarded: false,
+        doc: Some(int("milliseconds").optional()),
+    },
+    ReadOption {
+        // Refused: an entry read without a PEL entry could never be redelivered.
+        opt: Opt::NoAck,
+        token: "NOACK",
+        value: Value::None,
+        forwarded: true,
+        doc: None,
+    },
+    ReadOption {
+        opt: Opt::DeliveryMetadata,
+        token: "DELIVERY-METADATA",
+        value: Value::None,
+        forwarded: false,
+        doc: Some(word("DELIVERY-METADATA").optional().since(V030)),
+    },
+    ReadOption {
+        opt: Opt::Streams,
+        token: STREAMS,
+        value: Value::Streams,
+        forwarded: true,
+        doc: Some(block(
+            "streams",
+            &[key("key", 0).multiple(), word(">").multiple_token()],
+        )),
+    },
+];
+
+/// How many rows of [`OPTIONS`] `COMMAND DOCS` shows.
+const DOCUMENTED: usize = {
+    let mut n = 0;
+    let mut i = 0;
+    while i < OPTIONS.len() {
+        if OPTIONS[i].doc.is_some() {
+            n += 1;
+        }
+        i += 1;
+    }
+    n
+};
+
+/// The documented rows of [`OPTIONS`], each with its token.
+const fn documented() -> [Arg; DOCUMENTED] {
+    let mut out = [word("STREAMS"); DOCUMENTED];
+    let (mut i, mut n) = (0, 0);
+    while i < OPTIONS.len() {
+        if let Some(d) = OPTIONS[i].doc {
+            out[n] = d.token(OPTIONS[i].token);
+            n += 1;
+        }
+        i += 1;
+    }
+    out
+}
+
+/// `RECLAIM.READGROUP`'s arguments as `COMMAND DOCS` shows them, from [`OPTIONS`].
+pub const ARGS: &[Arg] = &documented();
+
+/// The row of [`OPTIONS`] whose word `w` is (any case).
+pub fn option(w: &[u8]) -> Option<&'static ReadOption> {
+    OPTIONS
+        .iter()
+        .find(|o| w.eq_ignore_ascii_case(o.token.as_bytes()))
+}
+
+/// The token of `opt` (its row of [`OPTIONS`]).
+fn token(opt: Opt) -> &'static [u8] {
+    OPTIONS
+        .iter()
+        .find(|o| o.opt == opt)
+        .map_or(&b""[..], |o| o.token.as_bytes())
+}
 
 /// Parses the arguments after the command name, as XREADGROUP does (options in any order before
-/// `STREAMS`, then keys and as many IDs), accepting only the ID `>`.
+/// `STREAMS`, then keys and as many IDs), accepting only the ID `>`: each word looked up in
+/// [`OPTIONS`], its values checked here.
 /// The request borrows the arguments ([`Args::to_request`] makes an owned [`Request`]).
 pub fn parse_args<'a>(args: &[&'a [u8]]) -> Result<Args<'a>, ReclaimError> {
     let mut req = Args {
@@ -43,42 +201,34 @@ pub fn parse_args<'a>(args: &[&'a [u8]]) -> Result<Args<'a>, ReclaimError> {
     let mut i = 0;
     while i < args.len() {
         let more = args.len() - i - 1;
-        let o = args[i];
-        if o.eq_ignore_ascii_case(b"BLOCK") && more > 0 {
-            let ms = parse_i64(args[i + 1]).ok_or(error::TIMEOUT_NOT_INTEGER)?;
-            if ms < 0 {
-                return Err(error::TIMEOUT_NEGATIVE.into());
-            }
-            req.block_ms = Some(ms);
-            i += 2;
-        } else if o.eq_ignore_ascii_case(b"COUNT") && more > 0 {
-            let n = parse_i64(args[i + 1]).ok_or(error::NOT_AN_INTEGER)?;
-            req.count = n.max(0);
-            i += 2;
-        } else if o.eq_ignore_ascii_case(b"GROUP") && more >= 2 {
-            req.group = args[i + 1];
-            req.consumer = args[i + 2];
-            group_given = true;
-            i += 3;
-        } else if o.eq_ignore_ascii_case(b"NOACK") {
-            return Err(error::READGROUP_NOACK.into());
-        } else if o.eq_ignore_ascii_case(DELIVERY_METADATA) {
-            req.delivery_metadata = true;
-            i += 1;
-        } else if o.eq_ignore_ascii_case(b"STREAMS") && more > 0 {
-            let rest = &args[i + 1..];
-            if rest.len() % 2 != 0 {
-                return Err(error::READGROUP_UNBALANCED.into());
-            }
-            let (keys, ids) = rest.split_at(rest.len() / 2);
-            if ids.iter().any(|id| *id != b">") {
-                return Err(error::READGROUP_ONLY_NEW.into());
-            }
-            req.keys = keys.iter().copied().collect();
-            break;
-        } else {
+        let Some(o) = option(args[i]).filter(|o| more >= o.value.width()) else {
             return Err(error::SYNTAX.into());
+        };
+        let v = &args[i + 1..i + 1 + o.value.width()];
+        match o.opt {
+            Opt::Block => {
+                let ms = parse_i64(v[0]).ok_or(error::TIMEOUT_NOT_INTEGER)?;
+                if ms < 0 {
+                    return Err(error::TIMEOUT_NEGATIVE.into());
+                }
+                req.block_ms = Some(ms);
+            }
+            Opt::Count => {
+                let n = parse_i64(v[0]).ok_or(error::NOT_AN_INTEGER)?;
+                req.count = n.max(0);
+            }
+            Opt::Group => {
+                (req.group, req.consumer) = (v[0], v[1]);
+                group_given = true;
+            }
+            Opt::NoAck => return Err(error::READGROUP_NOACK.into()),
+            Opt::DeliveryMetadata => req.delivery_metadata = true,
+            Opt::Streams => {
+                req.keys = stream_keys(&args[i + 1..])?;
+                break;
+            }
         }
+        i += 1 + o.value.width();
     }
     if req.keys.is_empty() {
         return Err(error::SYNTAX.into());
@@ -87,6 +237,21 @@ pub fn parse_args<'a>(args: &[&'a [u8]]) -> Result<Args<'a>, ReclaimError> {
         return Err(error::READGROUP_NO_GROUP.into());
     }
     Ok(req)
+}
+
+/// The keys of `STREAMS key [key ...] > [> ...]` (`rest`: the arguments after `STREAMS`).
+fn stream_keys<'a>(rest: &[&'a [u8]]) -> Result<smallvec::SmallVec<[&'a [u8]; 4]>, ReclaimError> {
+    if rest.is_empty() {
+        return Err(error::SYNTAX.into());
+    }
+    if rest.len() % 2 != 0 {
+        return Err(error::READGROUP_UNBALANCED.into());
+    }
+    let (keys, ids) = rest.split_at(rest.len() / 2);
+    if ids.iter().any(|id| *id != b">") {
+        return Err(error::READGROUP_ONLY_NEW.into());
+    }
+    Ok(keys.iter().copied().collect())
 }
 
 /// [`parse_args`], owned.
@@ -127,24 +292,60 @@ impl Args<'_> {
 pub fn key_positions(argv: &[&[u8]]) -> Vec<usize> {
     let mut i = 1;
     while i < argv.len() {
-        let o = argv[i];
-        if o.eq_ignore_ascii_case(b"BLOCK") || o.eq_ignore_ascii_case(b"COUNT") {
-            i += 2;
-        } else if o.eq_ignore_ascii_case(b"GROUP") {
-            i += 3;
-        } else if o.eq_ignore_ascii_case(b"NOACK") || o.eq_ignore_ascii_case(DELIVERY_METADATA) {
-            i += 1;
-        } else if o.eq_ignore_ascii_case(b"STREAMS") {
-            let rest = argv.len() - i - 1;
-            if rest == 0 || rest % 2 != 0 {
-                return Vec::new();
+        match option(argv[i]) {
+            Some(o) if o.value == Value::Streams => {
+                let rest = argv.len() - i - 1;
+                if rest == 0 || rest % 2 != 0 {
+                    return Vec::new();
+                }
+                return (i + 1..i + 1 + rest / 2).collect();
             }
-            return (i + 1..i + 1 + rest / 2).collect();
-        } else {
-            return Vec::new();
+            Some(o) => i += 1 + o.value.width(),
+            None => return Vec::new(),
         }
     }
     Vec::new()
+}
+
+/// The positions in `args` (the arguments after the command name, parsed by [`parse_args`]) of
+/// those XREADGROUP takes as they are: the rows of [`OPTIONS`] that are `forwarded`, with their
+/// values, and everything from `STREAMS` on. A word no row has is passed on alone (XREADGROUP
+/// then refuses it as it would).
+pub fn forwarded(args: &[&[u8]]) -> smallvec::SmallVec<[usize; 12]> {
+    let mut out = smallvec::SmallVec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let (width, forward) = match option(args[i]) {
+            Some(o) if o.value == Value::Streams => {
+                out.extend(i..args.len());
+                break;
+            }
+            Some(o) => (1 + o.value.width(), o.forwarded),
+            None => (1, true),
+        };
+        if forward {
+            out.extend(i..(i + width).min(args.len()));
+        }
+        i += width;
+    }
+    out
+}
+
+/// XREADGROUP's arguments for the new entries of one stream `key`: `GROUP group consumer [COUNT
+/// n] STREAMS key >`, `count` holding `n`'s digits (`"0"`: no `COUNT`).
+pub fn new_entries_args<'a>(
+    group: &'a [u8],
+    consumer: &'a [u8],
+    count: &'a str,
+    key: &'a [u8],
+) -> smallvec::SmallVec<[&'a [u8]; 8]> {
+    let mut args = smallvec::SmallVec::new();
+    args.extend_from_slice(&[token(Opt::Group), group, consumer]);
+    if count != "0" {
+        args.extend_from_slice(&[token(Opt::Count), count.as_bytes()]);
+    }
+    args.extend_from_slice(&[token(Opt::Streams), key, b">"]);
+    args
 }
 
 #[cfg(test)]
@@ -240,6 +441,54 @@ mod tests {
         for (args, want) in cases {
             assert_eq!(p(args).unwrap_err(), want, "{args}");
         }
+    }
+
+    #[test]
+    fn forwarded_are_xreadgroups_own() {
+        let f = |s: &str| {
+            let a: Vec<&[u8]> = s.split(' ').map(str::as_bytes).collect();
+            forwarded(&a)
+                .iter()
+                .map(|&i| a[i])
+                .collect::<Vec<_>>()
+                .join(&b' ')
+        };
+        assert_eq!(f("GROUP g c STREAMS a >"), b"GROUP g c STREAMS a >");
+        // BLOCK and DELIVERY-METADATA are the module's; the names after STREAMS are passed on,
+        // whatever they read like.
+        assert_eq!(
+            f("block 5 GROUP g c delivery-metadata COUNT 2 STREAMS BLOCK >"),
+            b"GROUP g c COUNT 2 STREAMS BLOCK >"
+        );
+        assert_eq!(
+            f("GROUP BLOCK COUNT BLOCK 0 STREAMS a >"),
+            b"GROUP BLOCK COUNT STREAMS a >"
+        );
+    }
+
+    #[test]
+    fn new_entries_args_name_the_one_stream() {
+        let a = new_entries_args(b"g", b"c", "0", b"k");
+        assert_eq!(a.join(&b' '), b"GROUP g c STREAMS k >");
+        let a = new_entries_args(b"g", b"c", "7", b"k");
+        assert_eq!(a.join(&b' '), b"GROUP g c COUNT 7 STREAMS k >");
+    }
+
+    #[test]
+    fn docs_follow_the_table() {
+        assert_eq!(
+            crate::args::syntax(ARGS),
+            "GROUP group consumer [COUNT count] [BLOCK milliseconds] [DELIVERY-METADATA] \
+             STREAMS key [key ...] > [> ...]"
+        );
+        // Every documented row, in order, with its token; NOACK (refused) is not shown.
+        let tokens: Vec<_> = ARGS.iter().map(|a| a.token.unwrap()).collect();
+        assert_eq!(
+            tokens,
+            ["GROUP", "COUNT", "BLOCK", "DELIVERY-METADATA", "STREAMS"]
+        );
+        assert_eq!(ARGS[3].since, Some(crate::args::V030));
+        assert!(option(b"noack").is_some_and(|o| o.doc.is_none()));
     }
 
     proptest::proptest! {

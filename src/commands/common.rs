@@ -1,9 +1,11 @@
 //! What the command handlers share: their arguments as bytes, the policy a command names, and
-//! the flags of key specs (the [`super::COMMANDS`] table's and the getkeys callbacks').
+//! the flags of key specs (the command tables' and the getkeys callbacks'), and the arguments
+//! `key group` that most commands start with.
 
 use redis_module::{raw, Context, RedisString};
 
 use crate::ffi;
+use crate::model::args::{key, string, Arg};
 use crate::model::error::{self, ReclaimError};
 use crate::model::policy::Policy;
 use crate::state::registry::{self, PolicyId};
@@ -19,6 +21,10 @@ pub const DELETE: u32 = raw::REDISMODULE_CMD_KEY_DELETE;
 /// The flags of a stream key of `RECLAIM.READGROUP` (as XREADGROUP's): read and written, its
 /// entries read, the group's state updated. Its key spec and its getkeys callback report them.
 pub const READGROUP_KEY: u32 = KEY_RW | ACCESS | UPDATE;
+
+/// `key group`: the arguments of `RECLAIM.POLICY GET` and `DEL`, `RECLAIM.STATS` and `HEALTH`,
+/// and the head of others.
+pub const KEY_GROUP: &[Arg] = &[key("key", 0), string("group")];
 
 /// The arguments of a command as byte slices (the command name first).
 pub fn slices(args: &[RedisString]) -> Vec<&[u8]> {

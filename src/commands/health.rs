@@ -8,11 +8,13 @@
 
 use redis_module::{CallReply, CallResult, Context, RedisString};
 
+use crate::commands::common::{ACCESS, KEY_GROUP, KEY_RO};
 use crate::engine::pending;
 use crate::ffi;
 use crate::ffi::acl::Caller;
-use crate::ffi::command::{CmdResult, Reply};
+use crate::ffi::command::{CmdResult, CommandSpec, Reply, Spec};
 use crate::model::access;
+use crate::model::args::V020;
 use crate::model::clock::epoch_ms;
 use crate::model::error::{self, ReclaimError};
 use crate::model::metrics::Stat;
@@ -21,6 +23,23 @@ use crate::model::policy::Policy;
 use crate::state::registry::{self, PolicyId};
 use crate::state::runtime::Runtime;
 use crate::state::store;
+
+/// The command's table entry (commands/mod.rs registers it).
+pub const COMMANDS: &[CommandSpec] = &[CommandSpec {
+    parent: None,
+    name: "reclaim.health",
+    func: entry!("RECLAIM.HEALTH", health_cmd),
+    flags: "readonly",
+    acl: "read slow",
+    first_key: 1,
+    arity: 3,
+    summary:
+        "Health signals of a consumer group under a reclaim policy, each with the time it was taken",
+    complexity: "O(C) with C consumers of the group",
+    since: V020,
+    args: KEY_GROUP,
+    keys: &[Spec::Index(1, KEY_RO | ACCESS)],
+}];
 
 /// Most consumers `RECLAIM.HEALTH` lists by name (those holding the most entries); the others
 /// are counted.

@@ -4,12 +4,15 @@
 
 use redis_module::{Context, ContextFlags, RedisString};
 
-use crate::commands::common::{policy_or_error, slices, INSERT, KEY_RW, UPDATE};
+use crate::commands::common::{
+    policy_or_error, slices, ACCESS, DELETE, INSERT, KEY_GROUP, KEY_RO, KEY_RW, UPDATE,
+};
 use crate::engine::guards;
 use crate::ffi;
 use crate::ffi::acl::Caller;
-use crate::ffi::command::{CmdResult, Reply};
+use crate::ffi::command::{CmdResult, CommandSpec, Reply, Spec};
 use crate::model::access;
+use crate::model::args::{block, concat, int, key, one_of, string, word, Arg, V010, V020, V030};
 use crate::model::clock::now_ms;
 use crate::model::error::{self, ReclaimError};
 use crate::model::export;
@@ -18,6 +21,199 @@ use crate::model::outcome::Stop;
 use crate::model::policy::{self, ListPage, Policy, State};
 use crate::state::registry::{self, PolicyId};
 use crate::state::store;
+
+const BACKOFF: &[Arg] = &[
+    word("FIXED"),
+    int("max-ms").token("EXPONENTIAL"),
+    int("ms").token("LIST").multiple(),
+];
+const STORM: &[Arg] = &[int("n"), int("window-ms")];
+const YES_NO: &[Arg] = &[word("yes"), word("no")];
+
+/// The options of `RECLAIM.POLICY SET`, each with the version it appeared in (a command newer
+/// than an option shows its own version for it); `RECLAIM.SIMULATE` takes them too.
+pub const SET_OPTIONS: &[Arg] = &[
+    int("ms").token("MIN-IDLE").optional().since(V010),
+    int("n").token("MAX-DELIVERIES").optional().since(V010),
+    key("dlq-key", 1).token("DLQ").optional().since(V010),
+    string("consumer").token("CLAIMANT").optional().since(V010),
+    int("n").token("COUNT").optional().since(V010),
+    int("ms").token("INTERVAL").optional().since(V010),
+    one_of("backoff", BACKOFF)
+        .token("BACKOFF")
+        .optional()
+        .since(V020),
+    int("ms").token("LIVENESS").optional().since(V020),
+    block("storm", STORM).token("STORM").optional().since(V020),
+    int("n").token("DLQ-MAXLEN").optional().since(V020),
+    int("ms").token("DLQ-MAXAGE").optional().since(V020),
+    one_of("tombstones", YES_NO)
+        .token("TOMBSTONES")
+        .optional()
+        .since(V020),
+    int("ms").token("FORGET-IDLE").optional().since(V030),
+];
+
+const SET_ARGS: &[Arg] = &concat::<{ KEY_GROUP.len() + SET_OPTIONS.len() }>(KEY_GROUP, SET_OPTIONS);
+const PAUSE_ARGS: &[Arg] = &[key("key", 0), string("group"), word("STORM").optional()];
+const AFTER: &[Arg] = &[string("stream"), string("group")];
+const LIST_ARGS: &[Arg] = &[
+    block("after", AFTER).token("AFTER").optional().since(V020),
+    int("n").token("COUNT").optional().since(V020),
+];
+/// The options may come before the document too (docs/commands.md says so); the hint shows one order.
+const IMPORT_ARGS: &[Arg] = &[
+    string("json"),
+    word("REPLACE").optional(),
+    word("LOCAL").optional(),
+];
+
+/// `RECLAIM.POLICY` and its subcommands, registered in this order (the container first).
+pub const COMMANDS: &[CommandSpec] = &[
+    CommandSpec {
+        parent: None,
+        name: "reclaim.policy",
+        func: None,
+        flags: "",
+        acl: "",
+        first_key: 0,
+        arity: -2,
+        summary: "Manage reclaim policies",
+        complexity: "O(1)",
+        since: V010,
+        args: &[],
+        keys: &[],
+    },
+    CommandSpec {
+        parent: Some("reclaim.policy"),
+        name: "set",
+        func: entry!("RECLAIM.POLICY SET", policy_set),
+        flags: "write deny-oom getkeys-api",
+        acl: "write slow",
+        first_key: 2,
+        arity: -4,
+        summary: "Set the reclaim policy of a stream's consumer group",
+        complexity: "O(log N) with N policies of the stream",
+        since: V010,
+        args: SET_ARGS,
+        keys: &[
+            Spec::Index(2, KEY_RW | UPDATE),
+            Spec::Callback(KEY_RW | INSERT),
+        ],
+    },
+    CommandSpec {
+        parent: Some("reclaim.policy"),
+        name: "get",
+        func: entry!("RECLAIM.POLICY GET", policy_get),
+        flags: "readonly",
+        acl: "read slow",
+        first_key: 2,
+        arity: 4,
+        summary: "Get a reclaim policy",
+        complexity: "O(1)",
+        since: V010,
+        args: KEY_GROUP,
+        keys: &[Spec::Index(2, KEY_RO | ACCESS)],
+    },
+    CommandSpec {
+        parent: Some("reclaim.policy"),
+        name: "del",
+        func: entry!("RECLAIM.POLICY DEL", policy_del),
+        flags: "write",
+        acl: "write slow",
+        first_key: 2,
+        arity: 4,
+        summary: "Delete a reclaim policy",
+        complexity: "O(1)",
+        since: V010,
+        args: KEY_GROUP,
+        keys: &[Spec::Index(2, KEY_RW | DELETE)],
+    },
+    CommandSpec {
+        parent: Some("reclaim.policy"),
+        name: "pause",
+        func: entry!("RECLAIM.POLICY PAUSE", policy_pause),
+        flags: "write fast",
+        acl: "write fast",
+        first_key: 2,
+        arity: -4,
+        summary: "Pause a reclaim policy (or open its STORM breaker)",
+        complexity: "O(1)",
+        since: V020,
+        args: PAUSE_ARGS,
+        keys: &[Spec::Index(2, KEY_RW | UPDATE)],
+    },
+    CommandSpec {
+        parent: Some("reclaim.policy"),
+        name: "resume",
+        func: entry!("RECLAIM.POLICY RESUME", policy_resume),
+        flags: "write fast",
+        acl: "write fast",
+        first_key: 2,
+        arity: 4,
+        summary: "Resume a paused reclaim policy, or close its STORM breaker",
+        complexity: "O(1)",
+        since: V020,
+        args: KEY_GROUP,
+        keys: &[Spec::Index(2, KEY_RW | UPDATE)],
+    },
+    CommandSpec {
+        parent: Some("reclaim.policy"),
+        name: "list",
+        func: entry!("RECLAIM.POLICY LIST", policy_list),
+        flags: "readonly",
+        acl: "read slow",
+        first_key: 0,
+        arity: -2,
+        summary: "List the reclaim policies of the selected database, all or a page",
+        complexity: "O(log M + P) with M the policies of all databases and P those of the selected one; with COUNT, O(log M + N) with N those passed over",
+        since: V010,
+        args: LIST_ARGS,
+        keys: &[],
+    },
+    CommandSpec {
+        parent: Some("reclaim.policy"),
+        name: "export",
+        func: entry!("RECLAIM.POLICY EXPORT", policy_export),
+        flags: "readonly",
+        acl: "read slow",
+        first_key: 0,
+        arity: 2,
+        summary: "Export the reclaim policies of the selected database as one JSON document",
+        complexity: "O(P) with P policies",
+        since: V020,
+        args: &[],
+        keys: &[],
+    },
+    CommandSpec {
+        parent: Some("reclaim.policy"),
+        name: "import",
+        func: entry!("RECLAIM.POLICY IMPORT", policy_import),
+        flags: "write deny-oom",
+        acl: "write slow",
+        first_key: 0,
+        arity: -3,
+        summary: "Import reclaim policies from a JSON document (as EXPORT writes it), all or none",
+        complexity: "O(N + P log M) with N the document's length, P its policies, M the policies of a stream",
+        since: V020,
+        args: IMPORT_ARGS,
+        keys: &[],
+    },
+    CommandSpec {
+        parent: Some("reclaim.policy"),
+        name: "help",
+        func: entry!("RECLAIM.POLICY HELP", policy_help),
+        flags: "readonly fast",
+        acl: "read fast",
+        first_key: 0,
+        arity: 2,
+        summary: "Show helpful text about the different subcommands",
+        complexity: "O(1)",
+        since: V010,
+        args: &[],
+        keys: &[],
+    },
+];
 
 pub(super) fn policy_map(p: &Policy) -> Vec<(&'static str, Reply)> {
     vec![

@@ -21,23 +21,46 @@
 
 use smallvec::SmallVec;
 
-use redis_module::{raw, CallReply, CallResult, Context, ContextFlags, KeyType, RedisString};
+use redis_module::{raw, CallReply, CallResult, Context, ContextFlags, RedisString};
 
 use crate::commands::common::READGROUP_KEY;
-use crate::engine::pending::{self, Failed, Query};
-use crate::engine::readgroup::{note_reader, nothing_due, redeliver, Handed, Redelivery};
+use crate::engine::guards;
+use crate::engine::readgroup::{
+    note_reader, nothing_due, read_as_asked, read_new, read_new_raw, redeliver, Handed, Redelivery,
+};
 use crate::ffi::acl::{seeds, Caller, Seeds};
 use crate::ffi::blocked::{self, Waiter};
-use crate::ffi::command::{CmdResult, Reply};
-use crate::ffi::{self, cluster, write_opts, RawReply};
+use crate::ffi::command::{CmdResult, CommandSpec, Reply, Spec};
+use crate::ffi::{self, cluster};
 use crate::model::access::{self, ReadWrites};
+use crate::model::args::V020;
 use crate::model::error::{self, ReclaimError};
 use crate::model::keys;
+use crate::model::outcome::Stop;
 use crate::model::policy::Policy;
-use crate::model::readgroup::{key_positions, parse_args, Request, DELIVERY_METADATA};
+use crate::model::readgroup::{self, key_positions, parse_args, Request};
 use crate::model::text::printable;
 use crate::state::metrics;
 use crate::state::store;
+
+/// The command's table entry; its arguments are read from its grammar table
+/// ([`readgroup::OPTIONS`]), its keys found as XREADGROUP's (`STREAMS`, then half the rest).
+pub const COMMANDS: &[CommandSpec] = &[
+    CommandSpec {
+        parent: None,
+        name: "reclaim.readgroup",
+        func: entry!("RECLAIM.READGROUP", readgroup_cmd),
+        flags: "write blocking getkeys-api",
+        acl: "write stream slow blocking",
+        first_key: 0,
+        arity: -7,
+        summary: "Read new and due entries from streams of a consumer group, with redelivery under the policies (a drop-in for XREADGROUP ... >)",
+        complexity: "As XREADGROUP, plus O(log N + M) per stream with a policy for the M entries handed over again",
+        since: V020,
+        args: readgroup::ARGS,
+        keys: &[Spec::HalfAfterKeyword(readgroup::STREAMS, 4, READGROUP_KEY)],
+    },
+];
 
 /// The bytes of a command's arguments, on the stack while they are few.
 type Bytes<'a> = SmallVec<[&'a [u8]; 12]>;
@@ -111,25 +134,19 @@ fn raw_elements(r: &CallReply) -> Vec<*mut raw::RedisModuleCallReply> {
 
 /// `WRONGTYPE` when `key` exists and is not a stream.
 fn check_type(ctx: &Context, key: &[u8]) -> Result<(), ReclaimError> {
-    let name = RedisString::create_from_slice(ctx.ctx, key);
-    match ctx.open_key(&name).key_type() {
-        KeyType::Stream | KeyType::Empty => Ok(()),
-        _ => Err(error::WRONGTYPE_STREAM.into()),
+    if guards::is_non_stream(ctx, key) {
+        return Err(error::WRONGTYPE_STREAM.into());
     }
+    Ok(())
 }
 
 /// Checks a key before reading it, as XREADGROUP does: a stream with the group.
 fn check_key(ctx: &Context, key: &[u8], group: &[u8]) -> Result<(), ReclaimError> {
-    let name = RedisString::create_from_slice(ctx.ctx, key);
-    match ctx.open_key(&name).key_type() {
-        KeyType::Stream => {}
-        KeyType::Empty => return Err(no_group(key, group)),
-        _ => return Err(error::WRONGTYPE_STREAM.into()),
-    }
-    let q = Query::range(b"-", b"+", 1).of(Some(b"\x00"));
-    match pending::read(ctx, key, group, &q) {
-        Err(Failed::Reply(e)) if e.starts_with(b"NOGROUP") => Err(no_group(key, group)),
-        _ => Ok(()),
+    match guards::check_stream(ctx, key) {
+        Some(Stop::WrongTypeStream) => Err(error::WRONGTYPE_STREAM.into()),
+        Some(_) => Err(no_group(key, group)),
+        None if guards::no_group(ctx, key, group) => Err(no_group(key, group)),
+        None => Ok(()),
     }
 }
 
@@ -157,47 +174,6 @@ fn check_access<'a>(
     Caller::of_flags(ctx, flags).check_with(ctx, seeds, &what)
 }
 
-/// XREADGROUP's arguments for the new entries of `key`: `GROUP g consumer [COUNT n] STREAMS key
-/// >`, `count` holding `n`'s digits (`"0"`: no COUNT).
-fn xreadgroup_args<'a>(req: &'a Request, key: &'a [u8], count: &'a str) -> Vec<&'a [u8]> {
-    let mut args: Vec<&[u8]> = vec![b"GROUP", &req.group, &req.consumer];
-    if count != "0" {
-        args.extend_from_slice(&[b"COUNT", count.as_bytes()]);
-    }
-    args.extend_from_slice(&[b"STREAMS", key, b">"]);
-    args
-}
-
-/// The client's own arguments after the command name without `BLOCK ms` and
-/// `DELIVERY-METADATA`: XREADGROUP's, as they are (a one-stream read that hands nothing over
-/// passes them on, nothing copied). `bytes`: the bytes of `args` after the command name.
-fn xreadgroup_argv(args: &[RedisString], bytes: &[&[u8]]) -> Argv {
-    let mut out = Argv::new();
-    let mut i = 1;
-    while i < args.len() {
-        let a = bytes[i - 1];
-        if a.eq_ignore_ascii_case(b"STREAMS") {
-            out.extend(args[i..].iter().map(|s| s.inner));
-            break;
-        }
-        let width = if a.eq_ignore_ascii_case(b"GROUP") {
-            3
-        } else if a.eq_ignore_ascii_case(b"COUNT") || a.eq_ignore_ascii_case(b"BLOCK") {
-            2
-        } else {
-            1
-        };
-        if !a.eq_ignore_ascii_case(b"BLOCK") && !a.eq_ignore_ascii_case(DELIVERY_METADATA) {
-            out.extend(args[i..(i + width).min(args.len())].iter().map(|s| s.inner));
-        }
-        i += width;
-    }
-    out
-}
-
-/// A command's argument vector for `RM_Call`, on the stack while it is short.
-type Argv = SmallVec<[*mut raw::RedisModuleString; 12]>;
-
 /// What [`serve`] did.
 enum Served {
     /// It replied.
@@ -220,12 +196,9 @@ fn forward_new(
     let r = match argv {
         Some(a) => {
             let bytes: Bytes = a.iter().skip(1).map(|s| s.as_slice()).collect();
-            RawReply::call_argv(ctx, c"XREADGROUP", &mut xreadgroup_argv(a, &bytes))
+            read_as_asked(ctx, a, &bytes)
         }
-        None => {
-            let count = req.count.to_string();
-            RawReply::call(ctx, c"XREADGROUP", &xreadgroup_args(req, key, &count))
-        }
+        None => read_new_raw(ctx, (&req.group, &req.consumer), req.count, key),
     };
     if r.is_nil() {
         return Served::Nothing { more };
@@ -270,9 +243,7 @@ fn serve(ctx: &Context, req: &Request, streams: &[Stream], argv: Option<&[RedisS
             } else {
                 req.count - handed
             };
-            let count = rest.to_string();
-            let args = xreadgroup_args(req, s.key, &count);
-            read.new = Some(ctx.call_ext("XREADGROUP", &write_opts(), &args[..]));
+            read.new = Some(read_new(ctx, (&req.group, &req.consumer), rest, s.key));
         }
         if let Some(Err(e)) = &read.new {
             // One stream read with its metadata, which met XREADGROUP's own error (a missing
@@ -360,7 +331,7 @@ pub fn readgroup_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
                 }
                 return Ok(Reply::Done);
             }
-            let reply = RawReply::call_argv(ctx, c"XREADGROUP", &mut xreadgroup_argv(args, &a));
+            let reply = read_as_asked(ctx, args, &a);
             if reply.is_nil() {
                 wait_or_nil(ctx, r.to_request(), flags, false);
             } else {
@@ -416,16 +387,15 @@ impl BlockedRead {
     /// cluster's slot check), `UNBLOCKED` on 7.0.
     fn gone(&self, ctx: &Context) -> Option<String> {
         for key in &self.0.keys {
-            let name = RedisString::create_from_slice(ctx.ctx, key);
-            match ctx.open_key(&name).key_type() {
-                KeyType::Stream => {}
-                KeyType::Empty => {
+            match guards::check_stream(ctx, key) {
+                None => {}
+                Some(Stop::NoStream) => {
                     let ask = migrated_away(ctx, key);
                     return Some(ask.unwrap_or_else(|| error::UNBLOCKED_NO_STREAM.to_string()));
                 }
-                _ => return Some(error::UNBLOCKED_NO_STREAM.to_string()),
+                Some(_) => return Some(error::UNBLOCKED_NO_STREAM.to_string()),
             }
-            if let Err(ReclaimError::NoGroup(..)) = check_key(ctx, key, &self.0.group) {
+            if guards::no_group(ctx, key, &self.0.group) {
                 return Some(error::UNBLOCKED_NO_GROUP.to_string());
             }
         }

@@ -5,11 +5,13 @@
 
 use redis_module::{Context, ContextFlags, KeyType, RedisString};
 
+use crate::commands::common::{KEY_RW, UPDATE};
 use crate::engine::redrive::dlq_end;
 use crate::ffi;
 use crate::ffi::acl::Caller;
-use crate::ffi::command::{CmdResult, Reply};
+use crate::ffi::command::{CmdResult, CommandSpec, Reply, Spec};
 use crate::model::access;
+use crate::model::args::{block, int, key, one_of, string, word, Arg, V020};
 use crate::model::clock::epoch_ms;
 use crate::model::error::{self, ReclaimError};
 use crate::model::keys;
@@ -18,6 +20,51 @@ use crate::state::redrive::{
     self as tasks, del, del_moved, key_type, moved_key_usable, read_task, write_task,
 };
 use crate::state::{registry, store};
+
+/// Three forms: start a task, `STATUS`, `CANCEL` (one key spec, the getkeys callback's, covers
+/// the DLQ and `SOURCE`'s key).
+const ARGS: &[Arg] = &[one_of(
+    "form",
+    &[
+        block(
+            "start",
+            &[
+                key("dlq", 0),
+                block("source", &[key("key", 0), string("group")])
+                    .token("SOURCE")
+                    .optional(),
+                block("ids", &[int("n"), string("id").multiple()])
+                    .token("IDS")
+                    .optional(),
+                int("n").token("COUNT").optional(),
+                int("entries-per-s").token("RATE").optional(),
+                block("canary", &[int("k"), int("ms").token("WINDOW")])
+                    .token("CANARY")
+                    .optional(),
+            ],
+        ),
+        block("status", &[word("STATUS"), key("dlq", 0)]),
+        block("cancel", &[word("CANCEL"), key("dlq", 0)]),
+    ],
+)];
+
+/// The command's table entry: one key spec, its getkeys callback's.
+pub const COMMANDS: &[CommandSpec] = &[
+    CommandSpec {
+        parent: None,
+        name: "reclaim.redrive",
+        func: entry!("RECLAIM.REDRIVE", redrive_cmd),
+        flags: "may-replicate getkeys-api",
+        acl: "write slow",
+        first_key: 1,
+        arity: -2,
+        summary: "Move a DLQ's entries back to the consumer groups they failed in, as a task (STATUS, CANCEL)",
+        complexity: "O(1) to start, STATUS or CANCEL; the task moves each entry in O(log N)",
+        since: V020,
+        args: ARGS,
+        keys: &[Spec::Callback(KEY_RW | UPDATE)],
+    },
+];
 
 /// The known policies of the selected database (database `db`) whose DLQ is `dlq`: (stream,
 /// group, claimant) each, the consumer groups a task without `SOURCE` may write. One policy-key

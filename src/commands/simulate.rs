@@ -4,14 +4,15 @@
 
 use redis_module::{Context, RedisString};
 
-use crate::commands::common::slices;
-use crate::commands::policy::policy_map;
+use crate::commands::common::{slices, ACCESS, KEY_RO};
+use crate::commands::policy::{policy_map, SET_OPTIONS};
 use crate::engine::guards;
 use crate::engine::sweep::{self, Simulation, Target};
 use crate::ffi;
 use crate::ffi::acl::Caller;
-use crate::ffi::command::{CmdResult, Reply};
+use crate::ffi::command::{CmdResult, CommandSpec, Reply, Spec};
 use crate::model::access;
+use crate::model::args::{concat, int, key, string, Arg, V020};
 use crate::model::breaker::Breaker;
 use crate::model::clock::{epoch_ms, now_ms};
 use crate::model::error::{self, ReclaimError};
@@ -21,6 +22,33 @@ use crate::model::policy::{self, Policy, State};
 use crate::state::config;
 use crate::state::registry::{self, PolicyId};
 use crate::state::store;
+
+/// `key group [LIMIT n]` and the options of `RECLAIM.POLICY SET` (the what-ifs). The DLQ of a
+/// what-if is no key of `SIMULATE` (it reads none): shown as a string.
+const HEAD: &[Arg] = &[
+    key("key", 0),
+    string("group"),
+    int("n").token("LIMIT").optional(),
+];
+const ARGS: &[Arg] = &concat::<{ HEAD.len() + SET_OPTIONS.len() }>(HEAD, SET_OPTIONS);
+
+/// The command's table entry: its arguments are `key group [LIMIT n]` and `SET`'s options.
+pub const COMMANDS: &[CommandSpec] = &[
+    CommandSpec {
+        parent: None,
+        name: "reclaim.simulate",
+        func: entry!("RECLAIM.SIMULATE", simulate_cmd),
+        flags: "readonly",
+        acl: "read slow",
+        first_key: 1,
+        arity: -3,
+        summary: "Show what one reclaim pass would do now to the first pending entries of a consumer group, entry by entry, under its policy or a proposed one (writes nothing)",
+        complexity: "O(L) with L = LIMIT (default COUNT) pending entries examined, plus O(consumers) with LIVENESS",
+        since: V020,
+        args: ARGS,
+        keys: &[Spec::Index(1, KEY_RO | ACCESS)],
+    },
+];
 
 /// The actions in the order of `RECLAIM.SIMULATE`'s `totals` (that of SWEEP's reply, then
 /// `none`).

@@ -3,13 +3,14 @@
 
 use redis_module::{Context, RedisString};
 
-use crate::commands::common::{policy_or_error, slices};
+use crate::commands::common::{policy_or_error, slices, ACCESS, KEY_GROUP, KEY_RO, KEY_RW, UPDATE};
 use crate::engine::pending;
 use crate::engine::sweep::{self, Target};
 use crate::engine::{guards, settle};
 use crate::ffi;
-use crate::ffi::command::{CmdResult, Reply};
+use crate::ffi::command::{CmdResult, CommandSpec, Reply, Spec};
 use crate::model::access;
+use crate::model::args::{int, key, string, Arg, V010};
 use crate::model::clock::epoch_ms;
 use crate::model::error::{self, ReclaimError};
 use crate::model::metrics::Stat;
@@ -19,6 +20,44 @@ use crate::model::policy;
 use crate::state::config;
 use crate::state::registry;
 use crate::state::store;
+
+const SWEEP_ARGS: &[Arg] = &[
+    key("key", 0),
+    string("group"),
+    int("n").token("LIMIT").optional(),
+];
+
+/// `RECLAIM.SWEEP` and `RECLAIM.STATS`.
+pub const COMMANDS: &[CommandSpec] = &[
+    CommandSpec {
+        parent: None,
+        name: "reclaim.sweep",
+        func: entry!("RECLAIM.SWEEP", sweep_cmd),
+        flags: "write deny-oom",
+        acl: "write slow",
+        first_key: 1,
+        arity: -3,
+        summary: "Run one reclaim pass over a consumer group's PEL now",
+        complexity: "O(N) with N pending entries of the group (or LIMIT)",
+        since: V010,
+        args: SWEEP_ARGS,
+        keys: &[Spec::Index(1, KEY_RW | UPDATE)],
+    },
+    CommandSpec {
+        parent: None,
+        name: "reclaim.stats",
+        func: entry!("RECLAIM.STATS", stats),
+        flags: "readonly",
+        acl: "read slow",
+        first_key: 1,
+        arity: 3,
+        summary: "Counters and status of a reclaim policy",
+        complexity: "O(1)",
+        since: V010,
+        args: KEY_GROUP,
+        keys: &[Spec::Index(1, KEY_RO | ACCESS)],
+    },
+];
 
 /// `RECLAIM.SWEEP key group [LIMIT n]` -> map `claimed`, `dead-lettered`, `deleted`,
 /// `dlq-trimmed` (`DLQ-MAXLEN`/`DLQ-MAXAGE`), `tombstones` (`TOMBSTONES yes`): one complete

@@ -6,21 +6,91 @@
 //! None of them adds a delivery. Their writes go through `RM_Call` with `!` (`XCLAIM ... JUSTID`,
 //! `XADD`/`XACK`), so replicas and the AOF see exactly the same, in one `MULTI`/`EXEC`.
 
-use redis_module::{CallOptionsBuilder, CallReply, CallResult, Context, RedisString};
+use redis_module::{Context, RedisString};
 
+use crate::commands::common::{KEY_RW, UPDATE};
 use crate::engine::deadletter::Dlq;
+use crate::engine::owned;
 use crate::engine::parked;
-use crate::engine::pending::{self, Failed, Query};
 use crate::engine::settle;
 use crate::ffi;
-use crate::ffi::command::{CmdResult, Reply};
+use crate::ffi::command::{CmdResult, CommandSpec, Reply, Spec};
 use crate::model::access;
+use crate::model::args::{int, key, string, Arg, V020, V030};
 use crate::model::error::{self, ReclaimError};
 use crate::model::outcome::Outcome;
 use crate::model::planner::{self, Pending};
 use crate::model::policy::{Policy, State, MAX_DELAY_MS, MAX_REASON_BYTES};
 use crate::state::registry::{self, PolicyId};
 use crate::state::store;
+
+const EXTEND_ARGS: &[Arg] = &[
+    key("key", 0),
+    string("group"),
+    string("consumer"),
+    string("id").multiple(),
+];
+const NACK_ARGS: &[Arg] = &[
+    key("key", 0),
+    string("group"),
+    string("consumer"),
+    string("id").multiple(),
+    int("ms").token("DELAY").optional(),
+    string("text").token("REASON").optional().since(V030),
+];
+const TERM_ARGS: &[Arg] = &[
+    key("key", 0),
+    string("group"),
+    string("consumer"),
+    string("id").multiple(),
+    string("text").token("REASON").optional(),
+];
+
+/// `RECLAIM.EXTEND`, `RECLAIM.NACK`, `RECLAIM.TERM`.
+pub const COMMANDS: &[CommandSpec] = &[
+    CommandSpec {
+        parent: None,
+        name: "reclaim.extend",
+        func: entry!("RECLAIM.EXTEND", extend_cmd),
+        flags: "write fast",
+        acl: "write stream fast",
+        first_key: 1,
+        arity: -5,
+        summary: "Renew the lease of a consumer's own pending entries (idle reset, count unchanged)",
+        complexity: "O(M log N) for M IDs",
+        since: V020,
+        args: EXTEND_ARGS,
+        keys: &[Spec::Index(1, KEY_RW | UPDATE)],
+    },
+    CommandSpec {
+        parent: None,
+        name: "reclaim.nack",
+        func: entry!("RECLAIM.NACK", nack_cmd),
+        flags: "write fast",
+        acl: "write stream fast",
+        first_key: 1,
+        arity: -5,
+        summary: "Give a consumer's own pending entries back for redelivery, now or after a delay (up to 30 days), with a reason",
+        complexity: "O(M log N) for M IDs",
+        since: V020,
+        args: NACK_ARGS,
+        keys: &[Spec::Index(1, KEY_RW | UPDATE)],
+    },
+    CommandSpec {
+        parent: None,
+        name: "reclaim.term",
+        func: entry!("RECLAIM.TERM", term_cmd),
+        flags: "write deny-oom",
+        acl: "write stream slow",
+        first_key: 1,
+        arity: -5,
+        summary: "Dead-letter a consumer's own pending entries at once (never retried)",
+        complexity: "O(M log N) for M IDs",
+        since: V020,
+        args: TERM_ARGS,
+        keys: &[Spec::Index(1, KEY_RW | UPDATE)],
+    },
+];
 
 /// `reclaim-reason` of an entry dead-lettered by `RECLAIM.TERM` without `REASON`.
 pub const REASON_TERM: &[u8] = b"term";
@@ -95,61 +165,9 @@ fn policy_of(ctx: &Context, v: &Verb, access: Access) -> Result<Policy, ReclaimE
     Ok(p)
 }
 
-/// The entries of `ids` pending at `consumer`, in the order given (each an `XPENDING key group id
-/// id 1 consumer`, O(log N)); the others are left out. A stream key of another type, or a
-/// missing stream or group, gets `XPENDING`'s own error (`WRONGTYPE ...`, `NOGROUP ...`).
-fn owned(ctx: &Context, v: &Verb) -> Result<Vec<Pending>, ReclaimError> {
-    let mut out: Vec<Pending> = Vec::new();
-    for id in &v.ids {
-        let q = Query::range(id, id, 1).of(Some(v.consumer));
-        let found = match pending::read(ctx, v.stream, v.group, &q) {
-            Ok(found) => found,
-            Err(Failed::Reply(e)) => {
-                let text = String::from_utf8_lossy(&e).replace(['\r', '\n'], " ");
-                return Err(ReclaimError::Redis(text));
-            }
-            Err(Failed::Unexpected(_)) => continue,
-        };
-        if let Some(e) = found.into_iter().next() {
-            if !out.iter().any(|p| p.id == e.id) {
-                out.push(e);
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// `XCLAIM key group to 0 id... [IDLE ms] JUSTID` (replicated): owner `to`, delivery count
-/// unchanged, idle 0 (or `idle`). Returns the IDs claimed.
-fn reclaim_to(
-    ctx: &Context,
-    v: &Verb,
-    to: &[u8],
-    ids: &[&[u8]],
-    idle: Option<i64>,
-) -> Vec<Vec<u8>> {
-    let opts = CallOptionsBuilder::new()
-        .replicate()
-        .errors_as_replies()
-        .build();
-    let idle_s = idle.map(|i| i.to_string());
-    let mut args: Vec<&[u8]> = vec![v.stream, v.group, to, b"0"];
-    args.extend_from_slice(ids);
-    if let Some(i) = &idle_s {
-        args.extend_from_slice(&[b"IDLE", i.as_bytes()]);
-    }
-    args.push(b"JUSTID");
-    let r: CallResult = ctx.call_ext("XCLAIM", &opts, &args[..]);
-    match r {
-        Ok(CallReply::Array(a)) => a
-            .iter()
-            .filter_map(|x| match x {
-                Ok(CallReply::String(s)) => Some(s.as_bytes().to_vec()),
-                _ => None,
-            })
-            .collect(),
-        _ => Vec::new(),
-    }
+/// The verb's entries pending at its consumer ([`owned::owned`]).
+fn own_entries(ctx: &Context, v: &Verb) -> Result<Vec<Pending>, ReclaimError> {
+    owned::owned(ctx, (v.stream, v.group, v.consumer), &v.ids)
 }
 
 fn slices(args: &[RedisString]) -> Vec<&[u8]> {
@@ -162,12 +180,12 @@ pub fn extend_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let a = slices(args);
     let v = parse(&a, "\0")?;
     policy_of(ctx, &v, claims)?;
-    let mine: Vec<Pending> = owned(ctx, &v)?;
+    let mine: Vec<Pending> = own_entries(ctx, &v)?;
     let ids: Vec<&[u8]> = mine.iter().map(|e| e.id.as_slice()).collect();
     let renewed = if ids.is_empty() {
         Vec::new()
     } else {
-        reclaim_to(ctx, &v, v.consumer, &ids, None)
+        owned::claim(ctx, (v.stream, v.group), v.consumer, &ids, None)
     };
     Ok(Reply::Array(
         renewed.into_iter().map(Reply::Bytes).collect(),
@@ -248,7 +266,7 @@ pub fn nack_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     let a = slices(args);
     let (v, o) = parse_nack(&a)?;
     let p = policy_of(ctx, &v, claims)?;
-    let mine = owned(ctx, &v)?;
+    let mine = own_entries(ctx, &v)?;
     if o.delay > MAX_DELAY_MS {
         // Names the due idle of the first entry, which a client can give back instead (the
         // error of a delay over the lease before delays could be parked: clients parse it).
@@ -271,10 +289,10 @@ pub fn nack_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     if o.delay == 0 {
         let ids: Vec<&[u8]> = short.iter().map(|e| e.id.as_slice()).collect();
         if !ids.is_empty() {
-            released = reclaim_to(ctx, &v, &p.claimant, &ids, None);
+            released = owned::claim(ctx, (v.stream, v.group), &p.claimant, &ids, None);
         }
     } else {
-        released = delay_within_lease(ctx, &v, &p, &short, o.delay);
+        released = owned::delay_within_lease(ctx, (v.stream, v.group), &p, &short, o.delay);
     }
     if !released.is_empty() {
         // Older idle times than the passes saw (or the inbox filled): what they learnt no
@@ -323,31 +341,6 @@ fn check_nack_keys(ctx: &Context, v: &Verb, park: bool, record: bool) -> Result<
     Ok(())
 }
 
-/// `entries` given back `delay` ms from now, within their due idle: to `<claimant>:delayed`, idle
-/// `due - delay` (one `XCLAIM` per idle: entries with other counts may need other idles).
-fn delay_within_lease(
-    ctx: &Context,
-    v: &Verb,
-    p: &Policy,
-    entries: &[&Pending],
-    delay: i64,
-) -> Vec<Vec<u8>> {
-    let delayed = p.delayed();
-    let mut by_idle: Vec<(i64, Vec<&[u8]>)> = Vec::new();
-    for e in entries {
-        let idle = p.due_idle(e.deliveries) - delay;
-        match by_idle.iter_mut().find(|(i, _)| *i == idle) {
-            Some((_, ids)) => ids.push(&e.id),
-            None => by_idle.push((idle, vec![&e.id])),
-        }
-    }
-    let mut out = Vec::new();
-    for (idle, ids) in by_idle {
-        out.extend(reclaim_to(ctx, v, &delayed, &ids, Some(idle)));
-    }
-    out
-}
-
 /// `RECLAIM.TERM key group consumer id [id ...] [REASON text]` -> how many entries were
 /// dead-lettered: the consumer's own entries go to the policy's DLQ at once, whatever their
 /// count, with `reclaim-reason` `term` (or `text`), appended and acknowledged together.
@@ -370,7 +363,7 @@ pub fn term_cmd(ctx: &Context, args: &[RedisString]) -> CmdResult {
     if crate::engine::guards::is_non_stream(ctx, dlq) {
         return Err(error::WRONGTYPE_DLQ.into());
     }
-    let mine = owned(ctx, &v)?;
+    let mine = own_entries(ctx, &v)?;
     let mut out = Outcome::default();
     if !mine.is_empty() {
         let id = PolicyId::new(ffi::selected_db(ctx), v.stream, v.group);

@@ -4,6 +4,7 @@
 pub mod consumers;
 pub mod deadletter;
 pub mod guards;
+pub mod owned;
 pub mod parked;
 pub mod pending;
 pub mod readgroup;

@@ -24,6 +24,7 @@
 use redis_module::{CallReply, CallResult, Context, KeyType, RedisString};
 
 use crate::engine::guards;
+use crate::engine::owned::claim;
 use crate::engine::pending::{self, Query};
 use crate::ffi::{read_opts, write_opts};
 use crate::model::access;
@@ -140,35 +141,6 @@ pub fn record(
     let _: CallResult = ctx.call_ext("HSET", &write_opts(), &args[..]);
 }
 
-/// `XCLAIM stream group to 0 id... [IDLE idle] JUSTID` (replicated); the IDs claimed.
-fn claim(
-    ctx: &Context,
-    stream: &[u8],
-    group: &[u8],
-    to: &[u8],
-    ids: &[&[u8]],
-    idle: Option<i64>,
-) -> Vec<Vec<u8>> {
-    let idle_s = idle.map(|i| i.to_string());
-    let mut args: Vec<&[u8]> = vec![stream, group, to, b"0"];
-    args.extend_from_slice(ids);
-    if let Some(i) = &idle_s {
-        args.extend_from_slice(&[b"IDLE", i.as_bytes()]);
-    }
-    args.push(b"JUSTID");
-    let r: CallResult = ctx.call_ext("XCLAIM", &write_opts(), &args[..]);
-    match r {
-        Ok(CallReply::Array(a)) => a
-            .iter()
-            .filter_map(|x| match x {
-                Ok(CallReply::String(s)) => Some(s.as_bytes().to_vec()),
-                _ => None,
-            })
-            .collect(),
-        _ => Vec::new(),
-    }
-}
-
 /// Parks `ids` (pending at the caller's consumer, checked) of (`stream`, `group`) under `p` until
 /// wall-clock `due_ms`: `XCLAIM ... <claimant>:parked 0 id... JUSTID`, then one `ZADD` of the
 /// claimed ones into the delay key. Returns the IDs parked. The caller checked the key's type.
@@ -180,7 +152,7 @@ pub fn park(
     ids: &[&[u8]],
     due_ms: i64,
 ) -> Vec<Vec<u8>> {
-    let parked = claim(ctx, stream, group, &p.parked(), ids, None);
+    let parked = claim(ctx, (stream, group), &p.parked(), ids, None);
     if parked.is_empty() {
         return parked;
     }
@@ -337,7 +309,7 @@ fn release_due(
     let mut moved = 0;
     for (idle, ids) in &by_idle {
         let ids: Vec<&[u8]> = ids.iter().map(Vec::as_slice).collect();
-        moved += claim(ctx, stream, group, &delayed, &ids, Some(*idle)).len();
+        moved += claim(ctx, (stream, group), &delayed, &ids, Some(*idle)).len();
     }
     moved
 }
@@ -524,6 +496,6 @@ fn hand_back_page(
     let delayed = p.delayed();
     by_idle
         .iter()
-        .map(|(idle, ids)| claim(ctx, stream, group, &delayed, ids, Some(*idle)).len())
+        .map(|(idle, ids)| claim(ctx, (stream, group), &delayed, ids, Some(*idle)).len())
         .sum()
 }

@@ -10,24 +10,30 @@
 //! (or, with `TOMBSTONES yes`, buried first) and counted. Every write goes through `RM_Call`
 //! with `!`.
 //!
+//! The new entries of a read: [`read_new`] (one stream, parsed), [`read_new_raw`] (unparsed, to
+//! forward), [`read_as_asked`] (the client's own arguments passed on to `XREADGROUP`).
+//!
 //! A read that can find nothing costs no call into Redis: the policy's run-time state says when
 //! an entry of another consumer can be due at the earliest (what passes and earlier reads
 //! learnt) and whether the inbox may hold anything.
 
 use std::collections::BTreeMap;
 
-use redis_module::{CallReply, CallResult, Context, RedisString};
+use smallvec::SmallVec;
+
+use redis_module::{raw, CallReply, CallResult, Context, RedisString};
 
 use crate::engine::deadletter::{Dlq, REASON_LIMIT};
 use crate::engine::pending::{self, Query};
 use crate::engine::settle;
 use crate::ffi::streams::{Fields, Key, StreamId};
-use crate::ffi::{self, events, write_opts};
+use crate::ffi::{self, events, write_opts, RawReply};
 use crate::model::access::ReadWrites;
 use crate::model::clock::epoch_ms;
 use crate::model::outcome::Outcome;
 use crate::model::planner::{self, Pending};
 use crate::model::policy::Policy;
+use crate::model::readgroup;
 use crate::state::config;
 use crate::state::registry::{self, PolicyId};
 use crate::state::runtime::{ReadFacts, ReadView};
@@ -414,4 +420,45 @@ fn deliver(
         events::notify(ctx, key, events::PURGE);
     }
     claimed
+}
+
+/// A command's argument vector for `RM_Call`, on the stack while it is short.
+type Argv = SmallVec<[*mut raw::RedisModuleString; 12]>;
+
+/// The new entries of one stream for `consumer`: `XREADGROUP GROUP group consumer [COUNT n]
+/// STREAMS key >` (`count` 0: no `COUNT`; [`readgroup::new_entries_args`]), propagated with each
+/// delivery; its reply parsed (nil, `[[key, [entry, ...]]]`, or XREADGROUP's error).
+pub fn read_new(
+    ctx: &Context,
+    (group, consumer): (&[u8], &[u8]),
+    count: i64,
+    key: &[u8],
+) -> CallResult<'static> {
+    let count = count.to_string();
+    let args = readgroup::new_entries_args(group, consumer, &count, key);
+    ctx.call_ext("XREADGROUP", &write_opts(), &args[..])
+}
+
+/// [`read_new`], its reply unparsed, in the client's protocol (to forward as Redis wrote it).
+pub fn read_new_raw(
+    ctx: &Context,
+    (group, consumer): (&[u8], &[u8]),
+    count: i64,
+    key: &[u8],
+) -> RawReply {
+    let count = count.to_string();
+    let args = readgroup::new_entries_args(group, consumer, &count, key);
+    RawReply::call(ctx, c"XREADGROUP", &args)
+}
+
+/// `XREADGROUP` with the client's own arguments (`args`, the command name first; `bytes`, the
+/// bytes of those after it, which [`readgroup::parse_args`] accepted): those XREADGROUP takes
+/// ([`readgroup::forwarded`]: all but `BLOCK ms` and `DELIVERY-METADATA`), passed on as they are,
+/// nothing copied; the reply unparsed, in the client's protocol.
+pub fn read_as_asked(ctx: &Context, args: &[RedisString], bytes: &[&[u8]]) -> RawReply {
+    let mut argv: Argv = readgroup::forwarded(bytes)
+        .iter()
+        .map(|&i| args[i + 1].inner)
+        .collect();
+    RawReply::call_argv(ctx, c"XREADGROUP", &mut argv)
 }

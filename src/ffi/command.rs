@@ -10,8 +10,9 @@ use std::ptr;
 
 use redis_module::{raw, Context, RedisString};
 
-use crate::ffi::args::{Arg, CArgs};
+use crate::ffi::args::CArgs;
 use crate::ffi::{guard, log_warning};
+use crate::model::args::Arg;
 use crate::model::error::{self, ReclaimError};
 
 /// What a command replies.
