@@ -136,14 +136,7 @@ fn a_delay_longer_than_the_lease_is_kept_then_delivered_and_the_key_goes() {
 
 #[test]
 fn a_delay_survives_debug_reload_and_an_aof_restart() {
-    let mut s = Server::start(&[
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "always",
-        "--enable-debug-command",
-        "yes",
-    ]);
+    let mut s = Server::with_aof_and_debug();
     let mut c = s.conn();
     let (id, before) = parked(&mut c, "r", 4000);
     let _: () = cmd("DEBUG").arg("RELOAD").query(&mut c).unwrap();

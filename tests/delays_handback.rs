@@ -364,17 +364,7 @@ fn command_docs_show_nack_reason_since_0_3_0() {
     let mut c = s.conn();
     let v: Value = run(&mut c, &["COMMAND", "DOCS", "reclaim.nack"]);
     let doc = &items(&v)[1];
-    let since: Vec<(String, String)> = items(&field(doc, "arguments"))
-        .iter()
-        .map(|a| {
-            let f = pairs(a);
-            let get = |k: &str| f.iter().find(|(n, _)| n == k).map(|(_, v)| string_of(v));
-            (
-                get("token").or_else(|| get("name")).unwrap(),
-                get("since").unwrap_or_default(),
-            )
-        })
-        .collect();
+    let since: Vec<(String, String)> = arguments_since(doc);
     let want: Vec<(String, String)> = [
         ("key", ""),
         ("group", ""),

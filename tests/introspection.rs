@@ -587,17 +587,7 @@ fn command_docs_arguments_and_versions_match_commands_md() {
         .find(|(n, _)| n == "reclaim.policy|set")
         .unwrap()
         .1;
-    let since_of: Vec<(String, String)> = items(&field(set, "arguments"))
-        .iter()
-        .map(|a| {
-            let f = pairs(a);
-            let get = |k: &str| f.iter().find(|(n, _)| n == k).map(|(_, v)| string_of(v));
-            (
-                get("token").or_else(|| get("name")).unwrap(),
-                get("since").unwrap_or_default(),
-            )
-        })
-        .collect();
+    let since_of: Vec<(String, String)> = arguments_since(set);
     let expect: Vec<(String, String)> = [
         ("key", ""),
         ("group", ""),

@@ -7,27 +7,6 @@ use reclaim_testkit::*;
 
 use std::time::{Duration, Instant};
 
-/// `RECLAIM.REDRIVE <args...>` as a reply.
-fn redrive(c: &mut Connection, args: &[&str]) -> Value {
-    let mut k = cmd("RECLAIM.REDRIVE");
-    k.arg(args);
-    k.query(c)
-        .unwrap_or_else(|e| panic!("RECLAIM.REDRIVE {args:?}: {e}"))
-}
-
-/// `RECLAIM.REDRIVE STATUS dlq`.
-fn status_of(c: &mut Connection, dlq: &str) -> Value {
-    redrive(c, &["STATUS", dlq])
-}
-
-/// Waits until the task of `dlq` reaches state `state`; its STATUS then.
-fn wait_state(c: &mut Connection, dlq: &str, state: &str, secs: u64) -> Value {
-    wait_for(secs, &format!("redrive of {dlq} in state {state}"), || {
-        let v = status_of(c, dlq);
-        (str_field(&v, "state") == state).then_some(v)
-    })
-}
-
 /// A stream `s` with group `g` (and the stream's policy: MAX-DELIVERIES 3, DLQ `s:dlq`,
 /// MIN-IDLE `min_idle`, INTERVAL `interval`), holding `n` entries, every one of them
 /// dead-lettered as delivered to `w` more than three times (`RETRYCOUNT 4`, then

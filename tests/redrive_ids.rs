@@ -7,27 +7,6 @@
 
 use reclaim_testkit::*;
 
-/// `RECLAIM.REDRIVE <args...>` as a reply.
-fn redrive(c: &mut Connection, args: &[&str]) -> Value {
-    let mut k = cmd("RECLAIM.REDRIVE");
-    k.arg(args);
-    k.query(c)
-        .unwrap_or_else(|e| panic!("RECLAIM.REDRIVE {args:?}: {e}"))
-}
-
-/// `RECLAIM.REDRIVE STATUS dlq`.
-fn status_of(c: &mut Connection, dlq: &str) -> Value {
-    redrive(c, &["STATUS", dlq])
-}
-
-/// Waits until the task of `dlq` reaches `state`; its STATUS then.
-fn wait_state(c: &mut Connection, dlq: &str, state: &str, secs: u64) -> Value {
-    wait_for(secs, &format!("redrive of {dlq} in state {state}"), || {
-        let v = status_of(c, dlq);
-        (v != Value::Nil && str_field(&v, "state") == state).then_some(v)
-    })
-}
-
 /// A task's `ids`, `total`, `examined`, `moved`, `skipped` and `left`.
 fn figures(st: &Value) -> Vec<i64> {
     ["ids", "total", "examined", "moved", "skipped", "left"]
@@ -396,14 +375,7 @@ fn in_redis_cluster_the_keys_are_read_past_the_ids() {
 
 #[test]
 fn the_ids_survive_debug_reload_and_a_restart_from_the_aof() {
-    let mut s = Server::start(&[
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "always",
-        "--enable-debug-command",
-        "yes",
-    ]);
+    let mut s = Server::with_aof_and_debug();
     let mut c = s.conn();
     let src = dead_letters(&mut c, "a", "a:dlq", 40);
     let d = dlq_of(&mut c, "a:dlq");

@@ -117,3 +117,24 @@ fn assert_recent_ms(v: &[u8]) {
         "reclaim-moved-ms {ms} is not a recent time (now {now})"
     );
 }
+
+/// `RECLAIM.REDRIVE <args...>` as a reply (panics on an error reply).
+pub fn redrive(c: &mut Connection, args: &[&str]) -> redis::Value {
+    let mut k = redis::cmd("RECLAIM.REDRIVE");
+    k.arg(args);
+    k.query(c)
+        .unwrap_or_else(|e| panic!("RECLAIM.REDRIVE {args:?}: {e}"))
+}
+
+/// `RECLAIM.REDRIVE STATUS dlq`.
+pub fn status_of(c: &mut Connection, dlq: &str) -> redis::Value {
+    redrive(c, &["STATUS", dlq])
+}
+
+/// Waits until the redrive task of `dlq` reaches `state`; its STATUS then.
+pub fn wait_state(c: &mut Connection, dlq: &str, state: &str, secs: u64) -> redis::Value {
+    crate::wait::wait_for(secs, &format!("redrive of {dlq} in state {state}"), || {
+        let v = status_of(c, dlq);
+        (v != redis::Value::Nil && crate::replies::str_field(&v, "state") == state).then_some(v)
+    })
+}

@@ -18,7 +18,7 @@
 //! | [`delays`] | what a delayed `RECLAIM.NACK` leaves: the delay key and its due times, the NACK record key; a field of a flat entry |
 //! | [`words`] | commands given as words ([`q`], [`run`]) or as byte strings ([`bin_cmd`], [`args!`]) |
 //! | [`sweeper`] | the sweeper's progress: `RECLAIM.STATS` fields, waits for steps, passes, skips; `RECLAIM.SWEEP` |
-//! | [`dlq`] | the dead-letter invariant ([`assert_partition`]) |
+//! | [`dlq`] | the dead-letter invariant ([`assert_partition`]); `RECLAIM.REDRIVE` and its task's state ([`wait_state`]) |
 //! | [`dump`] | `DUMP` payloads crafted for `RESTORE` ([`patch_dump`]: content replaced, CRC-64 again) |
 //! | [`dataset`] | a server's whole dataset key by key, and the differences between two ([`dataset::snapshot`], [`dataset::diff`]) |
 //! | [`docs`] | the fenced blocks of README.md and docs/*.md, run and compared (tests/docs.rs) |

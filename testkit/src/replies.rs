@@ -213,3 +213,19 @@ pub fn policy_lines(con: &mut Connection) -> Vec<std::collections::BTreeMap<Stri
         })
         .collect()
 }
+
+/// The arguments of a `COMMAND DOCS` entry, each as its token (or name) and its `since` (`""`
+/// when it has none: as old as its command).
+pub fn arguments_since(doc: &Value) -> Vec<(String, String)> {
+    items(&field(doc, "arguments"))
+        .iter()
+        .map(|a| {
+            let f = pairs(a);
+            let get = |k: &str| f.iter().find(|(n, _)| n == k).map(|(_, v)| string_of(v));
+            (
+                get("token").or_else(|| get("name")).unwrap(),
+                get("since").unwrap_or_default(),
+            )
+        })
+        .collect()
+}

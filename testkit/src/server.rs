@@ -133,6 +133,19 @@ impl Server {
         Server::launch(extra, true)
     }
 
+    /// Starts a server with the module, an AOF written at every command and `DEBUG` enabled: for
+    /// the tests of what survives `DEBUG RELOAD` and a restart from the AOF.
+    pub fn with_aof_and_debug() -> Server {
+        Server::start(&[
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+            "--enable-debug-command",
+            "yes",
+        ])
+    }
+
     /// Starts a server without the module, for measuring what the server does on its own.
     pub fn start_without_module(extra: &[&str]) -> Server {
         Server::launch(extra, false)
