@@ -2,9 +2,9 @@
 //!
 //! A policy with `STORM n window-ms` may dead-letter at most n entries within any window of
 //! window-ms; the entry that would be the (n+1)-th opens the breaker (the policy's state becomes
-//! `storm`, see [`crate::policy::State`]). The count is kept in [`SLICES`] slices of the window, so
-//! it covers between (SLICES-1)/SLICES of the window and all of it: constant memory per policy,
-//! whatever the rate.
+//! `storm`, see [`crate::policy::State`]). The count is kept in [`SLICES`] slices of the window
+//! (at least 1 ms each), so it covers between the window less one slice and the window: constant
+//! memory per policy, whatever the rate.
 
 use crate::policy::Storm;
 
@@ -30,13 +30,21 @@ impl Breaker {
         (s.window_ms.max(1) as u64).div_ceil(SLICES as u64)
     }
 
+    /// How many slices the window spans: [`SLICES`], or fewer when the window is shorter than
+    /// [`SLICES`] ms (a slice is at least 1 ms wide: `STORM 1 1` counts 1 ms, not 16).
+    fn slices_in_window(s: Storm) -> u64 {
+        (s.window_ms.max(1) as u64)
+            .div_ceil(Self::slice_ms(s))
+            .clamp(1, SLICES as u64)
+    }
+
     /// Dead-letters counted in the window that ends at monotonic ms `now`.
     fn count(&self, s: Storm, now: u64) -> u64 {
         if self.window_ms != s.window_ms {
             return 0;
         }
         let current = now / Self::slice_ms(s);
-        let oldest = current.saturating_sub(SLICES as u64 - 1);
+        let oldest = current.saturating_sub(Self::slices_in_window(s) - 1);
         (0..SLICES)
             .filter(|&i| (oldest..=current).contains(&self.slice_of[i]))
             .map(|i| self.counts[i])
