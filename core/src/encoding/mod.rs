@@ -148,14 +148,8 @@ fn load_policy(src: &mut impl Source, encver: i32) -> Option<Policy> {
         claimant,
         count,
         interval_ms,
-        backoff: Backoff::Fixed,
-        liveness_ms: 0,
-        storm: None,
-        dlq_maxlen: 0,
-        dlq_maxage_ms: 0,
-        tombstones: false,
-        forget_idle_ms: 0,
-        state: State::Active,
+        // What version 1 lacks: the defaults (also for the later versions' fields read below).
+        ..Policy::default()
     };
     if encver >= 2 {
         p.backoff = load_backoff(src)?;
